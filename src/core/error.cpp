@@ -1,0 +1,8 @@
+#include "core/error.h"
+
+namespace vkllm {
+
+bool mul_overflows(uint64_t a, uint64_t b, uint64_t* out) { return __builtin_mul_overflow(a, b, out); }
+bool add_overflows(uint64_t a, uint64_t b, uint64_t* out) { return __builtin_add_overflow(a, b, out); }
+
+}  // namespace vkllm

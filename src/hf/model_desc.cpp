@@ -1,0 +1,281 @@
+#include "hf/model_desc.h"
+
+#include <cmath>
+
+#include "core/error.h"
+
+namespace vkllm {
+
+using nlohmann::json;
+
+const char* arch_name(Arch a) {
+  switch (a) {
+    case Arch::Llama: return "llama";
+    case Arch::Qwen3: return "qwen3";
+    case Arch::Phi3: return "phi3";
+  }
+  return "?";
+}
+
+namespace {
+
+const json* find(const json& j, const char* key) {
+  if (!j.is_object()) return nullptr;
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+int get_int(const json& j, const char* key, const std::string& where, int lo, int hi) {
+  const json* v = find(j, key);
+  if (!v) fail("{}: missing key '{}'", where, key);
+  if (!v->is_number_integer()) fail("{}: key '{}' must be an integer", where, key);
+  int64_t x = v->get<int64_t>();
+  if (x < lo || x > hi) fail("{}: key '{}' = {} is out of range [{}, {}]", where, key, x, lo, hi);
+  return static_cast<int>(x);
+}
+
+double get_num(const json& j, const char* key, const std::string& where, double lo, double hi) {
+  const json* v = find(j, key);
+  if (!v) fail("{}: missing key '{}'", where, key);
+  if (!v->is_number()) fail("{}: key '{}' must be a number", where, key);
+  double x = v->get<double>();
+  if (!(x >= lo && x <= hi)) fail("{}: key '{}' = {} is out of range [{}, {}]", where, key, x, lo, hi);
+  return x;
+}
+
+std::vector<double> get_num_list(const json& j, const char* key, const std::string& where, size_t n) {
+  const json* v = find(j, key);
+  if (!v) fail("{}: missing key '{}'", where, key);
+  if (!v->is_array() || v->size() != n) fail("{}: key '{}' must be a list of {} numbers", where, key, n);
+  std::vector<double> out;
+  for (auto& e : *v) {
+    if (!e.is_number() || !(e.get<double>() > 0) || !std::isfinite(e.get<double>()))
+      fail("{}: key '{}' must hold positive finite numbers", where, key);
+    out.push_back(e.get<double>());
+  }
+  return out;
+}
+
+std::vector<int> ids_of(const json* v) {
+  std::vector<int> out;
+  if (!v) return out;
+  if (v->is_number_integer()) out.push_back(v->get<int>());
+  if (v->is_array())
+    for (auto& e : *v)
+      if (e.is_number_integer()) out.push_back(e.get<int>());
+  return out;
+}
+
+}  // namespace
+
+ModelDesc parse_hf_config(const json& c, const json& gen, const std::string& where) {
+  if (!c.is_object()) fail("{}: config is not a JSON object", where);
+  ModelDesc m;
+  const json* archs = find(c, "architectures");
+  if (!archs || !archs->is_array() || archs->empty() || !(*archs)[0].is_string())
+    fail("{}: missing key 'architectures'", where);
+  m.hf_class = (*archs)[0].get<std::string>();
+  if (m.hf_class == "LlamaForCausalLM") m.arch = Arch::Llama;
+  else if (m.hf_class == "Qwen3ForCausalLM") m.arch = Arch::Qwen3;
+  else if (m.hf_class == "Phi3ForCausalLM") m.arch = Arch::Phi3;
+  else fail("{}: unsupported architecture '{}' (supported: LlamaForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM)", where, m.hf_class);
+
+  m.hidden = get_int(c, "hidden_size", where, 1, 1 << 16);
+  m.n_layers = get_int(c, "num_hidden_layers", where, 1, 1024);
+  m.n_heads = get_int(c, "num_attention_heads", where, 1, 1024);
+  m.n_kv_heads = find(c, "num_key_value_heads") ? get_int(c, "num_key_value_heads", where, 1, 1024) : m.n_heads;
+  if (m.n_heads % m.n_kv_heads != 0)
+    fail("{}: num_attention_heads {} is not a multiple of num_key_value_heads {}", where, m.n_heads, m.n_kv_heads);
+  if (find(c, "head_dim")) m.head_dim = get_int(c, "head_dim", where, 2, 1024);
+  else {
+    if (m.hidden % m.n_heads != 0) fail("{}: hidden_size is not a multiple of num_attention_heads", where);
+    m.head_dim = m.hidden / m.n_heads;
+  }
+  if (m.head_dim % 2 != 0) fail("{}: head_dim {} must be even", where, m.head_dim);
+  m.intermediate = get_int(c, "intermediate_size", where, 1, 1 << 20);
+  m.vocab = get_int(c, "vocab_size", where, 1, 1 << 24);
+  m.max_pos = get_int(c, "max_position_embeddings", where, 1, 1 << 24);
+  m.rms_eps = get_num(c, "rms_norm_eps", where, 0, 1);
+  m.tied_embeddings = find(c, "tie_word_embeddings") ? find(c, "tie_word_embeddings")->get<bool>() : false;
+  for (const char* bias_key : {"attention_bias", "mlp_bias"}) {
+    const json* b = find(c, bias_key);
+    if (b && b->is_boolean() && b->get<bool>()) fail("{}: '{}': true is not supported", where, bias_key);
+  }
+  if (const json* act = find(c, "hidden_act"); act && act->is_string() && act->get<std::string>() != "silu")
+    fail("{}: hidden_act '{}' is not supported (only silu)", where, act->get<std::string>());
+  m.qk_norm = m.arch == Arch::Qwen3;
+  m.fused_qkv = m.fused_gate_up = m.arch == Arch::Phi3;
+
+  // RoPE: classic top-level keys, or the transformers 5.x rope_parameters block.
+  const json* rp = find(c, "rope_parameters");
+  const json* rs = rp ? rp : find(c, "rope_scaling");
+  const json empty = json::object();
+  const json& rj = rs ? *rs : empty;
+  const std::string rwhere = where + (rp ? " rope_parameters" : rs ? " rope_scaling" : "");
+  RopeDesc& r = m.rope;
+  if (find(rj, "rope_theta")) r.theta = get_num(rj, "rope_theta", rwhere, 1, 1e12);
+  else if (find(c, "rope_theta")) r.theta = get_num(c, "rope_theta", where, 1, 1e12);
+  double partial = 1.0;
+  if (find(rj, "partial_rotary_factor")) partial = get_num(rj, "partial_rotary_factor", rwhere, 0, 1);
+  else if (find(c, "partial_rotary_factor")) partial = get_num(c, "partial_rotary_factor", where, 0, 1);
+  r.rotary_dim = static_cast<int>(m.head_dim * partial);
+  if (r.rotary_dim < 2 || r.rotary_dim % 2 != 0) fail("{}: rotary dimension {} must be even and >= 2", where, r.rotary_dim);
+  std::string type = "default";
+  if (const json* t = find(rj, "rope_type")) type = t->get<std::string>();
+  else if (const json* t2 = find(rj, "type")) type = t2->get<std::string>();
+  r.type = type;
+  if (type == "default") {
+  } else if (type == "llama3") {
+    r.factor = get_num(rj, "factor", rwhere, 1, 1e6);
+    r.low_freq_factor = get_num(rj, "low_freq_factor", rwhere, 1e-6, 1e6);
+    r.high_freq_factor = get_num(rj, "high_freq_factor", rwhere, 1e-6, 1e6);
+    if (r.high_freq_factor <= r.low_freq_factor) fail("{}: high_freq_factor must exceed low_freq_factor", rwhere);
+    r.original_max_pos = get_int(rj, "original_max_position_embeddings", rwhere, 1, 1 << 24);
+  } else if (type == "longrope") {
+    size_t n = static_cast<size_t>(r.rotary_dim / 2);
+    r.short_factor = get_num_list(rj, "short_factor", rwhere, n);
+    r.long_factor = get_num_list(rj, "long_factor", rwhere, n);
+    double factor;
+    if (find(c, "original_max_position_embeddings")) {
+      r.original_max_pos = get_int(c, "original_max_position_embeddings", where, 1, 1 << 24);
+      factor = static_cast<double>(m.max_pos) / r.original_max_pos;
+    } else if (find(rj, "original_max_position_embeddings")) {
+      r.original_max_pos = get_int(rj, "original_max_position_embeddings", rwhere, 1, 1 << 24);
+      factor = static_cast<double>(m.max_pos) / r.original_max_pos;
+    } else {
+      r.original_max_pos = m.max_pos;
+      factor = find(rj, "factor") ? get_num(rj, "factor", rwhere, 0, 1e6) : 1.0;
+    }
+    r.factor = factor;
+    if (find(rj, "attention_factor")) r.attention_factor = get_num(rj, "attention_factor", rwhere, 0, 1e3);
+    else r.attention_factor = factor <= 1.0 ? 1.0 : std::sqrt(1 + std::log(factor) / std::log(r.original_max_pos));
+  } else {
+    fail("{}: rope type '{}' is not supported (default, llama3, longrope)", rwhere, type);
+  }
+
+  // Token ids: generation_config wins over config.
+  m.bos_id = -1;
+  auto bos = ids_of(find(gen, "bos_token_id"));
+  if (bos.empty()) bos = ids_of(find(c, "bos_token_id"));
+  if (!bos.empty()) m.bos_id = bos[0];
+  m.eos_ids = ids_of(find(gen, "eos_token_id"));
+  if (m.eos_ids.empty()) m.eos_ids = ids_of(find(c, "eos_token_id"));
+  return m;
+}
+
+std::vector<float> rope_inv_freq(const RopeDesc& r, bool long_factors) {
+  const int half = r.rotary_dim / 2;
+  std::vector<float> inv(static_cast<size_t>(half));
+  for (int i = 0; i < half; ++i) {
+    // transformers: 1 / base ** (arange(0, dim, 2).float() / dim), in fp32
+    float expo = static_cast<float>(2 * i) / static_cast<float>(r.rotary_dim);
+    float base_pow = std::pow(static_cast<float>(r.theta), expo);
+    if (r.type == "longrope") {
+      float ext = static_cast<float>(long_factors ? r.long_factor[i] : r.short_factor[i]);
+      inv[i] = 1.0f / (ext * base_pow);
+    } else {
+      inv[i] = 1.0f / base_pow;
+    }
+  }
+  if (r.type == "llama3") {
+    const double pi = 3.14159265358979323846;
+    double low_wavelen = r.original_max_pos / r.low_freq_factor;
+    double high_wavelen = r.original_max_pos / r.high_freq_factor;
+    for (auto& f : inv) {
+      float wavelen = static_cast<float>(2 * pi) / f;
+      float adj = wavelen > low_wavelen ? f / static_cast<float>(r.factor) : f;
+      bool medium = !(wavelen < high_wavelen) && !(wavelen > low_wavelen);
+      if (medium) {
+        float smooth = (static_cast<float>(r.original_max_pos) / wavelen - static_cast<float>(r.low_freq_factor)) /
+                       static_cast<float>(r.high_freq_factor - r.low_freq_factor);
+        adj = (1 - smooth) * adj / static_cast<float>(r.factor) + smooth * adj;
+      }
+      f = adj;
+    }
+  }
+  return inv;
+}
+
+json ModelDesc::to_json() const {
+  return json{{"arch", arch_name(arch)},
+              {"hf_class", hf_class},
+              {"hidden", hidden},
+              {"n_layers", n_layers},
+              {"n_heads", n_heads},
+              {"n_kv_heads", n_kv_heads},
+              {"head_dim", head_dim},
+              {"intermediate", intermediate},
+              {"vocab", vocab},
+              {"max_pos", max_pos},
+              {"rms_eps", rms_eps},
+              {"tied_embeddings", tied_embeddings},
+              {"qk_norm", qk_norm},
+              {"fused_qkv", fused_qkv},
+              {"fused_gate_up", fused_gate_up},
+              {"bos_id", bos_id},
+              {"eos_ids", eos_ids},
+              {"rope",
+               {{"type", rope.type},
+                {"theta", rope.theta},
+                {"rotary_dim", rope.rotary_dim},
+                {"factor", rope.factor},
+                {"low_freq_factor", rope.low_freq_factor},
+                {"high_freq_factor", rope.high_freq_factor},
+                {"original_max_pos", rope.original_max_pos},
+                {"short_factor", rope.short_factor},
+                {"long_factor", rope.long_factor},
+                {"attention_factor", rope.attention_factor}}}};
+}
+
+ModelDesc ModelDesc::from_json(const json& j) {
+  try {
+    ModelDesc m;
+    std::string a = j.at("arch").get<std::string>();
+    if (a == "llama") m.arch = Arch::Llama;
+    else if (a == "qwen3") m.arch = Arch::Qwen3;
+    else if (a == "phi3") m.arch = Arch::Phi3;
+    else fail("model description: unknown arch '{}'", a);
+    m.hf_class = j.at("hf_class").get<std::string>();
+    m.hidden = j.at("hidden").get<int>();
+    m.n_layers = j.at("n_layers").get<int>();
+    m.n_heads = j.at("n_heads").get<int>();
+    m.n_kv_heads = j.at("n_kv_heads").get<int>();
+    m.head_dim = j.at("head_dim").get<int>();
+    m.intermediate = j.at("intermediate").get<int>();
+    m.vocab = j.at("vocab").get<int>();
+    m.max_pos = j.at("max_pos").get<int>();
+    m.rms_eps = j.at("rms_eps").get<double>();
+    m.tied_embeddings = j.at("tied_embeddings").get<bool>();
+    m.qk_norm = j.at("qk_norm").get<bool>();
+    m.fused_qkv = j.at("fused_qkv").get<bool>();
+    m.fused_gate_up = j.at("fused_gate_up").get<bool>();
+    m.bos_id = j.at("bos_id").get<int>();
+    m.eos_ids = j.at("eos_ids").get<std::vector<int>>();
+    auto& r = j.at("rope");
+    m.rope.type = r.at("type").get<std::string>();
+    m.rope.theta = r.at("theta").get<double>();
+    m.rope.rotary_dim = r.at("rotary_dim").get<int>();
+    m.rope.factor = r.at("factor").get<double>();
+    m.rope.low_freq_factor = r.at("low_freq_factor").get<double>();
+    m.rope.high_freq_factor = r.at("high_freq_factor").get<double>();
+    m.rope.original_max_pos = r.at("original_max_pos").get<int>();
+    m.rope.short_factor = r.at("short_factor").get<std::vector<double>>();
+    m.rope.long_factor = r.at("long_factor").get<std::vector<double>>();
+    m.rope.attention_factor = r.at("attention_factor").get<double>();
+    auto bad = [](int v, int hi) { return v < 1 || v > hi; };
+    if (bad(m.hidden, 1 << 16) || bad(m.n_layers, 1024) || bad(m.n_heads, 1024) || bad(m.n_kv_heads, 1024) ||
+        bad(m.head_dim, 1024) || bad(m.intermediate, 1 << 20) || bad(m.vocab, 1 << 24) || bad(m.max_pos, 1 << 24) ||
+        m.n_heads % m.n_kv_heads != 0 || m.rope.rotary_dim < 2 || m.rope.rotary_dim > m.head_dim ||
+        m.rope.rotary_dim % 2 != 0)
+      fail("model description: dimensions out of range");
+    if (m.rope.type == "longrope" && (m.rope.short_factor.size() != static_cast<size_t>(m.rope.rotary_dim / 2) ||
+                                      m.rope.long_factor.size() != m.rope.short_factor.size()))
+      fail("model description: longrope factor lists have the wrong length");
+    return m;
+  } catch (const nlohmann::json::exception& e) {
+    fail("model description: {}", e.what());
+  }
+}
+
+}  // namespace vkllm

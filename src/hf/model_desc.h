@@ -1,0 +1,54 @@
+// The normalized model description: what every later stage (exporter, engines) needs to know
+// about a decoder-only transformer, whichever Hugging Face family it came from.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace vkllm {
+
+enum class Arch { Llama, Qwen3, Phi3 };
+const char* arch_name(Arch a);  // "llama", "qwen3", "phi3"
+
+struct RopeDesc {
+  std::string type = "default";  // default | llama3 | longrope
+  double theta = 10000.0;
+  int rotary_dim = 0;  // dims of each head that rotate (head_dim * partial_rotary_factor)
+  // llama3
+  double factor = 1.0, low_freq_factor = 1.0, high_freq_factor = 4.0;
+  int original_max_pos = 0;
+  // longrope
+  std::vector<double> short_factor, long_factor;
+  double attention_factor = 1.0;  // cos/sin scaling (longrope mscale)
+};
+
+struct ModelDesc {
+  Arch arch = Arch::Llama;
+  std::string hf_class;
+  int hidden = 0, n_layers = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0, intermediate = 0, vocab = 0;
+  int max_pos = 0;
+  double rms_eps = 1e-5;
+  bool tied_embeddings = false;
+  bool qk_norm = false;        // Qwen3: RMSNorm on each q and k head
+  bool fused_qkv = false;      // Phi3: qkv_proj
+  bool fused_gate_up = false;  // Phi3: gate_up_proj
+  RopeDesc rope;
+  int bos_id = -1;
+  std::vector<int> eos_ids;
+
+  nlohmann::json to_json() const;
+  static ModelDesc from_json(const nlohmann::json& j);  // validates; throws Error
+};
+
+// Parses a Hugging Face config.json (classic rope_theta/rope_scaling or the transformers 5.x
+// rope_parameters block) plus generation_config.json (may be null) into a ModelDesc.
+// `where` names the file in error messages.
+ModelDesc parse_hf_config(const nlohmann::json& config, const nlohmann::json& generation_config,
+                          const std::string& where);
+
+// Rotary inverse frequencies (rotary_dim/2 values), exactly as transformers computes them.
+// For longrope, `long_factors` selects the long table (used when a forward reaches positions
+// beyond original_max_pos).
+std::vector<float> rope_inv_freq(const RopeDesc& r, bool long_factors = false);
+
+}  // namespace vkllm
