@@ -1,0 +1,205 @@
+#include "backend/cpu/kernels.h"
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <vector>
+
+#include "core/error.h"
+#include "core/half.h"
+
+namespace vkllm::cpu {
+
+static void check_id(int32_t id, int64_t V) {
+  if (id < 0 || id >= V) fail("token id {} is out of range (vocabulary has {} rows)", id, V);
+}
+
+void embedding_f32(const int32_t* ids, int T, const float* table, int64_t V, int64_t D, float* y) {
+  for (int t = 0; t < T; ++t) {
+    check_id(ids[t], V);
+    std::copy(table + ids[t] * D, table + (ids[t] + 1) * D, y + t * D);
+  }
+}
+
+void embedding_f16(const int32_t* ids, int T, const uint16_t* table, int64_t V, int64_t D, float* y) {
+  for (int t = 0; t < T; ++t) {
+    check_id(ids[t], V);
+    for (int64_t j = 0; j < D; ++j) y[t * D + j] = f16_to_f32(table[ids[t] * D + j]);
+  }
+}
+
+void embedding_q4(const int32_t* ids, int T, const uint8_t* q, const float* scales, int64_t V, int64_t D,
+                  int64_t group, float* y) {
+  const int64_t ng = D / group;
+  for (int t = 0; t < T; ++t) {
+    check_id(ids[t], V);
+    for (int64_t j = 0; j < D; ++j)
+      y[t * D + j] = static_cast<float>(q4_get(q, D, ids[t], j)) * scales[ids[t] * ng + j / group];
+  }
+}
+
+void rms_norm(const float* x, int T, int64_t N, const float* w, int64_t group, float eps, float* y) {
+  for (int64_t r = 0; r < T * (N / group); ++r) {
+    const float* xr = x + r * group;
+    float* yr = y + r * group;
+    float ss = 0;
+    for (int64_t j = 0; j < group; ++j) ss += xr[j] * xr[j];
+    const float inv = 1.0f / std::sqrt(ss / static_cast<float>(group) + eps);
+    for (int64_t j = 0; j < group; ++j) yr[j] = w[j] * (xr[j] * inv);
+  }
+}
+
+void linear_f32(const float* x, int T, int64_t K, const float* W, int64_t N, float* y) {
+  for (int t = 0; t < T; ++t)
+    for (int64_t n = 0; n < N; ++n) {
+      const float* xr = x + t * K;
+      const float* wr = W + n * K;
+      float acc = 0;
+      for (int64_t k = 0; k < K; ++k) acc += xr[k] * wr[k];
+      y[t * N + n] = acc;
+    }
+}
+
+void linear_f16(const float* x, int T, int64_t K, const uint16_t* W, int64_t N, float* y) {
+  std::vector<float> wr(static_cast<size_t>(K));
+  for (int64_t n = 0; n < N; ++n) {
+    for (int64_t k = 0; k < K; ++k) wr[k] = f16_to_f32(W[n * K + k]);
+    for (int t = 0; t < T; ++t) {
+      float acc = 0;
+      for (int64_t k = 0; k < K; ++k) acc += x[t * K + k] * wr[k];
+      y[t * N + n] = acc;
+    }
+  }
+}
+
+void linear_q4w(const float* x, int T, int64_t K, const uint8_t* Wq, const float* scales, int64_t N,
+                int64_t group, float* y) {
+  const int64_t ng = K / group;
+  for (int t = 0; t < T; ++t)
+    for (int64_t n = 0; n < N; ++n) {
+      float acc = 0;
+      for (int64_t g = 0; g < ng; ++g) {
+        float part = 0;
+        for (int64_t k = g * group; k < (g + 1) * group; ++k)
+          part += x[t * K + k] * static_cast<float>(q4_get(Wq, K, n, k));
+        acc += part * scales[n * ng + g];
+      }
+      y[t * N + n] = acc;
+    }
+}
+
+void quantize_act_int8(const float* x, int64_t K, int8_t* q, float* scale, int32_t* zero_point) {
+  float lo = 0, hi = 0;
+  for (int64_t k = 0; k < K; ++k) {
+    lo = std::min(lo, x[k]);
+    hi = std::max(hi, x[k]);
+  }
+  float s = (hi - lo) / 255.0f;
+  s = std::max(s, FLT_EPSILON);  // torchao clamps the scale to eps (an all-zero row)
+  int32_t zp = static_cast<int32_t>(std::clamp(-128.0f - std::nearbyint(lo / s), -128.0f, 127.0f));
+  for (int64_t k = 0; k < K; ++k) {
+    float v = std::nearbyint(x[k] / s) + static_cast<float>(zp);
+    q[k] = static_cast<int8_t>(std::clamp(v, -128.0f, 127.0f));
+  }
+  *scale = s;
+  *zero_point = zp;
+}
+
+void linear_8da4w(const float* x, int T, int64_t K, const uint8_t* Wq, const float* scales,
+                  const int32_t* wsum, int64_t N, int64_t group, float* y) {
+  const int64_t ng = K / group;
+  std::vector<int8_t> qx(static_cast<size_t>(K));
+  for (int t = 0; t < T; ++t) {
+    float sx;
+    int32_t zp;
+    quantize_act_int8(x + t * K, K, qx.data(), &sx, &zp);
+    for (int64_t n = 0; n < N; ++n) {
+      float acc = 0;
+      for (int64_t g = 0; g < ng; ++g) {
+        int32_t dot = 0;
+        for (int64_t k = g * group; k < (g + 1) * group; ++k) dot += qx[k] * q4_get(Wq, K, n, k);
+        acc += scales[n * ng + g] * sx * static_cast<float>(dot - zp * wsum[n * ng + g]);
+      }
+      y[t * N + n] = acc;
+    }
+  }
+}
+
+void rope(const float* x, int T, int H, int head_dim, int rotary_dim, const float* inv_freq, int pos,
+          float attention_factor, float* y) {
+  const int half = rotary_dim / 2;
+  for (int t = 0; t < T; ++t) {
+    const float p = static_cast<float>(pos + t);
+    for (int h = 0; h < H; ++h) {
+      const float* xh = x + (static_cast<int64_t>(t) * H + h) * head_dim;
+      float* yh = y + (static_cast<int64_t>(t) * H + h) * head_dim;
+      for (int i = 0; i < half; ++i) {
+        const float ang = p * inv_freq[i];
+        const float c = std::cos(ang) * attention_factor, s = std::sin(ang) * attention_factor;
+        const float a = xh[i], b = xh[i + half];
+        yh[i] = a * c - b * s;
+        yh[i + half] = b * c + a * s;
+      }
+      for (int i = rotary_dim; i < head_dim; ++i) yh[i] = xh[i];
+    }
+  }
+}
+
+void attention(const float* q, const float* k, const float* v, int T, int pos, float* kcache, float* vcache,
+               bool f16_cache, int H, int Hkv, int head_dim, float scale, float* o) {
+  const int64_t kvw = static_cast<int64_t>(Hkv) * head_dim;
+  for (int t = 0; t < T; ++t)
+    for (int64_t j = 0; j < kvw; ++j) {
+      float kv = k[t * kvw + j], vv = v[t * kvw + j];
+      kcache[(pos + t) * kvw + j] = f16_cache ? round_f16(kv) : kv;
+      vcache[(pos + t) * kvw + j] = f16_cache ? round_f16(vv) : vv;
+    }
+  const int group = H / Hkv;
+  std::vector<float> sc(static_cast<size_t>(pos + T));
+  for (int t = 0; t < T; ++t)
+    for (int h = 0; h < H; ++h) {
+      const float* qh = q + (static_cast<int64_t>(t) * H + h) * head_dim;
+      const int kvh = h / group;
+      const int n = pos + t + 1;
+      float mx = -INFINITY;
+      for (int j = 0; j < n; ++j) {
+        const float* kr = kcache + j * kvw + kvh * head_dim;
+        float d = 0;
+        for (int i = 0; i < head_dim; ++i) d += qh[i] * kr[i];
+        sc[j] = d * scale;
+        mx = std::max(mx, sc[j]);
+      }
+      float sum = 0;
+      for (int j = 0; j < n; ++j) {
+        sc[j] = std::exp(sc[j] - mx);
+        sum += sc[j];
+      }
+      float* oh = o + (static_cast<int64_t>(t) * H + h) * head_dim;
+      for (int i = 0; i < head_dim; ++i) oh[i] = 0;
+      for (int j = 0; j < n; ++j) {
+        const float* vr = vcache + j * kvw + kvh * head_dim;
+        const float p = sc[j] / sum;
+        for (int i = 0; i < head_dim; ++i) oh[i] += p * vr[i];
+      }
+    }
+}
+
+void swiglu(const float* gate, const float* up, int64_t n, float* y) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    y[i] = g / (1.0f + std::exp(-g)) * up[i];
+  }
+}
+
+void add(const float* a, const float* b, int64_t n, float* y) {
+  for (int64_t i = 0; i < n; ++i) y[i] = a[i] + b[i];
+}
+
+int32_t argmax(const float* x, int64_t n) {
+  int64_t best = 0;
+  for (int64_t i = 1; i < n; ++i)
+    if (x[i] > x[best]) best = i;
+  return static_cast<int32_t>(best);
+}
+
+}  // namespace vkllm::cpu
