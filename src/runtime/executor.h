@@ -1,0 +1,24 @@
+// A backend's interpreter of a program: one forward over T tokens at positions pos..pos+T-1.
+#pragma once
+#include <cstdint>
+#include <memory>
+
+#include "ir/program.h"
+
+namespace vkllm {
+
+class Executor {
+ public:
+  virtual ~Executor() = default;
+  // Runs the program once. Returns the greedy next token (the program's next_token output).
+  // If logits_out is not null it receives the vocab logits of the last token (F32).
+  // Throws Error if pos + T exceeds the program's max_ctx.
+  virtual int32_t forward(const int32_t* ids, int T, int pos, float* logits_out) = 0;
+  virtual const char* name() const = 0;
+};
+
+// The CPU reference interpreter (src/backend/cpu/cpu_executor.cpp). The program and the weight
+// source must outlive the executor.
+std::unique_ptr<Executor> make_cpu_executor(const Program& program, const WeightSource& weights);
+
+}  // namespace vkllm
