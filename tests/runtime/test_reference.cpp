@@ -75,7 +75,7 @@ TEST_P(ReferenceTest, ContextOverflowIsAClearError) {
     EXPECT_NE(std::string(e.what()).find("context"), std::string::npos);
   }
   std::vector<int32_t> prompt(8, 4);
-  EXPECT_THROW(generate(*ex, model->lowered.program, prompt, 4, {}, {}, nullptr, nullptr), Error);
+  EXPECT_THROW(generate(*ex, model->lowered.program, prompt, 4, {}, {}, 0, nullptr, nullptr), Error);
   int32_t bad = 300;
   EXPECT_THROW(ex->forward(&bad, 1, 0, nullptr), Error);
 }
@@ -105,7 +105,7 @@ TEST(Generate, GreedyStopsAtEosAndSamplingIsSeeded) {
   std::vector<int32_t> prompt = {1, 20, 30};
   auto ex = model->make_executor();
   GenerateStats st;
-  auto greedy = generate(*ex, model->lowered.program, prompt, 12, {}, {}, nullptr, &st);
+  auto greedy = generate(*ex, model->lowered.program, prompt, 12, {}, {}, 0, nullptr, &st);
   ASSERT_EQ(greedy.size(), 12u);
   EXPECT_EQ(st.prompt_tokens, 3);
   // Stop at the first greedy token that differs from the first one, declared eos.
@@ -113,22 +113,22 @@ TEST(Generate, GreedyStopsAtEosAndSamplingIsSeeded) {
   while (k < greedy.size() && greedy[k] == greedy[0]) ++k;
   const int32_t eos = k < greedy.size() ? greedy[k] : greedy[0];
   if (k == greedy.size()) k = 0;
-  auto stopped = generate(*ex, model->lowered.program, prompt, 12, {}, {eos}, nullptr, &st);
+  auto stopped = generate(*ex, model->lowered.program, prompt, 12, {}, {eos}, 0, nullptr, &st);
   EXPECT_TRUE(st.stopped_by_eos);
   EXPECT_EQ(stopped, std::vector<int32_t>(greedy.begin(), greedy.begin() + static_cast<long>(k)));
   // Callback stop after 2 tokens.
   int n = 0;
-  auto cb = generate(*ex, model->lowered.program, prompt, 12, {}, {}, [&](int32_t) { return ++n < 2; }, &st);
+  auto cb = generate(*ex, model->lowered.program, prompt, 12, {}, {}, 0, [&](int32_t) { return ++n < 2; }, &st);
   EXPECT_EQ(cb.size(), 2u);
   EXPECT_TRUE(st.stopped_by_callback);
   // Seeded sampling: reproducible, seed-dependent; top_p -> 0 collapses to greedy.
   SamplingParams sp{20.0f, 1.0f, 42};
-  auto s1 = generate(*ex, model->lowered.program, prompt, 12, sp, {}, nullptr, nullptr);
-  auto s2 = generate(*ex, model->lowered.program, prompt, 12, sp, {}, nullptr, nullptr);
+  auto s1 = generate(*ex, model->lowered.program, prompt, 12, sp, {}, 0, nullptr, nullptr);
+  auto s2 = generate(*ex, model->lowered.program, prompt, 12, sp, {}, 0, nullptr, nullptr);
   sp.seed = 43;
-  auto s3 = generate(*ex, model->lowered.program, prompt, 12, sp, {}, nullptr, nullptr);
+  auto s3 = generate(*ex, model->lowered.program, prompt, 12, sp, {}, 0, nullptr, nullptr);
   EXPECT_EQ(s1, s2);
   EXPECT_NE(s1, s3);
-  auto g = generate(*ex, model->lowered.program, prompt, 12, SamplingParams{1.0f, 1e-6f, 7}, {}, nullptr, nullptr);
+  auto g = generate(*ex, model->lowered.program, prompt, 12, SamplingParams{1.0f, 1e-6f, 7}, {}, 0, nullptr, nullptr);
   EXPECT_EQ(g, greedy);
 }
