@@ -46,7 +46,7 @@ TEST_P(GoldenTest, CpuReferenceEqualsTransformers) {
   ASSERT_TRUE(g.contains("files_sha256"));
   for (auto& [file, sha] : g["files_sha256"].items()) {
     if (file.find("tokenizer") != std::string::npos) continue;  // fixtures are checked by the tokenizer suite
-    EXPECT_EQ(sha256_file_hex(dir + "/" + file), sha.get<std::string>()) << file;
+    EXPECT_EQ(testutil::sha256_file_hex(dir + "/" + file), sha.get<std::string>()) << file;
   }
   HfCheckpoint ckpt(dir);
   // Our tokenizer renders the same prompt ids as the reference tokenizer.

@@ -61,20 +61,31 @@ def sha256_file(path):
 
 
 def load_tokenizer(d):
+    """The Hugging Face tokenizers library reading the twin's tokenizer.json as it is.
+
+    transformers' PreTrainedTokenizerFast is also run; where it disagrees (transformers 5.x
+    re-registers special tokens it finds no config for) the difference is printed, not used."""
     path = os.path.join(d, "tokenizer.json")
     if not os.path.isfile(path):
         sys.exit(f"{d}: no tokenizer.json (write the twin without --no-tokenizer)")
-    try:
-        from transformers import PreTrainedTokenizerFast
+    from tokenizers import Tokenizer
 
-        tok = PreTrainedTokenizerFast(tokenizer_file=path)
-        return (lambda text, special: list(tok.encode(text, add_special_tokens=special))), "PreTrainedTokenizerFast"
-    except Exception as e:  # fall back to the tokenizers library transformers is built on
-        print(f"note: PreTrainedTokenizerFast failed ({e}); using tokenizers.Tokenizer", file=sys.stderr)
-        from tokenizers import Tokenizer
+    tok = Tokenizer.from_file(path)
 
-        tok = Tokenizer.from_file(path)
-        return (lambda text, special: list(tok.encode(text, add_special_tokens=special).ids)), "tokenizers.Tokenizer"
+    def encode(text, special):
+        ids = list(tok.encode(text, add_special_tokens=special).ids)
+        try:
+            from transformers import PreTrainedTokenizerFast
+
+            other = list(PreTrainedTokenizerFast(tokenizer_file=path).encode(text, add_special_tokens=special))
+            if other != ids:
+                print(f"note: {d}: PreTrainedTokenizerFast gives {other[:8]}..., tokenizers gives {ids[:8]}...",
+                      file=sys.stderr)
+        except Exception as e:
+            print(f"note: PreTrainedTokenizerFast failed: {e}", file=sys.stderr)
+        return ids
+
+    return encode, "tokenizers.Tokenizer"
 
 
 def load_model(d, torch):
