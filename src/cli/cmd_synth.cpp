@@ -30,8 +30,14 @@ uint64_t parse_size(const std::string& s) {
   const struct {
     const char* name;
     uint64_t mul;
-  } units[] = {{"", 1},           {"B", 1},           {"KB", 1000},       {"MB", 1000000},
-               {"GB", 1000000000}, {"KIB", 1ull << 10}, {"MIB", 1ull << 20}, {"GIB", 1ull << 30}};
+  } units[] = {{"", 1},
+               {"B", 1},
+               {"KB", 1000},
+               {"MB", 1000000},
+               {"GB", 1000000000},
+               {"KIB", 1ull << 10},
+               {"MIB", 1ull << 20},
+               {"GIB", 1ull << 30}};
   for (auto& u : units)
     if (unit == u.name) return v * u.mul;
   fail("--max-shard-size '{}': unknown unit '{}' (B, KB, MB, GB, KiB, MiB, GiB)", s, s.substr(i));

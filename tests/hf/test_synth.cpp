@@ -36,8 +36,7 @@ std::string sha256_file(const std::string& path) {
 struct TempDir {
   fs::path path;
   explicit TempDir(const std::string& tag) {
-    path = fs::temp_directory_path() /
-           fmt::format("vkllm_test_synth_{}_{}", ::getpid(), tag);
+    path = fs::temp_directory_path() / fmt::format("vkllm_test_synth_{}_{}", ::getpid(), tag);
     fs::remove_all(path);
   }
   ~TempDir() {
@@ -72,10 +71,11 @@ std::set<std::string> expected_names(const std::string& arch, int layers) {
     if (arch == "phi3") {
       per.insert(per.end(), {"self_attn.qkv_proj.weight", "mlp.gate_up_proj.weight"});
     } else {
-      per.insert(per.end(), {"self_attn.q_proj.weight", "self_attn.k_proj.weight",
-                             "self_attn.v_proj.weight", "mlp.gate_proj.weight",
-                             "mlp.up_proj.weight"});
-      if (arch == "qwen3") per.insert(per.end(), {"self_attn.q_norm.weight", "self_attn.k_norm.weight"});
+      per.insert(per.end(),
+                 {"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
+                  "mlp.gate_proj.weight", "mlp.up_proj.weight"});
+      if (arch == "qwen3")
+        per.insert(per.end(), {"self_attn.q_norm.weight", "self_attn.k_norm.weight"});
     }
     for (auto& n : per) s.insert(p + n);
   }
@@ -250,8 +250,10 @@ TEST(Synth, ByteDeterminismBySha256) {
       const std::string a = sha256_file(t.sub(std::string(twin) + "_a/" + f));
       EXPECT_EQ(a, sha256_file(t.sub(std::string(twin) + "_b/" + f))) << f;
       const std::string c = sha256_file(t.sub(std::string(twin) + "_c/" + f));
-      if (std::string(f) == "model.safetensors") EXPECT_NE(a, c) << "seed ignored";
-      else EXPECT_EQ(a, c) << f << " must not depend on the seed";
+      if (std::string(f) == "model.safetensors")
+        EXPECT_NE(a, c) << "seed ignored";
+      else
+        EXPECT_EQ(a, c) << f << " must not depend on the seed";
     }
   }
 }
@@ -340,7 +342,8 @@ TEST(Synth, WeightStatistics) {
   EXPECT_NEAR(std_of(q), 1.0 / std::sqrt(D), 0.02 / std::sqrt(D));
   auto o = ck.tensors().at("model.layers.1.self_attn.o_proj.weight")->to_f32();
   const double rho = std::sqrt(2 * D / 4);  // 4 layers
-  const double o_sd = rho * sigma_e / std::sqrt(2048.0), d_sd = 1.5 * rho * sigma_e / std::sqrt(256.0);
+  const double o_sd = rho * sigma_e / std::sqrt(2048.0),
+               d_sd = 1.5 * rho * sigma_e / std::sqrt(256.0);
   EXPECT_NEAR(std_of(o), o_sd, 0.02 * o_sd);
   auto dn = ck.tensors().at("model.layers.2.mlp.down_proj.weight")->to_f32();
   EXPECT_NEAR(std_of(dn), d_sd, 0.03 * d_sd);
@@ -424,9 +427,9 @@ TEST(Synth, Cli) {
   EXPECT_EQ(rc, 1);
   EXPECT_NE(out.find("--force"), std::string::npos) << out;
   // --force over an old single-file checkpoint with a sharded one: no stale model.safetensors.
-  out = run_cli("synth --preset tiny-llama3.2 --no-tokenizer --force --max-shard-size 4MB -o " +
-                    t.sub("m"),
-                &rc);
+  out = run_cli(
+      "synth --preset tiny-llama3.2 --no-tokenizer --force --max-shard-size 4MB -o " + t.sub("m"),
+      &rc);
   ASSERT_EQ(rc, 0) << out;
   EXPECT_FALSE(fs::exists(t.sub("m/model.safetensors")));
   EXPECT_NO_THROW(HfCheckpoint(t.sub("m")));
