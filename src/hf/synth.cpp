@@ -277,7 +277,7 @@ Rule rule_for(const SynthPreset& p, const SynthTensor& t) {
   double sd;
   // Residual updates of RMS ~ rho * sigma_e: the embedding's share of the final hidden state
   // stays small enough that the tied output projection does not just repeat the input token.
-  const double rho = std::sqrt(2.0 * p.hidden / p.layers);
+  const double rho = 1.5 * std::sqrt(2.0 * p.hidden / p.layers);
   if (ends("embed_tokens.weight"))
     sd = sigma_e;
   else if (ends("o_proj.weight"))
