@@ -140,7 +140,8 @@ void add_synth(CLI::App& app) {
   cmd->add_flag("--no-tokenizer", args->o.no_tokenizer,
                 "Write weights and configs only (no tokenizer files)");
   cmd->add_flag("--force", args->o.force,
-                "Write into a non-empty directory (old weight files there are removed)");
+                "Write into a folder that holds other files too (an earlier synth output is "
+                "rewritten without it; old weight files are always removed)");
   cmd->add_option("--max-shard-size", args->max_shard,
                   "Largest shard before splitting, as transformers' max_shard_size (default 2GB)");
   cmd->add_option("--threads", args->o.threads, "Generator threads (default: all cores)")

@@ -447,6 +447,13 @@ bool is_weight_file(const std::string& name) {
          name.compare(name.size() - 12, 12, ".safetensors") == 0;
 }
 
+bool is_synth_file(const std::string& name) {
+  for (const char* f : {"config.json", "generation_config.json", "tokenizer.json",
+                        "tokenizer_config.json", "special_tokens_map.json"})
+    if (name == f) return true;
+  return is_weight_file(name);
+}
+
 }  // namespace
 
 SynthResult synth_write(const SynthOptions& o) {
@@ -486,12 +493,23 @@ SynthResult synth_write(const SynthOptions& o) {
   const fs::path dir(o.out_dir);
   if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
     fail("{}: exists and is not a directory", o.out_dir);
-  if (fs::is_directory(dir, ec) && !fs::is_empty(dir, ec)) {
-    if (!o.force) fail("{}: directory is not empty (use --force to overwrite)", o.out_dir);
+  if (fs::is_directory(dir, ec)) {
+    // A folder holding only files synth writes (an earlier run) is rewritten; anything else in
+    // it needs --force. Old weight files are removed first so no stale shard survives.
     std::vector<fs::path> stale;
-    for (auto& e : fs::directory_iterator(dir, ec))
-      if (e.is_regular_file() && is_weight_file(e.path().filename().string()))
+    std::string foreign;
+    for (auto& e : fs::directory_iterator(dir, ec)) {
+      const std::string n = e.path().filename().string();
+      if (e.is_regular_file() && is_weight_file(n))
         stale.push_back(e.path());
+      else if (!(e.is_regular_file() && is_synth_file(n)) && foreign.empty())
+        foreign = n;
+    }
+    if (!foreign.empty() && !o.force)
+      fail(
+          "{}: directory holds '{}', which synth does not write (use --force to write there "
+          "anyway)",
+          o.out_dir, foreign);
     for (auto& f : stale)
       if (!fs::remove(f, ec) || ec) fail("{}: cannot remove stale weight file", f.string());
   }

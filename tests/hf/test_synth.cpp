@@ -423,8 +423,13 @@ TEST(Synth, Cli) {
   out = run_cli("synth --preset tiny-llama3.2 --no-tokenizer --json -o " + t.sub("m"), &rc);
   ASSERT_EQ(rc, 0) << out;
   EXPECT_EQ(json::parse(out).at("shards"), 1);
+  // Rewriting an earlier output is fine; a folder with foreign files needs --force.
+  out = run_cli("synth --preset tiny-llama3.2 --no-tokenizer -o " + t.sub("m"), &rc);
+  EXPECT_EQ(rc, 0) << out;
+  std::ofstream(t.sub("m/notes.txt")) << "mine";
   out = run_cli("synth --preset tiny-llama3.2 --no-tokenizer -o " + t.sub("m"), &rc);
   EXPECT_EQ(rc, 1);
+  EXPECT_NE(out.find("notes.txt"), std::string::npos) << out;
   EXPECT_NE(out.find("--force"), std::string::npos) << out;
   // --force over an old single-file checkpoint with a sharded one: no stale model.safetensors.
   out = run_cli(
@@ -432,6 +437,7 @@ TEST(Synth, Cli) {
       &rc);
   ASSERT_EQ(rc, 0) << out;
   EXPECT_FALSE(fs::exists(t.sub("m/model.safetensors")));
+  EXPECT_TRUE(fs::exists(t.sub("m/notes.txt")));  // --force removes weight files only
   EXPECT_NO_THROW(HfCheckpoint(t.sub("m")));
   out = run_cli("synth --preset tiny-llama3.2 --no-tokenizer --max-shard-size 4XB -o " + t.sub("z"),
                 &rc);
