@@ -8,7 +8,10 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include <openssl/evp.h>
+
 #include "core/half.h"
+#include "core/mapped_file.h"
 #include "hf/safetensors.h"
 
 namespace vkllm::testutil {
@@ -23,6 +26,20 @@ std::string temp_dir(const std::string& tag) {
   fs::remove_all(d);
   fs::create_directories(d);
   return d.string();
+}
+
+std::string sha256_file_hex(const std::string& path) {
+  MappedFile m(path);
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_Digest(m.data(), m.size(), md, &len, EVP_sha256(), nullptr);
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  for (unsigned i = 0; i < len; ++i) {
+    out.push_back(hex[md[i] >> 4]);
+    out.push_back(hex[md[i] & 15]);
+  }
+  return out;
 }
 
 namespace {

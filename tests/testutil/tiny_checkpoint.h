@@ -13,6 +13,9 @@ namespace vkllm::testutil {
 // tied: tie_word_embeddings. Returns dir.
 std::string write_tiny_checkpoint(const std::string& dir, Arch arch, bool tied = true, uint64_t seed = 1);
 
+// Lowercase hex sha256 of a file's bytes.
+std::string sha256_file_hex(const std::string& path);
+
 // A fresh empty temporary directory under the system temp dir.
 std::string temp_dir(const std::string& tag);
 

@@ -14,5 +14,7 @@ for t in ${VKLLM_DEVICE_TARGETS:-}; do
   f=$(find build/device/tests -name "$t" -type f -perm -u+x | head -1)
   [ -n "$f" ] && cp "$f" .dev/ && strip ".dev/$t"
 done
+# Shared libraries the GPU machine's image may lack travel beside the binary (run.sh sets LD_LIBRARY_PATH).
+ldd .dev/vkllm | awk '/=> \// {print $3}' | grep -Ev 'libc\.so|libm\.so|libvulkan|ld-linux|libstdc|libgcc' | xargs -r -I{} cp -L {} .dev/
 tar -C .fixtures -cJf .dev/fixtures.tar.xz .
 du -sh .dev .dev/*
