@@ -30,8 +30,14 @@ uint64_t parse_size(const std::string& s) {
   const struct {
     const char* name;
     uint64_t mul;
-  } units[] = {{"", 1},           {"B", 1},           {"KB", 1000},       {"MB", 1000000},
-               {"GB", 1000000000}, {"KIB", 1ull << 10}, {"MIB", 1ull << 20}, {"GIB", 1ull << 30}};
+  } units[] = {{"", 1},
+               {"B", 1},
+               {"KB", 1000},
+               {"MB", 1000000},
+               {"GB", 1000000000},
+               {"KIB", 1ull << 10},
+               {"MIB", 1ull << 20},
+               {"GIB", 1ull << 30}};
   for (auto& u : units)
     if (unit == u.name) return v * u.mul;
   fail("--max-shard-size '{}': unknown unit '{}' (B, KB, MB, GB, KiB, MiB, GiB)", s, s.substr(i));
@@ -134,7 +140,8 @@ void add_synth(CLI::App& app) {
   cmd->add_flag("--no-tokenizer", args->o.no_tokenizer,
                 "Write weights and configs only (no tokenizer files)");
   cmd->add_flag("--force", args->o.force,
-                "Write into a non-empty directory (old weight files there are removed)");
+                "Write into a folder that holds other files too (an earlier synth output is "
+                "rewritten without it; old weight files are always removed)");
   cmd->add_option("--max-shard-size", args->max_shard,
                   "Largest shard before splitting, as transformers' max_shard_size (default 2GB)");
   cmd->add_option("--threads", args->o.threads, "Generator threads (default: all cores)")

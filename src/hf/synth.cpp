@@ -34,8 +34,8 @@ const std::vector<SynthPreset>& synth_presets() {
        128, 256, 200064},
       {"qwen3-0.6b", "qwen3", "Qwen/Qwen3-0.6B", "qwen3", false, 1024, 28, 16, 8, 128, 3072,
        151936},
-      {"llama-3.2-1b", "llama3.2", "unsloth/Llama-3.2-1B-Instruct", "llama", false, 2048, 16, 32,
-       8, 64, 8192, 128256},
+      {"llama-3.2-1b", "llama3.2", "unsloth/Llama-3.2-1B-Instruct", "llama", false, 2048, 16, 32, 8,
+       64, 8192, 128256},
       {"phi-4-mini", "phi4mini", "microsoft/Phi-4-mini-instruct", "phi3", false, 3072, 32, 24, 8,
        128, 8192, 200064},
   };
@@ -134,8 +134,10 @@ json synth_config_json(const SynthPreset& p) {
     c["rms_norm_eps"] = 1e-05;
     json lf = json::array();
     for (double f : kPhi4LongFactor) {
-      if (f == 1.0) lf.push_back(1);  // the Hub file writes the first factor as the integer 1
-      else lf.push_back(f);
+      if (f == 1.0)
+        lf.push_back(1);  // the Hub file writes the first factor as the integer 1
+      else
+        lf.push_back(f);
     }
     c["rope_scaling"] = {
         {"long_factor", lf}, {"short_factor", std::vector<double>(48, 1.0)}, {"type", "longrope"}};
@@ -148,9 +150,14 @@ json synth_config_json(const SynthPreset& p) {
 
 json synth_generation_config_json(const SynthPreset& p) {
   if (p.arch == "qwen3")
-    return {{"bos_token_id", 151643}, {"do_sample", true},  {"eos_token_id", {151645, 151643}},
-            {"pad_token_id", 151643}, {"temperature", 0.6}, {"top_k", 20},
-            {"top_p", 0.95},          {"transformers_version", "4.51.0"}};
+    return {{"bos_token_id", 151643},
+            {"do_sample", true},
+            {"eos_token_id", {151645, 151643}},
+            {"pad_token_id", 151643},
+            {"temperature", 0.6},
+            {"top_k", 20},
+            {"top_p", 0.95},
+            {"transformers_version", "4.51.0"}};
   if (p.arch == "llama")
     return {{"bos_token_id", 128000},
             {"do_sample", true},
@@ -270,11 +277,15 @@ Rule rule_for(const SynthPreset& p, const SynthTensor& t) {
   double sd;
   // Residual updates of RMS ~ rho * sigma_e: the embedding's share of the final hidden state
   // stays small enough that the tied output projection does not just repeat the input token.
-  const double rho = std::sqrt(2.0 * p.hidden / p.layers);
-  if (ends("embed_tokens.weight")) sd = sigma_e;
-  else if (ends("o_proj.weight")) sd = rho * sigma_e / std::sqrt(fan_in);
-  else if (ends("down_proj.weight")) sd = 1.5 * rho * sigma_e / std::sqrt(fan_in);
-  else sd = 1.0 / std::sqrt(fan_in);  // q/k/v/qkv, gate/up/gate_up: unit-RMS outputs
+  const double rho = 1.5 * std::sqrt(2.0 * p.hidden / p.layers);
+  if (ends("embed_tokens.weight"))
+    sd = sigma_e;
+  else if (ends("o_proj.weight"))
+    sd = rho * sigma_e / std::sqrt(fan_in);
+  else if (ends("down_proj.weight"))
+    sd = 1.5 * rho * sigma_e / std::sqrt(fan_in);
+  else
+    sd = 1.0 / std::sqrt(fan_in);  // q/k/v/qkv, gate/up/gate_up: unit-RMS outputs
   return {Kind::Normal, static_cast<float>(sd / ih_sigma)};
 }
 
@@ -300,8 +311,8 @@ void synth_fill_bf16(const SynthPreset& p, const SynthTensor& t, uint64_t seed, 
 // Writing
 
 json SynthResult::to_json() const {
-  return {{"out_dir", out_dir},     {"files", files},   {"weight_bytes", weight_bytes},
-          {"params", params},       {"shards", shards}, {"tokenizer_from", tokenizer_from}};
+  return {{"out_dir", out_dir}, {"files", files},   {"weight_bytes", weight_bytes},
+          {"params", params},   {"shards", shards}, {"tokenizer_from", tokenizer_from}};
 }
 
 std::vector<std::string> synth_fixture_candidates(const std::string& family) {
@@ -426,12 +437,21 @@ void write_text(const std::string& path, const std::string& text) {
 }
 
 // Python's json.dumps(indent=2, sort_keys=True) + "\n", as transformers writes configs.
-std::string dump_like_hf(const json& j) { return j.dump(2) + "\n"; }
+std::string dump_like_hf(const json& j) {
+  return j.dump(2) + "\n";
+}
 
 bool is_weight_file(const std::string& name) {
   if (name == "model.safetensors" || name == "model.safetensors.index.json") return true;
   return name.rfind("model-", 0) == 0 && name.size() > 12 &&
          name.compare(name.size() - 12, 12, ".safetensors") == 0;
+}
+
+bool is_synth_file(const std::string& name) {
+  for (const char* f : {"config.json", "generation_config.json", "tokenizer.json",
+                        "tokenizer_config.json", "special_tokens_map.json"})
+    if (name == f) return true;
+  return is_weight_file(name);
 }
 
 }  // namespace
@@ -445,8 +465,10 @@ SynthResult synth_write(const SynthOptions& o) {
   std::string tok_dir;
   if (!o.no_tokenizer) {
     std::vector<std::string> cands;
-    if (!o.tokenizer_dir.empty()) cands.push_back(o.tokenizer_dir);
-    else cands = synth_fixture_candidates(p.family);
+    if (!o.tokenizer_dir.empty())
+      cands.push_back(o.tokenizer_dir);
+    else
+      cands = synth_fixture_candidates(p.family);
     for (auto& c : cands) {
       if (fs::is_regular_file(c + "/tokenizer.json") &&
           fs::is_regular_file(c + "/tokenizer_config.json")) {
@@ -471,17 +493,29 @@ SynthResult synth_write(const SynthOptions& o) {
   const fs::path dir(o.out_dir);
   if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
     fail("{}: exists and is not a directory", o.out_dir);
-  if (fs::is_directory(dir, ec) && !fs::is_empty(dir, ec)) {
-    if (!o.force) fail("{}: directory is not empty (use --force to overwrite)", o.out_dir);
+  if (fs::is_directory(dir, ec)) {
+    // A folder holding only files synth writes (an earlier run) is rewritten; anything else in
+    // it needs --force. Old weight files are removed first so no stale shard survives.
     std::vector<fs::path> stale;
-    for (auto& e : fs::directory_iterator(dir, ec))
-      if (e.is_regular_file() && is_weight_file(e.path().filename().string()))
+    std::string foreign;
+    for (auto& e : fs::directory_iterator(dir, ec)) {
+      const std::string n = e.path().filename().string();
+      if (e.is_regular_file() && is_weight_file(n))
         stale.push_back(e.path());
+      else if (!(e.is_regular_file() && is_synth_file(n)) && foreign.empty())
+        foreign = n;
+    }
+    if (!foreign.empty() && !o.force)
+      fail(
+          "{}: directory holds '{}', which synth does not write (use --force to write there "
+          "anyway)",
+          o.out_dir, foreign);
     for (auto& f : stale)
       if (!fs::remove(f, ec) || ec) fail("{}: cannot remove stale weight file", f.string());
   }
   fs::create_directories(dir, ec);
-  if (ec || !fs::is_directory(dir)) fail("{}: cannot create directory: {}", o.out_dir, ec.message());
+  if (ec || !fs::is_directory(dir))
+    fail("{}: cannot create directory: {}", o.out_dir, ec.message());
 
   SynthResult res;
   res.out_dir = o.out_dir;
@@ -512,7 +546,8 @@ SynthResult synth_write(const SynthOptions& o) {
              dump_like_hf(synth_generation_config_json(p)));
   res.files.push_back("generation_config.json");
   if (!tok_dir.empty()) {
-    for (const char* name : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"}) {
+    for (const char* name :
+         {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"}) {
       const std::string src = tok_dir + "/" + name;
       if (!fs::is_regular_file(src)) continue;  // special_tokens_map.json is optional
       std::string text = read_text_file(src);

@@ -48,7 +48,7 @@ struct SynthOptions {
   uint64_t seed = 0;
   std::string tokenizer_dir;  // empty: search <repo>/.fixtures/<family>/
   bool no_tokenizer = false;
-  bool force = false;  // allow a non-empty output directory (stale weight files are removed)
+  bool force = false;  // also write into a folder holding files synth does not write
   uint64_t max_shard_bytes = 2000000000ull;  // like HF's max_shard_size="2GB"
   int threads = 0;                           // 0: all cores
   // Called with (bytes written, total bytes) while weights are written; may be empty.

@@ -36,8 +36,7 @@ std::string sha256_file(const std::string& path) {
 struct TempDir {
   fs::path path;
   explicit TempDir(const std::string& tag) {
-    path = fs::temp_directory_path() /
-           fmt::format("vkllm_test_synth_{}_{}", ::getpid(), tag);
+    path = fs::temp_directory_path() / fmt::format("vkllm_test_synth_{}_{}", ::getpid(), tag);
     fs::remove_all(path);
   }
   ~TempDir() {
@@ -72,10 +71,11 @@ std::set<std::string> expected_names(const std::string& arch, int layers) {
     if (arch == "phi3") {
       per.insert(per.end(), {"self_attn.qkv_proj.weight", "mlp.gate_up_proj.weight"});
     } else {
-      per.insert(per.end(), {"self_attn.q_proj.weight", "self_attn.k_proj.weight",
-                             "self_attn.v_proj.weight", "mlp.gate_proj.weight",
-                             "mlp.up_proj.weight"});
-      if (arch == "qwen3") per.insert(per.end(), {"self_attn.q_norm.weight", "self_attn.k_norm.weight"});
+      per.insert(per.end(),
+                 {"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
+                  "mlp.gate_proj.weight", "mlp.up_proj.weight"});
+      if (arch == "qwen3")
+        per.insert(per.end(), {"self_attn.q_norm.weight", "self_attn.k_norm.weight"});
     }
     for (auto& n : per) s.insert(p + n);
   }
@@ -250,8 +250,10 @@ TEST(Synth, ByteDeterminismBySha256) {
       const std::string a = sha256_file(t.sub(std::string(twin) + "_a/" + f));
       EXPECT_EQ(a, sha256_file(t.sub(std::string(twin) + "_b/" + f))) << f;
       const std::string c = sha256_file(t.sub(std::string(twin) + "_c/" + f));
-      if (std::string(f) == "model.safetensors") EXPECT_NE(a, c) << "seed ignored";
-      else EXPECT_EQ(a, c) << f << " must not depend on the seed";
+      if (std::string(f) == "model.safetensors")
+        EXPECT_NE(a, c) << "seed ignored";
+      else
+        EXPECT_EQ(a, c) << f << " must not depend on the seed";
     }
   }
 }
@@ -260,9 +262,9 @@ TEST(Synth, ByteDeterminismBySha256) {
 // machines is a requirement: if this changes on purpose, regenerate tests/goldens (docs/synth.md).
 TEST(Synth, PinnedSeed0Hashes) {
   const std::map<std::string, std::string> pinned = {
-      {"tiny-qwen3", "f950a4e386a985a548563d36be534df86eb2ff43f57381f7e1a9c010a7b8c2e8"},
-      {"tiny-llama3.2", "722f98ad1be82f959669a11c930bc0bb874ac9af0a3d0890c2da3afad71f8bf9"},
-      {"tiny-phi4mini", "e8a62e02d38a86d614d43e8c7ff675c8e653af10478378afbd81debd06e0db2f"},
+      {"tiny-qwen3", "cb603688ddd1958991690fd5d6a7bc162f53c09d5d0f1696b7ce8d8096c998ef"},
+      {"tiny-llama3.2", "1bd03c2e57d95d78d33c1c9e75ac3393a557ccbc3a8c50a8758130975c124311"},
+      {"tiny-phi4mini", "e8d4abfad68ab60e5ddb70f971321c0fcd74e527e81aa6022a89b072936b2c08"},
   };
   TempDir t("pin");
   for (auto& [twin, hash] : pinned) {
@@ -339,8 +341,9 @@ TEST(Synth, WeightStatistics) {
   auto q = ck.tensors().at("model.layers.0.self_attn.q_proj.weight")->to_f32();
   EXPECT_NEAR(std_of(q), 1.0 / std::sqrt(D), 0.02 / std::sqrt(D));
   auto o = ck.tensors().at("model.layers.1.self_attn.o_proj.weight")->to_f32();
-  const double rho = std::sqrt(2 * D / 4);  // 4 layers
-  const double o_sd = rho * sigma_e / std::sqrt(2048.0), d_sd = 1.5 * rho * sigma_e / std::sqrt(256.0);
+  const double rho = 1.5 * std::sqrt(2 * D / 4);  // 4 layers
+  const double o_sd = rho * sigma_e / std::sqrt(2048.0),
+               d_sd = 1.5 * rho * sigma_e / std::sqrt(256.0);
   EXPECT_NEAR(std_of(o), o_sd, 0.02 * o_sd);
   auto dn = ck.tensors().at("model.layers.2.mlp.down_proj.weight")->to_f32();
   EXPECT_NEAR(std_of(dn), d_sd, 0.03 * d_sd);
@@ -420,15 +423,21 @@ TEST(Synth, Cli) {
   out = run_cli("synth --preset tiny-llama3.2 --no-tokenizer --json -o " + t.sub("m"), &rc);
   ASSERT_EQ(rc, 0) << out;
   EXPECT_EQ(json::parse(out).at("shards"), 1);
+  // Rewriting an earlier output is fine; a folder with foreign files needs --force.
+  out = run_cli("synth --preset tiny-llama3.2 --no-tokenizer -o " + t.sub("m"), &rc);
+  EXPECT_EQ(rc, 0) << out;
+  std::ofstream(t.sub("m/notes.txt")) << "mine";
   out = run_cli("synth --preset tiny-llama3.2 --no-tokenizer -o " + t.sub("m"), &rc);
   EXPECT_EQ(rc, 1);
+  EXPECT_NE(out.find("notes.txt"), std::string::npos) << out;
   EXPECT_NE(out.find("--force"), std::string::npos) << out;
   // --force over an old single-file checkpoint with a sharded one: no stale model.safetensors.
-  out = run_cli("synth --preset tiny-llama3.2 --no-tokenizer --force --max-shard-size 4MB -o " +
-                    t.sub("m"),
-                &rc);
+  out = run_cli(
+      "synth --preset tiny-llama3.2 --no-tokenizer --force --max-shard-size 4MB -o " + t.sub("m"),
+      &rc);
   ASSERT_EQ(rc, 0) << out;
   EXPECT_FALSE(fs::exists(t.sub("m/model.safetensors")));
+  EXPECT_TRUE(fs::exists(t.sub("m/notes.txt")));  // --force removes weight files only
   EXPECT_NO_THROW(HfCheckpoint(t.sub("m")));
   out = run_cli("synth --preset tiny-llama3.2 --no-tokenizer --max-shard-size 4XB -o " + t.sub("z"),
                 &rc);

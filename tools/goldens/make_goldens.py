@@ -88,14 +88,22 @@ def load_tokenizer(d):
     return encode, "tokenizers.Tokenizer"
 
 
-def load_model(d, torch):
-    from transformers import AutoModelForCausalLM
-
+def from_pretrained(cls, d, torch):
     kwargs = dict(trust_remote_code=False, attn_implementation="eager", output_loading_info=True)
     try:
-        res = AutoModelForCausalLM.from_pretrained(d, dtype=torch.float32, **kwargs)
+        return cls.from_pretrained(d, dtype=torch.float32, **kwargs)
     except TypeError:  # older transformers: torch_dtype
-        res = AutoModelForCausalLM.from_pretrained(d, torch_dtype=torch.float32, **kwargs)
+        return cls.from_pretrained(d, torch_dtype=torch.float32, **kwargs)
+
+
+def load_model(d, arch, torch):
+    import transformers
+
+    try:
+        res = from_pretrained(transformers.AutoModelForCausalLM, d, torch)
+    except Exception as e:  # e.g. Phi-4-mini's auto_map: use the built-in class by name
+        print(f"note: AutoModelForCausalLM failed ({e}); using transformers.{arch}", file=sys.stderr)
+        res = from_pretrained(getattr(transformers, arch), d, torch)
     model, info = res if isinstance(res, tuple) else (res, {})
     model = model.to(torch.float32).eval()
     bad = {k: list(v) for k, v in info.items() if v and k in ("missing_keys", "unexpected_keys", "mismatched_keys")}
@@ -149,7 +157,7 @@ def run_twin(d, out_dir, torch, transformers):
     if fam == "llama" and prompt_ids[1] == 128000:
         sys.exit(f"{d}: two BOS tokens in the prompt")
 
-    model = load_model(d, torch)
+    model = load_model(d, config["architectures"][0], torch)
     vocab = model.get_output_embeddings().weight.shape[0]
     if vocab != config["vocab_size"]:
         sys.exit(f"{d}: lm_head has {vocab} rows, config says {config['vocab_size']}")
