@@ -27,8 +27,8 @@ const std::vector<SynthPreset>& synth_presets() {
   // tiny-phi4mini must keep hidden_size / num_attention_heads == 128: transformers' Phi3Config
   // checks the 48 longrope factors against hidden_size // num_attention_heads * 0.75 / 2.
   static const std::vector<SynthPreset> presets = {
-      {"tiny-qwen3", "qwen3", "Qwen/Qwen3-0.6B", "qwen3", true, 64, 4, 16, 8, 128, 256, 151936},
-      {"tiny-llama3.2", "llama3.2", "unsloth/Llama-3.2-1B-Instruct", "llama", true, 64, 4, 32, 8,
+      {"tiny-qwen3", "qwen3", "Qwen/Qwen3-0.6B", "qwen3", true, 128, 4, 16, 8, 128, 256, 151936},
+      {"tiny-llama3.2", "llama3.2", "unsloth/Llama-3.2-1B-Instruct", "llama", true, 128, 4, 32, 8,
        64, 256, 128256},
       {"tiny-phi4mini", "phi4mini", "microsoft/Phi-4-mini-instruct", "phi3", true, 128, 2, 1, 1,
        128, 256, 200064},
