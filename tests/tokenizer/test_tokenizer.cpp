@@ -4,6 +4,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "core/error.h"
 #include "fixtures.h"
@@ -221,6 +222,60 @@ TEST(AddedTokens, LstripRstripAbsorbWhitespace) {
   EXPECT_EQ(t.encode("ab  <eos>  ab"), (std::vector<int32_t>{256, 257, 256}));
   EXPECT_EQ(t.encode("ab"), (std::vector<int32_t>{256}));
   EXPECT_EQ(t.decode(std::vector<int32_t>{256, 257, 256}, true), "abab");
+}
+
+}  // namespace
+}  // namespace vkllm
+
+namespace vkllm {
+namespace {
+
+std::string run_cmd(const std::string& cmd, int* rc) {
+  std::string out;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (!p) return out;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  *rc = ::pclose(p);
+  return out;
+}
+
+TEST(Cli, TokenizeJsonlBatchMatchesLibrary) {
+  const Tokenizer* q = test::fixture("qwen3");
+  ASSERT_NE(q, nullptr);
+  std::string d = tmp_dir();
+  std::vector<std::string> texts = {"hello world", "<|im_end|> x", "日本語 😀", "", "line\nbreak"};
+  {
+    std::ofstream in(d + "/in.jsonl");
+    for (const auto& t : texts) in << nlohmann::json(t).dump() << "\n";
+  }
+  int rc = -1;
+  std::string out = run_cmd(std::string(VKLLM_EXE) + " tokenize --tokenizer " +
+                                test::fixtures_dir() + "/qwen3 --jsonl < " + d + "/in.jsonl",
+                            &rc);
+  ASSERT_EQ(rc, 0) << out;
+  std::istringstream lines(out);
+  std::string line;
+  size_t i = 0;
+  while (std::getline(lines, line)) {
+    ASSERT_LT(i, texts.size());
+    EXPECT_EQ(nlohmann::json::parse(line).get<std::vector<int32_t>>(), q->encode(texts[i]))
+        << texts[i];
+    ++i;
+  }
+  EXPECT_EQ(i, texts.size());
+  out = run_cmd(std::string(VKLLM_EXE) + " tokenize --tokenizer " + test::fixtures_dir() +
+                    "/llama3.2 --chat --ids 'What is the capital of France?'",
+                &rc);
+  ASSERT_EQ(rc, 0) << out;
+  const Tokenizer* l = test::fixture("llama3.2");
+  ASSERT_NE(l, nullptr);
+  EXPECT_EQ(nlohmann::json::parse(out).get<std::vector<int32_t>>(),
+            l->encode(apply_chat_template(ChatFamily::Llama3, kQuestion, true)));
+  out = run_cmd(std::string(VKLLM_EXE) + " tokenize --tokenizer /nonexistent x 2>&1", &rc);
+  EXPECT_NE(rc, 0);
+  EXPECT_NE(out.find("/nonexistent"), std::string::npos) << out;
 }
 
 }  // namespace
