@@ -23,7 +23,7 @@ Tokenizer load_tokenizer_from_artifact(const std::string& path, ChatFamily* /*fa
 namespace {
 
 struct TokenizeArgs {
-  std::string tokenizer, model, text, family;
+  std::string tokenizer, model, text, positional, family;
   bool ids = false, to_text = false, chat = false, jsonl = false, add_special = false,
        skip_special = false, no_think = false;
 };
@@ -123,8 +123,10 @@ void run(const TokenizeArgs& a) {
     }
     return;
   }
-  std::string input = a.text;
-  if (input.empty()) {
+  if (!a.text.empty() && !a.positional.empty())
+    fail("tokenize: give the input once (--text or an argument)");
+  std::string input = a.text.empty() ? a.positional : a.text;
+  if (a.text.empty() && a.positional.empty()) {
     std::ostringstream ss;
     ss << std::cin.rdbuf();
     input = ss.str();
@@ -154,13 +156,12 @@ void add_tokenize(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "tokenize", "Encode text to token ids (or decode ids) with a model's tokenizer");
   cmd->footer(
-      "Input: TEXT argument, or stdin. Default output: one `id<TAB>\"token text\"` line per "
-      "token.\n"
-      "--ids prints the JSON array of ids. --text decodes ids (JSON array or whitespace/comma "
-      "separated).\n"
-      "--jsonl: every stdin line is a JSON string; every output line the JSON array of its ids\n"
-      "(with --text: lines are id arrays, outputs JSON strings). No special tokens are added\n"
-      "unless --add-special (Llama: <|begin_of_text|>).\n"
+      "Input: --text TEXT, a TEXT argument, or stdin. Default output: one `id<TAB>\"token text\"`\n"
+      "line per token. --ids prints the JSON array of ids. --decode turns ids (JSON array or\n"
+      "whitespace/comma separated) back into text. --jsonl: every stdin line is a JSON string, "
+      "every\n"
+      "output line the JSON array of its ids (with --decode: id arrays in, JSON strings out).\n"
+      "No special tokens are added unless --add-special (Llama: <|begin_of_text|>).\n"
       "Example: vkllm tokenize --tokenizer .fixtures/qwen3 --chat --ids 'What is the capital of "
       "France?'");
   cmd->add_option(
@@ -168,7 +169,8 @@ void add_tokenize(CLI::App& app) {
       "Directory holding tokenizer.json (+ tokenizer_config.json), or the tokenizer.json file");
   cmd->add_option("--model,-m", a->model, "A .vkllm artifact (its embedded tokenizer)");
   cmd->add_flag("--ids", a->ids, "Print the ids as one JSON array");
-  cmd->add_flag("--text", a->to_text, "Decode: input is token ids, output is text");
+  cmd->add_option("--text", a->text, "Text to encode (instead of an argument or stdin)");
+  cmd->add_flag("--decode", a->to_text, "Decode: input is token ids, output is text");
   cmd->add_flag("--chat", a->chat, "Wrap the input as one user turn in the model's chat template");
   cmd->add_option("--family", a->family,
                   "Chat family for --chat: qwen3 | llama3 | phi4mini (default: detected)");
@@ -178,10 +180,12 @@ void add_tokenize(CLI::App& app) {
                 "Batch mode over stdin lines (JSON strings in, JSON id arrays out)");
   cmd->add_flag("--add-special", a->add_special,
                 "Run the post-processor (Llama: prepend <|begin_of_text|>)");
-  cmd->add_flag("--skip-special", a->skip_special, "With --text: drop special tokens");
-  cmd->add_option("text", a->text, "Text to encode (or ids to decode); default: read stdin");
+  cmd->add_flag("--skip-special", a->skip_special, "With --decode: drop special tokens");
+  cmd->add_option("input", a->positional, "Text to encode (or ids to decode); default: read stdin");
   cmd->callback([a] {
-    if (a->ids && a->to_text) fail("tokenize: --ids and --text exclude each other");
+    if (a->ids && a->to_text) fail("tokenize: --ids and --decode exclude each other");
+    if (a->jsonl && (!a->text.empty() || !a->positional.empty()))
+      fail("tokenize: --jsonl reads stdin only");
     run(*a);
   });
 }

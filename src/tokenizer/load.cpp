@@ -136,7 +136,7 @@ bool TokenizerImpl::MergeTable::insert(int32_t a, int32_t b, Merge m) {
 
 namespace {
 
-constexpr int64_t kMaxVocab = 1 << 24;
+constexpr int64_t kMaxVocab = 1 << 21;  // ids beyond this are refused (largest real vocabularies: ~262k)
 
 const json& need(const json& j, const char* key, const std::string& where, const char* ctx) {
   if (!j.is_object() || !j.contains(key)) fail("{}: {} has no \"{}\"", where, ctx, key);

@@ -273,6 +273,16 @@ TEST(Cli, TokenizeJsonlBatchMatchesLibrary) {
   ASSERT_NE(l, nullptr);
   EXPECT_EQ(nlohmann::json::parse(out).get<std::vector<int32_t>>(),
             l->encode(apply_chat_template(ChatFamily::Llama3, kQuestion, true)));
+  out = run_cmd(std::string(VKLLM_EXE) + " tokenize --tokenizer " + test::fixtures_dir() +
+                    "/qwen3 --decode '" + nlohmann::json(q->encode("Grüße, 世界")).dump() + "'",
+                &rc);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_EQ(out, "Grüße, 世界");
+  out = run_cmd(std::string(VKLLM_EXE) + " tokenize --tokenizer " + test::fixtures_dir() +
+                    "/qwen3 --ids --text Hello",
+                &rc);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_EQ(nlohmann::json::parse(out).get<std::vector<int32_t>>(), q->encode("Hello"));
   out = run_cmd(std::string(VKLLM_EXE) + " tokenize --tokenizer /nonexistent x 2>&1", &rc);
   EXPECT_NE(rc, 0);
   EXPECT_NE(out.find("/nonexistent"), std::string::npos) << out;
