@@ -136,7 +136,8 @@ bool TokenizerImpl::MergeTable::insert(int32_t a, int32_t b, Merge m) {
 
 namespace {
 
-constexpr int64_t kMaxVocab = 1 << 21;  // ids beyond this are refused (largest real vocabularies: ~262k)
+constexpr int64_t kMaxVocab =
+    1 << 21;  // ids beyond this are refused (largest real vocabularies: ~262k)
 
 const json& need(const json& j, const char* key, const std::string& where, const char* ctx) {
   if (!j.is_object() || !j.contains(key)) fail("{}: {} has no \"{}\"", where, ctx, key);
@@ -318,6 +319,8 @@ void load_model(TokenizerImpl& t, const json& m) {
   const json& vocab = need(m, "vocab", t.where, "model");
   if (!vocab.is_object() || vocab.empty())
     fail("{}: model.vocab must be a non-empty object", t.where);
+  t.bytes_to_id.reserve(vocab.size());
+  t.token_to_id.reserve(vocab.size() + 1024);
   for (auto it = vocab.begin(); it != vocab.end(); ++it) {
     int64_t id = it.value().get<int64_t>();
     if (id < 0 || id >= kMaxVocab)

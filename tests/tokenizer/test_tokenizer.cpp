@@ -13,6 +13,13 @@
 namespace vkllm {
 namespace {
 
+// Quadratic behaviour would take minutes; sanitizer builds run ~6x slower than -O2.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr double kLongWordCpuLimit = 12.0;
+#else
+constexpr double kLongWordCpuLimit = 2.0;
+#endif
+
 const std::vector<ChatMessage> kQuestion = {{"user", "What is the capital of France?"}};
 
 TEST(ChatTemplate, SingleUserTurnMatchesDesign) {
@@ -104,7 +111,7 @@ TEST(Encode, MegabyteWordIsNotQuadratic) {
       double s = cpu() - t0;
       std::printf("1 MiB single pre-token: %zu tokens in %.3f s CPU\n", ids.size(), s);
       EXPECT_EQ(t->decode(ids), text);
-      EXPECT_LT(s, 2.0) << "encoding a 1 MiB word must stay far from quadratic";
+      EXPECT_LT(s, kLongWordCpuLimit) << "encoding a 1 MiB word must stay far from quadratic";
     }
   }
 }
