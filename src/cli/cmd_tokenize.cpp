@@ -1,10 +1,9 @@
 // vkllm tokenize: text -> ids (or ids -> text) with a Hugging Face tokenizer.json, for people and
 // scripts. --jsonl processes a batch (one JSON string or id array per line) with one load.
-#include <nlohmann/json.hpp>
-
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "cli/commands.h"
@@ -17,15 +16,16 @@ namespace vkllm::cli {
 // tokenizer_config.json; then: return Tokenizer::from_text(json, config, path)).
 Tokenizer load_tokenizer_from_artifact(const std::string& path, ChatFamily* family);
 Tokenizer load_tokenizer_from_artifact(const std::string& path, ChatFamily* /*family*/) {
-  fail("{}: reading the tokenizer from an artifact is not available yet (use --tokenizer DIR)", path);
+  fail("{}: reading the tokenizer from an artifact is not available yet (use --tokenizer DIR)",
+       path);
 }
 
 namespace {
 
 struct TokenizeArgs {
-  std::string tokenizer, model, text, family;
-  bool ids = false, to_text = false, chat = false, jsonl = false, add_special = false, skip_special = false,
-       no_think = false;
+  std::string tokenizer, model, text, positional, family;
+  bool ids = false, to_text = false, chat = false, jsonl = false, add_special = false,
+       skip_special = false, no_think = false;
 };
 
 Tokenizer load_from_path(const std::string& path) {
@@ -79,9 +79,11 @@ std::vector<int32_t> parse_ids(const std::string& s, const std::string& where) {
 }
 
 void run(const TokenizeArgs& a) {
-  if (a.tokenizer.empty() == a.model.empty()) fail("tokenize: give exactly one of --tokenizer PATH or --model ARTIFACT");
+  if (a.tokenizer.empty() == a.model.empty())
+    fail("tokenize: give exactly one of --tokenizer PATH or --model ARTIFACT");
   ChatFamily fam_from_model = ChatFamily::Qwen3;
-  Tokenizer tok = a.model.empty() ? load_from_path(a.tokenizer) : load_tokenizer_from_artifact(a.model, &fam_from_model);
+  Tokenizer tok = a.model.empty() ? load_from_path(a.tokenizer)
+                                  : load_tokenizer_from_artifact(a.model, &fam_from_model);
   const bool decode = a.to_text;
   auto encode_one = [&](const std::string& text) {
     std::string input = text;
@@ -111,7 +113,9 @@ void run(const TokenizeArgs& a) {
           if (!x.is_number_integer()) fail("stdin line {}: ids must be integers", n);
           ids.push_back(x.get<int32_t>());
         }
-        std::cout << nlohmann::json(tok.decode(ids, a.skip_special)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
+        std::cout << nlohmann::json(tok.decode(ids, a.skip_special))
+                         .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+                  << '\n';
       } else {
         if (!j.is_string()) fail("stdin line {}: expected a JSON string", n);
         std::cout << ids_json(encode_one(j.get<std::string>())) << '\n';
@@ -119,8 +123,10 @@ void run(const TokenizeArgs& a) {
     }
     return;
   }
-  std::string input = a.text;
-  if (input.empty()) {
+  if (!a.text.empty() && !a.positional.empty())
+    fail("tokenize: give the input once (--text or an argument)");
+  std::string input = a.text.empty() ? a.positional : a.text;
+  if (a.text.empty() && a.positional.empty()) {
     std::ostringstream ss;
     ss << std::cin.rdbuf();
     input = ss.str();
@@ -138,7 +144,8 @@ void run(const TokenizeArgs& a) {
   // Default: one token per line, id and its text (JSON-quoted so whitespace stays visible).
   for (int32_t id : ids) {
     nlohmann::json t = tok.decode(std::vector<int32_t>{id});
-    std::cout << id << '\t' << t.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
+    std::cout << id << '\t' << t.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+              << '\n';
   }
 }
 
@@ -146,27 +153,39 @@ void run(const TokenizeArgs& a) {
 
 void add_tokenize(CLI::App& app) {
   auto a = std::make_shared<TokenizeArgs>();
-  auto* cmd = app.add_subcommand("tokenize", "Encode text to token ids (or decode ids) with a model's tokenizer");
+  auto* cmd = app.add_subcommand(
+      "tokenize", "Encode text to token ids (or decode ids) with a model's tokenizer");
   cmd->footer(
-      "Input: TEXT argument, or stdin. Default output: one `id<TAB>\"token text\"` line per token.\n"
-      "--ids prints the JSON array of ids. --text decodes ids (JSON array or whitespace/comma separated).\n"
-      "--jsonl: every stdin line is a JSON string; every output line the JSON array of its ids\n"
-      "(with --text: lines are id arrays, outputs JSON strings). No special tokens are added\n"
-      "unless --add-special (Llama: <|begin_of_text|>).\n"
-      "Example: vkllm tokenize --tokenizer .fixtures/qwen3 --chat --ids 'What is the capital of France?'");
-  cmd->add_option("--tokenizer", a->tokenizer, "Directory holding tokenizer.json (+ tokenizer_config.json), or the tokenizer.json file");
+      "Input: --text TEXT, a TEXT argument, or stdin. Default output: one `id<TAB>\"token text\"`\n"
+      "line per token. --ids prints the JSON array of ids. --decode turns ids (JSON array or\n"
+      "whitespace/comma separated) back into text. --jsonl: every stdin line is a JSON string, "
+      "every\n"
+      "output line the JSON array of its ids (with --decode: id arrays in, JSON strings out).\n"
+      "No special tokens are added unless --add-special (Llama: <|begin_of_text|>).\n"
+      "Example: vkllm tokenize --tokenizer .fixtures/qwen3 --chat --ids 'What is the capital of "
+      "France?'");
+  cmd->add_option(
+      "--tokenizer", a->tokenizer,
+      "Directory holding tokenizer.json (+ tokenizer_config.json), or the tokenizer.json file");
   cmd->add_option("--model,-m", a->model, "A .vkllm artifact (its embedded tokenizer)");
   cmd->add_flag("--ids", a->ids, "Print the ids as one JSON array");
-  cmd->add_flag("--text", a->to_text, "Decode: input is token ids, output is text");
+  cmd->add_option("--text", a->text, "Text to encode (instead of an argument or stdin)");
+  cmd->add_flag("--decode", a->to_text, "Decode: input is token ids, output is text");
   cmd->add_flag("--chat", a->chat, "Wrap the input as one user turn in the model's chat template");
-  cmd->add_option("--family", a->family, "Chat family for --chat: qwen3 | llama3 | phi4mini (default: detected)");
-  cmd->add_flag("--no-think", a->no_think, "Qwen3 --chat: empty <think></think> block (enable_thinking=false)");
-  cmd->add_flag("--jsonl", a->jsonl, "Batch mode over stdin lines (JSON strings in, JSON id arrays out)");
-  cmd->add_flag("--add-special", a->add_special, "Run the post-processor (Llama: prepend <|begin_of_text|>)");
-  cmd->add_flag("--skip-special", a->skip_special, "With --text: drop special tokens");
-  cmd->add_option("text", a->text, "Text to encode (or ids to decode); default: read stdin");
+  cmd->add_option("--family", a->family,
+                  "Chat family for --chat: qwen3 | llama3 | phi4mini (default: detected)");
+  cmd->add_flag("--no-think", a->no_think,
+                "Qwen3 --chat: empty <think></think> block (enable_thinking=false)");
+  cmd->add_flag("--jsonl", a->jsonl,
+                "Batch mode over stdin lines (JSON strings in, JSON id arrays out)");
+  cmd->add_flag("--add-special", a->add_special,
+                "Run the post-processor (Llama: prepend <|begin_of_text|>)");
+  cmd->add_flag("--skip-special", a->skip_special, "With --decode: drop special tokens");
+  cmd->add_option("input", a->positional, "Text to encode (or ids to decode); default: read stdin");
   cmd->callback([a] {
-    if (a->ids && a->to_text) fail("tokenize: --ids and --text exclude each other");
+    if (a->ids && a->to_text) fail("tokenize: --ids and --decode exclude each other");
+    if (a->jsonl && (!a->text.empty() || !a->positional.empty()))
+      fail("tokenize: --jsonl reads stdin only");
     run(*a);
   });
 }

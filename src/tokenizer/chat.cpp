@@ -16,7 +16,9 @@ std::string_view rstrip(std::string_view s, std::string_view chars) {
   size_t e = s.find_last_not_of(chars);
   return e == std::string_view::npos ? std::string_view() : s.substr(0, e + 1);
 }
-std::string_view strip(std::string_view s, std::string_view chars) { return lstrip(rstrip(s, chars), chars); }
+std::string_view strip(std::string_view s, std::string_view chars) {
+  return lstrip(rstrip(s, chars), chars);
+}
 
 // Jinja's trim filter (Python str.strip(): Unicode whitespace).
 std::string_view trim(std::string_view s) {
@@ -39,10 +41,15 @@ std::string_view trim(std::string_view s) {
   return s.substr(b, e - b);
 }
 
-bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
-bool ends_with(std::string_view s, std::string_view p) { return s.size() >= p.size() && s.substr(s.size() - p.size()) == p; }
+bool starts_with(std::string_view s, std::string_view p) {
+  return s.substr(0, p.size()) == p;
+}
+bool ends_with(std::string_view s, std::string_view p) {
+  return s.size() >= p.size() && s.substr(s.size() - p.size()) == p;
+}
 
-void check_role(const ChatMessage& m, std::initializer_list<std::string_view> roles, const char* family) {
+void check_role(const ChatMessage& m, std::initializer_list<std::string_view> roles,
+                const char* family) {
   for (auto r : roles)
     if (m.role == r) return;
   fail("chat template {}: unsupported role \"{}\"", family, m.role);
@@ -52,13 +59,15 @@ void check_role(const ChatMessage& m, std::initializer_list<std::string_view> ro
 std::string qwen3(const std::vector<ChatMessage>& msgs, const ChatOptions& opt) {
   std::string out;
   for (const auto& m : msgs) check_role(m, {"system", "user", "assistant", "tool"}, "qwen3");
-  if (!msgs.empty() && msgs[0].role == "system") out += "<|im_start|>system\n" + msgs[0].content + "<|im_end|>\n";
+  if (!msgs.empty() && msgs[0].role == "system")
+    out += "<|im_start|>system\n" + msgs[0].content + "<|im_end|>\n";
   // The last user message that is not a tool response.
   const auto n = static_cast<long>(msgs.size());
   long last_query = n - 1;
   for (long i = n - 1; i >= 0; --i) {
     const auto& m = msgs[static_cast<size_t>(i)];
-    if (m.role == "user" && !(starts_with(m.content, "<tool_response>") && ends_with(m.content, "</tool_response>"))) {
+    if (m.role == "user" &&
+        !(starts_with(m.content, "<tool_response>") && ends_with(m.content, "</tool_response>"))) {
       last_query = i;
       break;
     }
@@ -73,7 +82,8 @@ std::string qwen3(const std::vector<ChatMessage>& msgs, const ChatOptions& opt) 
       size_t close = m.content.rfind("</think>");
       if (close != std::string::npos) {
         content = lstrip(std::string_view(m.content).substr(close + 8), "\n");
-        std::string_view before = rstrip(std::string_view(m.content).substr(0, m.content.find("</think>")), "\n");
+        std::string_view before =
+            rstrip(std::string_view(m.content).substr(0, m.content.find("</think>")), "\n");
         size_t open = before.rfind("<think>");
         reasoning = lstrip(open == std::string_view::npos ? before : before.substr(open + 7), "\n");
       }
@@ -111,7 +121,9 @@ std::string llama3(const std::vector<ChatMessage>& msgs, const ChatOptions& opt)
       system = trim(msgs[0].content);
       first = 1;
     }
-    out += "<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\nToday Date: ";
+    out +=
+        "<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December "
+        "2023\nToday Date: ";
     out += *opt.llama_date;
     out += "\n\n";
     out += system;
@@ -141,33 +153,43 @@ std::string phi4mini(const std::vector<ChatMessage>& msgs, const ChatOptions& op
 
 ChatFamily chat_family_for(Arch arch) {
   switch (arch) {
-    case Arch::Qwen3: return ChatFamily::Qwen3;
-    case Arch::Llama: return ChatFamily::Llama3;
-    case Arch::Phi3: return ChatFamily::Phi4Mini;
+    case Arch::Qwen3:
+      return ChatFamily::Qwen3;
+    case Arch::Llama:
+      return ChatFamily::Llama3;
+    case Arch::Phi3:
+      return ChatFamily::Phi4Mini;
   }
   fail("chat_family_for: unknown architecture");
 }
 
 const char* chat_family_name(ChatFamily f) {
   switch (f) {
-    case ChatFamily::Qwen3: return "qwen3";
-    case ChatFamily::Llama3: return "llama3";
-    case ChatFamily::Phi4Mini: return "phi4mini";
+    case ChatFamily::Qwen3:
+      return "qwen3";
+    case ChatFamily::Llama3:
+      return "llama3";
+    case ChatFamily::Phi4Mini:
+      return "phi4mini";
   }
   return "?";
 }
 
-std::string apply_chat_template(ChatFamily f, const std::vector<ChatMessage>& msgs, const ChatOptions& opt) {
+std::string apply_chat_template(ChatFamily f, const std::vector<ChatMessage>& msgs,
+                                const ChatOptions& opt) {
   switch (f) {
-    case ChatFamily::Qwen3: return qwen3(msgs, opt);
-    case ChatFamily::Llama3: return llama3(msgs, opt);
-    case ChatFamily::Phi4Mini: return phi4mini(msgs, opt);
+    case ChatFamily::Qwen3:
+      return qwen3(msgs, opt);
+    case ChatFamily::Llama3:
+      return llama3(msgs, opt);
+    case ChatFamily::Phi4Mini:
+      return phi4mini(msgs, opt);
   }
   fail("apply_chat_template: unknown family");
 }
 
-std::string apply_chat_template(ChatFamily f, const std::vector<ChatMessage>& msgs, bool add_generation_prompt,
-                                bool disable_thinking) {
+std::string apply_chat_template(ChatFamily f, const std::vector<ChatMessage>& msgs,
+                                bool add_generation_prompt, bool disable_thinking) {
   ChatOptions opt;
   opt.add_generation_prompt = add_generation_prompt;
   opt.disable_thinking = disable_thinking;

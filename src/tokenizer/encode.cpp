@@ -13,7 +13,7 @@
 namespace vkllm {
 namespace {
 
-constexpr size_t kCacheMaxWord = 256;      // words longer than this are not cached
+constexpr size_t kCacheMaxWord = 256;  // words longer than this are not cached
 constexpr size_t kCacheMaxEntries = 1 << 18;
 
 struct Piece {
@@ -41,10 +41,18 @@ std::string normalize(std::string_view s, const std::vector<Normalization>& step
   for (Normalization n : steps) {
     int opts = UTF8PROC_STABLE;
     switch (n) {
-      case Normalization::NFC: opts |= UTF8PROC_COMPOSE; break;
-      case Normalization::NFD: opts |= UTF8PROC_DECOMPOSE; break;
-      case Normalization::NFKC: opts |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT; break;
-      case Normalization::NFKD: opts |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT; break;
+      case Normalization::NFC:
+        opts |= UTF8PROC_COMPOSE;
+        break;
+      case Normalization::NFD:
+        opts |= UTF8PROC_DECOMPOSE;
+        break;
+      case Normalization::NFKC:
+        opts |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT;
+        break;
+      case Normalization::NFKD:
+        opts |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT;
+        break;
     }
     utf8proc_uint8_t* out = nullptr;
     utf8proc_ssize_t n_out = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(cur.data()),
@@ -60,7 +68,8 @@ std::string normalize(std::string_view s, const std::vector<Normalization>& step
 // Splits text on added tokens (leftmost-longest), honouring lstrip/rstrip/single_word. Calls
 // emit(begin, end, added_index) for text pieces (added_index -1) and matched tokens, in order.
 template <typename Emit>
-void split_added(std::string_view text, const AddedTrie& trie, const std::vector<AddedToken>& added, Emit&& emit) {
+void split_added(std::string_view text, const AddedTrie& trie, const std::vector<AddedToken>& added,
+                 Emit&& emit) {
   size_t seg = 0, i = 0, n = text.size();
   while (i < n) {
     if (!trie.may_start(static_cast<unsigned char>(text[i]))) {
@@ -103,7 +112,8 @@ void split_added(std::string_view text, const AddedTrie& trie, const std::vector
   if (seg < n) emit(seg, n, -1);
 }
 
-void apply_split(std::string_view s, const PreTokenizerStep& st, const std::vector<Piece>& in, std::vector<Piece>& out) {
+void apply_split(std::string_view s, const PreTokenizerStep& st, const std::vector<Piece>& in,
+                 std::vector<Piece>& out) {
   out.clear();
   std::vector<std::pair<Piece, bool>> parts;  // (range, is_match) after invert
   for (const Piece& p : in) {
@@ -129,22 +139,30 @@ void apply_split(std::string_view s, const PreTokenizerStep& st, const std::vect
     for (size_t k = 0; k < parts.size(); ++k) {
       auto [r, match] = parts[k];
       switch (st.behavior) {
-        case SplitBehavior::Isolated: out.push_back(r); break;
+        case SplitBehavior::Isolated:
+          out.push_back(r);
+          break;
         case SplitBehavior::Removed:
           if (!match) out.push_back(r);
           break;
         case SplitBehavior::MergedWithPrevious:
-          if (match && out.size() > first_out) out.back().end = r.end;
-          else out.push_back(r);
+          if (match && out.size() > first_out)
+            out.back().end = r.end;
+          else
+            out.push_back(r);
           break;
         case SplitBehavior::MergedWithNext:
-          if (merge_next) out.back().end = r.end;
-          else out.push_back(r);
+          if (merge_next)
+            out.back().end = r.end;
+          else
+            out.push_back(r);
           merge_next = match;
           break;
         case SplitBehavior::Contiguous:
-          if (match && k > 0 && parts[k - 1].second) out.back().end = r.end;
-          else out.push_back(r);
+          if (match && k > 0 && parts[k - 1].second)
+            out.back().end = r.end;
+          else
+            out.push_back(r);
           break;
       }
     }
@@ -166,8 +184,10 @@ void TokenizerImpl::encode_text(std::string_view text, std::vector<int32_t>& out
     }
     std::string norm = normalize(seg, normalizers);
     split_added(norm, added_normalized, added, [&](size_t b2, size_t e2, int32_t k2) {
-      if (k2 >= 0) out.push_back(added[static_cast<size_t>(k2)].id);
-      else encode_segment(std::string_view(norm).substr(b2, e2 - b2), out);
+      if (k2 >= 0)
+        out.push_back(added[static_cast<size_t>(k2)].id);
+      else
+        encode_segment(std::string_view(norm).substr(b2, e2 - b2), out);
     });
   });
 }
@@ -212,54 +232,65 @@ void TokenizerImpl::bpe(std::string_view word, std::vector<int32_t>& out) const 
   bpe_uncached(word, out);
   std::lock_guard<std::mutex> lock(cache_mu);
   if (cache.size() >= kCacheMaxEntries) cache.clear();
-  cache.emplace(std::move(key), std::vector<int32_t>(out.begin() + static_cast<std::ptrdiff_t>(first), out.end()));
+  cache.emplace(std::move(key),
+                std::vector<int32_t>(out.begin() + static_cast<std::ptrdiff_t>(first), out.end()));
 }
 
 // Byte-pair merging over a linked list of symbols with a heap of candidate pairs ordered by
 // (rank, position): O(n log n) in the word length.
 void TokenizerImpl::bpe_uncached(std::string_view word, std::vector<int32_t>& out) const {
+  // Symbols form a linked list over the word's bytes. Heap entries pack (rank << 32 | position) in
+  // one integer: the smallest is the lowest-rank, leftmost pair. Stale entries (a side already
+  // merged) are detected at pop time by looking the pair up again.
   struct Sym {
     int32_t id, prev, next;
-    bool alive;
-  };
-  struct Cand {
-    int32_t rank, pos, left, right, id;
-    bool operator>(const Cand& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
   };
   const auto n = static_cast<int32_t>(word.size());
   std::vector<Sym> sym(static_cast<size_t>(n));
   for (int32_t i = 0; i < n; ++i)
-    sym[static_cast<size_t>(i)] = {byte_id[static_cast<unsigned char>(word[static_cast<size_t>(i)])], i - 1,
-                                   i + 1 < n ? i + 1 : -1, true};
-  std::vector<Cand> heap;
+    sym[static_cast<size_t>(i)] = {
+        byte_id[static_cast<unsigned char>(word[static_cast<size_t>(i)])], i - 1,
+        i + 1 < n ? i + 1 : -1};
+  auto key = [](int32_t rank, int32_t pos) {
+    return (static_cast<uint64_t>(static_cast<uint32_t>(rank)) << 32) | static_cast<uint32_t>(pos);
+  };
+  std::vector<uint64_t> heap;
   heap.reserve(static_cast<size_t>(n));
+  for (int32_t i = 0; i + 1 < n; ++i)
+    if (const Merge* m =
+            merges.find(sym[static_cast<size_t>(i)].id, sym[static_cast<size_t>(i) + 1].id))
+      heap.push_back(key(m->rank, i));
+  std::make_heap(heap.begin(), heap.end(), std::greater<>());
   auto push_pair = [&](int32_t a) {
     if (a < 0) return;
     int32_t b = sym[static_cast<size_t>(a)].next;
     if (b < 0) return;
-    int32_t l = sym[static_cast<size_t>(a)].id, r = sym[static_cast<size_t>(b)].id;
-    auto it = merges.find((static_cast<uint64_t>(l) << 32) | static_cast<uint32_t>(r));
-    if (it == merges.end()) return;
-    heap.push_back({it->second.rank, a, l, r, it->second.id});
-    std::push_heap(heap.begin(), heap.end(), std::greater<>());
+    if (const Merge* m =
+            merges.find(sym[static_cast<size_t>(a)].id, sym[static_cast<size_t>(b)].id)) {
+      heap.push_back(key(m->rank, a));
+      std::push_heap(heap.begin(), heap.end(), std::greater<>());
+    }
   };
-  for (int32_t i = 0; i + 1 < n; ++i) push_pair(i);
   while (!heap.empty()) {
     std::pop_heap(heap.begin(), heap.end(), std::greater<>());
-    Cand c = heap.back();
+    uint64_t top = heap.back();
     heap.pop_back();
-    Sym& a = sym[static_cast<size_t>(c.pos)];
-    if (!a.alive || a.id != c.left || a.next < 0) continue;
+    auto pos = static_cast<int32_t>(top & 0xffffffffu);
+    auto rank = static_cast<int32_t>(top >> 32);
+    Sym& a = sym[static_cast<size_t>(pos)];
+    if (a.id < 0 || a.next < 0) continue;  // merged away, or now last
     Sym& b = sym[static_cast<size_t>(a.next)];
-    if (b.id != c.right) continue;
-    a.id = c.id;
-    b.alive = false;
+    const Merge* m = merges.find(a.id, b.id);
+    if (!m || m->rank != rank) continue;  // stale: the pair at pos changed
+    a.id = m->id;
+    b.id = -1;
     a.next = b.next;
-    if (b.next >= 0) sym[static_cast<size_t>(b.next)].prev = c.pos;
+    if (b.next >= 0) sym[static_cast<size_t>(b.next)].prev = pos;
     push_pair(a.prev);
-    push_pair(c.pos);
+    push_pair(pos);
   }
-  for (int32_t i = 0; i >= 0; i = sym[static_cast<size_t>(i)].next) out.push_back(sym[static_cast<size_t>(i)].id);
+  for (int32_t i = 0; i >= 0; i = sym[static_cast<size_t>(i)].next)
+    out.push_back(sym[static_cast<size_t>(i)].id);
 }
 
 // ---- Tokenizer::encode / decode ----------------------------------------------------------------
@@ -287,7 +318,8 @@ std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special) c
   return utf8::lossy(bytes);
 }
 
-StreamDecoder::StreamDecoder(const Tokenizer& tok, bool skip_special) : tok_(&tok), skip_special_(skip_special) {}
+StreamDecoder::StreamDecoder(const Tokenizer& tok, bool skip_special)
+    : tok_(&tok), skip_special_(skip_special) {}
 
 std::string StreamDecoder::push(int32_t id) {
   if (skip_special_ && tok_->is_special(id)) return {};

@@ -17,17 +17,20 @@ using nlohmann::json;
 Regex::Regex(const std::string& pattern, const std::string& where) {
   int err = 0;
   PCRE2_SIZE off = 0;
-  code_ = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), PCRE2_UTF | PCRE2_UCP, &err,
-                        &off, nullptr);
+  code_ = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+                        PCRE2_UTF | PCRE2_UCP, &err, &off, nullptr);
   if (!code_) {
     PCRE2_UCHAR msg[256];
     pcre2_get_error_message(err, msg, sizeof msg);
-    fail("{}: pre-tokenizer regex does not compile at offset {}: {}", where, off, reinterpret_cast<char*>(msg));
+    fail("{}: pre-tokenizer regex does not compile at offset {}: {}", where, off,
+         reinterpret_cast<char*>(msg));
   }
   pcre2_jit_compile(code_, PCRE2_JIT_COMPLETE);  // falls back to the interpreter when unavailable
 }
 
-Regex::~Regex() { pcre2_code_free(code_); }
+Regex::~Regex() {
+  pcre2_code_free(code_);
+}
 
 namespace {
 struct MatchScratch {
@@ -45,8 +48,8 @@ struct MatchScratch {
 
 bool Regex::find(std::string_view subject, size_t from, size_t* begin, size_t* end) const {
   thread_local MatchScratch scratch;
-  int rc = pcre2_match(code_, reinterpret_cast<PCRE2_SPTR>(subject.data()), subject.size(), from, PCRE2_NO_UTF_CHECK,
-                       scratch.data, scratch.ctx);
+  int rc = pcre2_match(code_, reinterpret_cast<PCRE2_SPTR>(subject.data()), subject.size(), from,
+                       PCRE2_NO_UTF_CHECK, scratch.data, scratch.ctx);
   if (rc == PCRE2_ERROR_NOMATCH) return false;
   if (rc < 0) {
     PCRE2_UCHAR msg[256];
@@ -98,11 +101,43 @@ int32_t AddedTrie::longest(std::string_view text, size_t pos, size_t* len) const
   return best;
 }
 
+// ---- MergeTable --------------------------------------------------------------------------------
+
+void TokenizerImpl::MergeTable::reserve(size_t n) {
+  size_t cap = 16;
+  while (cap < n * 2) cap <<= 1;
+  slots_.assign(cap, Slot{});
+  mask_ = cap - 1;
+  size_ = 0;
+}
+
+bool TokenizerImpl::MergeTable::insert(int32_t a, int32_t b, Merge m) {
+  if ((size_ + 1) * 2 > slots_.size()) {
+    std::vector<Slot> old = std::move(slots_);
+    reserve(std::max<size_t>(size_ + 1, old.size()));
+    for (const Slot& s : old)
+      if (s.key != kEmpty)
+        insert(static_cast<int32_t>(s.key >> 32), static_cast<int32_t>(s.key & 0xffffffffu), s.m);
+  }
+  uint64_t key = pack(a, b);
+  for (size_t i = hash(key) & mask_;; i = (i + 1) & mask_) {
+    Slot& s = slots_[i];
+    if (s.key == key) return false;
+    if (s.key == kEmpty) {
+      s.key = key;
+      s.m = m;
+      ++size_;
+      return true;
+    }
+  }
+}
+
 // ---- tokenizer.json ----------------------------------------------------------------------------
 
 namespace {
 
-constexpr int64_t kMaxVocab = 1 << 24;
+constexpr int64_t kMaxVocab =
+    1 << 21;  // ids beyond this are refused (largest real vocabularies: ~262k)
 
 const json& need(const json& j, const char* key, const std::string& where, const char* ctx) {
   if (!j.is_object() || !j.contains(key)) fail("{}: {} has no \"{}\"", where, ctx, key);
@@ -111,7 +146,8 @@ const json& need(const json& j, const char* key, const std::string& where, const
 
 bool flag(const json& j, const char* key, bool def = false) {
   if (!j.contains(key) || j.at(key).is_null()) return def;
-  if (!j.at(key).is_boolean()) throw json::type_error::create(302, std::string(key) + " must be a boolean", &j);
+  if (!j.at(key).is_boolean())
+    throw json::type_error::create(302, std::string(key) + " must be a boolean", &j);
   return j.at(key).get<bool>();
 }
 
@@ -134,7 +170,8 @@ void load_normalizer(TokenizerImpl& t, const json& n) {
   if (n.is_null()) return;
   std::string type = need(n, "type", t.where, "normalizer").get<std::string>();
   if (type == "Sequence") {
-    for (const auto& s : need(n, "normalizers", t.where, "normalizer Sequence")) load_normalizer(t, s);
+    for (const auto& s : need(n, "normalizers", t.where, "normalizer Sequence"))
+      load_normalizer(t, s);
   } else if (type == "NFC") {
     t.normalizers.push_back(Normalization::NFC);
   } else if (type == "NFD") {
@@ -149,7 +186,8 @@ void load_normalizer(TokenizerImpl& t, const json& n) {
 }
 
 // The GPT-2 pattern ByteLevel uses when use_regex is true.
-const char* kGpt2Pattern = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+const char* kGpt2Pattern =
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
 std::string quote_literal(const std::string& s) {
   std::string out = "\\Q";
@@ -165,7 +203,8 @@ void load_pre_tokenizer(TokenizerImpl& t, const json& p, bool* byte_level) {
   if (p.is_null()) return;
   std::string type = need(p, "type", t.where, "pre_tokenizer").get<std::string>();
   if (type == "Sequence") {
-    for (const auto& s : need(p, "pretokenizers", t.where, "pre_tokenizer Sequence")) load_pre_tokenizer(t, s, byte_level);
+    for (const auto& s : need(p, "pretokenizers", t.where, "pre_tokenizer Sequence"))
+      load_pre_tokenizer(t, s, byte_level);
   } else if (type == "Split") {
     if (*byte_level) fail("{}: unsupported pre_tokenizer: Split after ByteLevel", t.where);
     const json& pat = need(p, "pattern", t.where, "Split pre_tokenizer");
@@ -173,17 +212,24 @@ void load_pre_tokenizer(TokenizerImpl& t, const json& p, bool* byte_level) {
     if (pat.contains("Regex")) {
       st.regex = std::make_shared<Regex>(pat.at("Regex").get<std::string>(), t.where);
     } else if (pat.contains("String")) {
-      st.regex = std::make_shared<Regex>(quote_literal(pat.at("String").get<std::string>()), t.where);
+      st.regex =
+          std::make_shared<Regex>(quote_literal(pat.at("String").get<std::string>()), t.where);
     } else {
       fail("{}: Split pre_tokenizer pattern needs \"Regex\" or \"String\"", t.where);
     }
     std::string b = need(p, "behavior", t.where, "Split pre_tokenizer").get<std::string>();
-    if (b == "Isolated") st.behavior = SplitBehavior::Isolated;
-    else if (b == "Removed") st.behavior = SplitBehavior::Removed;
-    else if (b == "MergedWithPrevious") st.behavior = SplitBehavior::MergedWithPrevious;
-    else if (b == "MergedWithNext") st.behavior = SplitBehavior::MergedWithNext;
-    else if (b == "Contiguous") st.behavior = SplitBehavior::Contiguous;
-    else fail("{}: unknown Split behavior \"{}\"", t.where, b);
+    if (b == "Isolated")
+      st.behavior = SplitBehavior::Isolated;
+    else if (b == "Removed")
+      st.behavior = SplitBehavior::Removed;
+    else if (b == "MergedWithPrevious")
+      st.behavior = SplitBehavior::MergedWithPrevious;
+    else if (b == "MergedWithNext")
+      st.behavior = SplitBehavior::MergedWithNext;
+    else if (b == "Contiguous")
+      st.behavior = SplitBehavior::Contiguous;
+    else
+      fail("{}: unknown Split behavior \"{}\"", t.where, b);
     st.invert = flag(p, "invert");
     t.pre_tokenizers.push_back(std::move(st));
   } else if (type == "ByteLevel") {
@@ -204,7 +250,8 @@ void load_post_processor(TokenizerImpl& t, const json& p) {
   if (p.is_null()) return;
   std::string type = need(p, "type", t.where, "post_processor").get<std::string>();
   if (type == "Sequence") {
-    for (const auto& s : need(p, "processors", t.where, "post_processor Sequence")) load_post_processor(t, s);
+    for (const auto& s : need(p, "processors", t.where, "post_processor Sequence"))
+      load_post_processor(t, s);
   } else if (type == "ByteLevel") {
     // Only adjusts offsets; ids are unchanged.
   } else if (type == "TemplateProcessing") {
@@ -217,11 +264,14 @@ void load_post_processor(TokenizerImpl& t, const json& p) {
         seen_a = true;
       } else if (piece.contains("SpecialToken")) {
         std::string name = piece.at("SpecialToken").at("id").get<std::string>();
-        if (!specials.contains(name)) fail("{}: TemplateProcessing special token \"{}\" is not defined", t.where, name);
-        for (const auto& id : need(specials.at(name), "ids", t.where, "TemplateProcessing special token")) {
+        if (!specials.contains(name))
+          fail("{}: TemplateProcessing special token \"{}\" is not defined", t.where, name);
+        for (const auto& id :
+             need(specials.at(name), "ids", t.where, "TemplateProcessing special token")) {
           int64_t v = id.get<int64_t>();
           if (v < 0 || v >= static_cast<int64_t>(t.id_token.size()))
-            fail("{}: TemplateProcessing special token \"{}\" has id {} outside the vocabulary", t.where, name, v);
+            fail("{}: TemplateProcessing special token \"{}\" has id {} outside the vocabulary",
+                 t.where, name, v);
           (seen_a ? t.post_suffix : t.post_prefix).push_back(static_cast<int32_t>(v));
         }
       } else {
@@ -267,10 +317,14 @@ void load_model(TokenizerImpl& t, const json& m) {
   t.ignore_merges = flag(m, "ignore_merges");
 
   const json& vocab = need(m, "vocab", t.where, "model");
-  if (!vocab.is_object() || vocab.empty()) fail("{}: model.vocab must be a non-empty object", t.where);
+  if (!vocab.is_object() || vocab.empty())
+    fail("{}: model.vocab must be a non-empty object", t.where);
+  t.bytes_to_id.reserve(vocab.size());
+  t.token_to_id.reserve(vocab.size() + 1024);
   for (auto it = vocab.begin(); it != vocab.end(); ++it) {
     int64_t id = it.value().get<int64_t>();
-    if (id < 0 || id >= kMaxVocab) fail("{}: vocab entry {} has id {} out of range", t.where, json(it.key()).dump(), id);
+    if (id < 0 || id >= kMaxVocab)
+      fail("{}: vocab entry {} has id {} out of range", t.where, json(it.key()).dump(), id);
     std::string bytes = raw_bytes_of(it.key());
     t.bytes_to_id.emplace(bytes, static_cast<int32_t>(id));
     t.token_to_id[it.key()] = static_cast<int32_t>(id);
@@ -278,7 +332,8 @@ void load_model(TokenizerImpl& t, const json& m) {
   }
   for (int b = 0; b < 256; ++b) {
     auto it = t.bytes_to_id.find(std::string(1, static_cast<char>(b)));
-    if (it == t.bytes_to_id.end()) fail("{}: model.vocab lacks the byte-level token for byte 0x{:02x}", t.where, b);
+    if (it == t.bytes_to_id.end())
+      fail("{}: model.vocab lacks the byte-level token for byte 0x{:02x}", t.where, b);
     t.byte_id[static_cast<size_t>(b)] = it->second;
   }
 
@@ -304,8 +359,8 @@ void load_model(TokenizerImpl& t, const json& m) {
     auto ia = t.token_to_id.find(a), ib = t.token_to_id.find(b), ic = t.token_to_id.find(a + b);
     if (ia == t.token_to_id.end() || ib == t.token_to_id.end() || ic == t.token_to_id.end())
       fail("{}: merge {} uses a token missing from the vocab", t.where, mg.dump());
-    uint64_t key = (static_cast<uint64_t>(ia->second) << 32) | static_cast<uint32_t>(ib->second);
-    t.merges.emplace(key, TokenizerImpl::Merge{rank++, ic->second});  // first (lowest rank) wins
+    t.merges.insert(ia->second, ib->second,
+                    TokenizerImpl::Merge{rank++, ic->second});  // first (lowest rank) wins
   }
 }
 
@@ -350,7 +405,10 @@ void load_tokenizer_json(TokenizerImpl& t, const std::string& text) {
     if (j.contains("normalizer")) load_normalizer(t, j.at("normalizer"));
     bool byte_level = false;
     if (j.contains("pre_tokenizer")) load_pre_tokenizer(t, j.at("pre_tokenizer"), &byte_level);
-    if (!byte_level) fail("{}: unsupported tokenizer: only byte-level BPE (a ByteLevel pre_tokenizer) is supported", t.where);
+    if (!byte_level)
+      fail(
+          "{}: unsupported tokenizer: only byte-level BPE (a ByteLevel pre_tokenizer) is supported",
+          t.where);
     if (j.contains("post_processor")) load_post_processor(t, j.at("post_processor"));
     check_decoder(t, j.contains("decoder") ? j.at("decoder") : json());
   } catch (const json::exception& e) {
@@ -370,11 +428,15 @@ void load_tokenizer_config(TokenizerImpl& t, const std::string& text) {
     if (!j.contains(key) || j.at(key).is_null()) return std::nullopt;
     const json& v = j.at(key);
     std::string name;
-    if (v.is_string()) name = v.get<std::string>();
-    else if (v.is_object() && v.contains("content") && v.at("content").is_string()) name = v.at("content").get<std::string>();
-    else fail("{}: tokenizer_config.json {} must be a string or {{\"content\": ...}}", t.where, key);
+    if (v.is_string())
+      name = v.get<std::string>();
+    else if (v.is_object() && v.contains("content") && v.at("content").is_string())
+      name = v.at("content").get<std::string>();
+    else
+      fail("{}: tokenizer_config.json {} must be a string or {{\"content\": ...}}", t.where, key);
     auto it = t.token_to_id.find(name);
-    if (it == t.token_to_id.end()) fail("{}: tokenizer_config.json {} \"{}\" is not a token", t.where, key, name);
+    if (it == t.token_to_id.end())
+      fail("{}: tokenizer_config.json {} \"{}\" is not a token", t.where, key, name);
     return it->second;
   };
   t.bos = special("bos_token");
@@ -388,8 +450,8 @@ Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
 Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
 Tokenizer::~Tokenizer() = default;
 
-Tokenizer Tokenizer::from_text(const std::string& tokenizer_json, const std::string& tokenizer_config_json,
-                               const std::string& where) {
+Tokenizer Tokenizer::from_text(const std::string& tokenizer_json,
+                               const std::string& tokenizer_config_json, const std::string& where) {
   auto impl = std::make_unique<TokenizerImpl>();
   impl->where = where;
   load_tokenizer_json(*impl, tokenizer_json);
@@ -397,9 +459,11 @@ Tokenizer Tokenizer::from_text(const std::string& tokenizer_json, const std::str
   return Tokenizer(std::move(impl));
 }
 
-Tokenizer Tokenizer::from_files(const std::string& tokenizer_json, const std::string& tokenizer_config_json) {
+Tokenizer Tokenizer::from_files(const std::string& tokenizer_json,
+                                const std::string& tokenizer_config_json) {
   std::string tj = read_text_file(tokenizer_json);
-  std::string tc = tokenizer_config_json.empty() ? std::string() : read_text_file(tokenizer_config_json);
+  std::string tc =
+      tokenizer_config_json.empty() ? std::string() : read_text_file(tokenizer_config_json);
   return from_text(tj, tc, tokenizer_json);
 }
 
@@ -410,7 +474,9 @@ Tokenizer Tokenizer::from_dir(const std::string& dir) {
   return from_files(dir + "/tokenizer.json", f ? cfg : std::string());
 }
 
-int32_t Tokenizer::vocab_size() const { return static_cast<int32_t>(impl_->id_token.size()); }
+int32_t Tokenizer::vocab_size() const {
+  return static_cast<int32_t>(impl_->id_token.size());
+}
 
 std::optional<int32_t> Tokenizer::token_id(std::string_view token) const {
   auto it = impl_->token_to_id.find(std::string(token));
@@ -419,12 +485,14 @@ std::optional<int32_t> Tokenizer::token_id(std::string_view token) const {
 }
 
 const std::string& Tokenizer::token(int32_t id) const {
-  if (id < 0 || id >= vocab_size()) fail("{}: token id {} out of range [0, {})", impl_->where, id, vocab_size());
+  if (id < 0 || id >= vocab_size())
+    fail("{}: token id {} out of range [0, {})", impl_->where, id, vocab_size());
   return impl_->id_token[static_cast<size_t>(id)];
 }
 
 const std::string& Tokenizer::token_bytes(int32_t id) const {
-  if (id < 0 || id >= vocab_size()) fail("{}: token id {} out of range [0, {})", impl_->where, id, vocab_size());
+  if (id < 0 || id >= vocab_size())
+    fail("{}: token id {} out of range [0, {})", impl_->where, id, vocab_size());
   return impl_->id_bytes[static_cast<size_t>(id)];
 }
 
@@ -432,7 +500,11 @@ bool Tokenizer::is_special(int32_t id) const {
   return id >= 0 && id < vocab_size() && impl_->id_special[static_cast<size_t>(id)] != 0;
 }
 
-std::optional<int32_t> Tokenizer::bos_id() const { return impl_->bos; }
-std::optional<int32_t> Tokenizer::eos_id() const { return impl_->eos; }
+std::optional<int32_t> Tokenizer::bos_id() const {
+  return impl_->bos;
+}
+std::optional<int32_t> Tokenizer::eos_id() const {
+  return impl_->eos;
+}
 
 }  // namespace vkllm

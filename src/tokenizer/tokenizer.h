@@ -21,11 +21,12 @@ class Tokenizer {
  public:
   // Loads tokenizer.json and tokenizer_config.json (the config may be an empty path: then only
   // tokenizer.json is read). Throws Error naming the file on any problem.
-  static Tokenizer from_files(const std::string& tokenizer_json, const std::string& tokenizer_config_json);
+  static Tokenizer from_files(const std::string& tokenizer_json,
+                              const std::string& tokenizer_config_json);
   // Same, from the file contents (artifacts embed both texts); `where` names the source in errors.
   // An empty config text means "no tokenizer_config.json".
-  static Tokenizer from_text(const std::string& tokenizer_json, const std::string& tokenizer_config_json,
-                             const std::string& where);
+  static Tokenizer from_text(const std::string& tokenizer_json,
+                             const std::string& tokenizer_config_json, const std::string& where);
   // Loads DIR/tokenizer.json and DIR/tokenizer_config.json (the latter optional).
   static Tokenizer from_dir(const std::string& dir);
 
@@ -50,7 +51,8 @@ class Tokenizer {
   // Raw bytes an id stands for (what decode concatenates). Throws for ids out of range.
   const std::string& token_bytes(int32_t id) const;
   bool is_special(int32_t id) const;  // an added token with "special": true
-  // From tokenizer_config.json (bos_token / eos_token, string or {"content": ...}); nullopt if unset.
+  // From tokenizer_config.json (bos_token / eos_token, string or {"content": ...}); nullopt if
+  // unset.
   std::optional<int32_t> bos_id() const;
   std::optional<int32_t> eos_id() const;
 
@@ -95,8 +97,9 @@ struct ChatOptions {
 // Renders a conversation as the model's chat template does. Single user turn (defaults) gives
 // exactly the prompts of DESIGN.md section 2. Qwen3: default renders no <think> block (as the real
 // template when enable_thinking is undefined). Throws Error on an unknown role.
-std::string apply_chat_template(ChatFamily f, const std::vector<ChatMessage>& msgs, const ChatOptions& opt);
-std::string apply_chat_template(ChatFamily f, const std::vector<ChatMessage>& msgs, bool add_generation_prompt,
-                                bool disable_thinking = false);
+std::string apply_chat_template(ChatFamily f, const std::vector<ChatMessage>& msgs,
+                                const ChatOptions& opt);
+std::string apply_chat_template(ChatFamily f, const std::vector<ChatMessage>& msgs,
+                                bool add_generation_prompt, bool disable_thinking = false);
 
 }  // namespace vkllm

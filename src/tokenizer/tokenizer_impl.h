@@ -73,7 +73,36 @@ struct TokenizerImpl {
   struct Merge {
     int32_t rank, id;
   };
-  std::unordered_map<uint64_t, Merge> merges;
+  // Open-addressing table (pair of ids -> merge), faster than std::unordered_map on the hot path.
+  class MergeTable {
+   public:
+    void reserve(size_t n);
+    bool insert(int32_t a, int32_t b, Merge m);  // false if the pair is present (first one wins)
+    const Merge* find(int32_t a, int32_t b) const {
+      uint64_t key = pack(a, b);
+      for (size_t i = hash(key) & mask_;; i = (i + 1) & mask_) {
+        const Slot& s = slots_[i];
+        if (s.key == key) return &s.m;
+        if (s.key == kEmpty) return nullptr;
+      }
+    }
+
+   private:
+    static constexpr uint64_t kEmpty = ~0ull;
+    static uint64_t pack(int32_t a, int32_t b) {
+      return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
+    }
+    static size_t hash(uint64_t k) {
+      return static_cast<size_t>((k * 0x9E3779B97F4A7C15ull) >> 20);
+    }
+    struct Slot {
+      uint64_t key = kEmpty;
+      Merge m{};
+    };
+    std::vector<Slot> slots_;
+    size_t mask_ = 0, size_ = 0;
+  };
+  MergeTable merges;
   bool ignore_merges = false;
 
   std::vector<std::string> id_token;  // spelling in tokenizer.json

@@ -89,7 +89,8 @@ char32_t next(std::string_view s, size_t& i) {
   }
   int len = b >= 0xF0 ? 4 : b >= 0xE0 ? 3 : 2;
   char32_t cp = b & (0x3F >> (len - 1));
-  for (int k = 1; k < len && i + k < s.size(); ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
+  for (int k = 1; k < len && i + k < s.size(); ++k)
+    cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
   i += static_cast<size_t>(len);
   return cp;
 }
@@ -138,7 +139,8 @@ int char_to_byte(char32_t c) {
 
 bool is_whitespace(char32_t c) {
   return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 ||
-         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
+         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F ||
+         c == 0x3000;
 }
 
 }  // namespace vkllm::utf8

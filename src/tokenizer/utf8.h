@@ -10,7 +10,9 @@ namespace vkllm::utf8 {
 
 // Length of the longest prefix of s that is valid UTF-8.
 size_t valid_prefix(std::string_view s);
-inline bool is_valid(std::string_view s) { return valid_prefix(s) == s.size(); }
+inline bool is_valid(std::string_view s) {
+  return valid_prefix(s) == s.size();
+}
 
 // Appends s to out with every invalid sequence replaced by U+FFFD. When `final` is false, an
 // incomplete but so far valid sequence at the very end is not consumed; returns the number of

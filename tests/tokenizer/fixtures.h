@@ -11,8 +11,12 @@
 
 namespace vkllm::test {
 
-inline std::string fixtures_dir() { return VKLLM_SOURCE_DIR "/.fixtures"; }
-inline std::string tests_dir() { return VKLLM_SOURCE_DIR "/tests/tokenizer"; }
+inline std::string fixtures_dir() {
+  return VKLLM_SOURCE_DIR "/.fixtures";
+}
+inline std::string tests_dir() {
+  return VKLLM_SOURCE_DIR "/tests/tokenizer";
+}
 
 // The fixture tokenizer NAME (qwen3, llama3.2, phi4mini), loaded once per process. Returns null and
 // records a failure (never a skip) when the fixtures have not been generated.
@@ -23,7 +27,8 @@ inline const Tokenizer* fixture(const std::string& name) {
   std::string dir = fixtures_dir() + "/" + name;
   if (!std::filesystem::exists(dir + "/tokenizer.json")) {
     ADD_FAILURE() << "tokenizer fixtures missing: " << dir
-                  << "/tokenizer.json not found; run `tools/fixtures/make_fixtures.sh .fixtures` in the repository root";
+                  << "/tokenizer.json not found; run `tools/fixtures/make_fixtures.sh .fixtures` "
+                     "in the repository root";
     return nullptr;
   }
   auto tok = std::make_unique<Tokenizer>(Tokenizer::from_dir(dir));
