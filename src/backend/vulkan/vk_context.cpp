@@ -156,11 +156,11 @@ DeviceInfo query(VkPhysicalDevice pd, uint32_t index) {
 VkInstance make_instance(bool validation, bool sync_validation) {
   VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO};
   app.pApplicationName = "vkllm";
-  app.apiVersion = VK_API_VERSION_1_2;
   uint32_t loader = VK_API_VERSION_1_0;
   vkEnumerateInstanceVersion(&loader);
   if (loader < VK_API_VERSION_1_1) fail("the Vulkan loader supports only 1.0; vkllm needs Vulkan 1.1");
-  if (loader < VK_API_VERSION_1_2) app.apiVersion = VK_API_VERSION_1_1;
+  app.apiVersion = std::min<uint32_t>(VK_MAKE_API_VERSION(0, VK_API_VERSION_MAJOR(loader), VK_API_VERSION_MINOR(loader), 0),
+                                      VK_API_VERSION_1_3);
   std::vector<const char*> layers, exts;
   uint32_t n = 0;
   vkEnumerateInstanceExtensionProperties(nullptr, &n, nullptr);
@@ -334,7 +334,11 @@ Context::Context(const VulkanOptions& opt) : opt_(opt) {
   if (use_int_dot_) {
     s16.pNext = &idf;
     idf.shaderIntegerDotProduct = VK_TRUE;
-    if (info_.api < VK_API_VERSION_1_3) exts.push_back(VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
+    // Enabled whenever listed: the SPIR-V extension is then allowed whatever the API version.
+    if (has_ext(dexts, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME))
+      exts.push_back(VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
+    else if (info_.api < VK_API_VERSION_1_3)
+      fail("Vulkan device {} reports integer dot product without its extension", info_.index);
   }
   if (has_ext(dexts, "VK_KHR_portability_subset")) exts.push_back("VK_KHR_portability_subset");
   VkDeviceCreateInfo dci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};

@@ -100,7 +100,7 @@ class VulkanExecutor final : public Executor {
     };
     for (const TensorDecl& t : p_.tensors)
       if ((t.kind == TensorKind::Activation || t.kind == TensorKind::Input) && t.shape[0] < 0)
-        limit(static_cast<uint64_t>(t.shape.back()) * elem_bytes(t.dtype), t.name);
+        limit(static_cast<uint64_t>(t.shape.size() > 1 ? t.shape.back() : 1) * elem_bytes(t.dtype), t.name);
     for (const Op& op : p_.ops)
       if (uint64_t b = act_quant_bytes_per_token(p_, op)) limit(b, "the int8 activation scratch");
   }
