@@ -11,8 +11,9 @@
 namespace vkllm::cli {
 
 void add_devices(CLI::App& app) {
-  auto* cmd = app.add_subcommand("devices", "List the Vulkan devices (index, name, type, driver, memory, "
-                                            "subgroup size, fp16, int8 dot product, cooperative matrix)");
+  auto* cmd = app.add_subcommand("devices",
+                                 "List the Vulkan devices (index, name, type, driver, memory, "
+                                 "subgroup size, fp16, int8 dot product, cooperative matrix)");
   static bool json_out = false;
   cmd->add_flag("--json", json_out, "Print a JSON array instead of a table");
   cmd->callback([] {
@@ -47,14 +48,19 @@ void add_devices(CLI::App& app) {
       std::printf("%s\n", j.dump(2).c_str());
       return;
     }
-    if (devs.empty()) fail("no Vulkan device found (install a driver; for a CPU device: apt-get install mesa-vulkan-drivers)");
-    std::printf("%-3s %-34s %-10s %-28s %9s %8s %5s %8s %7s\n", "idx", "name", "type", "driver", "memory", "subgroup",
-                "fp16", "int8dot", "coopmat");
+    if (devs.empty())
+      fail(
+          "no Vulkan device found (install a driver; for a CPU device: apt-get install "
+          "mesa-vulkan-drivers)");
+    std::printf("%-3s %-34s %-10s %-28s %9s %8s %5s %8s %7s\n", "idx", "name", "type", "driver",
+                "memory", "subgroup", "fp16", "int8dot", "coopmat");
     for (const auto& d : devs) {
       const char* dot = d.int_dot ? (d.int_dot_accel ? "accel" : "yes") : "no";
-      const char* cm = d.coopmat_khr ? (d.coopmat_nv ? "khr+nv" : "khr") : (d.coopmat_nv ? "nv" : "no");
-      std::printf("%-3u %-34.34s %-10s %-28.28s %6.1fGiB %8u %5s %8s %7s\n", d.index, d.name.c_str(), d.type.c_str(),
-                  d.driver.c_str(), static_cast<double>(d.device_local_bytes) / (1 << 30), d.subgroup_size,
+      const char* cm =
+          d.coopmat_khr ? (d.coopmat_nv ? "khr+nv" : "khr") : (d.coopmat_nv ? "nv" : "no");
+      std::printf("%-3u %-34.34s %-10s %-28.28s %6.1fGiB %8u %5s %8s %7s\n", d.index,
+                  d.name.c_str(), d.type.c_str(), d.driver.c_str(),
+                  static_cast<double>(d.device_local_bytes) / (1 << 30), d.subgroup_size,
                   d.fp16_arith && d.storage16 ? "yes" : "no", dot, cm);
     }
 #endif

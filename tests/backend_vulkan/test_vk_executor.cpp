@@ -46,7 +46,8 @@ Toy build_toy(const ToyConfig& cfg, unsigned seed) {
   Program& p = toy.p;
   p.max_ctx = 48;
   std::mt19937 rng(seed);
-  auto weight = [&](const std::string& name, DType dt, std::vector<int64_t> shape, std::vector<uint8_t> bytes) {
+  auto weight = [&](const std::string& name, DType dt, std::vector<int64_t> shape,
+                    std::vector<uint8_t> bytes) {
     TensorDecl t{"w." + name, dt, TK::Weight, shape, 0, dtype_nbytes(dt, shape)};
     const int32_t i = p.add_tensor(t);
     toy.w.data[i] = std::move(bytes);
@@ -60,7 +61,8 @@ Toy build_toy(const ToyConfig& cfg, unsigned seed) {
   auto act = [&](const std::string& name, int64_t width, DType dt) {
     return p.add_tensor({name, dt, TK::Activation, {-1, width}, 0, 0});
   };
-  auto op = [&](const std::string& f, std::vector<int32_t> in, int32_t out, nlohmann::json attrs = nlohmann::json::object()) {
+  auto op = [&](const std::string& f, std::vector<int32_t> in, int32_t out,
+                nlohmann::json attrs = nlohmann::json::object()) {
     p.ops.push_back(Op{f, std::move(in), {out}, std::move(attrs), BackendKind::Vulkan});
     return out;
   };
@@ -77,7 +79,8 @@ Toy build_toy(const ToyConfig& cfg, unsigned seed) {
     int32_t tw = weight(name + ".wsum", DType::I32, {N, K / G}, bytes_of(ws));
     return std::array<int32_t, 3>{tq, ts, tw};
   };
-  auto linear = [&](int32_t x, int64_t N, int64_t K, int32_t out, const std::string& name, float gain = 1.0f) {
+  auto linear = [&](int32_t x, int64_t N, int64_t K, int32_t out, const std::string& name,
+                    float gain = 1.0f) {
     const float a = gain / std::sqrt(static_cast<float>(K));
     if (cfg.lin == Lin::F32 || cfg.lin == Lin::F16) {
       auto wv = rand_vec(rng, static_cast<size_t>(N * K), -1.7f * a, 1.7f * a);
@@ -108,7 +111,8 @@ Toy build_toy(const ToyConfig& cfg, unsigned seed) {
     fl[i] = fs[i] * 0.25f;
   }
   int32_t inv = weight("rope.inv_freq", DType::F32, {R / 2}, bytes_f32(fs));
-  nlohmann::json rope_attrs = {{"head_dim", HD}, {"rotary_dim", R}, {"attention_factor", cfg.partial_long_rope ? 1.1 : 1.0}};
+  nlohmann::json rope_attrs = {
+      {"head_dim", HD}, {"rotary_dim", R}, {"attention_factor", cfg.partial_long_rope ? 1.1 : 1.0}};
   std::vector<int32_t> rope_tabs = {inv};
   if (cfg.partial_long_rope) {
     rope_tabs.push_back(weight("rope.inv_freq_long", DType::F32, {R / 2}, bytes_f32(fl)));
@@ -116,14 +120,16 @@ Toy build_toy(const ToyConfig& cfg, unsigned seed) {
   }
   for (int l = 0; l < 2; ++l) {
     const std::string lp = "l" + std::to_string(l) + ".";
-    int32_t h = op("rms_norm", {x, fweight(lp + "attn_norm", {D}, 0.8f, 1.2f)}, act(lp + "attn_norm", D, A),
-                   {{"eps", 1e-5}, {"group", D}});
+    int32_t h = op("rms_norm", {x, fweight(lp + "attn_norm", {D}, 0.8f, 1.2f)},
+                   act(lp + "attn_norm", D, A), {{"eps", 1e-5}, {"group", D}});
     int32_t q = linear(h, H * HD, D, act(lp + "q", H * HD, A), lp + "wq", 2.0f);
     int32_t k = linear(h, Hkv * HD, D, act(lp + "k", Hkv * HD, A), lp + "wk", 2.0f);
     int32_t v = linear(h, Hkv * HD, D, act(lp + "v", Hkv * HD, A), lp + "wv");
     if (cfg.qk_norm) {
-      q = op("rms_norm", {q, fweight(lp + "q_norm", {HD}, 0.8f, 1.2f)}, act(lp + "q_normed", H * HD, A), {{"eps", 1e-6}, {"group", HD}});
-      k = op("rms_norm", {k, fweight(lp + "k_norm", {HD}, 0.8f, 1.2f)}, act(lp + "k_normed", Hkv * HD, A), {{"eps", 1e-6}, {"group", HD}});
+      q = op("rms_norm", {q, fweight(lp + "q_norm", {HD}, 0.8f, 1.2f)},
+             act(lp + "q_normed", H * HD, A), {{"eps", 1e-6}, {"group", HD}});
+      k = op("rms_norm", {k, fweight(lp + "k_norm", {HD}, 0.8f, 1.2f)},
+             act(lp + "k_normed", Hkv * HD, A), {{"eps", 1e-6}, {"group", HD}});
     }
     auto ra = rope_attrs;
     ra["n_heads"] = H;
@@ -133,13 +139,19 @@ Toy build_toy(const ToyConfig& cfg, unsigned seed) {
     ra["n_heads"] = Hkv;
     rin[0] = k;
     k = op("rope", rin, act(lp + "k_rot", Hkv * HD, A), ra);
-    int32_t kc = p.add_tensor({lp + "k_cache", cfg.cache, TK::KVCache, {p.max_ctx, Hkv * HD}, 0, 0});
-    int32_t vc = p.add_tensor({lp + "v_cache", cfg.cache, TK::KVCache, {p.max_ctx, Hkv * HD}, 0, 0});
+    int32_t kc =
+        p.add_tensor({lp + "k_cache", cfg.cache, TK::KVCache, {p.max_ctx, Hkv * HD}, 0, 0});
+    int32_t vc =
+        p.add_tensor({lp + "v_cache", cfg.cache, TK::KVCache, {p.max_ctx, Hkv * HD}, 0, 0});
     int32_t a = op("attention", {q, k, v, kc, vc}, act(lp + "attn", H * HD, A),
-                   {{"n_heads", H}, {"n_kv_heads", Hkv}, {"head_dim", HD}, {"scale", 1.0 / std::sqrt(double(HD))}});
+                   {{"n_heads", H},
+                    {"n_kv_heads", Hkv},
+                    {"head_dim", HD},
+                    {"scale", 1.0 / std::sqrt(double(HD))}});
     int32_t o = linear(a, D, H * HD, act(lp + "attn_out", D, A), lp + "wo");
     x = op("add", {x, o}, act(lp + "x.attn", D, A));
-    h = op("rms_norm", {x, fweight(lp + "ffn_norm", {D}, 0.8f, 1.2f)}, act(lp + "ffn_norm", D, A), {{"eps", 1e-5}, {"group", D}});
+    h = op("rms_norm", {x, fweight(lp + "ffn_norm", {D}, 0.8f, 1.2f)}, act(lp + "ffn_norm", D, A),
+           {{"eps", 1e-5}, {"group", D}});
     int32_t g = linear(h, F, D, act(lp + "gate", F, A), lp + "wg");
     int32_t u = linear(h, F, D, act(lp + "up", F, A), lp + "wu");
     int32_t s = op("swiglu", {g, u}, act(lp + "swiglu", F, A));
@@ -147,10 +159,13 @@ Toy build_toy(const ToyConfig& cfg, unsigned seed) {
     x = op("add", {x, dn}, act(lp + "x.ffn", D, A));
   }
   int32_t last = op("last_row", {x}, p.add_tensor({"x.last", A, TK::Activation, {1, D}, 0, 0}));
-  int32_t n = op("rms_norm", {last, fweight("final_norm", {D}, 0.8f, 1.2f)},
-                 p.add_tensor({"x.final", A, TK::Activation, {1, D}, 0, 0}), {{"eps", 1e-5}, {"group", D}});
-  p.logits = linear(n, V, D, p.add_tensor({"logits", DType::F32, TK::Activation, {1, V}, 0, 0}), "lm_head", 4.0f);
-  p.next_token = op("argmax", {p.logits}, p.add_tensor({"next", DType::I32, TK::Activation, {1, 1}, 0, 0}));
+  int32_t n =
+      op("rms_norm", {last, fweight("final_norm", {D}, 0.8f, 1.2f)},
+         p.add_tensor({"x.final", A, TK::Activation, {1, D}, 0, 0}), {{"eps", 1e-5}, {"group", D}});
+  p.logits = linear(n, V, D, p.add_tensor({"logits", DType::F32, TK::Activation, {1, V}, 0, 0}),
+                    "lm_head", 4.0f);
+  p.next_token =
+      op("argmax", {p.logits}, p.add_tensor({"next", DType::I32, TK::Activation, {1, 1}, 0, 0}));
   p.validate();
   return toy;
 }
@@ -176,7 +191,8 @@ void compare(const ToyConfig& cfg, int max_tokens, unsigned seed) {
     const int32_t g = gpu->forward(ids.data(), T, pos, lg.data());
     auto sorted = lc;
     std::sort(sorted.rbegin(), sorted.rend());
-    EXPECT_EQ(g, c) << "T=" << T << " pos=" << pos << " (cpu top-2 margin " << sorted[0] - sorted[1] << ")";
+    EXPECT_EQ(g, c) << "T=" << T << " pos=" << pos << " (cpu top-2 margin " << sorted[0] - sorted[1]
+                    << ")";
     const double e = nmse(lg, lc);
     worst = std::max(worst, e);
     EXPECT_LE(e, 5e-4) << "T=" << T << " pos=" << pos;
@@ -188,10 +204,18 @@ void compare(const ToyConfig& cfg, int max_tokens, unsigned seed) {
   EXPECT_EQ(vk::validation_message_count(), msgs) << "Vulkan validation reported messages";
 }
 
-TEST(VulkanExecutor, FloatProgram) { compare({}, 512, 1); }
-TEST(VulkanExecutor, ChunkedPrefill) { compare({}, 4, 2); }
-TEST(VulkanExecutor, Int4WeightOnly) { compare({Lin::Q4W, Emb::F32}, 512, 3); }
-TEST(VulkanExecutor, Int8DynInt4Weights) { compare({Lin::A8W4, Emb::Q4}, 512, 4); }
+TEST(VulkanExecutor, FloatProgram) {
+  compare({}, 512, 1);
+}
+TEST(VulkanExecutor, ChunkedPrefill) {
+  compare({}, 4, 2);
+}
+TEST(VulkanExecutor, Int4WeightOnly) {
+  compare({Lin::Q4W, Emb::F32}, 512, 3);
+}
+TEST(VulkanExecutor, Int8DynInt4Weights) {
+  compare({Lin::A8W4, Emb::Q4}, 512, 4);
+}
 TEST(VulkanExecutor, Fp16Program) {
   ToyConfig c{Lin::A8W4, Emb::F16, DType::F16, DType::F16};
   compare(c, 512, 5);

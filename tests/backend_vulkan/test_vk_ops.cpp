@@ -55,7 +55,8 @@ void check_embedding(DType tdt, DType ydt, int64_t V, int64_t D, int T, VulkanOp
     } else {
       cpu::embedding_f32(ids.data(), T, tab.data(), V, D, want.data());
     }
-    int32_t t = c.add("tab", tdt, TK::Weight, {V, D}, tdt == DType::F16 ? bytes_f16(tab) : bytes_f32(tab));
+    int32_t t =
+        c.add("tab", tdt, TK::Weight, {V, D}, tdt == DType::F16 ? bytes_f16(tab) : bytes_f32(tab));
     c.op("embedding", {c.p.input_ids, t}, y);
   }
   if (ydt == DType::F16) want = round_f16(want);
@@ -65,11 +66,21 @@ void check_embedding(DType tdt, DType ydt, int64_t V, int64_t D, int T, VulkanOp
   EXPECT_EQ(r.read(y, T), want);  // a gather is exact
 }
 
-TEST(VulkanOps, EmbeddingF32) { check_embedding(DType::F32, DType::F32, 300, 77, 7); }
-TEST(VulkanOps, EmbeddingF32ToF16) { check_embedding(DType::F32, DType::F16, 300, 77, 7); }
-TEST(VulkanOps, EmbeddingF16) { check_embedding(DType::F16, DType::F32, 300, 77, 7); }
-TEST(VulkanOps, EmbeddingQ4) { check_embedding(DType::Q4, DType::F32, 300, 96, 9); }
-TEST(VulkanOps, EmbeddingQ4ToF16) { check_embedding(DType::Q4, DType::F16, 300, 96, 9); }
+TEST(VulkanOps, EmbeddingF32) {
+  check_embedding(DType::F32, DType::F32, 300, 77, 7);
+}
+TEST(VulkanOps, EmbeddingF32ToF16) {
+  check_embedding(DType::F32, DType::F16, 300, 77, 7);
+}
+TEST(VulkanOps, EmbeddingF16) {
+  check_embedding(DType::F16, DType::F32, 300, 77, 7);
+}
+TEST(VulkanOps, EmbeddingQ4) {
+  check_embedding(DType::Q4, DType::F32, 300, 96, 9);
+}
+TEST(VulkanOps, EmbeddingQ4ToF16) {
+  check_embedding(DType::Q4, DType::F16, 300, 96, 9);
+}
 
 TEST(VulkanOps, EmbeddingChunkedBindings) {
   VulkanOptions o;
@@ -86,9 +97,11 @@ TEST(VulkanOps, EmbeddingLargerThanStorageBufferRange) {
 void check_rms_norm(int64_t N, int64_t G, int T, DType xdt, DType ydt) {
   std::mt19937 rng(static_cast<unsigned>(N + G));
   Case c;
-  auto x = rand_vec(rng, static_cast<size_t>(T * N), -3, 3), w = rand_vec(rng, static_cast<size_t>(G), 0.5f, 1.5f);
+  auto x = rand_vec(rng, static_cast<size_t>(T * N), -3, 3),
+       w = rand_vec(rng, static_cast<size_t>(G), 0.5f, 1.5f);
   if (xdt == DType::F16) x = round_f16(x);
-  int32_t tx = c.add("x", xdt, TK::Activation, {-1, N}, xdt == DType::F16 ? bytes_f16(x) : bytes_f32(x));
+  int32_t tx =
+      c.add("x", xdt, TK::Activation, {-1, N}, xdt == DType::F16 ? bytes_f16(x) : bytes_f32(x));
   int32_t tw = c.add("w", DType::F32, TK::Weight, {G}, bytes_f32(w));
   int32_t ty = c.add("y", ydt, TK::Activation, {-1, N});
   c.op("rms_norm", {tx, tw}, ty, {{"eps", 1e-6}, {"group", G}});
@@ -104,17 +117,23 @@ TEST(VulkanOps, RmsNorm) {
   check_rms_norm(200, 200, 7, DType::F32, DType::F32);
   check_rms_norm(1000, 1000, 3, DType::F32, DType::F32);
 }
-TEST(VulkanOps, RmsNormPerHead) { check_rms_norm(200, 40, 7, DType::F32, DType::F32); }
-TEST(VulkanOps, RmsNormF16) { check_rms_norm(200, 40, 7, DType::F16, DType::F16); }
+TEST(VulkanOps, RmsNormPerHead) {
+  check_rms_norm(200, 40, 7, DType::F32, DType::F32);
+}
+TEST(VulkanOps, RmsNormF16) {
+  check_rms_norm(200, 40, 7, DType::F16, DType::F16);
+}
 
 enum class Lin { F32, F16, Q4W, A8W4 };
 
-void check_linear(Lin kind, int64_t K, int64_t N, int T, DType act, VulkanOptions opt = {}, std::vector<float>* got_out = nullptr) {
+void check_linear(Lin kind, int64_t K, int64_t N, int T, DType act, VulkanOptions opt = {},
+                  std::vector<float>* got_out = nullptr) {
   std::mt19937 rng(static_cast<unsigned>(K * 31 + N + T));
   Case c;
   auto x = rand_vec(rng, static_cast<size_t>(T * K));
   if (act == DType::F16) x = round_f16(x);
-  int32_t tx = c.add("x", act, TK::Activation, {-1, K}, act == DType::F16 ? bytes_f16(x) : bytes_f32(x));
+  int32_t tx =
+      c.add("x", act, TK::Activation, {-1, K}, act == DType::F16 ? bytes_f16(x) : bytes_f32(x));
   int32_t ty = c.add("y", act, TK::Activation, {-1, N});
   std::vector<float> want(static_cast<size_t>(T * N));
   const int64_t G = 32;
@@ -128,7 +147,8 @@ void check_linear(Lin kind, int64_t K, int64_t N, int T, DType act, VulkanOption
       cpu::linear_f32(x.data(), T, K, w.data(), N, want.data());
     }
     DType wdt = kind == Lin::F16 ? DType::F16 : DType::F32;
-    int32_t tw = c.add("w", wdt, TK::Weight, {N, K}, kind == Lin::F16 ? bytes_f16(w) : bytes_f32(w));
+    int32_t tw =
+        c.add("w", wdt, TK::Weight, {N, K}, kind == Lin::F16 ? bytes_f16(w) : bytes_f32(w));
     c.op("linear", {tx, tw}, ty);
   } else {
     auto q = rand_q4(rng, N, K);
@@ -166,7 +186,8 @@ void check_linear(Lin kind, int64_t K, int64_t N, int T, DType act, VulkanOption
       std::memcpy(&gzp, qp.data() + t * 8 + 4, 4);
       EXPECT_EQ(gsx, sx) << "token " << t;
       EXPECT_EQ(gzp, zp) << "token " << t;
-      EXPECT_EQ(0, std::memcmp(cq.data(), qx.data() + t * K, static_cast<size_t>(K))) << "token " << t;
+      EXPECT_EQ(0, std::memcmp(cq.data(), qx.data() + t * K, static_cast<size_t>(K)))
+          << "token " << t;
     }
   }
   if (got_out) *got_out = got;
@@ -178,7 +199,9 @@ TEST(VulkanOps, LinearF32) {
 TEST(VulkanOps, LinearF16Weights) {
   for (int T : {1, 6}) check_linear(Lin::F16, 100, 77, T, DType::F32);
 }
-TEST(VulkanOps, LinearF16Activations) { check_linear(Lin::F16, 100, 77, 6, DType::F16); }
+TEST(VulkanOps, LinearF16Activations) {
+  check_linear(Lin::F16, 100, 77, 6, DType::F16);
+}
 TEST(VulkanOps, LinearChunkedBindings) {
   VulkanOptions o;
   o.max_binding_bytes = 4096;  // 10-row chunks of the weight
@@ -205,7 +228,8 @@ TEST(VulkanOps, Linear8da4wBothDotPaths) {
 
 TEST(VulkanOps, IntDotPathIsAvailableOnThisDevice) {
   vk::Context ctx(validated());
-  std::printf("device %s: int8 dot product %s\n", ctx.info().name.c_str(), ctx.use_int_dot() ? "on" : "off");
+  std::printf("device %s: int8 dot product %s\n", ctx.info().name.c_str(),
+              ctx.use_int_dot() ? "on" : "off");
   VulkanOptions o = validated();
   o.no_int_dot = true;
   vk::Context off(o);
@@ -224,10 +248,12 @@ void check_rope(int T, int pos, bool long_table, DType dt) {
     fs[i] = std::pow(10000.0f, -2.0f * i / R);
     fl[i] = fs[i] / (1.0f + static_cast<float>(i));
   }
-  int32_t tx = c.add("x", dt, TK::Activation, {-1, H * hd}, dt == DType::F16 ? bytes_f16(x) : bytes_f32(x));
+  int32_t tx =
+      c.add("x", dt, TK::Activation, {-1, H * hd}, dt == DType::F16 ? bytes_f16(x) : bytes_f32(x));
   int32_t tf = c.add("inv", DType::F32, TK::Weight, {R / 2}, bytes_f32(fs));
   int32_t ty = c.add("y", dt, TK::Activation, {-1, H * hd});
-  nlohmann::json attrs = {{"n_heads", H}, {"head_dim", hd}, {"rotary_dim", R}, {"attention_factor", a}};
+  nlohmann::json attrs = {
+      {"n_heads", H}, {"head_dim", hd}, {"rotary_dim", R}, {"attention_factor", a}};
   const int orig = 12;
   std::vector<int32_t> in = {tx, tf};
   if (long_table) {
@@ -241,7 +267,8 @@ void check_rope(int T, int pos, bool long_table, DType dt) {
   if (dt == DType::F16) want = round_f16(want);
   OpRun r(c, T);
   r.forward(T, pos);
-  EXPECT_LE(nmse(r.read(ty, T), want), dt == DType::F16 ? kF16Out : kElem) << "T=" << T << " pos=" << pos;
+  EXPECT_LE(nmse(r.read(ty, T), want), dt == DType::F16 ? kF16Out : kElem)
+      << "T=" << T << " pos=" << pos;
 }
 
 TEST(VulkanOps, RopePartialRotary) {
@@ -259,12 +286,15 @@ void check_attention(int H, int Hkv, int hd, int T, int pos, DType act, DType ca
   Case c;
   c.p.max_ctx = max_ctx;
   const int64_t W = int64_t(Hkv) * hd;
-  auto q = rand_vec(rng, static_cast<size_t>(T * H * hd)), k = rand_vec(rng, static_cast<size_t>(T * W)),
-       v = rand_vec(rng, static_cast<size_t>(T * W));
-  auto kc = rand_vec(rng, static_cast<size_t>(max_ctx * W)), vc = rand_vec(rng, static_cast<size_t>(max_ctx * W));
+  auto q = rand_vec(rng, static_cast<size_t>(T * H * hd)),
+       k = rand_vec(rng, static_cast<size_t>(T * W)), v = rand_vec(rng, static_cast<size_t>(T * W));
+  auto kc = rand_vec(rng, static_cast<size_t>(max_ctx * W)),
+       vc = rand_vec(rng, static_cast<size_t>(max_ctx * W));
   if (act == DType::F16) q = round_f16(q), k = round_f16(k), v = round_f16(v);
   if (cache == DType::F16) kc = round_f16(kc), vc = round_f16(vc);
-  auto enc = [](DType d, const std::vector<float>& f) { return d == DType::F16 ? bytes_f16(f) : bytes_f32(f); };
+  auto enc = [](DType d, const std::vector<float>& f) {
+    return d == DType::F16 ? bytes_f16(f) : bytes_f32(f);
+  };
   int32_t tq = c.add("q", act, TK::Activation, {-1, H * hd}, enc(act, q));
   int32_t tk = c.add("k", act, TK::Activation, {-1, W}, enc(act, k));
   int32_t tv = c.add("v", act, TK::Activation, {-1, W}, enc(act, v));
@@ -272,10 +302,11 @@ void check_attention(int H, int Hkv, int hd, int T, int pos, DType act, DType ca
   int32_t tvc = c.add("vc", cache, TK::KVCache, {max_ctx, W}, enc(cache, vc));
   int32_t ty = c.add("o", act, TK::Activation, {-1, H * hd});
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  c.op("attention", {tq, tk, tv, tkc, tvc}, ty, {{"n_heads", H}, {"n_kv_heads", Hkv}, {"head_dim", hd}, {"scale", scale}});
+  c.op("attention", {tq, tk, tv, tkc, tvc}, ty,
+       {{"n_heads", H}, {"n_kv_heads", Hkv}, {"head_dim", hd}, {"scale", scale}});
   std::vector<float> want(q.size());
-  cpu::attention(q.data(), k.data(), v.data(), T, pos, kc.data(), vc.data(), cache == DType::F16, H, Hkv, hd, scale,
-                 want.data());
+  cpu::attention(q.data(), k.data(), v.data(), T, pos, kc.data(), vc.data(), cache == DType::F16, H,
+                 Hkv, hd, scale, want.data());
   if (act == DType::F16) want = round_f16(want);
   OpRun r(c, T);
   r.forward(T, pos);
@@ -285,28 +316,45 @@ void check_attention(int H, int Hkv, int hd, int T, int pos, DType act, DType ca
   EXPECT_EQ(gv, vc);
 }
 
-TEST(VulkanOps, AttentionPrefill) { check_attention(4, 2, 24, 9, 0, DType::F32, DType::F32, 40); }
-TEST(VulkanOps, AttentionDecode) { check_attention(4, 2, 24, 1, 20, DType::F32, DType::F32, 40); }
-TEST(VulkanOps, AttentionChunkAfterCache) { check_attention(6, 2, 40, 5, 11, DType::F32, DType::F32, 40); }
-TEST(VulkanOps, AttentionManyKeyTiles) { check_attention(4, 1, 128, 3, 140, DType::F32, DType::F32, 150); }
-TEST(VulkanOps, AttentionF16Cache) { check_attention(4, 2, 24, 5, 11, DType::F32, DType::F16, 40); }
-TEST(VulkanOps, AttentionF16Activations) { check_attention(4, 2, 24, 5, 11, DType::F16, DType::F16, 40); }
+TEST(VulkanOps, AttentionPrefill) {
+  check_attention(4, 2, 24, 9, 0, DType::F32, DType::F32, 40);
+}
+TEST(VulkanOps, AttentionDecode) {
+  check_attention(4, 2, 24, 1, 20, DType::F32, DType::F32, 40);
+}
+TEST(VulkanOps, AttentionChunkAfterCache) {
+  check_attention(6, 2, 40, 5, 11, DType::F32, DType::F32, 40);
+}
+TEST(VulkanOps, AttentionManyKeyTiles) {
+  check_attention(4, 1, 128, 3, 140, DType::F32, DType::F32, 150);
+}
+TEST(VulkanOps, AttentionF16Cache) {
+  check_attention(4, 2, 24, 5, 11, DType::F32, DType::F16, 40);
+}
+TEST(VulkanOps, AttentionF16Activations) {
+  check_attention(4, 2, 24, 5, 11, DType::F16, DType::F16, 40);
+}
 
 void check_binary(const std::string& f, DType dt) {
   const int T = 7;
   const int64_t N = 133;
   std::mt19937 rng(5);
   Case c;
-  auto a = rand_vec(rng, static_cast<size_t>(T * N), -4, 4), b = rand_vec(rng, static_cast<size_t>(T * N));
+  auto a = rand_vec(rng, static_cast<size_t>(T * N), -4, 4),
+       b = rand_vec(rng, static_cast<size_t>(T * N));
   if (dt == DType::F16) a = round_f16(a), b = round_f16(b);
-  auto enc = [&](const std::vector<float>& v) { return dt == DType::F16 ? bytes_f16(v) : bytes_f32(v); };
+  auto enc = [&](const std::vector<float>& v) {
+    return dt == DType::F16 ? bytes_f16(v) : bytes_f32(v);
+  };
   int32_t ta = c.add("a", dt, TK::Activation, {-1, N}, enc(a));
   int32_t tb = c.add("b", dt, TK::Activation, {-1, N}, enc(b));
   int32_t ty = c.add("y", dt, TK::Activation, {-1, N});
   c.op(f, {ta, tb}, ty);
   std::vector<float> want(a.size());
-  if (f == "add") cpu::add(a.data(), b.data(), T * N, want.data());
-  else cpu::swiglu(a.data(), b.data(), T * N, want.data());
+  if (f == "add")
+    cpu::add(a.data(), b.data(), T * N, want.data());
+  else
+    cpu::swiglu(a.data(), b.data(), T * N, want.data());
   if (dt == DType::F16) want = round_f16(want);
   OpRun r(c, T);
   r.forward(T, 0);
@@ -375,9 +423,15 @@ TEST(VulkanDevice, SelectByNameAndIndex) {
   ASSERT_FALSE(devs.empty()) << "no Vulkan device found";
   VulkanOptions o = validated();
   o.device = "0";
-  { vk::Context c(o); EXPECT_EQ(c.info().index, 0u); }
+  {
+    vk::Context c(o);
+    EXPECT_EQ(c.info().index, 0u);
+  }
   o.device = devs[0].name.substr(0, 4);
-  { vk::Context c(o); EXPECT_EQ(c.info().name, devs[0].name); }
+  {
+    vk::Context c(o);
+    EXPECT_EQ(c.info().name, devs[0].name);
+  }
   o.device = "no-such-gpu-name";
   EXPECT_THROW(vk::Context c(o), Error);
   o.device = "99";

@@ -37,7 +37,9 @@ std::vector<float> rand_vec(std::mt19937& rng, size_t n, float lo, float hi) {
   return v;
 }
 
-std::vector<uint8_t> bytes_f32(const std::vector<float>& v) { return bytes_of(v); }
+std::vector<uint8_t> bytes_f32(const std::vector<float>& v) {
+  return bytes_of(v);
+}
 
 std::vector<uint8_t> bytes_f16(const std::vector<float>& v) {
   std::vector<uint16_t> h(v.size());
@@ -59,7 +61,8 @@ int32_t Case::add(const std::string& name, DType dt, TensorKind kind, std::vecto
   return i;
 }
 
-void Case::op(const std::string& family, std::vector<int32_t> in, int32_t out, nlohmann::json attrs) {
+void Case::op(const std::string& family, std::vector<int32_t> in, int32_t out,
+              nlohmann::json attrs) {
   p.ops.push_back(Op{family, std::move(in), {out}, std::move(attrs), BackendKind::Vulkan});
 }
 
@@ -89,7 +92,9 @@ OpRun::OpRun(Case& c, int max_tokens, VulkanOptions opt)
                              const auto& v = c_.host.at(t);
                              return std::span<const uint8_t>(v.data(), v.size());
                            }});
-  for (const Op& op : c.p.ops) env_->act_q_bytes = std::max(env_->act_q_bytes, vk::act_quant_bytes_per_token(c.p, op) * max_tokens);
+  for (const Op& op : c.p.ops)
+    env_->act_q_bytes =
+        std::max(env_->act_q_bytes, vk::act_quant_bytes_per_token(c.p, op) * max_tokens);
   for (const Op& op : c.p.ops) ops_.push_back(vk::prepare_op(*env_, op));
 }
 
@@ -99,14 +104,16 @@ OpRun::~OpRun() {
   kernels_.reset();
   alloc_.reset();
   ctx_.reset();
-  EXPECT_EQ(vk::validation_message_count(), messages_at_start_) << "Vulkan validation reported messages";
+  EXPECT_EQ(vk::validation_message_count(), messages_at_start_)
+      << "Vulkan validation reported messages";
 }
 
 void OpRun::forward(int T, int pos) {
   ASSERT_LE(T, max_t_);
   const auto& ids = c_.p.input_ids >= 0 ? c_.host[c_.p.input_ids] : std::vector<uint8_t>{};
   if (!ids.empty()) {
-    alloc_->upload(bufs_[c_.p.input_ids], 0, ids.data(), std::min<size_t>(ids.size(), size_t(T) * 4));
+    alloc_->upload(bufs_[c_.p.input_ids], 0, ids.data(),
+                   std::min<size_t>(ids.size(), size_t(T) * 4));
     for (auto& op : ops_) op->check(reinterpret_cast<const int32_t*>(ids.data()), T);
   }
   VkCommandBuffer cb = ctx_->begin_once();
@@ -117,7 +124,9 @@ void OpRun::forward(int T, int pos) {
   ctx_->submit_and_wait(cb);
 }
 
-void OpRun::write(int32_t t, const std::vector<uint8_t>& data) { alloc_->upload(bufs_[t], 0, data.data(), data.size()); }
+void OpRun::write(int32_t t, const std::vector<uint8_t>& data) {
+  alloc_->upload(bufs_[t], 0, data.data(), data.size());
+}
 
 std::vector<uint8_t> OpRun::read_bytes(const vk::Buffer& b, size_t n) {
   std::vector<uint8_t> out(n);

@@ -42,7 +42,8 @@ struct Case {
   Case() { p.max_ctx = 64; }
   int32_t add(const std::string& name, DType dt, TensorKind kind, std::vector<int64_t> shape,
               std::vector<uint8_t> data = {});
-  void op(const std::string& family, std::vector<int32_t> in, int32_t out, nlohmann::json attrs = nlohmann::json::object());
+  void op(const std::string& family, std::vector<int32_t> in, int32_t out,
+          nlohmann::json attrs = nlohmann::json::object());
 };
 
 // Runs the ops of a Case on the device: buffers for every tensor (host data uploaded, every

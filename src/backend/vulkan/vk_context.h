@@ -12,9 +12,9 @@
 namespace vkllm::vk {
 
 [[noreturn]] void vk_fail(const char* what, VkResult r);
-#define VK_CHECK(expr)                                    \
-  do {                                                    \
-    VkResult vk_r_ = (expr);                              \
+#define VK_CHECK(expr)                                           \
+  do {                                                           \
+    VkResult vk_r_ = (expr);                                     \
     if (vk_r_ != VK_SUCCESS) ::vkllm::vk::vk_fail(#expr, vk_r_); \
   } while (0)
 

@@ -21,8 +21,8 @@ struct OpEnv {
   Kernels& kernels;
   Allocator& alloc;
   const Program& program;
-  int max_tokens;                                        // rows of every [-1, N] activation buffer
-  std::function<const Buffer&(int32_t)> buffer;          // device buffer of a tensor
+  int max_tokens;                                         // rows of every [-1, N] activation buffer
+  std::function<const Buffer&(int32_t)> buffer;           // device buffer of a tensor
   std::function<std::span<const uint8_t>(int32_t)> host;  // host bytes of a weight (rope tables)
   // linear_8da4w scratch (int8 activations and per-token scale / zero point), shared by all ops.
   uint64_t act_q_bytes = 0;

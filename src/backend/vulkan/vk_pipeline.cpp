@@ -56,7 +56,8 @@ const Kernel& Kernels::get(const std::string& shader, uint32_t bindings, uint32_
   VK_CHECK(vkCreateShaderModule(d, &mi, nullptr, &mod));
   std::vector<VkSpecializationMapEntry> entries(spec.size());
   for (uint32_t i = 0; i < spec.size(); ++i) entries[i] = {i + 1, i * 4, 4};
-  VkSpecializationInfo si{static_cast<uint32_t>(spec.size()), entries.data(), spec.size() * 4, spec.data()};
+  VkSpecializationInfo si{static_cast<uint32_t>(spec.size()), entries.data(), spec.size() * 4,
+                          spec.data()};
   VkComputePipelineCreateInfo ci{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
   ci.stage = {VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO};
   ci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
@@ -71,7 +72,8 @@ const Kernel& Kernels::get(const std::string& shader, uint32_t bindings, uint32_
 }
 
 VkDescriptorSet Kernels::make_set(const Kernel& k, std::span<const BufRange> ranges) {
-  if (ranges.size() != k.bindings) fail("vulkan: kernel needs {} bindings, got {}", k.bindings, ranges.size());
+  if (ranges.size() != k.bindings)
+    fail("vulkan: kernel needs {} bindings, got {}", k.bindings, ranges.size());
   VkDevice d = ctx_.device();
   VkDescriptorSet set = VK_NULL_HANDLE;
   VkDescriptorSetAllocateInfo ai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};

@@ -35,8 +35,10 @@ class Kernels {
   Kernels(const Kernels&) = delete;
   Kernels& operator=(const Kernels&) = delete;
 
-  // `spec` holds specialization constants 1, 2, ... (constant 0 is unused: the local size is fixed).
-  const Kernel& get(const std::string& shader, uint32_t bindings, uint32_t push_bytes, const std::vector<uint32_t>& spec);
+  // `spec` holds specialization constants 1, 2, ... (constant 0 is unused: the local size is
+  // fixed).
+  const Kernel& get(const std::string& shader, uint32_t bindings, uint32_t push_bytes,
+                    const std::vector<uint32_t>& spec);
   // A descriptor set of `k`'s layout bound to `ranges` (one per binding, in order).
   VkDescriptorSet make_set(const Kernel& k, std::span<const BufRange> ranges);
   Context& context() { return ctx_; }

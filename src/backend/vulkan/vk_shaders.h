@@ -8,7 +8,8 @@
 namespace vkllm::vk {
 
 struct ShaderBlob {
-  const char* name;  // file stem plus variant suffix: "linear", "linear_f16", "linear_8da4w_idot"...
+  const char*
+      name;  // file stem plus variant suffix: "linear", "linear_f16", "linear_8da4w_idot"...
   const uint32_t* code;
   size_t words;
 };

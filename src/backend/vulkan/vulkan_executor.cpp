@@ -19,30 +19,46 @@ using namespace vk;
 
 uint64_t elem_bytes(DType t) {
   switch (t) {
-    case DType::F16: return 2;
-    case DType::I8: return 1;
-    default: return 4;
+    case DType::F16:
+      return 2;
+    case DType::I8:
+      return 1;
+    default:
+      return 4;
   }
 }
 
 class VulkanExecutor final : public Executor {
  public:
   VulkanExecutor(const Program& p, const WeightSource& w, const VulkanOptions& opt)
-      : p_(p), w_(w), ctx_(std::make_unique<Context>(opt)), alloc_(*ctx_), kernels_(*ctx_), bufs_(p.tensors.size()) {
+      : p_(p),
+        w_(w),
+        ctx_(std::make_unique<Context>(opt)),
+        alloc_(*ctx_),
+        kernels_(*ctx_),
+        bufs_(p.tensors.size()) {
     p_.validate();
     for (size_t k = 0; k < p_.ops.size(); ++k)
       if (p_.ops[k].backend != BackendKind::Vulkan)
-        fail("program: op {} ({}) is assigned to the {} backend; the Vulkan executor runs only Vulkan ops", k,
-             p_.ops[k].family, backend_name(p_.ops[k].backend));
+        fail(
+            "program: op {} ({}) is assigned to the {} backend; the Vulkan executor runs only "
+            "Vulkan ops",
+            k, p_.ops[k].family, backend_name(p_.ops[k].backend));
     choose_max_tokens(opt.max_tokens > 0 ? opt.max_tokens : 512);
     allocate();
-    OpEnv env{*ctx_, kernels_, alloc_, p_, max_t_,
+    OpEnv env{*ctx_,
+              kernels_,
+              alloc_,
+              p_,
+              max_t_,
               [this](int32_t t) -> const Buffer& {
-                if (!bufs_[t].buf) fail("program: tensor {} has no device buffer", p_.tensors[t].name);
+                if (!bufs_[t].buf)
+                  fail("program: tensor {} has no device buffer", p_.tensors[t].name);
                 return bufs_[t];
               },
               [this](int32_t t) { return w_.weight(p_, t); }};
-    for (const Op& op : p_.ops) env.act_q_bytes = std::max(env.act_q_bytes, act_quant_bytes_per_token(p_, op) * max_t_);
+    for (const Op& op : p_.ops)
+      env.act_q_bytes = std::max(env.act_q_bytes, act_quant_bytes_per_token(p_, op) * max_t_);
     for (const Op& op : p_.ops) ops_.push_back(prepare_op(env, op));
     scratch_ = {env.act_q, env.act_qp};
     VkCommandPoolCreateInfo pci{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
@@ -80,7 +96,8 @@ class VulkanExecutor final : public Executor {
   int32_t forward(const int32_t* ids, int T, int pos, float* logits_out) override {
     if (T < 1) fail("forward needs at least one token");
     if (pos < 0 || pos + T > p_.max_ctx)
-      fail("context overflow: positions {}..{} exceed the context length {}", pos, pos + T - 1, p_.max_ctx);
+      fail("context overflow: positions {}..{} exceed the context length {}", pos, pos + T - 1,
+           p_.max_ctx);
     for (auto& op : ops_) op->check(ids, T);
     int32_t next = 0;
     for (int s = 0; s < T; s += max_t_) {
@@ -95,20 +112,25 @@ class VulkanExecutor final : public Executor {
     const uint64_t maxb = ctx_->max_binding();
     max_t_ = std::max(1, std::min(want, p_.max_ctx));
     auto limit = [&](uint64_t row_bytes, const std::string& what) {
-      if (row_bytes > maxb) fail("program: one row of {} ({} bytes) exceeds a Vulkan storage binding", what, row_bytes);
-      max_t_ = static_cast<int>(std::min<uint64_t>(static_cast<uint64_t>(max_t_), maxb / row_bytes));
+      if (row_bytes > maxb)
+        fail("program: one row of {} ({} bytes) exceeds a Vulkan storage binding", what, row_bytes);
+      max_t_ =
+          static_cast<int>(std::min<uint64_t>(static_cast<uint64_t>(max_t_), maxb / row_bytes));
     };
     for (const TensorDecl& t : p_.tensors)
       if ((t.kind == TensorKind::Activation || t.kind == TensorKind::Input) && t.shape[0] < 0)
-        limit(static_cast<uint64_t>(t.shape.size() > 1 ? t.shape.back() : 1) * elem_bytes(t.dtype), t.name);
+        limit(static_cast<uint64_t>(t.shape.size() > 1 ? t.shape.back() : 1) * elem_bytes(t.dtype),
+              t.name);
     for (const Op& op : p_.ops)
       if (uint64_t b = act_quant_bytes_per_token(p_, op)) limit(b, "the int8 activation scratch");
   }
 
   uint64_t tensor_bytes(const TensorDecl& t) const {
-    uint64_t rows = t.shape[0] < 0 ? static_cast<uint64_t>(max_t_) : static_cast<uint64_t>(t.shape[0]);
+    uint64_t rows =
+        t.shape[0] < 0 ? static_cast<uint64_t>(max_t_) : static_cast<uint64_t>(t.shape[0]);
     for (size_t d = 1; d + 1 < t.shape.size(); ++d) rows *= static_cast<uint64_t>(t.shape[d]);
-    return rows * static_cast<uint64_t>(t.shape.size() > 1 ? t.shape.back() : 1) * elem_bytes(t.dtype);
+    return rows * static_cast<uint64_t>(t.shape.size() > 1 ? t.shape.back() : 1) *
+           elem_bytes(t.dtype);
   }
 
   void allocate() {
@@ -119,7 +141,9 @@ class VulkanExecutor final : public Executor {
       for (int32_t t : p_.ops[k].inputs) {
         used[t] = true;
         if (p_.tensors[t].kind == TensorKind::Activation) {
-          if (first[t] < 0) fail("program: activation {} is read by op {} before any op writes it", p_.tensors[t].name, k);
+          if (first[t] < 0)
+            fail("program: activation {} is read by op {} before any op writes it",
+                 p_.tensors[t].name, k);
           last[t] = k;
         }
       }
@@ -136,11 +160,13 @@ class VulkanExecutor final : public Executor {
       const TensorDecl& t = p_.tensors[i];
       if (t.kind == TensorKind::Weight && used[i]) {
         auto bytes = w_.weight(p_, i);
-        if (bytes.size() != t.nbytes) fail("weight {}: {} bytes, expected {}", t.name, bytes.size(), t.nbytes);
+        if (bytes.size() != t.nbytes)
+          fail("weight {}: {} bytes, expected {}", t.name, bytes.size(), t.nbytes);
         bufs_[i] = alloc_.create(t.nbytes, false, t.name.c_str());
         alloc_.upload(bufs_[i], 0, bytes.data(), bytes.size());
       } else if (t.kind == TensorKind::KVCache) {
-        if (t.dtype != DType::F32 && t.dtype != DType::F16) fail("program: KV cache {} must be f32 or f16", t.name);
+        if (t.dtype != DType::F32 && t.dtype != DType::F16)
+          fail("program: KV cache {} must be f32 or f16", t.name);
         bufs_[i] = alloc_.create(tensor_bytes(t), false, t.name.c_str());
         alloc_.fill(bufs_[i], 0);
       } else if (t.kind == TensorKind::Input) {
@@ -159,7 +185,9 @@ class VulkanExecutor final : public Executor {
         const uint64_t need = tensor_bytes(p_.tensors[t]);
         int best = -1;
         for (int s = 0; s < static_cast<int>(slots.size()); ++s)
-          if (!slots[s].busy && slots[s].buf.size >= need && (best < 0 || slots[s].buf.size < slots[best].buf.size)) best = s;
+          if (!slots[s].busy && slots[s].buf.size >= need &&
+              (best < 0 || slots[s].buf.size < slots[best].buf.size))
+            best = s;
         if (best < 0) {
           slots.push_back({alloc_.create(need, false, p_.tensors[t].name.c_str()), false});
           best = static_cast<int>(slots.size()) - 1;
@@ -169,13 +197,15 @@ class VulkanExecutor final : public Executor {
         bufs_[t] = slots[best].buf;
       }
       auto release = [&](int32_t t) {
-        if (p_.tensors[t].kind == TensorKind::Activation && last[t] == k && slot_of[t] >= 0) slots[slot_of[t]].busy = false;
+        if (p_.tensors[t].kind == TensorKind::Activation && last[t] == k && slot_of[t] >= 0)
+          slots[slot_of[t]].busy = false;
       };
       for (int32_t t : p_.ops[k].inputs) release(t);
       for (int32_t t : p_.ops[k].outputs) release(t);
     }
     n_slots_ = slots.size();
-    if (!bufs_[p_.next_token].buf) fail("program: no op writes next_token {}", p_.tensors[p_.next_token].name);
+    if (!bufs_[p_.next_token].buf)
+      fail("program: no op writes next_token {}", p_.tensors[p_.next_token].name);
     if (!bufs_[p_.logits].buf) fail("program: no op writes logits {}", p_.tensors[p_.logits].name);
     if (p_.tensors[p_.logits].dtype != DType::F32 || p_.tensors[p_.logits].shape[0] != 1)
       fail("program: logits {} must be f32 [1, vocab]", p_.tensors[p_.logits].name);
@@ -197,14 +227,16 @@ class VulkanExecutor final : public Executor {
     for (size_t k = 0; k < ops_.size(); ++k) {
       if (k) compute_barrier(cb_);
       ops_[k]->record(cb_, T, pos);
-      if (queries_) vkCmdWriteTimestamp(cb_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, queries_, static_cast<uint32_t>(k + 1));
+      if (queries_)
+        vkCmdWriteTimestamp(cb_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, queries_,
+                            static_cast<uint32_t>(k + 1));
     }
     if (last) {
       VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
       mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
       mb.dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT;
-      vkCmdPipelineBarrier(cb_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &mb, 0,
-                           nullptr, 0, nullptr);
+      vkCmdPipelineBarrier(cb_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                           VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
       VkBufferCopy id_copy{0, 0, 4};
       vkCmdCopyBuffer(cb_, bufs_[p_.next_token].buf, readback_.buf, 1, &id_copy);
       if (logits_out) {
@@ -213,8 +245,8 @@ class VulkanExecutor final : public Executor {
       }
       mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
       mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
-      vkCmdPipelineBarrier(cb_, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, nullptr, 0,
-                           nullptr);
+      vkCmdPipelineBarrier(cb_, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1,
+                           &mb, 0, nullptr, 0, nullptr);
     }
     VK_CHECK(vkEndCommandBuffer(cb_));
     VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
@@ -227,7 +259,8 @@ class VulkanExecutor final : public Executor {
     if (!last) return 0;
     int32_t next;
     std::memcpy(&next, readback_.mapped, 4);
-    if (logits_out) std::memcpy(logits_out, static_cast<const uint8_t*>(readback_.mapped) + 16, logits_n_ * 4);
+    if (logits_out)
+      std::memcpy(logits_out, static_cast<const uint8_t*>(readback_.mapped) + 16, logits_n_ * 4);
     return next;
   }
 
@@ -236,7 +269,8 @@ class VulkanExecutor final : public Executor {
     VK_CHECK(vkGetQueryPoolResults(ctx_->device(), queries_, 0, nq, nq * 8, ts.data(), 8,
                                    VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT));
     for (size_t k = 0; k + 1 < nq; ++k)
-      prof_[p_.ops[k].family] += static_cast<double>(ts[k + 1] - ts[k]) * ctx_->info().timestamp_period * 1e-6;
+      prof_[p_.ops[k].family] +=
+          static_cast<double>(ts[k + 1] - ts[k]) * ctx_->info().timestamp_period * 1e-6;
     ++prof_runs_;
   }
 
