@@ -242,3 +242,51 @@ TEST(VulkanExecutor, RejectsOpsAssignedToCpu) {
 
 }  // namespace
 }  // namespace vkllm::test
+
+namespace vkllm::test {
+namespace {
+
+TEST(VulkanExecutor, NoFp16SwitchGivesAClearError) {
+  Toy toy = build_toy({Lin::F32, Emb::F32, DType::F16, DType::F32}, 9);
+  VulkanOptions o = validated();
+  o.no_fp16 = true;
+  try {
+    make_vulkan_executor(toy.p, toy.w, o);
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("16-bit storage"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("--device"), std::string::npos) << e.what();
+  }
+}
+
+TEST(VulkanExecutor, ProfileWithTimestamps) {
+  Toy toy = build_toy({}, 10);
+  VulkanOptions o = validated();
+  o.profile = true;
+  auto gpu = make_vulkan_executor(toy.p, toy.w, o);
+  auto cpu = make_cpu_executor(toy.p, toy.w);
+  std::vector<int32_t> ids = {1, 2, 3};
+  EXPECT_EQ(gpu->forward(ids.data(), 3, 0, nullptr), cpu->forward(ids.data(), 3, 0, nullptr));
+}
+
+TEST(VulkanCli, DevicesJson) {
+  FILE* f = popen(VKLLM_EXE " devices --json 2>/dev/null", "r");
+  ASSERT_NE(f, nullptr);
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+  ASSERT_EQ(pclose(f), 0) << out;
+  auto j = nlohmann::json::parse(out);
+  ASSERT_TRUE(j.is_array());
+  ASSERT_FALSE(j.empty()) << "no Vulkan device found";
+  const auto devs = vk::list_devices();
+  ASSERT_EQ(j.size(), devs.size());
+  EXPECT_EQ(j[0]["name"], devs[0].name);
+  EXPECT_EQ(j[0]["subgroup_size"], devs[0].subgroup_size);
+  EXPECT_EQ(j[0]["int8_dot_product"], devs[0].int_dot);
+  EXPECT_GT(j[0]["max_storage_buffer_range"].get<uint64_t>(), 0u);
+}
+
+}  // namespace
+}  // namespace vkllm::test

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <set>
 
 #include "backend/vulkan/vk_context.h"
 #include "backend/vulkan/vk_memory.h"
@@ -60,7 +61,7 @@ class VulkanExecutor final : public Executor {
     for (const Op& op : p_.ops)
       env.act_q_bytes = std::max(env.act_q_bytes, act_quant_bytes_per_token(p_, op) * max_t_);
     for (const Op& op : p_.ops) ops_.push_back(prepare_op(env, op));
-    scratch_ = {env.act_q, env.act_qp};
+    plan_barriers(env);
     VkCommandPoolCreateInfo pci{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
     pci.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
     pci.queueFamilyIndex = ctx_->queue_family();
@@ -123,6 +124,36 @@ class VulkanExecutor final : public Executor {
               t.name);
     for (const Op& op : p_.ops)
       if (uint64_t b = act_quant_bytes_per_token(p_, op)) limit(b, "the int8 activation scratch");
+  }
+
+  // A barrier goes before an op only when it reads or writes a buffer that an op since the last
+  // barrier wrote, or writes one that such an op read (activation buffers are shared by liveness,
+  // so write-after-read matters too). The plan is static: buffers never change after setup.
+  void plan_barriers(const OpEnv& env) {
+    std::set<VkBuffer> dirty_w, dirty_r;
+    barrier_before_.assign(p_.ops.size(), false);
+    for (size_t k = 0; k < p_.ops.size(); ++k) {
+      const Op& op = p_.ops[k];
+      std::set<VkBuffer> r, w;
+      for (int32_t t : op.inputs)
+        if (p_.tensors[t].kind != TensorKind::Weight) r.insert(bufs_[t].buf);
+      for (int32_t t : op.outputs) w.insert(bufs_[t].buf);
+      if (op.family == "attention") w.insert({bufs_[op.inputs[3]].buf, bufs_[op.inputs[4]].buf});
+      if (op.family == "linear_8da4w") {
+        for (VkBuffer b : {env.act_q.buf, env.act_qp.buf}) r.insert(b), w.insert(b);
+      }
+      bool need = false;
+      for (VkBuffer b : r) need = need || dirty_w.count(b);
+      for (VkBuffer b : w) need = need || dirty_w.count(b) || dirty_r.count(b);
+      if (need) {
+        barrier_before_[k] = true;
+        dirty_w.clear();
+        dirty_r.clear();
+        ++n_barriers_;
+      }
+      dirty_r.insert(r.begin(), r.end());
+      dirty_w.insert(w.begin(), w.end());
+    }
   }
 
   uint64_t tensor_bytes(const TensorDecl& t) const {
@@ -225,7 +256,7 @@ class VulkanExecutor final : public Executor {
       vkCmdWriteTimestamp(cb_, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, queries_, 0);
     }
     for (size_t k = 0; k < ops_.size(); ++k) {
-      if (k) compute_barrier(cb_);
+      if (barrier_before_[k]) compute_barrier(cb_);
       ops_[k]->record(cb_, T, pos);
       if (queries_)
         vkCmdWriteTimestamp(cb_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, queries_,
@@ -275,7 +306,10 @@ class VulkanExecutor final : public Executor {
   }
 
   void print_profile() const {
-    std::fprintf(stderr, "vkllm: vulkan profile over %d submits (ms per op family):\n", prof_runs_);
+    std::fprintf(stderr,
+                 "vkllm: vulkan profile: %zu ops, %zu barriers between ops, %zu activation "
+                 "buffers; %d submits (ms per op family):\n",
+                 ops_.size(), n_barriers_, n_slots_, prof_runs_);
     for (auto& [f, ms] : prof_) std::fprintf(stderr, "  %-14s %10.3f\n", f.c_str(), ms);
   }
 
@@ -286,10 +320,10 @@ class VulkanExecutor final : public Executor {
   Kernels kernels_;
   std::vector<Buffer> bufs_;
   std::vector<std::unique_ptr<PreparedOp>> ops_;
-  std::pair<Buffer, Buffer> scratch_;
+  std::vector<bool> barrier_before_;
   Buffer readback_;
   uint64_t logits_n_ = 0;
-  size_t n_slots_ = 0;
+  size_t n_slots_ = 0, n_barriers_ = 0;
   int max_t_ = 1;
   VkCommandPool pool_ = VK_NULL_HANDLE;
   VkCommandBuffer cb_ = VK_NULL_HANDLE;
