@@ -1,0 +1,44 @@
+// Shared declarations for every vkllm compute shader.
+// Activations, KV caches and float weights may be stored as fp32 or fp16. A module compiled with
+// VKLLM_F16 declares each such binding twice (an fp32 view and an fp16 view of the same buffer)
+// and a specialization constant per binding picks the view; without VKLLM_F16 only the fp32 view
+// exists, so the module needs no 16-bit capability. Arithmetic is always fp32; an fp16 store
+// rounds to nearest even.
+#extension GL_EXT_control_flow_attributes : enable
+#ifdef VKLLM_F16
+#extension GL_EXT_shader_16bit_storage : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#define DECL_FBUF(B, NAME, QUAL)                                             \
+  layout(std430, binding = B) QUAL buffer NAME##_F { float NAME##_f[]; }; \
+  layout(std430, binding = B) QUAL buffer NAME##_H { float16_t NAME##_h[]; };
+#define LOADF(NAME, IS16, I) ((IS16) ? float(NAME##_h[I]) : NAME##_f[I])
+#define STOREF(NAME, IS16, I, V)          \
+  {                                       \
+    if (IS16)                             \
+      NAME##_h[I] = float16_t(V);         \
+    else                                  \
+      NAME##_f[I] = (V);                  \
+  }
+#else
+#define DECL_FBUF(B, NAME, QUAL) layout(std430, binding = B) QUAL buffer NAME##_F { float NAME##_f[]; };
+#define LOADF(NAME, IS16, I) (NAME##_f[I])
+#define STOREF(NAME, IS16, I, V) \
+  { NAME##_f[I] = (V); }
+#endif
+
+#define WG 64
+layout(local_size_x = WG) in;
+
+// Large dispatches are split over x and y (x <= 65535); this is the flat workgroup index.
+uint flat_group() { return gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x; }
+
+// Byte i of a buffer viewed as uint words (little-endian).
+#define BYTE_AT(BUF, I) ((BUF[(I) >> 2] >> (((I) & 3u) * 8u)) & 255u)
+
+// Four consecutive int4 nibbles (stored as q + 8) starting at an even byte offset, as four signed
+// int8 packed into one int (element 0 in the low byte).
+int nibbles4_to_i8x4(uint h16) {
+  uint b = (h16 & 0xFu) | ((h16 & 0xF0u) << 4) | ((h16 & 0xF00u) << 8) | ((h16 & 0xF000u) << 12);
+  // per byte: (n | 0x80) - 8 = 120 + n in [120, 135], then flip the top bit: n - 8 as int8.
+  return int(((b | 0x80808080u) - 0x08080808u) ^ 0x80808080u);
+}

@@ -1,0 +1,17 @@
+#version 450
+// swiglu: y = gate * sigmoid(gate) * up, elementwise.
+#include "common.glsl"
+layout(constant_id = 1) const bool G16 = false;
+layout(constant_id = 2) const bool U16 = false;
+layout(constant_id = 3) const bool Y16 = false;
+DECL_FBUF(0, g, readonly)
+DECL_FBUF(1, u, readonly)
+DECL_FBUF(2, y, writeonly)
+layout(push_constant) uniform PC { uint n; } pc;
+
+void main() {
+  const uint i = flat_group() * WG + gl_LocalInvocationID.x;
+  if (i >= pc.n) return;
+  const float gv = LOADF(g, G16, i);
+  STOREF(y, Y16, i, gv / (1.0 + exp(-gv)) * LOADF(u, U16, i));
+}

@@ -1,0 +1,494 @@
+#include "backend/vulkan/vk_context.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "core/error.h"
+
+namespace vkllm::vk {
+
+namespace {
+
+std::atomic<uint64_t> g_messages{0};
+
+const char* result_name(VkResult r) {
+  switch (r) {
+    case VK_ERROR_OUT_OF_HOST_MEMORY:
+      return "VK_ERROR_OUT_OF_HOST_MEMORY";
+    case VK_ERROR_OUT_OF_DEVICE_MEMORY:
+      return "VK_ERROR_OUT_OF_DEVICE_MEMORY (out of GPU memory)";
+    case VK_ERROR_INITIALIZATION_FAILED:
+      return "VK_ERROR_INITIALIZATION_FAILED";
+    case VK_ERROR_DEVICE_LOST:
+      return "VK_ERROR_DEVICE_LOST";
+    case VK_ERROR_LAYER_NOT_PRESENT:
+      return "VK_ERROR_LAYER_NOT_PRESENT";
+    case VK_ERROR_EXTENSION_NOT_PRESENT:
+      return "VK_ERROR_EXTENSION_NOT_PRESENT";
+    case VK_ERROR_FEATURE_NOT_PRESENT:
+      return "VK_ERROR_FEATURE_NOT_PRESENT";
+    case VK_ERROR_INCOMPATIBLE_DRIVER:
+      return "VK_ERROR_INCOMPATIBLE_DRIVER (no Vulkan driver found)";
+    case VK_ERROR_TOO_MANY_OBJECTS:
+      return "VK_ERROR_TOO_MANY_OBJECTS";
+    case VK_ERROR_OUT_OF_POOL_MEMORY:
+      return "VK_ERROR_OUT_OF_POOL_MEMORY";
+    case VK_TIMEOUT:
+      return "VK_TIMEOUT";
+    default:
+      return "VkResult";
+  }
+}
+
+VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlagBitsEXT sev,
+                                          VkDebugUtilsMessageTypeFlagsEXT,
+                                          const VkDebugUtilsMessengerCallbackDataEXT* data, void*) {
+  g_messages.fetch_add(1);
+  std::fprintf(stderr, "vkllm: vulkan %s: %s\n",
+               sev >= VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT ? "validation error"
+                                                                    : "validation warning",
+               data && data->pMessage ? data->pMessage : "(no message)");
+  return VK_FALSE;
+}
+
+bool has_ext(const std::vector<VkExtensionProperties>& exts, const char* name) {
+  for (auto& e : exts)
+    if (std::strcmp(e.extensionName, name) == 0) return true;
+  return false;
+}
+
+std::vector<VkExtensionProperties> device_exts(VkPhysicalDevice pd) {
+  uint32_t n = 0;
+  vkEnumerateDeviceExtensionProperties(pd, nullptr, &n, nullptr);
+  std::vector<VkExtensionProperties> v(n);
+  vkEnumerateDeviceExtensionProperties(pd, nullptr, &n, v.data());
+  return v;
+}
+
+const char* type_name(VkPhysicalDeviceType t) {
+  switch (t) {
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU:
+      return "discrete";
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU:
+      return "integrated";
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU:
+      return "virtual";
+    case VK_PHYSICAL_DEVICE_TYPE_CPU:
+      return "cpu";
+    default:
+      return "other";
+  }
+}
+
+std::string version_string(uint32_t v) {
+  return std::to_string(VK_API_VERSION_MAJOR(v)) + "." + std::to_string(VK_API_VERSION_MINOR(v)) +
+         "." + std::to_string(VK_API_VERSION_PATCH(v));
+}
+
+DeviceInfo query(VkPhysicalDevice pd, uint32_t index) {
+  DeviceInfo d;
+  d.index = index;
+  VkPhysicalDeviceProperties base{};
+  vkGetPhysicalDeviceProperties(pd, &base);
+  d.api = base.apiVersion;
+  d.name = base.deviceName;
+  d.type = type_name(base.deviceType);
+  d.api_version = version_string(base.apiVersion);
+  d.max_storage_range = base.limits.maxStorageBufferRange;
+  d.min_storage_align = static_cast<uint32_t>(base.limits.minStorageBufferOffsetAlignment);
+  d.timestamp_period = base.limits.timestampPeriod;
+  const auto exts = device_exts(pd);
+  const bool v11 = base.apiVersion >= VK_API_VERSION_1_1,
+             v12 = base.apiVersion >= VK_API_VERSION_1_2,
+             v13 = base.apiVersion >= VK_API_VERSION_1_3;
+  const bool e_f16i8 = v12 || has_ext(exts, VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME);
+  const bool e_s8 = v12 || has_ext(exts, VK_KHR_8BIT_STORAGE_EXTENSION_NAME);
+  const bool e_idot = v13 || has_ext(exts, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
+  const bool e_ssc = v13 || has_ext(exts, VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
+  const bool e_drv = v12 || has_ext(exts, VK_KHR_DRIVER_PROPERTIES_EXTENSION_NAME);
+  d.coopmat_khr = has_ext(exts, "VK_KHR_cooperative_matrix");
+  d.coopmat_nv = has_ext(exts, "VK_NV_cooperative_matrix");
+  if (!v11) return d;  // we need Vulkan 1.1 for everything below
+
+  VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+  VkPhysicalDeviceSubgroupProperties sg{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+  VkPhysicalDeviceMaintenance3Properties m3{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
+  VkPhysicalDeviceDriverProperties drv{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
+  VkPhysicalDeviceShaderIntegerDotProductProperties idp{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_PROPERTIES};
+  VkPhysicalDeviceSubgroupSizeControlProperties sscp{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES};
+  p2.pNext = &sg;
+  sg.pNext = &m3;
+  void** tail = &m3.pNext;
+  if (e_drv) {
+    *tail = &drv;
+    tail = &drv.pNext;
+  }
+  if (e_idot) {
+    *tail = &idp;
+    tail = &idp.pNext;
+  }
+  if (e_ssc) {
+    *tail = &sscp;
+    tail = &sscp.pNext;
+  }
+  vkGetPhysicalDeviceProperties2(pd, &p2);
+  d.subgroup_size = sg.subgroupSize;
+  d.subgroup_min = e_ssc ? sscp.minSubgroupSize : sg.subgroupSize;
+  d.subgroup_max = e_ssc ? sscp.maxSubgroupSize : sg.subgroupSize;
+  d.max_alloc = m3.maxMemoryAllocationSize;
+  d.driver = e_drv ? std::string(drv.driverName) + " " + drv.driverInfo
+                   : version_string(base.driverVersion);
+  d.int_dot_accel =
+      e_idot && idp.integerDotProductAccumulatingSaturating4x8BitPackedSignedAccelerated;
+
+  VkPhysicalDeviceFeatures2 f2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+  VkPhysicalDevice16BitStorageFeatures s16{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES};
+  VkPhysicalDeviceShaderFloat16Int8Features f16{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES};
+  VkPhysicalDevice8BitStorageFeatures s8{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_8BIT_STORAGE_FEATURES};
+  VkPhysicalDeviceShaderIntegerDotProductFeatures idf{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES};
+  VkPhysicalDeviceSubgroupSizeControlFeatures ssc{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES};
+  f2.pNext = &s16;
+  tail = &s16.pNext;
+  if (e_f16i8) {
+    *tail = &f16;
+    tail = &f16.pNext;
+  }
+  if (e_s8) {
+    *tail = &s8;
+    tail = &s8.pNext;
+  }
+  if (e_idot) {
+    *tail = &idf;
+    tail = &idf.pNext;
+  }
+  if (e_ssc) {
+    *tail = &ssc;
+    tail = &ssc.pNext;
+  }
+  vkGetPhysicalDeviceFeatures2(pd, &f2);
+  d.storage16 = s16.storageBuffer16BitAccess;
+  d.fp16_arith = e_f16i8 && f16.shaderFloat16;
+  d.int8_arith = e_f16i8 && f16.shaderInt8;
+  d.storage8 = e_s8 && s8.storageBuffer8BitAccess;
+  d.int_dot = e_idot && idf.shaderIntegerDotProduct;
+  d.subgroup_size_control = e_ssc && ssc.subgroupSizeControl && ssc.computeFullSubgroups;
+
+  VkPhysicalDeviceMemoryProperties mp{};
+  vkGetPhysicalDeviceMemoryProperties(pd, &mp);
+  for (uint32_t i = 0; i < mp.memoryHeapCount; ++i)
+    if (mp.memoryHeaps[i].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT)
+      d.device_local_bytes += mp.memoryHeaps[i].size;
+  uint32_t nq = 0;
+  vkGetPhysicalDeviceQueueFamilyProperties(pd, &nq, nullptr);
+  std::vector<VkQueueFamilyProperties> qf(nq);
+  vkGetPhysicalDeviceQueueFamilyProperties(pd, &nq, qf.data());
+  for (auto& q : qf)
+    if (q.queueFlags & VK_QUEUE_COMPUTE_BIT) {
+      d.compute_queue = true;
+      d.timestamps = q.timestampValidBits > 0 && base.limits.timestampPeriod > 0;
+      break;
+    }
+  return d;
+}
+
+VkInstance make_instance(bool validation, bool sync_validation) {
+  VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO};
+  app.pApplicationName = "vkllm";
+  uint32_t loader = VK_API_VERSION_1_0;
+  vkEnumerateInstanceVersion(&loader);
+  if (loader < VK_API_VERSION_1_1)
+    fail("the Vulkan loader supports only 1.0; vkllm needs Vulkan 1.1");
+  app.apiVersion = std::min<uint32_t>(
+      VK_MAKE_API_VERSION(0, VK_API_VERSION_MAJOR(loader), VK_API_VERSION_MINOR(loader), 0),
+      VK_API_VERSION_1_3);
+  std::vector<const char*> layers, exts;
+  uint32_t n = 0;
+  vkEnumerateInstanceExtensionProperties(nullptr, &n, nullptr);
+  std::vector<VkExtensionProperties> iexts(n);
+  vkEnumerateInstanceExtensionProperties(nullptr, &n, iexts.data());
+  VkInstanceCreateInfo ci{VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO};
+  if (has_ext(iexts, VK_KHR_PORTABILITY_ENUMERATION_EXTENSION_NAME)) {
+    exts.push_back(VK_KHR_PORTABILITY_ENUMERATION_EXTENSION_NAME);
+    ci.flags |= VK_INSTANCE_CREATE_ENUMERATE_PORTABILITY_BIT_KHR;
+  }
+  VkValidationFeaturesEXT vf{VK_STRUCTURE_TYPE_VALIDATION_FEATURES_EXT};
+  const VkValidationFeatureEnableEXT sync =
+      VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT;
+  if (validation) {
+    uint32_t nl = 0;
+    vkEnumerateInstanceLayerProperties(&nl, nullptr);
+    std::vector<VkLayerProperties> ls(nl);
+    vkEnumerateInstanceLayerProperties(&nl, ls.data());
+    bool found = false;
+    for (auto& l : ls)
+      found = found || std::strcmp(l.layerName, "VK_LAYER_KHRONOS_validation") == 0;
+    if (!found)
+      fail(
+          "Vulkan validation was requested but VK_LAYER_KHRONOS_validation is not installed "
+          "(Debian: apt-get install vulkan-validationlayers)");
+    if (!has_ext(iexts, VK_EXT_DEBUG_UTILS_EXTENSION_NAME))
+      fail("Vulkan validation needs VK_EXT_debug_utils");
+    layers.push_back("VK_LAYER_KHRONOS_validation");
+    exts.push_back(VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
+    if (sync_validation) {
+      vf.enabledValidationFeatureCount = 1;
+      vf.pEnabledValidationFeatures = &sync;
+      ci.pNext = &vf;
+    }
+  }
+  ci.pApplicationInfo = &app;
+  ci.enabledLayerCount = static_cast<uint32_t>(layers.size());
+  ci.ppEnabledLayerNames = layers.data();
+  ci.enabledExtensionCount = static_cast<uint32_t>(exts.size());
+  ci.ppEnabledExtensionNames = exts.data();
+  VkInstance inst = VK_NULL_HANDLE;
+  VkResult r = vkCreateInstance(&ci, nullptr, &inst);
+  if (r != VK_SUCCESS)
+    fail("cannot create a Vulkan instance: {} (is a Vulkan driver installed?)", result_name(r));
+  return inst;
+}
+
+std::vector<VkPhysicalDevice> physical_devices(VkInstance inst) {
+  uint32_t n = 0;
+  vkEnumeratePhysicalDevices(inst, &n, nullptr);
+  std::vector<VkPhysicalDevice> v(n);
+  if (n) vkEnumeratePhysicalDevices(inst, &n, v.data());
+  return v;
+}
+
+std::string lower(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+}  // namespace
+
+void vk_fail(const char* what, VkResult r) {
+  fail("vulkan: {} failed: {} ({})", what, result_name(r), static_cast<int>(r));
+}
+
+bool env_flag(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v && std::strcmp(v, "0") != 0;
+}
+
+uint64_t validation_message_count() {
+  return g_messages.load();
+}
+
+std::vector<DeviceInfo> list_devices() {
+  VkInstance inst = make_instance(false, false);
+  std::vector<DeviceInfo> out;
+  auto pds = physical_devices(inst);
+  for (uint32_t i = 0; i < pds.size(); ++i) out.push_back(query(pds[i], i));
+  vkDestroyInstance(inst, nullptr);
+  return out;
+}
+
+Context::Context(const VulkanOptions& opt) : opt_(opt) {
+  opt_.validation = opt_.validation || env_flag("VKLLM_VALIDATION");
+  opt_.sync_validation =
+      opt_.validation && (opt_.sync_validation || env_flag("VKLLM_SYNC_VALIDATION"));
+  opt_.no_int_dot = opt_.no_int_dot || env_flag("VKLLM_NO_INT_DOT");
+  opt_.no_fp16 = opt_.no_fp16 || env_flag("VKLLM_NO_FP16");
+  opt_.profile = opt_.profile || env_flag("VKLLM_PROFILE");
+  if (opt_.device.empty())
+    if (const char* e = std::getenv("VKLLM_DEVICE")) opt_.device = e;
+
+  inst_ = make_instance(opt_.validation, opt_.sync_validation);
+  if (opt_.validation) {
+    VkDebugUtilsMessengerCreateInfoEXT mi{VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT};
+    mi.messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT |
+                         VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT;
+    mi.messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT |
+                     VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
+                     VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT;
+    mi.pfnUserCallback = on_message;
+    auto create = reinterpret_cast<PFN_vkCreateDebugUtilsMessengerEXT>(
+        vkGetInstanceProcAddr(inst_, "vkCreateDebugUtilsMessengerEXT"));
+    if (!create) fail("vulkan: vkCreateDebugUtilsMessengerEXT is unavailable");
+    VK_CHECK(create(inst_, &mi, nullptr, &messenger_));
+  }
+
+  auto pds = physical_devices(inst_);
+  if (pds.empty())
+    fail(
+        "no Vulkan device found (install a driver; for a CPU device: apt-get install "
+        "mesa-vulkan-drivers)");
+  std::vector<DeviceInfo> infos;
+  for (uint32_t i = 0; i < pds.size(); ++i) infos.push_back(query(pds[i], i));
+  auto listing = [&] {
+    std::string s;
+    for (auto& d : infos) s += fmt::format("{}{}: {}", s.empty() ? "" : ", ", d.index, d.name);
+    return s;
+  };
+  int chosen = -1;
+  if (!opt_.device.empty()) {
+    const std::string& sel = opt_.device;
+    if (std::all_of(sel.begin(), sel.end(),
+                    [](char c) { return std::isdigit(static_cast<unsigned char>(c)); })) {
+      const unsigned long idx = std::stoul(sel);
+      if (idx >= infos.size())
+        fail("Vulkan device index {} does not exist (devices: {})", sel, listing());
+      chosen = static_cast<int>(idx);
+    } else {
+      for (auto& d : infos)
+        if (lower(d.name).find(lower(sel)) != std::string::npos) {
+          chosen = static_cast<int>(d.index);
+          break;
+        }
+      if (chosen < 0) fail("no Vulkan device name contains '{}' (devices: {})", sel, listing());
+    }
+  } else {
+    int best_rank = 99;
+    for (auto& d : infos) {
+      if (d.api < VK_API_VERSION_1_1 || !d.compute_queue) continue;
+      const int rank = d.type == "discrete"     ? 0
+                       : d.type == "integrated" ? 1
+                       : d.type == "virtual"    ? 2
+                                                : 3;
+      if (rank < best_rank) {
+        best_rank = rank;
+        chosen = static_cast<int>(d.index);
+      }
+    }
+    if (chosen < 0) fail("no Vulkan 1.1 device with a compute queue (devices: {})", listing());
+  }
+  info_ = infos[chosen];
+  phys_ = pds[chosen];
+  const std::string how =
+      "choose another device with --device <index|name> or VKLLM_DEVICE (see `vkllm devices`)";
+  if (info_.api < VK_API_VERSION_1_1)
+    fail("Vulkan device {} ({}) supports only Vulkan {}; vkllm needs 1.1; {}", info_.index,
+         info_.name, info_.api_version, how);
+  if (!info_.compute_queue)
+    fail("Vulkan device {} ({}) has no compute queue; {}", info_.index, info_.name, how);
+  if (info_.max_alloc == 0 || info_.max_storage_range < (1u << 20))
+    fail("Vulkan device {} ({}) allows storage buffers of only {} bytes; {}", info_.index,
+         info_.name, info_.max_storage_range, how);
+  use_fp16_ = info_.storage16 && !opt_.no_fp16;
+  use_int_dot_ = info_.int_dot && !opt_.no_int_dot;
+  max_binding_ = info_.max_storage_range;
+  if (opt_.max_binding_bytes)
+    max_binding_ = std::min<uint64_t>(max_binding_, opt_.max_binding_bytes);
+  max_binding_ &= ~uint64_t(255);
+
+  uint32_t nq = 0;
+  vkGetPhysicalDeviceQueueFamilyProperties(phys_, &nq, nullptr);
+  std::vector<VkQueueFamilyProperties> qf(nq);
+  vkGetPhysicalDeviceQueueFamilyProperties(phys_, &nq, qf.data());
+  qfam_ = UINT32_MAX;
+  for (uint32_t i = 0; i < nq && qfam_ == UINT32_MAX; ++i)  // prefer a compute-only family
+    if ((qf[i].queueFlags & VK_QUEUE_COMPUTE_BIT) && !(qf[i].queueFlags & VK_QUEUE_GRAPHICS_BIT))
+      qfam_ = i;
+  for (uint32_t i = 0; i < nq && qfam_ == UINT32_MAX; ++i)
+    if (qf[i].queueFlags & VK_QUEUE_COMPUTE_BIT) qfam_ = i;
+  info_.timestamps = qf[qfam_].timestampValidBits > 0 && info_.timestamp_period > 0;
+
+  const float prio = 1.0f;
+  VkDeviceQueueCreateInfo qci{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
+  qci.queueFamilyIndex = qfam_;
+  qci.queueCount = 1;
+  qci.pQueuePriorities = &prio;
+  std::vector<const char*> exts;
+  const auto dexts = device_exts(phys_);
+  VkPhysicalDeviceFeatures2 f2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+  VkPhysicalDevice16BitStorageFeatures s16{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES};
+  VkPhysicalDeviceShaderIntegerDotProductFeatures idf{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES};
+  f2.pNext = &s16;
+  s16.storageBuffer16BitAccess = use_fp16_;
+  if (use_int_dot_) {
+    s16.pNext = &idf;
+    idf.shaderIntegerDotProduct = VK_TRUE;
+    // Enabled whenever listed: the SPIR-V extension is then allowed whatever the API version.
+    if (has_ext(dexts, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME))
+      exts.push_back(VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
+    else if (info_.api < VK_API_VERSION_1_3)
+      fail("Vulkan device {} reports integer dot product without its extension", info_.index);
+  }
+  if (has_ext(dexts, "VK_KHR_portability_subset")) exts.push_back("VK_KHR_portability_subset");
+  VkDeviceCreateInfo dci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
+  dci.pNext = &f2;
+  dci.queueCreateInfoCount = 1;
+  dci.pQueueCreateInfos = &qci;
+  dci.enabledExtensionCount = static_cast<uint32_t>(exts.size());
+  dci.ppEnabledExtensionNames = exts.data();
+  VkResult r = vkCreateDevice(phys_, &dci, nullptr, &dev_);
+  if (r != VK_SUCCESS)
+    fail("cannot open Vulkan device {} ({}): {}; {}", info_.index, info_.name, result_name(r), how);
+  vkGetDeviceQueue(dev_, qfam_, 0, &queue_);
+  vkGetPhysicalDeviceMemoryProperties(phys_, &mem_);
+  VkCommandPoolCreateInfo pci{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+  pci.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
+  pci.queueFamilyIndex = qfam_;
+  VK_CHECK(vkCreateCommandPool(dev_, &pci, nullptr, &pool_));
+  VkFenceCreateInfo fci{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+  VK_CHECK(vkCreateFence(dev_, &fci, nullptr, &fence_));
+}
+
+Context::~Context() {
+  if (dev_) {
+    vkDeviceWaitIdle(dev_);
+    vkDestroyFence(dev_, fence_, nullptr);
+    vkDestroyCommandPool(dev_, pool_, nullptr);
+    vkDestroyDevice(dev_, nullptr);
+  }
+  if (messenger_) {
+    auto destroy = reinterpret_cast<PFN_vkDestroyDebugUtilsMessengerEXT>(
+        vkGetInstanceProcAddr(inst_, "vkDestroyDebugUtilsMessengerEXT"));
+    if (destroy) destroy(inst_, messenger_, nullptr);
+  }
+  if (inst_) vkDestroyInstance(inst_, nullptr);
+}
+
+uint32_t Context::memory_type(uint32_t bits, bool host_visible) const {
+  const VkMemoryPropertyFlags want =
+      host_visible ? (VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT)
+                   : VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT;
+  for (uint32_t i = 0; i < mem_.memoryTypeCount; ++i)
+    if ((bits & (1u << i)) && (mem_.memoryTypes[i].propertyFlags & want) == want) return i;
+  if (!host_visible)  // no device-local type fits: any type will do
+    for (uint32_t i = 0; i < mem_.memoryTypeCount; ++i)
+      if (bits & (1u << i)) return i;
+  fail("Vulkan device {} ({}) has no suitable {} memory type", info_.index, info_.name,
+       host_visible ? "host-visible" : "device");
+}
+
+VkCommandBuffer Context::begin_once() {
+  VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+  ai.commandPool = pool_;
+  ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+  ai.commandBufferCount = 1;
+  VkCommandBuffer cb;
+  VK_CHECK(vkAllocateCommandBuffers(dev_, &ai, &cb));
+  VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+  bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+  VK_CHECK(vkBeginCommandBuffer(cb, &bi));
+  return cb;
+}
+
+void Context::submit_and_wait(VkCommandBuffer cb) {
+  VK_CHECK(vkEndCommandBuffer(cb));
+  VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+  si.commandBufferCount = 1;
+  si.pCommandBuffers = &cb;
+  VK_CHECK(vkQueueSubmit(queue_, 1, &si, fence_));
+  VK_CHECK(vkWaitForFences(dev_, 1, &fence_, VK_TRUE, UINT64_MAX));
+  VK_CHECK(vkResetFences(dev_, 1, &fence_));
+  vkFreeCommandBuffers(dev_, pool_, 1, &cb);
+}
+
+}  // namespace vkllm::vk

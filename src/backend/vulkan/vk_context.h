@@ -1,0 +1,88 @@
+// Vulkan device layer: instance (optional validation), physical device choice, one compute queue,
+// capability detection with an environment switch per optional path.
+#pragma once
+#include <vulkan/vulkan.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backend/vulkan/vulkan_options.h"
+
+namespace vkllm::vk {
+
+[[noreturn]] void vk_fail(const char* what, VkResult r);
+#define VK_CHECK(expr)                                           \
+  do {                                                           \
+    VkResult vk_r_ = (expr);                                     \
+    if (vk_r_ != VK_SUCCESS) ::vkllm::vk::vk_fail(#expr, vk_r_); \
+  } while (0)
+
+// What `vkllm devices` lists and what kernel selection looks at.
+struct DeviceInfo {
+  uint32_t index = 0;
+  std::string name, type, driver, api_version;
+  uint32_t api = 0;
+  uint64_t device_local_bytes = 0;
+  uint32_t subgroup_size = 0, subgroup_min = 0, subgroup_max = 0;
+  bool subgroup_size_control = false;
+  bool fp16_arith = false, storage16 = false, storage8 = false, int8_arith = false;
+  bool int_dot = false, int_dot_accel = false;  // shaderIntegerDotProduct; 4x8 packed accelerated
+  bool coopmat_khr = false, coopmat_nv = false;
+  bool compute_queue = false, timestamps = false;
+  uint64_t max_storage_range = 0, max_alloc = 0;
+  uint32_t min_storage_align = 0;
+  float timestamp_period = 0;
+};
+
+// Enumerates the devices through a temporary instance (no validation).
+std::vector<DeviceInfo> list_devices();
+
+// Number of validation / debug messages printed by every context since the process started.
+uint64_t validation_message_count();
+
+class Context {
+ public:
+  explicit Context(const VulkanOptions& opt);
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  const DeviceInfo& info() const { return info_; }
+  const VulkanOptions& options() const { return opt_; }
+  VkDevice device() const { return dev_; }
+  VkPhysicalDevice physical() const { return phys_; }
+  VkQueue queue() const { return queue_; }
+  uint32_t queue_family() const { return qfam_; }
+  // Enabled optional paths (device support, options and environment switches combined).
+  bool use_fp16() const { return use_fp16_; }
+  bool use_int_dot() const { return use_int_dot_; }
+  // Largest byte range one descriptor binding may cover (multiple of 256).
+  uint64_t max_binding() const { return max_binding_; }
+  uint32_t storage_align() const { return info_.min_storage_align; }
+  // Memory type with the required flags among `bits`; host_visible also wants HOST_COHERENT.
+  uint32_t memory_type(uint32_t bits, bool host_visible) const;
+
+  // One-shot command buffers for uploads and tests.
+  VkCommandBuffer begin_once();
+  void submit_and_wait(VkCommandBuffer cb);  // ends, submits, waits, frees
+
+ private:
+  VulkanOptions opt_;
+  VkInstance inst_ = VK_NULL_HANDLE;
+  VkDebugUtilsMessengerEXT messenger_ = VK_NULL_HANDLE;
+  VkPhysicalDevice phys_ = VK_NULL_HANDLE;
+  VkDevice dev_ = VK_NULL_HANDLE;
+  VkQueue queue_ = VK_NULL_HANDLE;
+  uint32_t qfam_ = 0;
+  VkCommandPool pool_ = VK_NULL_HANDLE;
+  VkFence fence_ = VK_NULL_HANDLE;
+  VkPhysicalDeviceMemoryProperties mem_{};
+  DeviceInfo info_;
+  bool use_fp16_ = false, use_int_dot_ = false;
+  uint64_t max_binding_ = 0;
+};
+
+bool env_flag(const char* name);  // set and not "0"
+
+}  // namespace vkllm::vk

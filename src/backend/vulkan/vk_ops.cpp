@@ -1,0 +1,451 @@
+// Preparation and recording of every op family of docs/ir.md (one shader file per family).
+#include "backend/vulkan/vk_ops.h"
+
+#include <cmath>
+#include <cstring>
+#include <numeric>
+
+#include "core/error.h"
+
+namespace vkllm::vk {
+
+namespace {
+
+uint32_t u32(int64_t v) {
+  return static_cast<uint32_t>(v);
+}
+uint32_t fbits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+// Records one dispatch of `count` workgroups (split over x and y, x <= 65535) or an explicit grid.
+void dispatch(VkCommandBuffer cb, const Kernel& k, VkDescriptorSet set,
+              const std::vector<uint32_t>& push, uint32_t gx, uint32_t gy = 1) {
+  vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, k.pipeline);
+  vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, k.layout, 0, 1, &set, 0, nullptr);
+  vkCmdPushConstants(cb, k.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0,
+                     static_cast<uint32_t>(push.size() * 4), push.data());
+  vkCmdDispatch(cb, gx, gy, 1);
+}
+void dispatch_flat(VkCommandBuffer cb, const Kernel& k, VkDescriptorSet set,
+                   const std::vector<uint32_t>& push, uint64_t count) {
+  if (count == 0) return;
+  const uint64_t gx = std::min<uint64_t>(count, 65535), gy = (count + gx - 1) / gx;
+  dispatch(cb, k, set, push, static_cast<uint32_t>(gx), static_cast<uint32_t>(gy));
+}
+uint32_t ceil_div(uint64_t a, uint64_t b) {
+  return static_cast<uint32_t>((a + b - 1) / b);
+}
+
+struct Ctx {
+  OpEnv& env;
+  const Op& op;
+  const Program& p;
+  const TensorDecl& decl(int32_t t) const { return p.tensors[t]; }
+  const TensorDecl& in(size_t i) const { return decl(op.inputs[i]); }
+  const TensorDecl& out() const { return decl(op.outputs[0]); }
+  int64_t width(int32_t t) const { return decl(t).shape.back(); }
+  bool per_token(int32_t t) const { return decl(t).shape[0] < 0; }
+  // Rows of a tensor in a forward of T tokens.
+  uint32_t rows(int32_t t, int T) const { return per_token(t) ? u32(T) : u32(decl(t).shape[0]); }
+  void need(bool ok, const char* what) const {
+    if (!ok)
+      fail("program: op {} ({} -> {}): {}", op.family, p.tensors[op.inputs[0]].name, out().name,
+           what);
+  }
+  bool f16(int32_t t) const { return decl(t).dtype == DType::F16; }
+  void need_float(int32_t t) const {
+    need(decl(t).dtype == DType::F32 || decl(t).dtype == DType::F16, "tensor must be f32 or f16");
+  }
+  // The whole buffer of a tensor as one binding (activations, caches, small weights).
+  BufRange whole(int32_t t) const {
+    const Buffer& b = env.buffer(t);
+    if (b.size > env.ctx.max_binding())
+      fail("tensor {} ({} bytes) is larger than one Vulkan storage binding ({} bytes)",
+           decl(t).name, b.size, env.ctx.max_binding());
+    return {b.buf, 0, b.size};
+  }
+  // Kernel variant: the _f16 module when any binding is fp16.
+  const Kernel& kernel(std::string name, uint32_t bindings, uint32_t push_words,
+                       const std::vector<uint32_t>& flags) {
+    bool any16 = false;
+    for (uint32_t f : flags) any16 = any16 || f;
+    if (any16) {
+      if (!env.ctx.use_fp16())
+        fail(
+            "program tensor of op {} is fp16 but Vulkan device {} ({}) has no 16-bit storage{}; "
+            "choose another "
+            "device (--device) or a recipe without fp16",
+            op.family, env.ctx.info().index, env.ctx.info().name,
+            env.ctx.options().no_fp16 ? " (VKLLM_NO_FP16 is set)" : "");
+      name += "_f16";
+    }
+    return env.kernels.get(name, bindings, push_words * 4, flags);
+  }
+  int64_t attr_i(const char* k) const {
+    need(op.attrs.contains(k) && op.attrs[k].is_number(), k);
+    return op.attrs[k].get<int64_t>();
+  }
+  float attr_f(const char* k) const {
+    need(op.attrs.contains(k) && op.attrs[k].is_number(), k);
+    return op.attrs[k].get<float>();
+  }
+};
+
+// Row chunks of weights [rows, ...] whose per-row byte sizes are `row_bytes`, so that each chunk of
+// every tensor fits one binding and starts at an aligned offset.
+struct RowChunk {
+  int64_t r0, rows;
+};
+std::vector<RowChunk> row_chunks(const Ctx& c, int64_t rows,
+                                 const std::vector<uint64_t>& row_bytes) {
+  const uint64_t align = std::max<uint32_t>(4, c.env.ctx.storage_align()),
+                 maxb = c.env.ctx.max_binding();
+  uint64_t step = 1, max_rows = static_cast<uint64_t>(rows);
+  for (uint64_t rb : row_bytes) {
+    step = std::lcm(step, align / std::gcd(align, rb));
+    max_rows = std::min(max_rows, maxb / rb);
+  }
+  if (max_rows < static_cast<uint64_t>(rows)) max_rows = max_rows / step * step;
+  if (max_rows == 0) c.need(false, "one weight row does not fit a Vulkan storage binding");
+  std::vector<RowChunk> out;
+  for (int64_t r = 0; r < rows; r += static_cast<int64_t>(max_rows))
+    out.push_back({r, std::min<int64_t>(static_cast<int64_t>(max_rows), rows - r)});
+  return out;
+}
+BufRange chunk_range(const Ctx& c, int32_t t, uint64_t row_bytes, const RowChunk& ch) {
+  const Buffer& b = c.env.buffer(t);
+  const uint64_t off = static_cast<uint64_t>(ch.r0) * row_bytes;
+  const uint64_t len = std::min<uint64_t>(
+      (static_cast<uint64_t>(ch.rows) * row_bytes + 3) & ~uint64_t(3), b.size - off);
+  return {b.buf, off, len};
+}
+
+PreparedOp::CheckFn id_check(const Ctx& c, int64_t V) {
+  const std::string name = c.in(1).name;
+  return [V, name](const int32_t* ids, int T) {
+    for (int t = 0; t < T; ++t)
+      if (ids[t] < 0 || ids[t] >= V)
+        fail("token id {} is out of range (embedding {} has {} rows)", ids[t], name, V);
+  };
+}
+
+std::unique_ptr<PreparedOp> prep_embedding(Ctx c) {
+  const int32_t ids = c.op.inputs[0], tab = c.op.inputs[1], y = c.op.outputs[0];
+  const TensorDecl& td = c.decl(tab);
+  c.need(td.shape.size() == 2 && c.width(y) == td.shape[1] && c.decl(ids).dtype == DType::I32,
+         "shape mismatch");
+  c.need_float(y);
+  const int64_t V = td.shape[0], D = td.shape[1];
+  const bool q4 = c.op.family == "embedding_q4";
+  std::vector<uint64_t> rb;
+  int64_t G = 0;
+  if (q4) {
+    G = c.attr_i("group");
+    c.need(td.dtype == DType::Q4 && G > 0 && D % G == 0 &&
+               c.in(2).shape == std::vector<int64_t>{V, D / G},
+           "bad q4 table or scales");
+    rb = {static_cast<uint64_t>((D + 1) / 2), static_cast<uint64_t>(D / G) * 4};
+  } else {
+    c.need_float(tab);
+    rb = {static_cast<uint64_t>(D) * (c.f16(tab) ? 2 : 4)};
+  }
+  const Kernel& k = q4 ? c.kernel("embedding_q4", 4, 6, {c.f16(y)})
+                       : c.kernel("embedding", 3, 4, {c.f16(tab), c.f16(y)});
+  struct Part {
+    RowChunk ch;
+    VkDescriptorSet set;
+  };
+  std::vector<Part> parts;
+  for (const RowChunk& ch : row_chunks(c, V, rb)) {
+    std::vector<BufRange> r = {c.whole(ids), chunk_range(c, tab, rb[0], ch)};
+    if (q4) r.push_back(chunk_range(c, c.op.inputs[2], rb[1], ch));
+    r.push_back(c.whole(y));
+    parts.push_back({ch, c.env.kernels.make_set(k, r)});
+  }
+  const uint32_t row_bytes = u32(rb[0]);
+  return std::make_unique<PreparedOp>(
+      [=, &k](VkCommandBuffer cb, int T, int) {
+        for (const Part& pt : parts) {
+          const uint32_t r0 = u32(pt.ch.r0), r1 = u32(pt.ch.r0 + pt.ch.rows);
+          if (q4)
+            dispatch(cb, k, pt.set, {u32(D), u32(G), r0, r1, u32(T), row_bytes}, ceil_div(D, 64),
+                     u32(T));
+          else
+            dispatch(cb, k, pt.set, {u32(D), r0, r1, u32(T)}, ceil_div(D, 64), u32(T));
+        }
+      },
+      id_check(c, V));
+}
+
+std::unique_ptr<PreparedOp> prep_rms_norm(Ctx c) {
+  const int32_t x = c.op.inputs[0], w = c.op.inputs[1], y = c.op.outputs[0];
+  const int64_t N = c.width(x), G = c.attr_i("group");
+  const float eps = c.attr_f("eps");
+  c.need(G > 0 && N % G == 0 && c.decl(w).shape == std::vector<int64_t>{G} &&
+             c.decl(w).dtype == DType::F32 && c.width(y) == N,
+         "bad group or weight");
+  c.need_float(x);
+  c.need_float(y);
+  const Kernel& k = c.kernel("rms_norm", 3, 3, {c.f16(x), c.f16(y)});
+  VkDescriptorSet set =
+      c.env.kernels.make_set(k, std::vector<BufRange>{c.whole(x), c.whole(w), c.whole(y)});
+  return std::make_unique<PreparedOp>(
+      [=, &k](VkCommandBuffer cb, int T, int) {
+        const uint32_t rows = c.rows(x, T) * u32(N / G);
+        dispatch_flat(cb, k, set, {u32(G), rows, fbits(eps)}, rows);
+      },
+      nullptr);
+}
+
+std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
+  const Op& op = c.op;
+  const int32_t x = op.inputs[0], W = op.inputs[1], y = op.outputs[0];
+  const TensorDecl& wd = c.decl(W);
+  const int64_t K = c.width(x), N = wd.shape[0];
+  c.need(wd.shape.size() == 2 && wd.shape[1] == K && c.width(y) == N, "shape mismatch");
+  c.need_float(x);
+  c.need_float(y);
+  const std::string& f = op.family;
+  int64_t G = 0;
+  std::vector<int32_t> wts = {W};
+  std::vector<uint64_t> rb;
+  if (f == "linear") {
+    c.need_float(W);
+    rb = {static_cast<uint64_t>(K) * (c.f16(W) ? 2 : 4)};
+  } else {
+    G = c.attr_i("group");
+    c.need(wd.dtype == DType::Q4 && G > 0 && K % G == 0 && G % 4 == 0 &&
+               c.in(2).shape == std::vector<int64_t>{N, K / G} && c.in(2).dtype == DType::F32,
+           "bad int4 weight or scales (the Vulkan kernels need group % 4 == 0)");
+    wts.push_back(op.inputs[2]);
+    rb = {static_cast<uint64_t>(K / 2), static_cast<uint64_t>(K / G) * 4};
+    if (f == "linear_8da4w") {
+      c.need(c.in(3).shape == std::vector<int64_t>{N, K / G} && c.in(3).dtype == DType::I32,
+             "bad weight sums");
+      wts.push_back(op.inputs[3]);
+      rb.push_back(static_cast<uint64_t>(K / G) * 4);
+    }
+  }
+  const Kernel* k = nullptr;
+  if (f == "linear")
+    k = &c.kernel("linear", 3, 5, {c.f16(x), c.f16(W), c.f16(y)});
+  else if (f == "linear_q4w")
+    k = &c.kernel("linear_q4w", 4, 6, {c.f16(x), c.f16(y)});
+  else
+    k = &c.kernel(c.env.ctx.use_int_dot() ? "linear_8da4w_idot" : "linear_8da4w", 6, 6, {c.f16(y)});
+  const Kernel* kq = nullptr;
+  VkDescriptorSet qset = VK_NULL_HANDLE;
+  std::vector<BufRange> head, tail = {c.whole(y)};
+  if (f == "linear_8da4w") {
+    OpEnv& e = c.env;
+    if (!e.act_q.buf) {
+      e.act_q =
+          e.alloc.create(std::max<uint64_t>(e.act_q_bytes, static_cast<uint64_t>(e.max_tokens) * K),
+                         false, "int8 activation scratch");
+      e.act_qp = e.alloc.create(static_cast<uint64_t>(e.max_tokens) * 8, false,
+                                "activation scale scratch");
+    }
+    c.need(e.act_q.size >= static_cast<uint64_t>(e.max_tokens) * K, "activation scratch too small");
+    kq = &c.kernel("linear_8da4w_quant", 3, 2, {c.f16(x)});
+    const BufRange q = {e.act_q.buf, 0, e.act_q.size}, qp = {e.act_qp.buf, 0, e.act_qp.size};
+    qset = e.kernels.make_set(*kq, std::vector<BufRange>{c.whole(x), q, qp});
+    head = {q, qp};
+  } else {
+    head = {c.whole(x)};
+  }
+  struct Part {
+    RowChunk ch;
+    VkDescriptorSet set;
+  };
+  std::vector<Part> parts;
+  for (const RowChunk& ch : row_chunks(c, N, rb)) {
+    std::vector<BufRange> r = head;
+    for (size_t i = 0; i < wts.size(); ++i) r.push_back(chunk_range(c, wts[i], rb[i], ch));
+    r.insert(r.end(), tail.begin(), tail.end());
+    parts.push_back({ch, c.env.kernels.make_set(*k, r)});
+  }
+  return std::make_unique<PreparedOp>(
+      [=](VkCommandBuffer cb, int T, int) {
+        const uint32_t Tr = c.rows(x, T);
+        if (kq) {
+          dispatch_flat(cb, *kq, qset, {u32(K), Tr}, Tr);
+          compute_barrier(cb);
+        }
+        for (const Part& pt : parts) {
+          std::vector<uint32_t> push = {u32(K), u32(pt.ch.rows), u32(pt.ch.r0), u32(N), Tr};
+          if (G) push.push_back(u32(G));
+          dispatch_flat(cb, *k, pt.set, push, static_cast<uint64_t>(pt.ch.rows) * ceil_div(Tr, 4));
+        }
+      },
+      nullptr);
+}
+
+const Buffer& rope_table(Ctx& c, int32_t inv, int R, float a) {
+  auto key = std::make_pair(inv, a);
+  auto it = c.env.rope_tables.find(key);
+  if (it != c.env.rope_tables.end()) return it->second;
+  const auto bytes = c.env.host(inv);
+  c.need(bytes.size() == static_cast<size_t>(R / 2) * 4, "inverse frequency table size");
+  std::vector<float> inv_freq(static_cast<size_t>(R / 2));
+  std::memcpy(inv_freq.data(), bytes.data(), bytes.size());
+  const int ctx = c.p.max_ctx, half = R / 2;
+  std::vector<float> cs(static_cast<size_t>(ctx) * half * 2);
+  for (int pos = 0; pos < ctx; ++pos) {
+    const float p = static_cast<float>(pos);
+    for (int i = 0; i < half; ++i) {  // exactly as cpu::rope computes them
+      const float ang = p * inv_freq[i];
+      cs[(static_cast<size_t>(pos) * half + i) * 2] = std::cos(ang) * a;
+      cs[(static_cast<size_t>(pos) * half + i) * 2 + 1] = std::sin(ang) * a;
+    }
+  }
+  Buffer b = c.env.alloc.create(cs.size() * 4, false, "rope cos/sin table");
+  if (b.size > c.env.ctx.max_binding())
+    c.need(false, "rope table larger than one binding (context too long)");
+  c.env.alloc.upload(b, 0, cs.data(), cs.size() * 4);
+  return c.env.rope_tables.emplace(key, b).first->second;
+}
+
+std::unique_ptr<PreparedOp> prep_rope(Ctx c) {
+  const int32_t x = c.op.inputs[0], y = c.op.outputs[0];
+  const int H = static_cast<int>(c.attr_i("n_heads")), hd = static_cast<int>(c.attr_i("head_dim"));
+  const int R = static_cast<int>(c.attr_i("rotary_dim"));
+  const float a = c.attr_f("attention_factor");
+  c.need(H > 0 && hd > 0 && int64_t(H) * hd == c.width(x) && c.width(y) == c.width(x) && R > 0 &&
+             R <= hd && R % 2 == 0 && c.in(1).shape == std::vector<int64_t>{R / 2} &&
+             c.in(1).dtype == DType::F32,
+         "bad shape");
+  c.need_float(x);
+  c.need_float(y);
+  const Kernel& k = c.kernel("rope", 3, 6, {c.f16(x), c.f16(y)});
+  auto set_for = [&](int32_t inv) {
+    const Buffer& tb = rope_table(c, inv, R, a);
+    return c.env.kernels.make_set(
+        k, std::vector<BufRange>{c.whole(x), {tb.buf, 0, tb.size}, c.whole(y)});
+  };
+  VkDescriptorSet s_short = set_for(c.op.inputs[1]), s_long = s_short;
+  int64_t orig = INT64_MAX;
+  if (c.op.inputs.size() == 3) {
+    c.need(c.in(2).shape == c.in(1).shape && c.in(2).dtype == DType::F32, "bad long table");
+    orig = c.attr_i("original_max_pos");
+    s_long = set_for(c.op.inputs[2]);
+  }
+  return std::make_unique<PreparedOp>(
+      [=, &k](VkCommandBuffer cb, int T, int pos) {
+        const uint32_t Tr = c.rows(x, T);
+        const uint64_t total = static_cast<uint64_t>(Tr) * H * (hd - R / 2);
+        const VkDescriptorSet s = pos + T > orig ? s_long : s_short;
+        dispatch_flat(cb, k, s, {Tr, u32(pos), u32(H), u32(hd), u32(R), u32(total)},
+                      ceil_div(total, 64));
+      },
+      nullptr);
+}
+
+std::unique_ptr<PreparedOp> prep_attention(Ctx c) {
+  const auto& I = c.op.inputs;
+  const int32_t y = c.op.outputs[0];
+  const int H = static_cast<int>(c.attr_i("n_heads")),
+            Hkv = static_cast<int>(c.attr_i("n_kv_heads"));
+  const int hd = static_cast<int>(c.attr_i("head_dim"));
+  const float scale = c.attr_f("scale");
+  const int64_t W = int64_t(Hkv) * hd;
+  c.need(Hkv > 0 && H % Hkv == 0 && hd > 0 && hd <= 256 && c.width(I[0]) == int64_t(H) * hd &&
+             c.width(I[1]) == W && c.width(I[2]) == W && c.width(I[3]) == W && c.width(I[4]) == W &&
+             c.width(y) == int64_t(H) * hd,
+         "bad shape (head_dim must be <= 256)");
+  c.need(c.decl(I[3]).kind == TensorKind::KVCache && c.decl(I[4]).kind == TensorKind::KVCache &&
+             c.decl(I[3]).dtype == c.decl(I[4]).dtype && c.decl(I[3]).shape[0] >= c.p.max_ctx,
+         "bad KV caches");
+  for (int i = 0; i < 5; ++i) c.need_float(I[i]);
+  c.need(c.f16(I[0]) == c.f16(I[1]) && c.f16(I[1]) == c.f16(I[2]),
+         "q, k and v must share one dtype");
+  const uint32_t a16 = c.f16(I[0]), c16 = c.f16(I[3]), y16 = c.f16(y);
+  const Kernel& ks = c.kernel("attention_store", 4, 3, {a16, c16, y16});
+  const Kernel& ka = c.kernel("attention", 4, 6, {a16, c16, y16});
+  VkDescriptorSet ss = c.env.kernels.make_set(
+      ks, std::vector<BufRange>{c.whole(I[1]), c.whole(I[2]), c.whole(I[3]), c.whole(I[4])});
+  VkDescriptorSet sa = c.env.kernels.make_set(
+      ka, std::vector<BufRange>{c.whole(I[0]), c.whole(I[3]), c.whole(I[4]), c.whole(y)});
+  return std::make_unique<PreparedOp>(
+      [=, &ks, &ka](VkCommandBuffer cb, int T, int pos) {
+        dispatch_flat(cb, ks, ss, {u32(T), u32(pos), u32(W)}, ceil_div(uint64_t(T) * W, 64));
+        compute_barrier(cb);
+        dispatch_flat(cb, ka, sa, {u32(T), u32(pos), u32(H), u32(Hkv), u32(hd), fbits(scale)},
+                      uint64_t(T) * H);
+      },
+      nullptr);
+}
+
+std::unique_ptr<PreparedOp> prep_elementwise(Ctx c) {
+  const auto& I = c.op.inputs;
+  const int32_t y = c.op.outputs[0];
+  for (auto i : I) c.need_float(i);
+  c.need_float(y);
+  const int64_t N = c.width(I[0]);
+  if (c.op.family == "last_row") {
+    c.need(c.width(y) == N && !c.per_token(y) && c.decl(y).shape[0] == 1, "output must be [1, N]");
+    const Kernel& k = c.kernel("last_row", 2, 2, {c.f16(I[0]), c.f16(y)});
+    VkDescriptorSet set =
+        c.env.kernels.make_set(k, std::vector<BufRange>{c.whole(I[0]), c.whole(y)});
+    return std::make_unique<PreparedOp>(
+        [=, &k](VkCommandBuffer cb, int T, int) {
+          dispatch_flat(cb, k, set, {u32(N), c.rows(I[0], T)}, ceil_div(N, 64));
+        },
+        nullptr);
+  }
+  c.need(c.width(I[1]) == N && c.width(y) == N && c.per_token(I[0]) == c.per_token(I[1]),
+         "shape mismatch");
+  const Kernel& k = c.kernel(c.op.family, 3, 1, {c.f16(I[0]), c.f16(I[1]), c.f16(y)});
+  VkDescriptorSet set =
+      c.env.kernels.make_set(k, std::vector<BufRange>{c.whole(I[0]), c.whole(I[1]), c.whole(y)});
+  return std::make_unique<PreparedOp>(
+      [=, &k](VkCommandBuffer cb, int T, int) {
+        const uint64_t n = uint64_t(c.rows(I[0], T)) * N;
+        dispatch_flat(cb, k, set, {u32(n)}, ceil_div(n, 64));
+      },
+      nullptr);
+}
+
+std::unique_ptr<PreparedOp> prep_argmax(Ctx c) {
+  const int32_t x = c.op.inputs[0], y = c.op.outputs[0];
+  c.need_float(x);
+  c.need(!c.per_token(x) && c.decl(x).shape[0] == 1 && c.decl(y).dtype == DType::I32,
+         "argmax takes [1, V] to i32");
+  const int64_t V = c.width(x);
+  const Kernel& k = c.kernel("argmax", 2, 1, {c.f16(x)});
+  VkDescriptorSet set = c.env.kernels.make_set(k, std::vector<BufRange>{c.whole(x), c.whole(y)});
+  return std::make_unique<PreparedOp>(
+      [=, &k](VkCommandBuffer cb, int, int) { dispatch(cb, k, set, {u32(V)}, 1); }, nullptr);
+}
+
+}  // namespace
+
+void compute_barrier(VkCommandBuffer cb) {
+  VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
+  mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+  vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                       VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
+}
+
+uint64_t act_quant_bytes_per_token(const Program& p, const Op& op) {
+  if (op.family != "linear_8da4w") return 0;
+  return static_cast<uint64_t>(p.tensors[op.inputs[0]].shape.back());
+}
+
+std::unique_ptr<PreparedOp> prepare_op(OpEnv& env, const Op& op) {
+  Ctx c{env, op, env.program};
+  const std::string& f = op.family;
+  if (f == "embedding" || f == "embedding_q4") return prep_embedding(c);
+  if (f == "rms_norm") return prep_rms_norm(c);
+  if (f == "linear" || f == "linear_q4w" || f == "linear_8da4w") return prep_linear(c);
+  if (f == "rope") return prep_rope(c);
+  if (f == "attention") return prep_attention(c);
+  if (f == "swiglu" || f == "add" || f == "last_row") return prep_elementwise(c);
+  if (f == "argmax") return prep_argmax(c);
+  fail("vulkan backend: op family '{}' is not implemented", f);
+}
+
+}  // namespace vkllm::vk

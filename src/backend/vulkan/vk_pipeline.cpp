@@ -1,0 +1,114 @@
+#include "backend/vulkan/vk_pipeline.h"
+
+#include <cstring>
+
+#include "backend/vulkan/vk_shaders.h"
+#include "core/error.h"
+
+namespace vkllm::vk {
+
+const ShaderBlob* find_shader(std::string_view name) {
+  for (const ShaderBlob& b : all_shaders())
+    if (name == b.name) return &b;
+  return nullptr;
+}
+
+Kernels::~Kernels() {
+  VkDevice d = ctx_.device();
+  for (auto& [key, k] : cache_) {
+    vkDestroyPipeline(d, k->pipeline, nullptr);
+    vkDestroyPipelineLayout(d, k->layout, nullptr);
+    vkDestroyDescriptorSetLayout(d, k->set_layout, nullptr);
+  }
+  for (VkDescriptorPool p : pools_) vkDestroyDescriptorPool(d, p, nullptr);
+}
+
+const Kernel& Kernels::get(const std::string& shader, uint32_t bindings, uint32_t push_bytes,
+                           const std::vector<uint32_t>& spec) {
+  std::string key = shader;
+  for (uint32_t s : spec) key += ":" + std::to_string(s);
+  auto it = cache_.find(key);
+  if (it != cache_.end()) return *it->second;
+  const ShaderBlob* blob = find_shader(shader);
+  if (!blob) fail("vulkan: no embedded shader named '{}'", shader);
+  VkDevice d = ctx_.device();
+  auto k = std::make_unique<Kernel>();
+  k->bindings = bindings;
+  k->push_bytes = push_bytes;
+  std::vector<VkDescriptorSetLayoutBinding> b(bindings);
+  for (uint32_t i = 0; i < bindings; ++i)
+    b[i] = {i, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
+  VkDescriptorSetLayoutCreateInfo dl{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
+  dl.bindingCount = bindings;
+  dl.pBindings = b.data();
+  VK_CHECK(vkCreateDescriptorSetLayout(d, &dl, nullptr, &k->set_layout));
+  VkPushConstantRange pr{VK_SHADER_STAGE_COMPUTE_BIT, 0, push_bytes};
+  VkPipelineLayoutCreateInfo pl{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
+  pl.setLayoutCount = 1;
+  pl.pSetLayouts = &k->set_layout;
+  pl.pushConstantRangeCount = push_bytes ? 1 : 0;
+  pl.pPushConstantRanges = &pr;
+  VK_CHECK(vkCreatePipelineLayout(d, &pl, nullptr, &k->layout));
+  VkShaderModuleCreateInfo mi{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
+  mi.codeSize = blob->words * 4;
+  mi.pCode = blob->code;
+  VkShaderModule mod;
+  VK_CHECK(vkCreateShaderModule(d, &mi, nullptr, &mod));
+  std::vector<VkSpecializationMapEntry> entries(spec.size());
+  for (uint32_t i = 0; i < spec.size(); ++i) entries[i] = {i + 1, i * 4, 4};
+  VkSpecializationInfo si{static_cast<uint32_t>(spec.size()), entries.data(), spec.size() * 4,
+                          spec.data()};
+  VkComputePipelineCreateInfo ci{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
+  ci.stage = {VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO};
+  ci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
+  ci.stage.module = mod;
+  ci.stage.pName = "main";
+  ci.stage.pSpecializationInfo = spec.empty() ? nullptr : &si;
+  ci.layout = k->layout;
+  VkResult r = vkCreateComputePipelines(d, VK_NULL_HANDLE, 1, &ci, nullptr, &k->pipeline);
+  vkDestroyShaderModule(d, mod, nullptr);
+  if (r != VK_SUCCESS) vk_fail(("vkCreateComputePipelines(" + shader + ")").c_str(), r);
+  return *cache_.emplace(key, std::move(k)).first->second;
+}
+
+VkDescriptorSet Kernels::make_set(const Kernel& k, std::span<const BufRange> ranges) {
+  if (ranges.size() != k.bindings)
+    fail("vulkan: kernel needs {} bindings, got {}", k.bindings, ranges.size());
+  VkDevice d = ctx_.device();
+  VkDescriptorSet set = VK_NULL_HANDLE;
+  VkDescriptorSetAllocateInfo ai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
+  ai.descriptorSetCount = 1;
+  ai.pSetLayouts = &k.set_layout;
+  VkResult r = VK_ERROR_OUT_OF_POOL_MEMORY;
+  if (!pools_.empty()) {
+    ai.descriptorPool = pools_.back();
+    r = vkAllocateDescriptorSets(d, &ai, &set);
+  }
+  if (r != VK_SUCCESS) {
+    VkDescriptorPoolSize ps{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 4096};
+    VkDescriptorPoolCreateInfo pci{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
+    pci.maxSets = 512;
+    pci.poolSizeCount = 1;
+    pci.pPoolSizes = &ps;
+    VkDescriptorPool pool;
+    VK_CHECK(vkCreateDescriptorPool(d, &pci, nullptr, &pool));
+    pools_.push_back(pool);
+    ai.descriptorPool = pool;
+    VK_CHECK(vkAllocateDescriptorSets(d, &ai, &set));
+  }
+  std::vector<VkDescriptorBufferInfo> infos(ranges.size());
+  std::vector<VkWriteDescriptorSet> writes(ranges.size());
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    infos[i] = {ranges[i].buf, ranges[i].offset, ranges[i].range};
+    writes[i] = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
+    writes[i].dstSet = set;
+    writes[i].dstBinding = static_cast<uint32_t>(i);
+    writes[i].descriptorCount = 1;
+    writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+    writes[i].pBufferInfo = &infos[i];
+  }
+  vkUpdateDescriptorSets(d, static_cast<uint32_t>(writes.size()), writes.data(), 0, nullptr);
+  return set;
+}
+
+}  // namespace vkllm::vk

@@ -1,0 +1,343 @@
+#include "backend/vulkan/vulkan_executor.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <set>
+
+#include "backend/vulkan/vk_context.h"
+#include "backend/vulkan/vk_memory.h"
+#include "backend/vulkan/vk_ops.h"
+#include "backend/vulkan/vk_pipeline.h"
+#include "core/error.h"
+
+namespace vkllm {
+
+namespace {
+
+using namespace vk;
+
+uint64_t elem_bytes(DType t) {
+  switch (t) {
+    case DType::F16:
+      return 2;
+    case DType::I8:
+      return 1;
+    default:
+      return 4;
+  }
+}
+
+class VulkanExecutor final : public Executor {
+ public:
+  VulkanExecutor(const Program& p, const WeightSource& w, const VulkanOptions& opt)
+      : p_(p),
+        w_(w),
+        ctx_(std::make_unique<Context>(opt)),
+        alloc_(*ctx_),
+        kernels_(*ctx_),
+        bufs_(p.tensors.size()) {
+    p_.validate();
+    for (size_t k = 0; k < p_.ops.size(); ++k)
+      if (p_.ops[k].backend != BackendKind::Vulkan)
+        fail(
+            "program: op {} ({}) is assigned to the {} backend; the Vulkan executor runs only "
+            "Vulkan ops",
+            k, p_.ops[k].family, backend_name(p_.ops[k].backend));
+    choose_max_tokens(opt.max_tokens > 0 ? opt.max_tokens : 512);
+    allocate();
+    OpEnv env{*ctx_,
+              kernels_,
+              alloc_,
+              p_,
+              max_t_,
+              [this](int32_t t) -> const Buffer& {
+                if (!bufs_[t].buf)
+                  fail("program: tensor {} has no device buffer", p_.tensors[t].name);
+                return bufs_[t];
+              },
+              [this](int32_t t) { return w_.weight(p_, t); }};
+    for (const Op& op : p_.ops)
+      env.act_q_bytes = std::max(env.act_q_bytes, act_quant_bytes_per_token(p_, op) * max_t_);
+    for (const Op& op : p_.ops) ops_.push_back(prepare_op(env, op));
+    plan_barriers(env);
+    VkCommandPoolCreateInfo pci{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+    pci.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
+    pci.queueFamilyIndex = ctx_->queue_family();
+    VK_CHECK(vkCreateCommandPool(ctx_->device(), &pci, nullptr, &pool_));
+    VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+    ai.commandPool = pool_;
+    ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+    ai.commandBufferCount = 1;
+    VK_CHECK(vkAllocateCommandBuffers(ctx_->device(), &ai, &cb_));
+    VkFenceCreateInfo fci{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+    VK_CHECK(vkCreateFence(ctx_->device(), &fci, nullptr, &fence_));
+    if (ctx_->options().profile && ctx_->info().timestamps) {
+      VkQueryPoolCreateInfo qi{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
+      qi.queryType = VK_QUERY_TYPE_TIMESTAMP;
+      qi.queryCount = static_cast<uint32_t>(p_.ops.size() + 1);
+      VK_CHECK(vkCreateQueryPool(ctx_->device(), &qi, nullptr, &queries_));
+    }
+  }
+
+  ~VulkanExecutor() override {
+    VkDevice d = ctx_->device();
+    vkDeviceWaitIdle(d);
+    if (queries_) {
+      print_profile();
+      vkDestroyQueryPool(d, queries_, nullptr);
+    }
+    vkDestroyFence(d, fence_, nullptr);
+    vkDestroyCommandPool(d, pool_, nullptr);
+  }
+
+  const char* name() const override { return "vulkan"; }
+
+  int32_t forward(const int32_t* ids, int T, int pos, float* logits_out) override {
+    if (T < 1) fail("forward needs at least one token");
+    if (pos < 0 || pos + T > p_.max_ctx)
+      fail("context overflow: positions {}..{} exceed the context length {}", pos, pos + T - 1,
+           p_.max_ctx);
+    for (auto& op : ops_) op->check(ids, T);
+    int32_t next = 0;
+    for (int s = 0; s < T; s += max_t_) {
+      const int n = std::min(max_t_, T - s);
+      next = run_chunk(ids + s, n, pos + s, s + n == T ? logits_out : nullptr, s + n == T);
+    }
+    return next;
+  }
+
+ private:
+  void choose_max_tokens(int want) {
+    const uint64_t maxb = ctx_->max_binding();
+    max_t_ = std::max(1, std::min(want, p_.max_ctx));
+    auto limit = [&](uint64_t row_bytes, const std::string& what) {
+      if (row_bytes > maxb)
+        fail("program: one row of {} ({} bytes) exceeds a Vulkan storage binding", what, row_bytes);
+      max_t_ =
+          static_cast<int>(std::min<uint64_t>(static_cast<uint64_t>(max_t_), maxb / row_bytes));
+    };
+    for (const TensorDecl& t : p_.tensors)
+      if ((t.kind == TensorKind::Activation || t.kind == TensorKind::Input) && t.shape[0] < 0)
+        limit(static_cast<uint64_t>(t.shape.size() > 1 ? t.shape.back() : 1) * elem_bytes(t.dtype),
+              t.name);
+    for (const Op& op : p_.ops)
+      if (uint64_t b = act_quant_bytes_per_token(p_, op)) limit(b, "the int8 activation scratch");
+  }
+
+  // A barrier goes before an op only when it reads or writes a buffer that an op since the last
+  // barrier wrote, or writes one that such an op read (activation buffers are shared by liveness,
+  // so write-after-read matters too). The plan is static: buffers never change after setup.
+  void plan_barriers(const OpEnv& env) {
+    std::set<VkBuffer> dirty_w, dirty_r;
+    barrier_before_.assign(p_.ops.size(), false);
+    for (size_t k = 0; k < p_.ops.size(); ++k) {
+      const Op& op = p_.ops[k];
+      std::set<VkBuffer> r, w;
+      for (int32_t t : op.inputs)
+        if (p_.tensors[t].kind != TensorKind::Weight) r.insert(bufs_[t].buf);
+      for (int32_t t : op.outputs) w.insert(bufs_[t].buf);
+      if (op.family == "attention") w.insert({bufs_[op.inputs[3]].buf, bufs_[op.inputs[4]].buf});
+      if (op.family == "linear_8da4w") {
+        for (VkBuffer b : {env.act_q.buf, env.act_qp.buf}) r.insert(b), w.insert(b);
+      }
+      bool need = false;
+      for (VkBuffer b : r) need = need || dirty_w.count(b);
+      for (VkBuffer b : w) need = need || dirty_w.count(b) || dirty_r.count(b);
+      if (need) {
+        barrier_before_[k] = true;
+        dirty_w.clear();
+        dirty_r.clear();
+        ++n_barriers_;
+      }
+      dirty_r.insert(r.begin(), r.end());
+      dirty_w.insert(w.begin(), w.end());
+    }
+  }
+
+  uint64_t tensor_bytes(const TensorDecl& t) const {
+    uint64_t rows =
+        t.shape[0] < 0 ? static_cast<uint64_t>(max_t_) : static_cast<uint64_t>(t.shape[0]);
+    for (size_t d = 1; d + 1 < t.shape.size(); ++d) rows *= static_cast<uint64_t>(t.shape[d]);
+    return rows * static_cast<uint64_t>(t.shape.size() > 1 ? t.shape.back() : 1) *
+           elem_bytes(t.dtype);
+  }
+
+  void allocate() {
+    const int32_t n = static_cast<int32_t>(p_.tensors.size());
+    std::vector<int> first(n, -1), last(n, -1);
+    std::vector<bool> used(n, false);
+    for (int k = 0; k < static_cast<int>(p_.ops.size()); ++k) {
+      for (int32_t t : p_.ops[k].inputs) {
+        used[t] = true;
+        if (p_.tensors[t].kind == TensorKind::Activation) {
+          if (first[t] < 0)
+            fail("program: activation {} is read by op {} before any op writes it",
+                 p_.tensors[t].name, k);
+          last[t] = k;
+        }
+      }
+      for (int32_t t : p_.ops[k].outputs) {
+        if (first[t] >= 0) fail("program: activation {} is written twice", p_.tensors[t].name);
+        first[t] = last[t] = k;
+      }
+    }
+    const int end = static_cast<int>(p_.ops.size());
+    for (int32_t t : {p_.logits, p_.next_token})
+      if (p_.tensors[t].kind == TensorKind::Activation && first[t] >= 0) last[t] = end;
+    // Weights, caches, input: one buffer each.
+    for (int32_t i = 0; i < n; ++i) {
+      const TensorDecl& t = p_.tensors[i];
+      if (t.kind == TensorKind::Weight && used[i]) {
+        auto bytes = w_.weight(p_, i);
+        if (bytes.size() != t.nbytes)
+          fail("weight {}: {} bytes, expected {}", t.name, bytes.size(), t.nbytes);
+        bufs_[i] = alloc_.create(t.nbytes, false, t.name.c_str());
+        alloc_.upload(bufs_[i], 0, bytes.data(), bytes.size());
+      } else if (t.kind == TensorKind::KVCache) {
+        if (t.dtype != DType::F32 && t.dtype != DType::F16)
+          fail("program: KV cache {} must be f32 or f16", t.name);
+        bufs_[i] = alloc_.create(tensor_bytes(t), false, t.name.c_str());
+        alloc_.fill(bufs_[i], 0);
+      } else if (t.kind == TensorKind::Input) {
+        bufs_[i] = alloc_.create(tensor_bytes(t), true, t.name.c_str());
+      }
+    }
+    // Activations: slots reused once their last reader has run.
+    struct Slot {
+      Buffer buf;
+      bool busy;
+    };
+    std::vector<Slot> slots;
+    std::vector<int> slot_of(n, -1);
+    for (int k = 0; k < end; ++k) {
+      for (int32_t t : p_.ops[k].outputs) {
+        const uint64_t need = tensor_bytes(p_.tensors[t]);
+        int best = -1;
+        for (int s = 0; s < static_cast<int>(slots.size()); ++s)
+          if (!slots[s].busy && slots[s].buf.size >= need &&
+              (best < 0 || slots[s].buf.size < slots[best].buf.size))
+            best = s;
+        if (best < 0) {
+          slots.push_back({alloc_.create(need, false, p_.tensors[t].name.c_str()), false});
+          best = static_cast<int>(slots.size()) - 1;
+        }
+        slots[best].busy = true;
+        slot_of[t] = best;
+        bufs_[t] = slots[best].buf;
+      }
+      auto release = [&](int32_t t) {
+        if (p_.tensors[t].kind == TensorKind::Activation && last[t] == k && slot_of[t] >= 0)
+          slots[slot_of[t]].busy = false;
+      };
+      for (int32_t t : p_.ops[k].inputs) release(t);
+      for (int32_t t : p_.ops[k].outputs) release(t);
+    }
+    n_slots_ = slots.size();
+    if (!bufs_[p_.next_token].buf)
+      fail("program: no op writes next_token {}", p_.tensors[p_.next_token].name);
+    if (!bufs_[p_.logits].buf) fail("program: no op writes logits {}", p_.tensors[p_.logits].name);
+    if (p_.tensors[p_.logits].dtype != DType::F32 || p_.tensors[p_.logits].shape[0] != 1)
+      fail("program: logits {} must be f32 [1, vocab]", p_.tensors[p_.logits].name);
+    logits_n_ = static_cast<uint64_t>(p_.tensors[p_.logits].shape.back());
+    readback_ = alloc_.create(logits_n_ * 4 + 16, true, "readback buffer");
+  }
+
+  int32_t run_chunk(const int32_t* ids, int T, int pos, float* logits_out, bool last) {
+    std::memcpy(bufs_[p_.input_ids].mapped, ids, static_cast<size_t>(T) * 4);
+    VK_CHECK(vkResetCommandBuffer(cb_, 0));
+    VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+    bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+    VK_CHECK(vkBeginCommandBuffer(cb_, &bi));
+    const uint32_t nq = static_cast<uint32_t>(ops_.size() + 1);
+    if (queries_) {
+      vkCmdResetQueryPool(cb_, queries_, 0, nq);
+      vkCmdWriteTimestamp(cb_, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, queries_, 0);
+    }
+    for (size_t k = 0; k < ops_.size(); ++k) {
+      if (barrier_before_[k]) compute_barrier(cb_);
+      ops_[k]->record(cb_, T, pos);
+      if (queries_)
+        vkCmdWriteTimestamp(cb_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, queries_,
+                            static_cast<uint32_t>(k + 1));
+    }
+    if (last) {
+      VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+      mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
+      mb.dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT;
+      vkCmdPipelineBarrier(cb_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                           VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
+      VkBufferCopy id_copy{0, 0, 4};
+      vkCmdCopyBuffer(cb_, bufs_[p_.next_token].buf, readback_.buf, 1, &id_copy);
+      if (logits_out) {
+        VkBufferCopy lg{0, 16, logits_n_ * 4};
+        vkCmdCopyBuffer(cb_, bufs_[p_.logits].buf, readback_.buf, 1, &lg);
+      }
+      mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+      mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+      vkCmdPipelineBarrier(cb_, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1,
+                           &mb, 0, nullptr, 0, nullptr);
+    }
+    VK_CHECK(vkEndCommandBuffer(cb_));
+    VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+    si.commandBufferCount = 1;
+    si.pCommandBuffers = &cb_;
+    VK_CHECK(vkQueueSubmit(ctx_->queue(), 1, &si, fence_));
+    VK_CHECK(vkWaitForFences(ctx_->device(), 1, &fence_, VK_TRUE, UINT64_MAX));
+    VK_CHECK(vkResetFences(ctx_->device(), 1, &fence_));
+    if (queries_) collect_profile(nq);
+    if (!last) return 0;
+    int32_t next;
+    std::memcpy(&next, readback_.mapped, 4);
+    if (logits_out)
+      std::memcpy(logits_out, static_cast<const uint8_t*>(readback_.mapped) + 16, logits_n_ * 4);
+    return next;
+  }
+
+  void collect_profile(uint32_t nq) {
+    std::vector<uint64_t> ts(nq);
+    VK_CHECK(vkGetQueryPoolResults(ctx_->device(), queries_, 0, nq, nq * 8, ts.data(), 8,
+                                   VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT));
+    for (size_t k = 0; k + 1 < nq; ++k)
+      prof_[p_.ops[k].family] +=
+          static_cast<double>(ts[k + 1] - ts[k]) * ctx_->info().timestamp_period * 1e-6;
+    ++prof_runs_;
+  }
+
+  void print_profile() const {
+    std::fprintf(stderr,
+                 "vkllm: vulkan profile: %zu ops, %zu barriers between ops, %zu activation "
+                 "buffers; %d submits (ms per op family):\n",
+                 ops_.size(), n_barriers_, n_slots_, prof_runs_);
+    for (auto& [f, ms] : prof_) std::fprintf(stderr, "  %-14s %10.3f\n", f.c_str(), ms);
+  }
+
+  const Program& p_;
+  const WeightSource& w_;
+  std::unique_ptr<Context> ctx_;
+  Allocator alloc_;
+  Kernels kernels_;
+  std::vector<Buffer> bufs_;
+  std::vector<std::unique_ptr<PreparedOp>> ops_;
+  std::vector<bool> barrier_before_;
+  Buffer readback_;
+  uint64_t logits_n_ = 0;
+  size_t n_slots_ = 0, n_barriers_ = 0;
+  int max_t_ = 1;
+  VkCommandPool pool_ = VK_NULL_HANDLE;
+  VkCommandBuffer cb_ = VK_NULL_HANDLE;
+  VkFence fence_ = VK_NULL_HANDLE;
+  VkQueryPool queries_ = VK_NULL_HANDLE;
+  std::map<std::string, double> prof_;
+  int prof_runs_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Executor> make_vulkan_executor(const Program& program, const WeightSource& weights,
+                                               const VulkanOptions& options) {
+  return std::make_unique<VulkanExecutor>(program, weights, options);
+}
+
+}  // namespace vkllm

@@ -1,0 +1,30 @@
+// Options of the Vulkan backend (device choice, validation, limits). Every field has an
+// environment override so that scripts and tests can steer the backend without flags.
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace vkllm {
+
+struct VulkanOptions {
+  // Device index or case-insensitive name substring; empty: $VKLLM_DEVICE, else the first
+  // discrete GPU, else integrated, else any.
+  std::string device;
+  // Khronos validation layer and a debug messenger that prints and counts every message
+  // (also on with VKLLM_VALIDATION=1). sync_validation adds synchronization validation.
+  bool validation = false;
+  bool sync_validation = false;
+  // Largest number of tokens one forward records; longer prompts are split (0: 512).
+  int max_tokens = 0;
+  // Cap on one descriptor binding (0: the device's maxStorageBufferRange). Tests lower it to
+  // exercise the chunked bindings used for tensors larger than the range.
+  uint64_t max_binding_bytes = 0;
+  // Host staging buffer for uploads (bounded; weights stream through it).
+  uint64_t staging_bytes = 64ull << 20;
+  // Optional paths; each is also disabled by its environment switch.
+  bool no_int_dot = false;  // VKLLM_NO_INT_DOT=1: portable int8 dot product
+  bool no_fp16 = false;     // VKLLM_NO_FP16=1: no fp16 storage (programs with F16 tensors fail)
+  bool profile = false;     // per-op GPU timestamps (VKLLM_PROFILE=1)
+};
+
+}  // namespace vkllm

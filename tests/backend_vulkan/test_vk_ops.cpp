@@ -1,0 +1,442 @@
+// Per-op consistency of the Vulkan kernels against the CPU reference kernels (backend/cpu):
+// random inputs (never zeros), outputs poisoned with NaN before each run, sizes that are not
+// multiples of the workgroup sizes, the validation layer on. Thresholds: docs/vulkan.md.
+#include <gtest/gtest.h>
+
+#include "backend/cpu/kernels.h"
+#include "vk_harness.h"
+
+namespace vkllm::test {
+namespace {
+
+constexpr double kElem = 1e-7;    // fp32 elementwise
+constexpr double kMat = 5e-4;     // matmul, attention
+constexpr double kF16Out = 1e-6;  // any op whose output is stored as fp16 (docs/vulkan.md)
+using TK = TensorKind;
+
+std::vector<int32_t> rand_ids(std::mt19937& rng, int T, int64_t V) {
+  std::uniform_int_distribution<int32_t> d(0, static_cast<int32_t>(V - 1));
+  std::vector<int32_t> ids(static_cast<size_t>(T));
+  for (auto& i : ids) i = d(rng);
+  ids[0] = 0;
+  if (T > 1) ids[1] = static_cast<int32_t>(V - 1);
+  return ids;
+}
+
+std::vector<uint8_t> rand_q4(std::mt19937& rng, int64_t rows, int64_t cols) {
+  std::uniform_int_distribution<int> d(0, 255);
+  std::vector<uint8_t> q(static_cast<size_t>(rows * ((cols + 1) / 2)));
+  for (auto& b : q) b = static_cast<uint8_t>(d(rng));
+  return q;
+}
+
+// embedding / embedding_q4 with a table of `tdt`, output of `ydt`.
+void check_embedding(DType tdt, DType ydt, int64_t V, int64_t D, int T, VulkanOptions opt = {}) {
+  std::mt19937 rng(11);
+  Case c;
+  const auto ids = rand_ids(rng, T, V);
+  c.p.input_ids = c.add("ids", DType::I32, TK::Input, {-1}, bytes_of(ids));
+  std::vector<float> want(static_cast<size_t>(T * D));
+  int32_t y = c.add("y", ydt, TK::Activation, {-1, D});
+  if (tdt == DType::Q4) {
+    const int64_t G = 32;
+    auto q = rand_q4(rng, V, D);
+    auto s = rand_vec(rng, static_cast<size_t>(V * D / G), 0.01f, 0.2f);
+    cpu::embedding_q4(ids.data(), T, q.data(), s.data(), V, D, G, want.data());
+    int32_t tq = c.add("tab", DType::Q4, TK::Weight, {V, D}, q);
+    int32_t ts = c.add("scales", DType::F32, TK::Weight, {V, D / G}, bytes_f32(s));
+    c.op("embedding_q4", {c.p.input_ids, tq, ts}, y, {{"group", G}});
+  } else {
+    auto tab = rand_vec(rng, static_cast<size_t>(V * D));
+    if (tdt == DType::F16) {
+      std::vector<uint16_t> h(tab.size());
+      for (size_t i = 0; i < h.size(); ++i) h[i] = f32_to_f16(tab[i]);
+      cpu::embedding_f16(ids.data(), T, h.data(), V, D, want.data());
+    } else {
+      cpu::embedding_f32(ids.data(), T, tab.data(), V, D, want.data());
+    }
+    int32_t t =
+        c.add("tab", tdt, TK::Weight, {V, D}, tdt == DType::F16 ? bytes_f16(tab) : bytes_f32(tab));
+    c.op("embedding", {c.p.input_ids, t}, y);
+  }
+  if (ydt == DType::F16) want = round_f16(want);
+  OpRun r(c, T, opt);
+  r.forward(T, 0);
+  EXPECT_LE(nmse(r.read(y, T), want), ydt == DType::F16 ? kF16Out : kElem);
+  EXPECT_EQ(r.read(y, T), want);  // a gather is exact
+}
+
+TEST(VulkanOps, EmbeddingF32) {
+  check_embedding(DType::F32, DType::F32, 300, 77, 7);
+}
+TEST(VulkanOps, EmbeddingF32ToF16) {
+  check_embedding(DType::F32, DType::F16, 300, 77, 7);
+}
+TEST(VulkanOps, EmbeddingF16) {
+  check_embedding(DType::F16, DType::F32, 300, 77, 7);
+}
+TEST(VulkanOps, EmbeddingQ4) {
+  check_embedding(DType::Q4, DType::F32, 300, 96, 9);
+}
+TEST(VulkanOps, EmbeddingQ4ToF16) {
+  check_embedding(DType::Q4, DType::F16, 300, 96, 9);
+}
+
+TEST(VulkanOps, EmbeddingChunkedBindings) {
+  VulkanOptions o;
+  o.max_binding_bytes = 4096;  // 12-row chunks of a 300-row table
+  check_embedding(DType::F32, DType::F32, 300, 77, 7, o);
+  check_embedding(DType::Q4, DType::F32, 300, 96, 9, o);
+}
+
+TEST(VulkanOps, EmbeddingLargerThanStorageBufferRange) {
+  // Qwen3-0.6B's table: 151936 x 1024 f32 = 594 MiB, more than lavapipe's 128 MiB binding range.
+  check_embedding(DType::F32, DType::F32, 151936, 1024, 5);
+}
+
+void check_rms_norm(int64_t N, int64_t G, int T, DType xdt, DType ydt) {
+  std::mt19937 rng(static_cast<unsigned>(N + G));
+  Case c;
+  auto x = rand_vec(rng, static_cast<size_t>(T * N), -3, 3),
+       w = rand_vec(rng, static_cast<size_t>(G), 0.5f, 1.5f);
+  if (xdt == DType::F16) x = round_f16(x);
+  int32_t tx =
+      c.add("x", xdt, TK::Activation, {-1, N}, xdt == DType::F16 ? bytes_f16(x) : bytes_f32(x));
+  int32_t tw = c.add("w", DType::F32, TK::Weight, {G}, bytes_f32(w));
+  int32_t ty = c.add("y", ydt, TK::Activation, {-1, N});
+  c.op("rms_norm", {tx, tw}, ty, {{"eps", 1e-6}, {"group", G}});
+  std::vector<float> want(x.size());
+  cpu::rms_norm(x.data(), T, N, w.data(), G, 1e-6f, want.data());
+  if (ydt == DType::F16) want = round_f16(want);
+  OpRun r(c, T);
+  r.forward(T, 0);
+  EXPECT_LE(nmse(r.read(ty, T), want), ydt == DType::F16 ? kF16Out : kElem);
+}
+
+TEST(VulkanOps, RmsNorm) {
+  check_rms_norm(200, 200, 7, DType::F32, DType::F32);
+  check_rms_norm(1000, 1000, 3, DType::F32, DType::F32);
+}
+TEST(VulkanOps, RmsNormPerHead) {
+  check_rms_norm(200, 40, 7, DType::F32, DType::F32);
+}
+TEST(VulkanOps, RmsNormF16) {
+  check_rms_norm(200, 40, 7, DType::F16, DType::F16);
+}
+
+enum class Lin { F32, F16, Q4W, A8W4 };
+
+void check_linear(Lin kind, int64_t K, int64_t N, int T, DType act, VulkanOptions opt = {},
+                  std::vector<float>* got_out = nullptr) {
+  std::mt19937 rng(static_cast<unsigned>(K * 31 + N + T));
+  Case c;
+  auto x = rand_vec(rng, static_cast<size_t>(T * K));
+  if (act == DType::F16) x = round_f16(x);
+  int32_t tx =
+      c.add("x", act, TK::Activation, {-1, K}, act == DType::F16 ? bytes_f16(x) : bytes_f32(x));
+  int32_t ty = c.add("y", act, TK::Activation, {-1, N});
+  std::vector<float> want(static_cast<size_t>(T * N));
+  const int64_t G = 32;
+  if (kind == Lin::F32 || kind == Lin::F16) {
+    auto w = rand_vec(rng, static_cast<size_t>(N * K));
+    if (kind == Lin::F16) {
+      std::vector<uint16_t> h(w.size());
+      for (size_t i = 0; i < h.size(); ++i) h[i] = f32_to_f16(w[i]);
+      cpu::linear_f16(x.data(), T, K, h.data(), N, want.data());
+    } else {
+      cpu::linear_f32(x.data(), T, K, w.data(), N, want.data());
+    }
+    DType wdt = kind == Lin::F16 ? DType::F16 : DType::F32;
+    int32_t tw =
+        c.add("w", wdt, TK::Weight, {N, K}, kind == Lin::F16 ? bytes_f16(w) : bytes_f32(w));
+    c.op("linear", {tx, tw}, ty);
+  } else {
+    auto q = rand_q4(rng, N, K);
+    auto s = rand_vec(rng, static_cast<size_t>(N * K / G), 0.01f, 0.1f);
+    int32_t tq = c.add("wq", DType::Q4, TK::Weight, {N, K}, q);
+    int32_t ts = c.add("ws", DType::F32, TK::Weight, {N, K / G}, bytes_f32(s));
+    if (kind == Lin::Q4W) {
+      cpu::linear_q4w(x.data(), T, K, q.data(), s.data(), N, G, want.data());
+      c.op("linear_q4w", {tx, tq, ts}, ty, {{"group", G}});
+    } else {
+      std::vector<int32_t> ws(static_cast<size_t>(N * K / G), 0);
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t k = 0; k < K; ++k) ws[n * (K / G) + k / G] += cpu::q4_get(q.data(), K, n, k);
+      cpu::linear_8da4w(x.data(), T, K, q.data(), s.data(), ws.data(), N, G, want.data());
+      int32_t tws = c.add("wsum", DType::I32, TK::Weight, {N, K / G}, bytes_of(ws));
+      c.op("linear_8da4w", {tx, tq, ts, tws}, ty, {{"group", G}});
+    }
+  }
+  if (act == DType::F16) want = round_f16(want);
+  OpRun r(c, T, opt);
+  r.forward(T, 0);
+  auto got = r.read(ty, T);
+  EXPECT_LE(nmse(got, want), kMat) << "K=" << K << " N=" << N << " T=" << T;
+  if (kind == Lin::A8W4) {  // the int8 quantization is bit-exact with the CPU's
+    auto qx = r.read_bytes(r.env().act_q, static_cast<size_t>(T * K));
+    auto qp = r.read_bytes(r.env().act_qp, static_cast<size_t>(T * 8));
+    std::vector<int8_t> cq(static_cast<size_t>(K));
+    for (int t = 0; t < T; ++t) {
+      float sx;
+      int32_t zp;
+      cpu::quantize_act_int8(x.data() + t * K, K, cq.data(), &sx, &zp);
+      float gsx;
+      int32_t gzp;
+      std::memcpy(&gsx, qp.data() + t * 8, 4);
+      std::memcpy(&gzp, qp.data() + t * 8 + 4, 4);
+      EXPECT_EQ(gsx, sx) << "token " << t;
+      EXPECT_EQ(gzp, zp) << "token " << t;
+      EXPECT_EQ(0, std::memcmp(cq.data(), qx.data() + t * K, static_cast<size_t>(K)))
+          << "token " << t;
+    }
+  }
+  if (got_out) *got_out = got;
+}
+
+TEST(VulkanOps, LinearF32) {
+  for (int T : {1, 5, 13}) check_linear(Lin::F32, 100, 77, T, DType::F32);
+}
+TEST(VulkanOps, LinearF16Weights) {
+  for (int T : {1, 6}) check_linear(Lin::F16, 100, 77, T, DType::F32);
+}
+TEST(VulkanOps, LinearF16Activations) {
+  check_linear(Lin::F16, 100, 77, 6, DType::F16);
+}
+TEST(VulkanOps, LinearChunkedBindings) {
+  VulkanOptions o;
+  o.max_binding_bytes = 4096;  // 10-row chunks of the weight
+  check_linear(Lin::F32, 100, 77, 5, DType::F32, o);
+  check_linear(Lin::Q4W, 96, 77, 5, DType::F32, o);
+  check_linear(Lin::A8W4, 96, 77, 5, DType::F32, o);
+}
+TEST(VulkanOps, LinearQ4W) {
+  for (int T : {1, 6}) check_linear(Lin::Q4W, 96, 45, T, DType::F32);
+  check_linear(Lin::Q4W, 160, 45, 3, DType::F16);
+}
+
+TEST(VulkanOps, Linear8da4wBothDotPaths) {
+  for (int T : {1, 6}) {
+    std::vector<float> with_dot, portable;
+    VulkanOptions o;
+    check_linear(Lin::A8W4, 160, 45, T, DType::F32, o, &with_dot);
+    o.no_int_dot = true;
+    check_linear(Lin::A8W4, 160, 45, T, DType::F32, o, &portable);
+    EXPECT_EQ(with_dot, portable);  // integer dot products are exact on both paths
+  }
+  check_linear(Lin::A8W4, 256, 33, 5, DType::F16);
+}
+
+TEST(VulkanOps, IntDotPathIsAvailableOnThisDevice) {
+  vk::Context ctx(validated());
+  std::printf("device %s: int8 dot product %s\n", ctx.info().name.c_str(),
+              ctx.use_int_dot() ? "on" : "off");
+  VulkanOptions o = validated();
+  o.no_int_dot = true;
+  vk::Context off(o);
+  EXPECT_FALSE(off.use_int_dot());
+}
+
+void check_rope(int T, int pos, bool long_table, DType dt) {
+  const int H = 3, hd = 16, R = 12;
+  const float a = 1.25f;
+  std::mt19937 rng(static_cast<unsigned>(T * 100 + pos));
+  Case c;
+  auto x = rand_vec(rng, static_cast<size_t>(T * H * hd));
+  if (dt == DType::F16) x = round_f16(x);
+  std::vector<float> fs(R / 2), fl(R / 2);
+  for (int i = 0; i < R / 2; ++i) {
+    fs[i] = std::pow(10000.0f, -2.0f * i / R);
+    fl[i] = fs[i] / (1.0f + static_cast<float>(i));
+  }
+  int32_t tx =
+      c.add("x", dt, TK::Activation, {-1, H * hd}, dt == DType::F16 ? bytes_f16(x) : bytes_f32(x));
+  int32_t tf = c.add("inv", DType::F32, TK::Weight, {R / 2}, bytes_f32(fs));
+  int32_t ty = c.add("y", dt, TK::Activation, {-1, H * hd});
+  nlohmann::json attrs = {
+      {"n_heads", H}, {"head_dim", hd}, {"rotary_dim", R}, {"attention_factor", a}};
+  const int orig = 12;
+  std::vector<int32_t> in = {tx, tf};
+  if (long_table) {
+    in.push_back(c.add("inv_long", DType::F32, TK::Weight, {R / 2}, bytes_f32(fl)));
+    attrs["original_max_pos"] = orig;
+  }
+  c.op("rope", in, ty, attrs);
+  std::vector<float> want(x.size());
+  const bool use_long = long_table && pos + T > orig;
+  cpu::rope(x.data(), T, H, hd, R, use_long ? fl.data() : fs.data(), pos, a, want.data());
+  if (dt == DType::F16) want = round_f16(want);
+  OpRun r(c, T);
+  r.forward(T, pos);
+  EXPECT_LE(nmse(r.read(ty, T), want), dt == DType::F16 ? kF16Out : kElem)
+      << "T=" << T << " pos=" << pos;
+}
+
+TEST(VulkanOps, RopePartialRotary) {
+  check_rope(5, 9, false, DType::F32);
+  check_rope(1, 50, false, DType::F32);
+  check_rope(5, 9, false, DType::F16);
+}
+TEST(VulkanOps, RopeLongTableSwitch) {
+  check_rope(5, 3, true, DType::F32);  // 8 <= 12: short table
+  check_rope(5, 9, true, DType::F32);  // 14 > 12: long table
+}
+
+void check_attention(int H, int Hkv, int hd, int T, int pos, DType act, DType cache, int max_ctx) {
+  std::mt19937 rng(static_cast<unsigned>(H * 7 + hd + T * 3 + pos));
+  Case c;
+  c.p.max_ctx = max_ctx;
+  const int64_t W = int64_t(Hkv) * hd;
+  auto q = rand_vec(rng, static_cast<size_t>(T * H * hd)),
+       k = rand_vec(rng, static_cast<size_t>(T * W)), v = rand_vec(rng, static_cast<size_t>(T * W));
+  auto kc = rand_vec(rng, static_cast<size_t>(max_ctx * W)),
+       vc = rand_vec(rng, static_cast<size_t>(max_ctx * W));
+  if (act == DType::F16) q = round_f16(q), k = round_f16(k), v = round_f16(v);
+  if (cache == DType::F16) kc = round_f16(kc), vc = round_f16(vc);
+  auto enc = [](DType d, const std::vector<float>& f) {
+    return d == DType::F16 ? bytes_f16(f) : bytes_f32(f);
+  };
+  int32_t tq = c.add("q", act, TK::Activation, {-1, H * hd}, enc(act, q));
+  int32_t tk = c.add("k", act, TK::Activation, {-1, W}, enc(act, k));
+  int32_t tv = c.add("v", act, TK::Activation, {-1, W}, enc(act, v));
+  int32_t tkc = c.add("kc", cache, TK::KVCache, {max_ctx, W}, enc(cache, kc));
+  int32_t tvc = c.add("vc", cache, TK::KVCache, {max_ctx, W}, enc(cache, vc));
+  int32_t ty = c.add("o", act, TK::Activation, {-1, H * hd});
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  c.op("attention", {tq, tk, tv, tkc, tvc}, ty,
+       {{"n_heads", H}, {"n_kv_heads", Hkv}, {"head_dim", hd}, {"scale", scale}});
+  std::vector<float> want(q.size());
+  cpu::attention(q.data(), k.data(), v.data(), T, pos, kc.data(), vc.data(), cache == DType::F16, H,
+                 Hkv, hd, scale, want.data());
+  if (act == DType::F16) want = round_f16(want);
+  OpRun r(c, T);
+  r.forward(T, pos);
+  EXPECT_LE(nmse(r.read(ty, T), want), kMat) << "T=" << T << " pos=" << pos;
+  auto gk = r.read(tkc, max_ctx), gv = r.read(tvc, max_ctx);
+  EXPECT_EQ(gk, kc);  // cache rows are copies (rounded like the CPU's)
+  EXPECT_EQ(gv, vc);
+}
+
+TEST(VulkanOps, AttentionPrefill) {
+  check_attention(4, 2, 24, 9, 0, DType::F32, DType::F32, 40);
+}
+TEST(VulkanOps, AttentionDecode) {
+  check_attention(4, 2, 24, 1, 20, DType::F32, DType::F32, 40);
+}
+TEST(VulkanOps, AttentionChunkAfterCache) {
+  check_attention(6, 2, 40, 5, 11, DType::F32, DType::F32, 40);
+}
+TEST(VulkanOps, AttentionManyKeyTiles) {
+  check_attention(4, 1, 128, 3, 140, DType::F32, DType::F32, 150);
+}
+TEST(VulkanOps, AttentionF16Cache) {
+  check_attention(4, 2, 24, 5, 11, DType::F32, DType::F16, 40);
+}
+TEST(VulkanOps, AttentionF16Activations) {
+  check_attention(4, 2, 24, 5, 11, DType::F16, DType::F16, 40);
+}
+
+void check_binary(const std::string& f, DType dt) {
+  const int T = 7;
+  const int64_t N = 133;
+  std::mt19937 rng(5);
+  Case c;
+  auto a = rand_vec(rng, static_cast<size_t>(T * N), -4, 4),
+       b = rand_vec(rng, static_cast<size_t>(T * N));
+  if (dt == DType::F16) a = round_f16(a), b = round_f16(b);
+  auto enc = [&](const std::vector<float>& v) {
+    return dt == DType::F16 ? bytes_f16(v) : bytes_f32(v);
+  };
+  int32_t ta = c.add("a", dt, TK::Activation, {-1, N}, enc(a));
+  int32_t tb = c.add("b", dt, TK::Activation, {-1, N}, enc(b));
+  int32_t ty = c.add("y", dt, TK::Activation, {-1, N});
+  c.op(f, {ta, tb}, ty);
+  std::vector<float> want(a.size());
+  if (f == "add")
+    cpu::add(a.data(), b.data(), T * N, want.data());
+  else
+    cpu::swiglu(a.data(), b.data(), T * N, want.data());
+  if (dt == DType::F16) want = round_f16(want);
+  OpRun r(c, T);
+  r.forward(T, 0);
+  EXPECT_LE(nmse(r.read(ty, T), want), dt == DType::F16 ? kF16Out : kElem) << f;
+}
+
+TEST(VulkanOps, Add) {
+  check_binary("add", DType::F32);
+  check_binary("add", DType::F16);
+}
+TEST(VulkanOps, Swiglu) {
+  check_binary("swiglu", DType::F32);
+  check_binary("swiglu", DType::F16);
+}
+
+TEST(VulkanOps, LastRowAndArgmax) {
+  const int T = 6;
+  const int64_t V = 1000;
+  std::mt19937 rng(9);
+  Case c;
+  auto x = rand_vec(rng, static_cast<size_t>(T * V));
+  // a tie for the maximum of the last row: the lowest index wins
+  x[(T - 1) * V + 417] = 5.0f;
+  x[(T - 1) * V + 803] = 5.0f;
+  int32_t tx = c.add("x", DType::F32, TK::Activation, {-1, V}, bytes_f32(x));
+  int32_t tl = c.add("last", DType::F32, TK::Activation, {1, V});
+  int32_t ti = c.add("id", DType::I32, TK::Activation, {1, 1});
+  c.op("last_row", {tx}, tl);
+  c.op("argmax", {tl}, ti);
+  OpRun r(c, T);
+  r.forward(T, 0);
+  std::vector<float> want(x.end() - V, x.end());
+  EXPECT_EQ(r.read(tl, 1), want);
+  EXPECT_EQ(r.read(ti, 1)[0], static_cast<float>(cpu::argmax(want.data(), V)));
+  EXPECT_EQ(r.read(ti, 1)[0], 417.0f);
+}
+
+TEST(VulkanOps, ArgmaxRandom) {
+  std::mt19937 rng(21);
+  for (int64_t V : {1, 63, 151936}) {
+    Case c;
+    auto x = rand_vec(rng, static_cast<size_t>(V), -10, 10);
+    int32_t tx = c.add("x", DType::F32, TK::Activation, {1, V}, bytes_f32(x));
+    int32_t ti = c.add("id", DType::I32, TK::Activation, {1, 1});
+    c.op("argmax", {tx}, ti);
+    OpRun r(c, 1);
+    r.forward(1, 0);
+    EXPECT_EQ(r.read(ti, 1)[0], static_cast<float>(cpu::argmax(x.data(), V))) << "V=" << V;
+  }
+}
+
+TEST(VulkanOps, OutOfRangeTokenIdIsAnError) {
+  Case c;
+  std::vector<int32_t> ids = {3, 300};
+  c.p.input_ids = c.add("ids", DType::I32, TK::Input, {-1}, bytes_of(ids));
+  std::mt19937 rng(1);
+  int32_t t = c.add("tab", DType::F32, TK::Weight, {300, 8}, bytes_f32(rand_vec(rng, 2400)));
+  int32_t y = c.add("y", DType::F32, TK::Activation, {-1, 8});
+  c.op("embedding", {c.p.input_ids, t}, y);
+  OpRun r(c, 2);
+  EXPECT_THROW(r.forward(2, 0), Error);
+}
+
+TEST(VulkanDevice, SelectByNameAndIndex) {
+  auto devs = vk::list_devices();
+  ASSERT_FALSE(devs.empty()) << "no Vulkan device found";
+  VulkanOptions o = validated();
+  o.device = "0";
+  {
+    vk::Context c(o);
+    EXPECT_EQ(c.info().index, 0u);
+  }
+  o.device = devs[0].name.substr(0, 4);
+  {
+    vk::Context c(o);
+    EXPECT_EQ(c.info().name, devs[0].name);
+  }
+  o.device = "no-such-gpu-name";
+  EXPECT_THROW(vk::Context c(o), Error);
+  o.device = "99";
+  EXPECT_THROW(vk::Context c(o), Error);
+}
+
+}  // namespace
+}  // namespace vkllm::test

@@ -1,0 +1,155 @@
+#include "vk_harness.h"
+
+#include <cmath>
+#include <cstdlib>
+
+namespace vkllm::test {
+
+VulkanOptions validated(VulkanOptions o) {
+  o.validation = true;
+  o.sync_validation = true;
+  return o;
+}
+
+double nmse(const std::vector<float>& got, const std::vector<float>& want) {
+  EXPECT_EQ(got.size(), want.size());
+  if (got.size() != want.size()) return 1e30;
+  double num = 0, den = 0;
+  size_t nan = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::isnan(got[i]) || std::isnan(want[i])) ++nan;
+    const double d = static_cast<double>(got[i]) - want[i];
+    num += d * d;
+    den += static_cast<double>(want[i]) * want[i];
+  }
+  EXPECT_EQ(nan, 0u) << "NaN in the output (poisoned elements not written?)";
+  if (nan) return 1e30;
+  return den > 0 ? num / den : num;
+}
+
+std::vector<float> rand_vec(std::mt19937& rng, size_t n, float lo, float hi) {
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) {
+    do x = d(rng);
+    while (x == 0.0f);
+  }
+  return v;
+}
+
+std::vector<uint8_t> bytes_f32(const std::vector<float>& v) {
+  return bytes_of(v);
+}
+
+std::vector<uint8_t> bytes_f16(const std::vector<float>& v) {
+  std::vector<uint16_t> h(v.size());
+  for (size_t i = 0; i < v.size(); ++i) h[i] = f32_to_f16(v[i]);
+  return bytes_of(h);
+}
+
+std::vector<float> round_f16(std::vector<float> v) {
+  for (auto& x : v) x = vkllm::round_f16(x);
+  return v;
+}
+
+int32_t Case::add(const std::string& name, DType dt, TensorKind kind, std::vector<int64_t> shape,
+                  std::vector<uint8_t> data) {
+  TensorDecl t{name, dt, kind, shape, 0, 0};
+  if (kind == TensorKind::Weight) t.nbytes = dtype_nbytes(dt, shape);
+  const int32_t i = p.add_tensor(t);
+  if (!data.empty()) host[i] = std::move(data);
+  return i;
+}
+
+void Case::op(const std::string& family, std::vector<int32_t> in, int32_t out,
+              nlohmann::json attrs) {
+  p.ops.push_back(Op{family, std::move(in), {out}, std::move(attrs), BackendKind::Vulkan});
+}
+
+OpRun::OpRun(Case& c, int max_tokens, VulkanOptions opt)
+    : c_(c), messages_at_start_(vk::validation_message_count()), max_t_(max_tokens) {
+  ctx_ = std::make_unique<vk::Context>(validated(opt));
+  alloc_ = std::make_unique<vk::Allocator>(*ctx_);
+  kernels_ = std::make_unique<vk::Kernels>(*ctx_);
+  bufs_.resize(c.p.tensors.size());
+  for (size_t i = 0; i < c.p.tensors.size(); ++i) {
+    const TensorDecl& t = c.p.tensors[i];
+    std::vector<int64_t> shape = t.shape;
+    if (shape[0] < 0) shape[0] = max_tokens;
+    const uint64_t n = dtype_nbytes(t.dtype, shape);
+    bufs_[i] = alloc_->create(n, t.kind == TensorKind::Input, t.name.c_str());
+    auto it = c.host.find(static_cast<int32_t>(i));
+    if (it != c.host.end()) {
+      EXPECT_LE(it->second.size(), n) << t.name;
+      alloc_->upload(bufs_[i], 0, it->second.data(), it->second.size());
+    } else {
+      alloc_->fill(bufs_[i], t.dtype == DType::F16 ? 0x7e007e00u : 0x7fc00000u);  // NaN poison
+    }
+  }
+  env_.reset(new vk::OpEnv{*ctx_, *kernels_, *alloc_, c.p, max_tokens,
+                           [this](int32_t t) -> const vk::Buffer& { return bufs_[t]; },
+                           [this](int32_t t) {
+                             const auto& v = c_.host.at(t);
+                             return std::span<const uint8_t>(v.data(), v.size());
+                           }});
+  for (const Op& op : c.p.ops)
+    env_->act_q_bytes =
+        std::max(env_->act_q_bytes, vk::act_quant_bytes_per_token(c.p, op) * max_tokens);
+  for (const Op& op : c.p.ops) ops_.push_back(vk::prepare_op(*env_, op));
+}
+
+OpRun::~OpRun() {
+  ops_.clear();
+  env_.reset();
+  kernels_.reset();
+  alloc_.reset();
+  ctx_.reset();
+  EXPECT_EQ(vk::validation_message_count(), messages_at_start_)
+      << "Vulkan validation reported messages";
+}
+
+void OpRun::forward(int T, int pos) {
+  ASSERT_LE(T, max_t_);
+  const auto& ids = c_.p.input_ids >= 0 ? c_.host[c_.p.input_ids] : std::vector<uint8_t>{};
+  if (!ids.empty()) {
+    alloc_->upload(bufs_[c_.p.input_ids], 0, ids.data(),
+                   std::min<size_t>(ids.size(), size_t(T) * 4));
+    for (auto& op : ops_) op->check(reinterpret_cast<const int32_t*>(ids.data()), T);
+  }
+  VkCommandBuffer cb = ctx_->begin_once();
+  for (size_t k = 0; k < ops_.size(); ++k) {
+    if (k) vk::compute_barrier(cb);
+    ops_[k]->record(cb, T, pos);
+  }
+  ctx_->submit_and_wait(cb);
+}
+
+void OpRun::write(int32_t t, const std::vector<uint8_t>& data) {
+  alloc_->upload(bufs_[t], 0, data.data(), data.size());
+}
+
+std::vector<uint8_t> OpRun::read_bytes(const vk::Buffer& b, size_t n) {
+  std::vector<uint8_t> out(n);
+  alloc_->download(b, 0, out.data(), n);
+  return out;
+}
+
+std::vector<float> OpRun::read(int32_t t, int rows) {
+  const TensorDecl& d = c_.p.tensors[t];
+  const size_t n = static_cast<size_t>(rows) * static_cast<size_t>(d.shape.back());
+  std::vector<float> out(n);
+  if (d.dtype == DType::F16) {
+    std::vector<uint16_t> h(n);
+    alloc_->download(bufs_[t], 0, h.data(), n * 2);
+    for (size_t i = 0; i < n; ++i) out[i] = f16_to_f32(h[i]);
+  } else if (d.dtype == DType::I32) {
+    std::vector<int32_t> v(n);
+    alloc_->download(bufs_[t], 0, v.data(), n * 4);
+    for (size_t i = 0; i < n; ++i) out[i] = static_cast<float>(v[i]);
+  } else {
+    alloc_->download(bufs_[t], 0, out.data(), n * 4);
+  }
+  return out;
+}
+
+}  // namespace vkllm::test

@@ -1,0 +1,74 @@
+// Test harness for the Vulkan backend: every context runs with the Khronos validation layer
+// (synchronization validation included) and a test fails on any validation message.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <map>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "backend/vulkan/vk_context.h"
+#include "backend/vulkan/vk_memory.h"
+#include "backend/vulkan/vk_ops.h"
+#include "backend/vulkan/vk_pipeline.h"
+#include "core/error.h"
+#include "core/half.h"
+#include "ir/program.h"
+
+namespace vkllm::test {
+
+VulkanOptions validated(VulkanOptions o = {});
+
+// Normalized mean squared error sum((a-b)^2) / sum(b^2); fails the test on NaN or size mismatch.
+double nmse(const std::vector<float>& got, const std::vector<float>& want);
+
+std::vector<float> rand_vec(std::mt19937& rng, size_t n, float lo = -1.0f, float hi = 1.0f);
+std::vector<uint8_t> bytes_f32(const std::vector<float>& v);
+std::vector<uint8_t> bytes_f16(const std::vector<float>& v);  // rounds to fp16
+std::vector<float> round_f16(std::vector<float> v);
+template <typename T>
+std::vector<uint8_t> bytes_of(const std::vector<T>& v) {
+  std::vector<uint8_t> b(v.size() * sizeof(T));
+  std::memcpy(b.data(), v.data(), b.size());
+  return b;
+}
+
+// A program fragment with host data for its weights, inputs and pre-filled tensors.
+struct Case {
+  Program p;
+  std::map<int32_t, std::vector<uint8_t>> host;
+  Case() { p.max_ctx = 64; }
+  int32_t add(const std::string& name, DType dt, TensorKind kind, std::vector<int64_t> shape,
+              std::vector<uint8_t> data = {});
+  void op(const std::string& family, std::vector<int32_t> in, int32_t out,
+          nlohmann::json attrs = nlohmann::json::object());
+};
+
+// Runs the ops of a Case on the device: buffers for every tensor (host data uploaded, every
+// other tensor poisoned with NaN), the ops prepared once and recorded per forward.
+class OpRun {
+ public:
+  OpRun(Case& c, int max_tokens, VulkanOptions opt = {});
+  ~OpRun();
+  void forward(int T, int pos);
+  void write(int32_t t, const std::vector<uint8_t>& data);
+  std::vector<float> read(int32_t t, int rows);  // F32 / F16 as float, I32 as float
+  std::vector<uint8_t> read_bytes(const vk::Buffer& b, size_t n);
+  vk::Context& ctx() { return *ctx_; }
+  vk::OpEnv& env() { return *env_; }
+
+ private:
+  Case& c_;
+  uint64_t messages_at_start_;
+  std::unique_ptr<vk::Context> ctx_;
+  std::unique_ptr<vk::Allocator> alloc_;
+  std::unique_ptr<vk::Kernels> kernels_;
+  std::vector<vk::Buffer> bufs_;
+  std::unique_ptr<vk::OpEnv> env_;
+  std::vector<std::unique_ptr<vk::PreparedOp>> ops_;
+  int max_t_;
+};
+
+}  // namespace vkllm::test
