@@ -4,6 +4,9 @@
 #include "hf/checkpoint.h"
 #include "runtime/reference.h"
 #include "tokenizer/tokenizer.h"
+#ifdef VKLLM_WITH_VULKAN
+#include "backend/vulkan/vulkan_executor.h"
+#endif
 
 namespace vkllm {
 
@@ -43,7 +46,13 @@ const Tokenizer& ModelImpl::tokenizer() const {
 
 std::unique_ptr<Executor> ModelImpl::make_executor() const {
   if (options.backend == "cpu") return make_cpu_executor(program(), weights());
-  fail("the Vulkan backend is not available in this build yet");
+#ifdef VKLLM_WITH_VULKAN
+  VulkanOptions vo;
+  vo.device = options.device;
+  return make_vulkan_executor(program(), weights(), vo);
+#else
+  fail("this build has no Vulkan backend (built with -DVKLLM_WITH_VULKAN=OFF); use --backend cpu");
+#endif
 }
 
 void ModelImpl::open_artifact(const std::string& path) { fail("{}: artifacts are not supported yet", path); }
