@@ -34,7 +34,7 @@ struct ModelInfo {
 
 struct ModelImpl;
 
-// An opened model: a .vkllm artifact, or (CPU reference only) a Hugging Face model folder.
+// An opened model: a .vkllm artifact, or a Hugging Face model folder (lowered in fp32).
 class Model {
  public:
   static std::shared_ptr<Model> open(const std::string& path, const ModelOptions& options = {});

@@ -87,7 +87,7 @@ void run(const RunArgs& a) {
 void add_run(CLI::App& app) {
   auto a = std::make_shared<RunArgs>();
   auto* cmd = app.add_subcommand("run", "Generate text from a model artifact (stdout: the text only)");
-  cmd->add_option("-m,--model_path,--model", a->model, "Model artifact (.vkllm), or a Hugging Face folder with --backend cpu")->required();
+  cmd->add_option("-m,--model_path,--model", a->model, "Model artifact (.vkllm), or a Hugging Face folder (run unquantized in fp32)")->required();
   cmd->add_option("--tokenizer_path", a->tokenizer, "Accepted for llama_main compatibility; the artifact embeds its tokenizer");
   cmd->add_option("-p,--prompt", a->prompt, "Prompt text");
   cmd->add_option("-f,--prompt_file", a->prompt_file, "Read the prompt from a file (overrides --prompt)");

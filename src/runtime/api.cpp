@@ -23,9 +23,7 @@ std::shared_ptr<Model> Model::open(const std::string& path, const ModelOptions& 
   auto impl = std::make_unique<ModelImpl>();
   impl->options = options;
   if (fs::is_directory(path)) {
-    if (options.backend != "cpu")
-      fail("{}: a Hugging Face folder runs only on the CPU reference backend (--backend cpu); export it to an artifact for the GPU", path);
-    impl->open_hf_dir(path);
+    impl->open_hf_dir(path);  // the fp32 reference program, on either backend
   } else {
     impl->open_artifact(path);
   }

@@ -21,8 +21,8 @@ void ModelImpl::open_hf_dir(const std::string& dir) {
   tok = std::make_unique<Tokenizer>(Tokenizer::from_files(ckpt.tokenizer_json_path(), ckpt.tokenizer_config_path()));
   info.architecture = arch_name(desc.arch);
   info.recipe = "non-quantized";
-  info.backend = "cpu";
-  info.device_name = "cpu";
+  info.backend = options.backend;
+  info.device_name = options.backend == "cpu" ? "cpu" : "vulkan";
   info.vocab_size = desc.vocab;
   info.context_length = ctx;
   info.eos_ids.assign(desc.eos_ids.begin(), desc.eos_ids.end());
