@@ -27,7 +27,8 @@ void add_pull(CLI::App& app) {
                 "do not contact the hub: serve from the cache or say what is missing");
   cmd->add_flag("--json", args->json, "print the result as one JSON object on stdout");
   cmd->add_flag("-q,--quiet", args->quiet, "no progress bars");
-  cmd->add_option("--cache-dir", args->cache_dir, "cache root (default: HF_HUB_CACHE, HF_HOME/hub)");
+  cmd->add_option("--cache-dir", args->cache_dir,
+                  "cache root (default: HF_HUB_CACHE, HF_HOME/hub)");
   cmd->add_option("--endpoint", args->endpoint, "hub URL (default: HF_ENDPOINT or huggingface.co)");
   cmd->add_option("--retries", args->retries, "retries per request on 5xx/timeouts (default 5)")
       ->check(CLI::Range(0, 20));
@@ -40,12 +41,9 @@ void add_pull(CLI::App& app) {
     opts.max_retries = args->retries;
     PullResult r = hub_pull(args->spec, opts);
     if (args->json) {
-      nlohmann::json j = {{"repo", r.repo},
-                          {"revision", r.revision},
-                          {"commit", r.commit},
-                          {"snapshot_dir", r.snapshot_dir},
-                          {"offline", r.offline},
-                          {"files", nlohmann::json::array()}};
+      nlohmann::json j = {{"repo", r.repo},       {"revision", r.revision},
+                          {"commit", r.commit},   {"snapshot_dir", r.snapshot_dir},
+                          {"offline", r.offline}, {"files", nlohmann::json::array()}};
       for (const auto& f : r.files)
         j["files"].push_back({{"name", f.name},
                               {"path", f.path},

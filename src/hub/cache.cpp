@@ -5,8 +5,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -51,7 +51,9 @@ bool is_hex(const std::string& s) {
   });
 }
 
-bool is_commit_hash(const std::string& s) { return s.size() == 40 && is_hex(s); }
+bool is_commit_hash(const std::string& s) {
+  return s.size() == 40 && is_hex(s);
+}
 
 bool is_safe_repo_path(const std::string& name) {
   if (name.empty() || name.size() > 1024 || name.front() == '/') return false;
@@ -70,9 +72,10 @@ bool is_safe_repo_path(const std::string& name) {
 
 void check_repo_path(const std::string& repo, const std::string& name) {
   if (!is_safe_repo_path(name))
-    fail("{}: the hub sent an unsafe file name '{}' (absolute, '..' or '.' component, or control "
-         "characters); refusing it",
-         repo, name);
+    fail(
+        "{}: the hub sent an unsafe file name '{}' (absolute, '..' or '.' component, or control "
+        "characters); refusing it",
+        repo, name);
 }
 
 std::string env_str(const char* name) {
@@ -124,12 +127,15 @@ int make_dirs(const std::string& path, std::string* where) {
   return 0;
 }
 
-bool is_readonly_errno(int e) { return e == EROFS || e == EACCES || e == EPERM; }
+bool is_readonly_errno(int e) {
+  return e == EROFS || e == EACCES || e == EPERM;
+}
 
 void fail_not_writable(const std::string& cache, const std::string& path, int err) {
-  fail("{}: the Hugging Face cache is not writable ({}: {}); set HF_HUB_CACHE to a writable "
-       "directory (or pull with --offline to use only what is cached)",
-       cache, path, std::strerror(err));
+  fail(
+      "{}: the Hugging Face cache is not writable ({}: {}); set HF_HUB_CACHE to a writable "
+      "directory (or pull with --offline to use only what is cached)",
+      cache, path, std::strerror(err));
 }
 
 void ensure_writable(const std::string& cache, const std::string& repo) {

@@ -17,7 +17,7 @@ inline constexpr const char* kTokenizer = "tokenizer.json";
 inline constexpr const char* kTokenizerConfig = "tokenizer_config.json";
 
 std::string repo_folder(const std::string& repo);  // "models--org--name"
-bool is_commit_hash(const std::string& s);          // 40 lowercase hex digits
+bool is_commit_hash(const std::string& s);         // 40 lowercase hex digits
 bool is_hex(const std::string& s);
 
 // A relative path with no empty, "." or ".." component, no backslash, no control character.
@@ -45,7 +45,7 @@ void write_file_atomic(const std::string& path, const std::string& content);
 void link_snapshot_file(const std::string& repo_dir, const std::string& commit,
                         const std::string& name, const std::string& etag);
 std::string read_small_file(const std::string& path, size_t max_bytes);  // "" when absent
-bool is_regular_file(const std::string& path);  // follows symlinks
+bool is_regular_file(const std::string& path);                           // follows symlinks
 bool exists_nofollow(const std::string& path);
 
 // Shard file names listed by a model.safetensors.index.json text (validated, unique, sorted).

@@ -1,4 +1,6 @@
 // The online pull: resolve the revision, pick the files, download, verify, link.
+#include "hub/download.h"
+
 #include <fcntl.h>
 #include <openssl/evp.h>
 #include <sys/file.h>
@@ -16,7 +18,6 @@
 
 #include "core/error.h"
 #include "hub/cache.h"
-#include "hub/download.h"
 
 namespace vkllm::hub_detail {
 
@@ -70,7 +71,8 @@ std::string strip_etag(std::string e) {
 // Per-file progress line on stderr (a terminal only), redrawn at most ten times a second.
 class ProgressBar {
  public:
-  ProgressBar(bool enabled, std::string name) : on_(enabled && ::isatty(2)), name_(std::move(name)) {}
+  ProgressBar(bool enabled, std::string name)
+      : on_(enabled && ::isatty(2)), name_(std::move(name)) {}
   ~ProgressBar() {
     if (drawn_) std::fputc('\n', stderr);
   }
@@ -101,7 +103,10 @@ class ProgressBar {
 class Puller {
  public:
   Puller(const RepoSpec& spec, const PullOptions& opts)
-      : spec_(spec), opts_(opts), http_(opts), cache_(hub_cache_dir(opts)),
+      : spec_(spec),
+        opts_(opts),
+        http_(opts),
+        cache_(hub_cache_dir(opts)),
         repo_dir_(cache_ + "/" + repo_folder(spec.repo)) {}
 
   PullResult run();
@@ -147,20 +152,23 @@ void Puller::fail_http(const std::string& what, const HttpResponse& r, const std
   std::string code = r.header("x-error-code");
   const std::string& repo = spec_.repo;
   if (code == "RepoNotFound" || (r.status == 404 && code.empty() && file.empty()))
-    fail("{}: repository not found on {} (HTTP {}); check the model id, or set HF_TOKEN if it is "
-         "private",
-         repo, http_.endpoint(), r.status);
+    fail(
+        "{}: repository not found on {} (HTTP {}); check the model id, or set HF_TOKEN if it is "
+        "private",
+        repo, http_.endpoint(), r.status);
   if (code == "RevisionNotFound")
     fail("{}: revision '{}' not found on {} (HTTP {})", repo, spec_.revision, http_.endpoint(),
          r.status);
   if (r.status == 401)
-    fail("{}: gated or private repository (HTTP 401): set HF_TOKEN (or the token file under "
-         "HF_HOME) to a token of an account that has access",
-         repo);
+    fail(
+        "{}: gated or private repository (HTTP 401): set HF_TOKEN (or the token file under "
+        "HF_HOME) to a token of an account that has access",
+        repo);
   if (r.status == 403)
-    fail("{}: access denied (HTTP 403): the token has no access to this repository; accept its "
-         "terms at {}/{}",
-         repo, http_.endpoint(), repo);
+    fail(
+        "{}: access denied (HTTP 403): the token has no access to this repository; accept its "
+        "terms at {}/{}",
+        repo, http_.endpoint(), repo);
   if (code == "EntryNotFound" || r.status == 404)
     fail("{}: file '{}' not found at commit {} (HTTP {})", repo, file, commit_, r.status);
   fail("{}", HttpClient::describe(what, r));
@@ -189,8 +197,8 @@ void Puller::resolve_revision() {
   }
 }
 
-void Puller::download_blob(const std::string& name, const std::string& url,
-                           const std::string& etag, uint64_t size, bool size_known) {
+void Puller::download_blob(const std::string& name, const std::string& url, const std::string& etag,
+                           uint64_t size, bool size_known) {
   std::string blob = repo_dir_ + "/blobs/" + etag;
   std::string part = blob + ".incomplete";
   Fd f{::open(part.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)};
@@ -254,9 +262,10 @@ void Puller::download_blob(const std::string& name, const std::string& url,
   std::string got = hash_file(part, etag.size() == 40);
   if (got != etag) {
     ::unlink(part.c_str());
-    fail("{}/{}: checksum mismatch: the hub says {} {} but the download hashes to {}; the download "
-         "was deleted and nothing was linked",
-         spec_.repo, name, etag.size() == 40 ? "git-sha1" : "sha256", etag, got);
+    fail(
+        "{}/{}: checksum mismatch: the hub says {} {} but the download hashes to {}; the download "
+        "was deleted and nothing was linked",
+        spec_.repo, name, etag.size() == 40 ? "git-sha1" : "sha256", etag, got);
   }
   if (::fsync(f.fd) != 0 || ::rename(part.c_str(), blob.c_str()) != 0)
     fail("{}: cannot move into place: {}", blob, std::strerror(errno));
@@ -294,7 +303,8 @@ PulledFile Puller::fetch(const std::string& name) {
     if (redirect && head.header("x-linked-etag").empty() && !head.header("location").empty() &&
         hop < 5) {
       std::string loc = head.header("location");
-      head_url = loc.rfind("http", 0) == 0 ? loc : http_.endpoint() + (loc[0] == '/' ? "" : "/") + loc;
+      head_url =
+          loc.rfind("http", 0) == 0 ? loc : http_.endpoint() + (loc[0] == '/' ? "" : "/") + loc;
       continue;
     }
     if (head.curl_code != 0 || (head.status != 200 && !redirect)) fail_http(head_url, head, name);
@@ -307,23 +317,27 @@ PulledFile Puller::fetch(const std::string& name) {
     fail("{}/{}: the hub served commit {} while {} resolved to {}", spec_.repo, name, commit,
          spec_.revision, commit_);
   if (!(out.etag.size() == 64 || out.etag.size() == 40) || !is_hex(out.etag))
-    fail("{}/{}: the hub's ETag '{}' is neither a sha256 nor a git sha1, so the download cannot be "
-         "verified",
-         spec_.repo, name, out.etag);
+    fail(
+        "{}/{}: the hub's ETag '{}' is neither a sha256 nor a git sha1, so the download cannot be "
+        "verified",
+        spec_.repo, name, out.etag);
   std::string size_s = head.header(!linked.empty() ? "x-linked-size" : "content-length");
-  bool size_known = !size_s.empty() && size_s.find_first_not_of("0123456789") == std::string::npos &&
+  bool size_known = !size_s.empty() &&
+                    size_s.find_first_not_of("0123456789") == std::string::npos &&
                     size_s.size() < 19;
   out.size = size_known ? std::stoull(size_s) : 0;
   std::string download_url = url;
   if (head.status >= 300 && head.status < 400 && !head.header("location").empty()) {
     std::string loc = head.header("location");
-    download_url = loc.rfind("http", 0) == 0 ? loc : http_.endpoint() + (loc[0] == '/' ? "" : "/") + loc;
+    download_url =
+        loc.rfind("http", 0) == 0 ? loc : http_.endpoint() + (loc[0] == '/' ? "" : "/") + loc;
   }
 
   std::string blob = repo_dir_ + "/blobs/" + out.etag;
   writable();
   if (!is_regular_file(blob)) {
-    std::string lock_path = cache_ + "/.locks/" + repo_folder(spec_.repo) + "/" + out.etag + ".lock";
+    std::string lock_path =
+        cache_ + "/.locks/" + repo_folder(spec_.repo) + "/" + out.etag + ".lock";
     Fd lock{::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)};
     if (lock.fd < 0) fail("{}: cannot create lock: {}", lock_path, std::strerror(errno));
     if (::flock(lock.fd, LOCK_EX | LOCK_NB) != 0) {
@@ -370,7 +384,8 @@ PullResult Puller::run() {
     for (const std::string& shard :
          index_shards(spec_.repo, index_path, read_small_file(index_path, 64u << 20))) {
       if (!siblings_.count(shard))
-        fail("{}: {} names shard '{}' which the repository does not have", spec_.repo, kIndex, shard);
+        fail("{}: {} names shard '{}' which the repository does not have", spec_.repo, kIndex,
+             shard);
       res.files.push_back(fetch(shard));
     }
   }

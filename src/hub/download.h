@@ -14,8 +14,8 @@ namespace vkllm::hub_detail {
 struct HttpResponse {
   long status = 0;
   std::map<std::string, std::string> headers;
-  std::string body;    // text requests only (capped), or the error body of a download
-  int curl_code = 0;   // CURLcode; 0 when the transfer completed
+  std::string body;   // text requests only (capped), or the error body of a download
+  int curl_code = 0;  // CURLcode; 0 when the transfer completed
   std::string curl_error;
   uint64_t received = 0;  // body bytes delivered to the sink
   std::string header(const std::string& name) const;

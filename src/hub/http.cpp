@@ -99,7 +99,8 @@ HttpClient::HttpClient(const PullOptions& opts)
       connect_timeout_s_(opts.connect_timeout_s > 0 ? opts.connect_timeout_s : 10) {
   global_init();
   stall_timeout_s_ = opts.stall_timeout_s;
-  if (stall_timeout_s_ <= 0) stall_timeout_s_ = std::atoi(env_str("HF_HUB_DOWNLOAD_TIMEOUT").c_str());
+  if (stall_timeout_s_ <= 0)
+    stall_timeout_s_ = std::atoi(env_str("HF_HUB_DOWNLOAD_TIMEOUT").c_str());
   if (stall_timeout_s_ <= 0) stall_timeout_s_ = 10;
   user_agent_ = std::string("vkllm/0.1.0; ") + curl_version();
   curl_ = curl_easy_init();
@@ -155,7 +156,8 @@ HttpResponse HttpClient::request(const std::string& method, const std::string& u
   curl_slist* hdrs = nullptr;
   // The token goes to the hub only; curl also drops it when a redirect changes host.
   std::string auth = "Authorization: Bearer " + token_;
-  if (!token_.empty() && url.rfind(endpoint_ + "/", 0) == 0) hdrs = curl_slist_append(hdrs, auth.c_str());
+  if (!token_.empty() && url.rfind(endpoint_ + "/", 0) == 0)
+    hdrs = curl_slist_append(hdrs, auth.c_str());
   if (hdrs) curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
   CURLcode rc = curl_easy_perform(c);
   curl_slist_free_all(hdrs);
@@ -191,7 +193,8 @@ bool HttpClient::retryable(const HttpResponse& r) {
 std::string HttpClient::describe(const std::string& what, const HttpResponse& r) {
   if (r.curl_code != 0) return fmt::format("{}: {}", what, r.curl_error);
   std::string msg = r.header("x-error-message");
-  if (msg.empty() && !r.body.empty() && r.body.size() < 512 && r.body.find('\n') == std::string::npos)
+  if (msg.empty() && !r.body.empty() && r.body.size() < 512 &&
+      r.body.find('\n') == std::string::npos)
     msg = r.body;
   return msg.empty() ? fmt::format("{}: HTTP {}", what, r.status)
                      : fmt::format("{}: HTTP {}: {}", what, r.status, msg);

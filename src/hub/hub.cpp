@@ -84,7 +84,9 @@ std::string hub_cache_dir(const PullOptions& opts) {
   return dir;
 }
 
-bool hub_offline(const PullOptions& opts) { return opts.offline || truthy(env_str("HF_HUB_OFFLINE")); }
+bool hub_offline(const PullOptions& opts) {
+  return opts.offline || truthy(env_str("HF_HUB_OFFLINE"));
+}
 
 PullResult hub_find_cached(const std::string& spec, const PullOptions& opts) {
   RepoSpec rs = parse_repo_spec(spec);
@@ -93,9 +95,10 @@ PullResult hub_find_cached(const std::string& spec, const PullOptions& opts) {
   std::string where = fmt::format("{}@{}", rs.repo, rs.revision);
   struct stat st {};
   if (::stat(repo_dir.c_str(), &st) != 0)
-    fail("{}: not in the cache (no {}); pull it online first, or point HF_HUB_CACHE at the cache "
-         "that has it",
-         where, repo_dir);
+    fail(
+        "{}: not in the cache (no {}); pull it online first, or point HF_HUB_CACHE at the cache "
+        "that has it",
+        where, repo_dir);
   std::string commit;
   if (is_commit_hash(rs.revision)) {
     commit = rs.revision;
@@ -105,8 +108,7 @@ PullResult hub_find_cached(const std::string& spec, const PullOptions& opts) {
     if (ref.empty())
       fail("{}: revision '{}' was never pulled into the cache ({}/refs/{} is missing)", where,
            rs.revision, repo_dir, rs.revision);
-    if (!is_commit_hash(ref))
-      fail("{}/refs/{}: does not hold a commit id", repo_dir, rs.revision);
+    if (!is_commit_hash(ref)) fail("{}/refs/{}: does not hold a commit id", repo_dir, rs.revision);
     commit = ref;
   }
   std::string snap = repo_dir + "/snapshots/" + commit;
@@ -124,7 +126,8 @@ PullResult hub_find_cached(const std::string& spec, const PullOptions& opts) {
   r.commit = commit;
   r.snapshot_dir = snap;
   r.offline = true;
-  for (const char* f : {kConfig, kGenerationConfig, kWeights, kIndex, kTokenizer, kTokenizerConfig}) {
+  for (const char* f :
+       {kConfig, kGenerationConfig, kWeights, kIndex, kTokenizer, kTokenizerConfig}) {
     std::string p = snap + "/" + f;
     if (!is_regular_file(p)) continue;
     ::stat(p.c_str(), &st);
@@ -152,9 +155,10 @@ PullResult hub_pull(const std::string& spec, const PullOptions& opts) {
   return hub_detail::pull_online(parse_repo_spec(spec), opts);
 #else
   parse_repo_spec(spec);
-  fail("{}: this vkllm was built without libcurl (VKLLM_WITH_CURL=OFF), so it cannot download; "
-       "use --offline (or HF_HUB_OFFLINE=1) to serve it from the cache {}",
-       spec, hub_cache_dir(opts));
+  fail(
+      "{}: this vkllm was built without libcurl (VKLLM_WITH_CURL=OFF), so it cannot download; "
+      "use --offline (or HF_HUB_OFFLINE=1) to serve it from the cache {}",
+      spec, hub_cache_dir(opts));
 #endif
 }
 

@@ -19,18 +19,18 @@ struct PullOptions {
   std::string endpoint;
   std::string cache_dir;
   std::string token;
-  bool offline = false;   // also on when HF_HUB_OFFLINE is 1/true/yes/on
-  bool progress = true;   // per-file progress bar on stderr, only when stderr is a terminal
-  int max_retries = 5;    // per request, on 5xx / 429 / timeouts / cut transfers
+  bool offline = false;     // also on when HF_HUB_OFFLINE is 1/true/yes/on
+  bool progress = true;     // per-file progress bar on stderr, only when stderr is a terminal
+  int max_retries = 5;      // per request, on 5xx / 429 / timeouts / cut transfers
   int retry_base_ms = 500;  // backoff: base * 2^attempt, capped at 8 s
   int connect_timeout_s = 10;
   int stall_timeout_s = 0;  // abort a transfer idle this long; 0: HF_HUB_DOWNLOAD_TIMEOUT or 10
 };
 
 struct PulledFile {
-  std::string name;      // path inside the repo ("model.safetensors")
-  std::string path;      // snapshot path (a symlink into blobs/)
-  std::string etag;      // sha256 (LFS) or git blob sha1; empty when served offline
+  std::string name;  // path inside the repo ("model.safetensors")
+  std::string path;  // snapshot path (a symlink into blobs/)
+  std::string etag;  // sha256 (LFS) or git blob sha1; empty when served offline
   uint64_t size = 0;
   bool downloaded = false;  // false: already in the cache
 };
@@ -41,7 +41,7 @@ struct PullResult {
   std::string commit;        // 40-hex commit the revision resolved to
   std::string snapshot_dir;  // a directory HfCheckpoint can open
   std::vector<PulledFile> files;
-  bool offline = false;      // served from the cache without contacting the hub
+  bool offline = false;  // served from the cache without contacting the hub
 };
 
 struct RepoSpec {

@@ -1,6 +1,7 @@
 #include "hub_fixture.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <ftw.h>
 #include <grp.h>
 #include <poll.h>
@@ -10,8 +11,6 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <fmt/format.h>
 
 #include <algorithm>
 #include <chrono>
@@ -76,7 +75,9 @@ TempDir::TempDir() {
   ::chmod(path.c_str(), 0755);  // an unprivileged child must be able to look inside
 }
 
-TempDir::~TempDir() { ::nftw(path.c_str(), remove_entry, 16, FTW_DEPTH | FTW_PHYS); }
+TempDir::~TempDir() {
+  ::nftw(path.c_str(), remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
 
 std::string read_file(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
@@ -145,11 +146,14 @@ void make_repo(const std::string& root, const std::string& dir_name, const RepoO
                            {"tie_word_embeddings", true},
                            {"note", o.config_note}};
   write_file(dir + "/config.json", config.dump(2) + "\n");
-  write_file(dir + "/generation_config.json", R"({"eos_token_id": 2, "do_sample": false})" "\n");
-  write_file(dir + "/tokenizer.json",
-             R"({"version": "1.0", "model": {"type": "BPE", "vocab": {"a": 0, "b": 1}, "merges": []}})"
-             "\n");
-  write_file(dir + "/tokenizer_config.json", R"({"eos_token": "b"})" "\n");
+  write_file(dir + "/generation_config.json", R"({"eos_token_id": 2, "do_sample": false})"
+                                              "\n");
+  write_file(
+      dir + "/tokenizer.json",
+      R"({"version": "1.0", "model": {"type": "BPE", "vocab": {"a": 0, "b": 1}, "merges": []}})"
+      "\n");
+  write_file(dir + "/tokenizer_config.json", R"({"eos_token": "b"})"
+                                             "\n");
   size_t floats = o.kib * 1024 / 4;
   int parts = std::max(1, o.shards);
   nlohmann::json weight_map = nlohmann::json::object();
@@ -158,15 +162,18 @@ void make_repo(const std::string& root, const std::string& dir_name, const RepoO
     size_t n = floats / static_cast<size_t>(parts) / 2;
     for (int t = 0; t < 2; ++t) {
       std::string name = fmt::format("model.layers.{}.w{}", p, t);
-      ts.push_back({name, StDType::F32, {static_cast<int64_t>(n / 64), 64},
+      ts.push_back({name,
+                    StDType::F32,
+                    {static_cast<int64_t>(n / 64), 64},
                     f32_bytes(n / 64 * 64, o.seed * 131u + static_cast<unsigned>(p * 2 + t))});
-      std::string file = o.shards == 0 ? "model.safetensors"
-                                       : fmt::format("model-{:05d}-of-{:05d}.safetensors", p + 1,
-                                                     parts);
+      std::string file = o.shards == 0
+                             ? "model.safetensors"
+                             : fmt::format("model-{:05d}-of-{:05d}.safetensors", p + 1, parts);
       weight_map[name] = file;
     }
-    std::string file = o.shards == 0 ? "model.safetensors"
-                                     : fmt::format("model-{:05d}-of-{:05d}.safetensors", p + 1, parts);
+    std::string file = o.shards == 0
+                           ? "model.safetensors"
+                           : fmt::format("model-{:05d}-of-{:05d}.safetensors", p + 1, parts);
     write_safetensors(dir + "/" + file, ts);
   }
   if (o.shards > 0) {
@@ -218,7 +225,9 @@ FakeHub::FakeHub(const std::string& root, const nlohmann::json& faults,
   manifest_ = nlohmann::json::parse(read_file(manifest_path));
 }
 
-FakeHub::~FakeHub() { stop(); }
+FakeHub::~FakeHub() {
+  stop();
+}
 
 void FakeHub::stop() {
   if (pid_ > 0) {
@@ -254,8 +263,9 @@ std::string FakeHub::oid(const std::string& repo, const std::string& rev,
   return manifest_.at(repo).at(rev).at("files").at(file).at("oid").get<std::string>();
 }
 
-static int spawn(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
-                 const std::string& out_path, const std::string& err_path) {
+static int spawn(const std::vector<std::string>& argv,
+                 const std::map<std::string, std::string>& env, const std::string& out_path,
+                 const std::string& err_path) {
   int pid = ::fork();
   if (pid == 0) {
     int o = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -295,7 +305,7 @@ ProcResult run_process(const std::vector<std::string>& argv,
 }
 
 RestrictedResult run_with_unwritable_dir(const std::string& dir,
-                                         const std::function<std::string()>& fn) {
+                                         const std::function<std::string()>& fn, Unwritable how) {
   int fds[2];
   if (::pipe(fds) != 0) throw std::runtime_error("pipe failed");
   bool non_root = ::geteuid() != 0;
@@ -303,12 +313,13 @@ RestrictedResult run_with_unwritable_dir(const std::string& dir,
   if (pid == 0) {
     ::close(fds[0]);
     std::string mech;
-    if (::unshare(CLONE_NEWNS) == 0 &&
+    bool try_mount = how != Unwritable::kDropUid, try_uid = how != Unwritable::kBindMount;
+    if (try_mount && ::unshare(CLONE_NEWNS) == 0 &&
         ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) == 0 &&
         ::mount(dir.c_str(), dir.c_str(), nullptr, MS_BIND | MS_REC, nullptr) == 0 &&
         ::mount(nullptr, dir.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY, nullptr) == 0) {
       mech = "read-only bind mount";
-    } else if (!non_root) {
+    } else if (!non_root && try_uid) {
       if (::setgroups(0, nullptr) != 0 || ::setresgid(65534, 65534, 65534) != 0 ||
           ::setresuid(65534, 65534, 65534) != 0)
         mech = "";
@@ -321,7 +332,7 @@ RestrictedResult run_with_unwritable_dir(const std::string& dir,
     std::string probe = dir + "/.writable-probe";
     int fd = mech.empty() ? -1 : ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
     if (mech.empty()) {
-      report = "none\n0\ncannot make the directory unwritable here";
+      report = "unavailable\n0\ncannot make the directory unwritable this way here";
     } else if (fd >= 0) {
       ::close(fd);
       ::unlink(probe.c_str());
@@ -340,7 +351,8 @@ RestrictedResult run_with_unwritable_dir(const std::string& dir,
   ::close(fds[1]);
   std::string text;
   char buf[4096];
-  for (ssize_t r; (r = ::read(fds[0], buf, sizeof(buf))) > 0;) text.append(buf, static_cast<size_t>(r));
+  for (ssize_t r; (r = ::read(fds[0], buf, sizeof(buf))) > 0;)
+    text.append(buf, static_cast<size_t>(r));
   ::close(fds[0]);
   int status = wait_with_timeout(pid, 60);
   if (non_root) ::chmod(dir.c_str(), 0755);

@@ -15,11 +15,11 @@ struct TempDir {
   std::string path;
 };
 
-std::string read_file(const std::string& path);  // "" when absent
+std::string read_file(const std::string& path);                        // "" when absent
 void write_file(const std::string& path, const std::string& content);  // creates parents
 void make_dirs(const std::string& path);
-bool exists(const std::string& path);  // without following symlinks
-std::string read_link(const std::string& path);  // "" when not a symlink
+bool exists(const std::string& path);                         // without following symlinks
+std::string read_link(const std::string& path);               // "" when not a symlink
 std::vector<std::string> list_tree(const std::string& root);  // relative paths, sorted
 
 // Writes a small model repo into root/<org>/<name>[@rev]: config.json, generation_config.json,
@@ -29,7 +29,7 @@ struct RepoOptions {
   int shards = 0;
   unsigned seed = 1;
   size_t kib = 256;
-  std::string config_note;  // makes config.json differ between revisions
+  std::string config_note;                     // makes config.json differ between revisions
   std::vector<std::string> extra_index_files;  // extra weight_map targets (path traversal)
 };
 void make_repo(const std::string& root, const std::string& dir_name, const RepoOptions& o = {});
@@ -74,13 +74,18 @@ std::vector<ProcResult> run_processes(const std::vector<std::vector<std::string>
 // mount namespace with a read-only bind mount of dir, else (no CAP_SYS_ADMIN) dropping to uid
 // 65534 with setresuid, else (not root) chmod 0555 is already binding. The child checks that it
 // cannot create a file in dir before running fn. Returns fn's text, or throws on child failure.
+enum class Unwritable { kAny, kBindMount, kDropUid };
 struct RestrictedResult {
-  std::string mechanism;  // "read-only bind mount", "setresuid(65534)", "chmod (non-root)"
+  std::string mechanism;  // "read-only bind mount", "setresuid(65534)", "chmod 0555 (non-root)",
+                          // or "unavailable" (ok is then false)
   bool ok = false;        // fn returned without throwing
   std::string text;       // fn's return value or the error message
 };
+// `how` restricts the choice to one mechanism (kAny: the first that works). As non-root,
+// chmod is used whatever `how` says.
 RestrictedResult run_with_unwritable_dir(const std::string& dir,
-                                         const std::function<std::string()>& fn);
+                                         const std::function<std::string()>& fn,
+                                         Unwritable how = Unwritable::kAny);
 
 // Sets (or with nullptr unsets) an environment variable for one scope.
 class ScopedEnv {

@@ -14,13 +14,14 @@ TEST(HubSpec, ParsesModelIdsAndRevisions) {
   RepoSpec a = parse_repo_spec("Qwen/Qwen3-0.6B");
   EXPECT_EQ(a.repo, "Qwen/Qwen3-0.6B");
   EXPECT_EQ(a.revision, "main");
-  RepoSpec b = parse_repo_spec("unsloth/Llama-3.2-1B-Instruct@5a8abab4a5d6f164389b1079fb721cfab8d7126c");
+  RepoSpec b =
+      parse_repo_spec("unsloth/Llama-3.2-1B-Instruct@5a8abab4a5d6f164389b1079fb721cfab8d7126c");
   EXPECT_EQ(b.repo, "unsloth/Llama-3.2-1B-Instruct");
   EXPECT_EQ(b.revision, "5a8abab4a5d6f164389b1079fb721cfab8d7126c");
   EXPECT_EQ(parse_repo_spec("org/name@refs/pr/1").revision, "refs/pr/1");
-  for (const char* bad : {"", "name", "/abs/path", "org/", "/name", "a/b/c", "org/na me",
-                          "org/..", "org/-x", "org/x.", "org/a--b", "org/name@", "org/name@../x",
-                          "org/name@/abs", "../org/name"}) {
+  for (const char* bad :
+       {"", "name", "/abs/path", "org/", "/name", "a/b/c", "org/na me", "org/..", "org/-x",
+        "org/x.", "org/a--b", "org/name@", "org/name@../x", "org/name@/abs", "../org/name"}) {
     EXPECT_THROW(parse_repo_spec(bad), Error) << bad;
   }
 }
@@ -124,9 +125,10 @@ TEST(HubOffline, ServesAPythonLayoutCacheAndNamesWhatIsMissing) {
     hub_pull("org/tiny@ffffffffffffffffffffffffffffffffffffffff", o);
     ADD_FAILURE() << "expected an error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("commit ffffffffffffffffffffffffffffffffffffffff is not in "
-                                         "the cache"),
-              std::string::npos)
+    EXPECT_NE(
+        std::string(e.what()).find("commit ffffffffffffffffffffffffffffffffffffffff is not in "
+                                   "the cache"),
+        std::string::npos)
         << e.what();
   }
   // A dangling link (blob removed) and an absent file are both "missing".
@@ -155,9 +157,10 @@ TEST(HubOffline, EnvironmentVariableTurnsItOn) {
 TEST(HubOffline, ShardedSnapshotNeedsEveryShard) {
   HandMadeCache c;
   ::unlink((c.snap + "/model.safetensors").c_str());
-  c.add("model.safetensors.index.json",
-        R"({"weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}})",
-        "dddd");
+  c.add(
+      "model.safetensors.index.json",
+      R"({"weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}})",
+      "dddd");
   c.add("model-00001-of-00002.safetensors", "w1", "eeee");
   PullOptions o;
   o.cache_dir = c.cache;
