@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <cstdlib>
 #include <mutex>
 
@@ -22,7 +23,11 @@ struct Transfer {
   const HttpClient::OnProgress* progress;
   CURL* curl;
   uint64_t range_from;
+  int stall_timeout_s;
   std::string abort_reason;
+  bool stalled = false;
+  curl_off_t last_bytes = -1;
+  std::chrono::steady_clock::time_point last_change = std::chrono::steady_clock::now();
 };
 
 std::string lower(std::string s) {
@@ -72,6 +77,17 @@ size_t on_body(char* data, size_t size, size_t nmemb, void* user) {
 
 int on_progress(void* user, curl_off_t dltotal, curl_off_t dlnow, curl_off_t, curl_off_t) {
   auto* t = static_cast<Transfer*>(user);
+  // Stall watchdog: no new byte for stall_timeout_s (curl's own low-speed check averages over
+  // several seconds, so a burst followed by silence would go unnoticed for too long).
+  auto now = std::chrono::steady_clock::now();
+  if (dlnow != t->last_bytes) {
+    t->last_bytes = dlnow;
+    t->last_change = now;
+  } else if (now - t->last_change > std::chrono::seconds(t->stall_timeout_s)) {
+    t->stalled = true;
+    t->abort_reason = fmt::format("no data received for {} s", t->stall_timeout_s);
+    return 1;
+  }
   if (*t->progress && dltotal > 0) {
     long status = 0;
     curl_easy_getinfo(t->curl, CURLINFO_RESPONSE_CODE, &status);
@@ -125,7 +141,7 @@ HttpResponse HttpClient::request(const std::string& method, const std::string& u
   CURL* c = static_cast<CURL*>(curl_);
   curl_easy_reset(c);
   HttpResponse resp;
-  Transfer t{&resp, &sink, &progress, c, range_from};
+  Transfer t{&resp, &sink, &progress, c, range_from, stall_timeout_s_};
   char errbuf[CURL_ERROR_SIZE] = {0};
   curl_easy_setopt(c, CURLOPT_URL, url.c_str());
   curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
@@ -136,17 +152,13 @@ HttpResponse HttpClient::request(const std::string& method, const std::string& u
   curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, follow ? 1L : 0L);
   curl_easy_setopt(c, CURLOPT_MAXREDIRS, 5L);
   curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, static_cast<long>(connect_timeout_s_));
-  curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
-  curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, static_cast<long>(stall_timeout_s_));
   curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
   curl_easy_setopt(c, CURLOPT_HEADERDATA, &t);
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
   curl_easy_setopt(c, CURLOPT_WRITEDATA, &t);
-  if (progress) {
-    curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
-    curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
-    curl_easy_setopt(c, CURLOPT_XFERINFODATA, &t);
-  }
+  curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+  curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
+  curl_easy_setopt(c, CURLOPT_XFERINFODATA, &t);
   if (method == "HEAD") curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
   std::string range;
   if (range_from > 0) {
@@ -163,7 +175,7 @@ HttpResponse HttpClient::request(const std::string& method, const std::string& u
   curl_slist_free_all(hdrs);
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &resp.status);
   if (rc != CURLE_OK) {
-    resp.curl_code = static_cast<int>(rc);
+    resp.curl_code = static_cast<int>(t.stalled ? CURLE_OPERATION_TIMEDOUT : rc);
     resp.curl_error = !t.abort_reason.empty() ? t.abort_reason
                       : errbuf[0]             ? std::string(errbuf)
                                               : std::string(curl_easy_strerror(rc));

@@ -19,6 +19,8 @@ Listens on 127.0.0.1 only, on an ephemeral port unless --port is given, and prin
 "PORT <n>" on stdout once it accepts connections. Fault knobs (--faults FILE, JSON object):
   "fail_500":  {"<file name>": N}  the first N resolve/blob GETs of that file answer 500
   "cut":       {"<file name>": N}  the first N content GETs of that file send half, then close
+  "stall":     {"<file name>": N}  the first N content GETs send half, then go silent for
+                                   "stall_seconds" (default 5) before closing
   "corrupt":   ["<file name>"]     the content served has one byte flipped (headers stay right)
   "gated":     {"org/name": "<token>"}  401 without a token, 403 with a different one
   "extra_siblings": {"org/name": ["../evil", ...]}  added to the model info's sibling list
@@ -260,8 +262,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if self.command == "HEAD":
             return self.reply(status, headers)
         cut = self.hub.take("cut", name)
+        stall = not cut and self.hub.take("stall", name)
         self.reply(status, headers, send_body=False)
-        if cut:
+        if cut or stall:
             body = body[: len(body) // 2]
         bps = self.hub.faults.get("throttle_bps", 0)
         step = 4096
@@ -271,7 +274,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 self.wfile.flush()
                 time.sleep(step / bps)
         self.wfile.flush()
-        if cut:
+        if stall:
+            time.sleep(self.hub.faults.get("stall_seconds", 5))
+        if cut or stall:
             self.close_connection = True
 
 

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <functional>
 
 #include "core/error.h"
@@ -202,6 +203,25 @@ TEST_F(HubTest, CutTransferResumesWithRange) {
   uint64_t size = hub.manifest()["org/tiny"]["main"]["files"]["model.safetensors"]["size"];
   EXPECT_EQ(blob_gets[1]["range"], fmt::format("bytes={}-", size / 2));
   EXPECT_EQ(blob_gets[1]["status"], 206);
+}
+
+TEST_F(HubTest, StalledTransferTimesOutAndResumes) {
+  make_repo(root, "org/tiny");
+  FakeHub hub(root, {{"stall", {{"model.safetensors", 1}}}, {"stall_seconds", 8}}, tmp.path);
+  PullOptions o = opts(hub);
+  o.stall_timeout_s = 1;  // the transfer goes silent after half: abort after 1 s, then resume
+  auto t0 = std::chrono::steady_clock::now();
+  PullResult r = hub_pull("org/tiny", o);
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  expect_snapshot(hub, r, "main", "tiny", kFiles);
+  uint64_t size = hub.manifest()["org/tiny"]["main"]["files"]["model.safetensors"]["size"];
+  EXPECT_EQ(hub.count("GET", "/_blobs/", 200), 1);
+  EXPECT_EQ(hub.count("GET", "/_blobs/", 206), 1);
+  bool resumed = false;
+  for (const auto& l : hub.log())
+    if (l["status"] == 206 && l["range"] == fmt::format("bytes={}-", size / 2)) resumed = true;
+  EXPECT_TRUE(resumed);
+  EXPECT_LT(secs, 6.0) << "waited for the server instead of giving up on the stalled transfer";
 }
 
 TEST_F(HubTest, CutTransferKeptAcrossPullsAndResumed) {
