@@ -143,6 +143,10 @@ PullResult hub_find_cached(const std::string& spec, const PullOptions& opts) {
   return r;
 }
 
+std::string model_dir_or_pull(const std::string& arg, const PullOptions& opts) {
+  return looks_like_repo_id(arg) ? hub_pull(arg, opts).snapshot_dir : arg;
+}
+
 PullResult hub_pull(const std::string& spec, const PullOptions& opts) {
   if (hub_offline(opts)) {
     try {

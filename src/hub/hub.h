@@ -69,6 +69,10 @@ bool hub_offline(const PullOptions& opts = {});
 // is missing. Throws Error with one clear line on any failure.
 PullResult hub_pull(const std::string& spec, const PullOptions& opts = {});
 
+// For verbs that take "a checkpoint directory or a model id" (export, e2e): returns `arg` when it
+// is not a model id (a local path), else hub_pull(arg, opts).snapshot_dir.
+std::string model_dir_or_pull(const std::string& arg, const PullOptions& opts = {});
+
 // The offline half of hub_pull: the cached snapshot of spec, or an Error naming what is missing.
 // Never touches the network; works in builds without libcurl.
 PullResult hub_find_cached(const std::string& spec, const PullOptions& opts = {});

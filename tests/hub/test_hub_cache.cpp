@@ -144,6 +144,16 @@ TEST(HubOffline, ServesAPythonLayoutCacheAndNamesWhatIsMissing) {
   }
 }
 
+TEST(HubOffline, ModelDirOrPullTakesPathsAsIsAndIdsFromTheCache) {
+  HandMadeCache c;
+  PullOptions o;
+  o.cache_dir = c.cache;
+  o.offline = true;
+  EXPECT_EQ(model_dir_or_pull(c.snap, o), c.snap);
+  EXPECT_EQ(model_dir_or_pull("org/tiny", o), c.snap);
+  EXPECT_THROW(model_dir_or_pull("org/absent", o), Error);
+}
+
 TEST(HubOffline, EnvironmentVariableTurnsItOn) {
   HandMadeCache c;
   ScopedEnv off("HF_HUB_OFFLINE", "1"), cache("HF_HUB_CACHE", c.cache.c_str());
