@@ -22,7 +22,7 @@ Listens on 127.0.0.1 only, on an ephemeral port unless --port is given, and prin
   "stall":     {"<file name>": N}  the first N content GETs send half, then go silent for
                                    "stall_seconds" (default 5) before closing
   "corrupt":   ["<file name>"]     the content served has one byte flipped (headers stay right)
-  "gated":     {"org/name": "<token>"}  401 without a token, 403 with a different one
+  "gated":     {"org/name": "<token>"}  file requests get 401 without a token, 403 with another
   "extra_siblings": {"org/name": ["../evil", ...]}  added to the model info's sibling list
   "throttle_bps": N                content is sent at about N bytes per second
 Every request is appended to --log FILE as one JSON line {method, path, range, status}.
@@ -206,10 +206,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         return self.error(404, "RepoNotFound", "Repository not found")
 
     def model_info(self, repo, rev):
+        # As on huggingface.co, a gated repo's metadata is public; its files are not.
         if repo not in self.hub.repos:
             return self.error(404, "RepoNotFound", "Repository not found")
-        if not self.check_gate(repo):
-            return None
         r, err = self.hub.find(repo, rev)
         if r is None:
             return self.error(404, err, "Invalid rev id: %s" % rev)

@@ -159,8 +159,9 @@ TEST_F(HubTest, GatedRepoNeedsAToken) {
   write_file(tmp.path + "/hf-home/token", "hf_secret\n");
   PullResult r = hub_pull("org/tiny", opts(hub));
   expect_snapshot(hub, r, "main", "tiny", kFiles);
-  // HF_TOKEN wins over the file.
+  // HF_TOKEN wins over the file (in a fresh cache: a cached snapshot needs no file request).
   ScopedEnv env_token("HF_TOKEN", "hf_wrong");
+  cache = tmp.path + "/cache2";
   e = error_of([&] { hub_pull("org/tiny", opts(hub)); });
   EXPECT_HAS(e, "HTTP 403");
 }
