@@ -215,8 +215,14 @@ void Puller::download_blob(const std::string& name, const std::string& url, cons
   }
   ProgressBar bar(opts_.progress, name);
   int max = std::max(0, opts_.max_retries);
+  // A transfer that makes progress gets a fresh retry budget, but never more than this many
+  // requests in all (a server cutting every transfer after a few bytes cannot keep us forever).
+  int requests = 0, requests_max = 4 * (max + 1) + 16;
   for (int attempt = 0;; ++attempt) {
     if (size_known && have == size) break;
+    if (++requests > requests_max)
+      fail("{}/{}: gave up after {} interrupted transfers; {} is kept for the next pull",
+           spec_.repo, name, requests_max, part);
     uint64_t from = have;
     std::string write_error;
     auto sink = [&](long status, const char* data, size_t n) {
