@@ -135,7 +135,7 @@ TEST_F(Verify, MissingFamilies) {
   EXPECT_THROW(verify_artifact(ArtifactReader(path("quantized-8da4w")), {"bogus", 0}), Error);
   CliRun r = run_cli("verify " + path("quantized-8da4w") + " --recipe quantized-8da4w-embedding --json");
   EXPECT_EQ(r.code, 1);
-  const auto j = nlohmann::json::parse(r.out.substr(0, r.out.rfind('}') + 1));
+  const auto j = nlohmann::json::parse(r.out.substr(r.out.find('{'), r.out.rfind('}') + 1 - r.out.find('{')));
   EXPECT_FALSE(j["ok"].get<bool>());
   EXPECT_FALSE(j["reasons"].empty());
 }
