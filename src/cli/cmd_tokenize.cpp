@@ -1,11 +1,174 @@
+// vkllm tokenize: text -> ids (or ids -> text) with a Hugging Face tokenizer.json, for people and
+// scripts. --jsonl processes a batch (one JSON string or id array per line) with one load.
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <sstream>
+
 #include "cli/commands.h"
 #include "core/error.h"
+#include "tokenizer/tokenizer.h"
 
 namespace vkllm::cli {
 
+// TODO(lead): wire to the artifact reader (the artifact embeds tokenizer.json and
+// tokenizer_config.json; then: return Tokenizer::from_text(json, config, path)).
+Tokenizer load_tokenizer_from_artifact(const std::string& path, ChatFamily* family);
+Tokenizer load_tokenizer_from_artifact(const std::string& path, ChatFamily* /*family*/) {
+  fail("{}: reading the tokenizer from an artifact is not available yet (use --tokenizer DIR)", path);
+}
+
+namespace {
+
+struct TokenizeArgs {
+  std::string tokenizer, model, text, family;
+  bool ids = false, to_text = false, chat = false, jsonl = false, add_special = false, skip_special = false,
+       no_think = false;
+};
+
+Tokenizer load_from_path(const std::string& path) {
+  namespace fs = std::filesystem;
+  if (fs::is_directory(path)) return Tokenizer::from_dir(path);
+  if (!fs::exists(path)) fail("{}: no such file or directory", path);
+  std::string cfg = (fs::path(path).parent_path() / "tokenizer_config.json").string();
+  return Tokenizer::from_files(path, fs::exists(cfg) ? cfg : std::string());
+}
+
+ChatFamily family_of(const Tokenizer& tok, const std::string& name) {
+  if (name == "qwen3") return ChatFamily::Qwen3;
+  if (name == "llama3") return ChatFamily::Llama3;
+  if (name == "phi4mini") return ChatFamily::Phi4Mini;
+  if (!name.empty()) fail("--family: unknown chat family \"{}\" (qwen3, llama3, phi4mini)", name);
+  // Recognize the family by its special tokens.
+  if (tok.token_id("<|im_start|>")) return ChatFamily::Qwen3;
+  if (tok.token_id("<|start_header_id|>")) return ChatFamily::Llama3;
+  if (tok.token_id("<|assistant|>")) return ChatFamily::Phi4Mini;
+  fail("--chat: cannot tell the chat family of this tokenizer; pass --family");
+}
+
+std::string ids_json(const std::vector<int32_t>& ids) {
+  std::string s = "[";
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i) s += ",";
+    s += std::to_string(ids[i]);
+  }
+  return s + "]";
+}
+
+std::vector<int32_t> parse_ids(const std::string& s, const std::string& where) {
+  std::vector<int32_t> ids;
+  std::string t = s;
+  for (char& c : t)
+    if (c == ',' || c == '[' || c == ']') c = ' ';
+  std::istringstream in(t);
+  std::string w;
+  while (in >> w) {
+    size_t used = 0;
+    long v = 0;
+    try {
+      v = std::stol(w, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != w.size() || v < 0 || v > INT32_MAX) fail("{}: \"{}\" is not a token id", where, w);
+    ids.push_back(static_cast<int32_t>(v));
+  }
+  return ids;
+}
+
+void run(const TokenizeArgs& a) {
+  if (a.tokenizer.empty() == a.model.empty()) fail("tokenize: give exactly one of --tokenizer PATH or --model ARTIFACT");
+  ChatFamily fam_from_model = ChatFamily::Qwen3;
+  Tokenizer tok = a.model.empty() ? load_from_path(a.tokenizer) : load_tokenizer_from_artifact(a.model, &fam_from_model);
+  const bool decode = a.to_text;
+  auto encode_one = [&](const std::string& text) {
+    std::string input = text;
+    if (a.chat) {
+      ChatOptions opt;
+      opt.disable_thinking = a.no_think;
+      input = apply_chat_template(family_of(tok, a.family), {{"user", text}}, opt);
+    }
+    return tok.encode(input, a.add_special);
+  };
+  if (a.jsonl) {
+    std::string line;
+    size_t n = 0;
+    while (std::getline(std::cin, line)) {
+      ++n;
+      if (line.empty()) continue;
+      nlohmann::json j;
+      try {
+        j = nlohmann::json::parse(line);
+      } catch (const nlohmann::json::exception&) {
+        fail("stdin line {}: not valid JSON", n);
+      }
+      if (decode) {
+        if (!j.is_array()) fail("stdin line {}: expected a JSON array of ids", n);
+        std::vector<int32_t> ids;
+        for (const auto& x : j) {
+          if (!x.is_number_integer()) fail("stdin line {}: ids must be integers", n);
+          ids.push_back(x.get<int32_t>());
+        }
+        std::cout << nlohmann::json(tok.decode(ids, a.skip_special)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
+      } else {
+        if (!j.is_string()) fail("stdin line {}: expected a JSON string", n);
+        std::cout << ids_json(encode_one(j.get<std::string>())) << '\n';
+      }
+    }
+    return;
+  }
+  std::string input = a.text;
+  if (input.empty()) {
+    std::ostringstream ss;
+    ss << std::cin.rdbuf();
+    input = ss.str();
+  }
+  if (decode) {
+    std::cout << tok.decode(parse_ids(input, "input"), a.skip_special);
+    std::cout.flush();
+    return;
+  }
+  std::vector<int32_t> ids = encode_one(input);
+  if (a.ids) {
+    std::cout << ids_json(ids) << '\n';
+    return;
+  }
+  // Default: one token per line, id and its text (JSON-quoted so whitespace stays visible).
+  for (int32_t id : ids) {
+    nlohmann::json t = tok.decode(std::vector<int32_t>{id});
+    std::cout << id << '\t' << t.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
+  }
+}
+
+}  // namespace
+
 void add_tokenize(CLI::App& app) {
-  auto* cmd = app.add_subcommand("tokenize", "(not implemented yet)");
-  cmd->callback([] { fail("'tokenize' is not implemented yet"); });
+  auto a = std::make_shared<TokenizeArgs>();
+  auto* cmd = app.add_subcommand("tokenize", "Encode text to token ids (or decode ids) with a model's tokenizer");
+  cmd->footer(
+      "Input: TEXT argument, or stdin. Default output: one `id<TAB>\"token text\"` line per token.\n"
+      "--ids prints the JSON array of ids. --text decodes ids (JSON array or whitespace/comma separated).\n"
+      "--jsonl: every stdin line is a JSON string; every output line the JSON array of its ids\n"
+      "(with --text: lines are id arrays, outputs JSON strings). No special tokens are added\n"
+      "unless --add-special (Llama: <|begin_of_text|>).\n"
+      "Example: vkllm tokenize --tokenizer .fixtures/qwen3 --chat --ids 'What is the capital of France?'");
+  cmd->add_option("--tokenizer", a->tokenizer, "Directory holding tokenizer.json (+ tokenizer_config.json), or the tokenizer.json file");
+  cmd->add_option("--model,-m", a->model, "A .vkllm artifact (its embedded tokenizer)");
+  cmd->add_flag("--ids", a->ids, "Print the ids as one JSON array");
+  cmd->add_flag("--text", a->to_text, "Decode: input is token ids, output is text");
+  cmd->add_flag("--chat", a->chat, "Wrap the input as one user turn in the model's chat template");
+  cmd->add_option("--family", a->family, "Chat family for --chat: qwen3 | llama3 | phi4mini (default: detected)");
+  cmd->add_flag("--no-think", a->no_think, "Qwen3 --chat: empty <think></think> block (enable_thinking=false)");
+  cmd->add_flag("--jsonl", a->jsonl, "Batch mode over stdin lines (JSON strings in, JSON id arrays out)");
+  cmd->add_flag("--add-special", a->add_special, "Run the post-processor (Llama: prepend <|begin_of_text|>)");
+  cmd->add_flag("--skip-special", a->skip_special, "With --text: drop special tokens");
+  cmd->add_option("text", a->text, "Text to encode (or ids to decode); default: read stdin");
+  cmd->callback([a] {
+    if (a->ids && a->to_text) fail("tokenize: --ids and --text exclude each other");
+    run(*a);
+  });
 }
 
 }  // namespace vkllm::cli

@@ -1,18 +1,11 @@
-// One error type for every failure a user can act on: a single clear line.
+// Errors: vkllm::Error (public, include/vkllm/vkllm.h) and the fail() helper.
 #pragma once
 #include <fmt/format.h>
 
-#include <stdexcept>
+#include "vkllm/vkllm.h"
 #include <string>
 
 namespace vkllm {
-
-// Thrown for bad input files, bad arguments, missing devices... The message is one line that
-// names the file or the thing at fault; the CLI prints it as "vkllm: <message>" and exits 1.
-class Error : public std::runtime_error {
- public:
-  explicit Error(const std::string& msg) : std::runtime_error(msg) {}
-};
 
 template <typename... Args>
 [[noreturn]] void fail(fmt::format_string<Args...> f, Args&&... args) {

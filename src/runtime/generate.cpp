@@ -53,12 +53,12 @@ int32_t Sampler::sample(const float* logits, int64_t vocab) {
 
 std::vector<int32_t> generate(Executor& ex, const Program& program, const std::vector<int32_t>& prompt,
                               int max_new_tokens, const SamplingParams& sp, const std::vector<int>& eos_ids,
-                              const std::function<bool(int32_t)>& on_token, GenerateStats* stats) {
+                              int start_pos, const std::function<bool(int32_t)>& on_token, GenerateStats* stats) {
   using clock = std::chrono::steady_clock;
   if (prompt.empty()) fail("the prompt is empty (no tokens)");
-  if (static_cast<int64_t>(prompt.size()) >= program.max_ctx)
-    fail("the prompt has {} tokens but the context holds {} (use a shorter prompt or a larger --seq_len)",
-         prompt.size(), program.max_ctx);
+  if (start_pos < 0 || start_pos + static_cast<int64_t>(prompt.size()) >= program.max_ctx)
+    fail("the prompt has {} tokens (after {} in context) but the context holds {} (use a shorter prompt or a larger --seq_len)",
+         prompt.size(), start_pos, program.max_ctx);
   const int64_t vocab = program.tensors[program.logits].shape.back();
   std::vector<float> logits(sp.temperature > 0 ? static_cast<size_t>(vocab) : 0);
   Sampler sampler(sp);
@@ -66,7 +66,7 @@ std::vector<int32_t> generate(Executor& ex, const Program& program, const std::v
   st.prompt_tokens = static_cast<int>(prompt.size());
   std::vector<int32_t> out;
   auto t0 = clock::now();
-  int pos = 0;
+  int pos = start_pos;
   int32_t next = ex.forward(prompt.data(), static_cast<int>(prompt.size()), pos,
                             sp.temperature > 0 ? logits.data() : nullptr);
   pos += static_cast<int>(prompt.size());
@@ -88,6 +88,7 @@ std::vector<int32_t> generate(Executor& ex, const Program& program, const std::v
     ++pos;
   }
   st.generated_tokens = static_cast<int>(out.size());
+  st.end_pos = pos;
   st.decode_ms = std::chrono::duration<double, std::milli>(clock::now() - t1).count();
   if (stats) *stats = st;
   return out;

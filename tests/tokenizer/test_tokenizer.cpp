@@ -1,0 +1,199 @@
+// Unit tests of the tokenizer: DESIGN.md chat prompts, vocabulary facts, errors on bad files,
+// long inputs, UTF-8 handling. Conformance against the reference is in test_conformance.cpp.
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.h"
+#include "fixtures.h"
+#include "tokenizer/utf8.h"
+
+namespace vkllm {
+namespace {
+
+const std::vector<ChatMessage> kQuestion = {{"user", "What is the capital of France?"}};
+
+TEST(ChatTemplate, SingleUserTurnMatchesDesign) {
+  EXPECT_EQ(apply_chat_template(ChatFamily::Qwen3, kQuestion, true),
+            "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(apply_chat_template(ChatFamily::Qwen3, kQuestion, true, true),
+            "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
+  EXPECT_EQ(apply_chat_template(ChatFamily::Llama3, kQuestion, true),
+            "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nWhat is the capital of France?<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\n");
+  EXPECT_EQ(apply_chat_template(ChatFamily::Phi4Mini, kQuestion, true),
+            "<|user|>What is the capital of France?<|end|><|assistant|>");
+}
+
+TEST(ChatTemplate, FamilyOfArch) {
+  EXPECT_EQ(chat_family_for(Arch::Qwen3), ChatFamily::Qwen3);
+  EXPECT_EQ(chat_family_for(Arch::Llama), ChatFamily::Llama3);
+  EXPECT_EQ(chat_family_for(Arch::Phi3), ChatFamily::Phi4Mini);
+}
+
+TEST(ChatTemplate, UnknownRoleIsAnError) {
+  EXPECT_THROW(apply_chat_template(ChatFamily::Phi4Mini, {{"robot", "x"}}, true), Error);
+}
+
+TEST(ChatTemplate, DesignPromptsEncodeWithSpecialTokens) {
+  const Tokenizer* q = test::fixture("qwen3");
+  const Tokenizer* l = test::fixture("llama3.2");
+  const Tokenizer* p = test::fixture("phi4mini");
+  ASSERT_TRUE(q && l && p);
+  auto qi = q->encode(apply_chat_template(ChatFamily::Qwen3, kQuestion, true));
+  EXPECT_EQ(qi.front(), 151644);  // <|im_start|>
+  EXPECT_EQ(std::count(qi.begin(), qi.end(), 151645), 1);
+  auto li = l->encode(apply_chat_template(ChatFamily::Llama3, kQuestion, true));
+  EXPECT_EQ(li.front(), 128000);
+  EXPECT_EQ(std::count(li.begin(), li.end(), 128006), 2);  // <|start_header_id|>
+  EXPECT_EQ(std::count(li.begin(), li.end(), 128009), 1);  // <|eot_id|>
+  auto pi = p->encode(apply_chat_template(ChatFamily::Phi4Mini, kQuestion, true));
+  EXPECT_EQ(pi.front(), 200021);  // <|user|>
+  EXPECT_EQ(pi.back(), 200019);   // <|assistant|>
+}
+
+TEST(Vocabulary, FactsOfDesignSection3) {
+  const Tokenizer* q = test::fixture("qwen3");
+  const Tokenizer* l = test::fixture("llama3.2");
+  const Tokenizer* p = test::fixture("phi4mini");
+  ASSERT_TRUE(q && l && p);
+  EXPECT_EQ(q->vocab_size(), 151669);
+  EXPECT_EQ(q->token_id("<|im_end|>"), 151645);
+  EXPECT_EQ(q->eos_id(), 151645);
+  EXPECT_TRUE(q->is_special(151643));
+  EXPECT_FALSE(q->is_special(151667));  // <think> is an added, non-special token
+  EXPECT_EQ(l->vocab_size(), 128256);
+  EXPECT_EQ(l->token_id("<|finetune_right_pad_id|>"), 128004);
+  EXPECT_EQ(l->token_id("<|eom_id|>"), 128008);
+  EXPECT_EQ(l->token_id("<|python_tag|>"), 128010);
+  EXPECT_EQ(l->token_id("<|reserved_special_token_247|>"), 128255);
+  EXPECT_EQ(l->bos_id(), 128000);
+  EXPECT_EQ(l->eos_id(), 128009);
+  EXPECT_EQ(l->encode("hi", true).front(), 128000);
+  EXPECT_EQ(p->vocab_size(), 200029);
+  EXPECT_EQ(p->token_id("<|end|>"), 200020);
+  EXPECT_EQ(p->token_id("<|tag|>"), 200028);
+  EXPECT_EQ(p->token_id("<|endoftext|>"), 199999);
+  EXPECT_EQ(p->encode("hi", true), p->encode("hi"));  // no post-processor
+  EXPECT_EQ(q->token(9707), "Hello");
+  EXPECT_THROW(q->token(-1), Error);
+  EXPECT_THROW(q->decode(std::vector<int32_t>{151669}), Error);
+}
+
+TEST(Encode, MegabyteWordIsNotQuadratic) {
+  const Tokenizer* q = test::fixture("qwen3");
+  const Tokenizer* l = test::fixture("llama3.2");
+  ASSERT_TRUE(q && l);
+  std::string word;
+  for (size_t i = 0; i < (1u << 20); ++i) word.push_back(static_cast<char>('a' + (i * 7 + i / 13) % 26));
+  for (const Tokenizer* t : {q, l}) {
+    auto t0 = std::chrono::steady_clock::now();
+    auto ids = t->encode(word);
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("1 MiB single word: %zu tokens in %.3f s\n", ids.size(), s);
+    EXPECT_EQ(t->decode(ids), word);
+    EXPECT_LT(s, 2.0) << "encoding a 1 MiB word must stay far from quadratic";
+  }
+}
+
+TEST(Utf8, LossyFollowsMaximalSubparts) {
+  EXPECT_EQ(utf8::lossy("a\x80z"), "a\xEF\xBF\xBDz");
+  EXPECT_EQ(utf8::lossy("\xE4\xB8"), "\xEF\xBF\xBD");          // truncated: one U+FFFD
+  EXPECT_EQ(utf8::lossy("\xED\xA0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // surrogate: three
+  EXPECT_EQ(utf8::lossy("\xF0\x9F\x98x"), "\xEF\xBF\xBDx");
+  std::string out;
+  EXPECT_EQ(utf8::append_lossy("ab\xE4\xB8", out, false), 2u);
+  EXPECT_EQ(out, "ab");
+}
+
+TEST(StreamDecoder, HoldsBackPartialSequences) {
+  const Tokenizer* q = test::fixture("qwen3");
+  ASSERT_NE(q, nullptr);
+  auto ids = q->encode("😀😀 日本語");
+  StreamDecoder sd(*q);
+  std::string all;
+  for (int32_t id : ids) all += sd.push(id);
+  all += sd.flush();
+  EXPECT_EQ(all, "😀😀 日本語");
+}
+
+// ---- errors ------------------------------------------------------------------------------------
+
+std::string tmp_dir() {
+  auto d = std::filesystem::temp_directory_path() / ("vkllm_tok_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(d);
+  return d.string();
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+// A minimal valid byte-level BPE tokenizer.json: 256 byte tokens, one merge "a b" -> "ab".
+std::string tiny_tokenizer_json(const std::string& extra_merge = "") {
+  nlohmann::json vocab = nlohmann::json::object();
+  const auto& b2c = utf8::byte_to_char();
+  for (int b = 0; b < 256; ++b) {
+    std::string s;
+    utf8::append(s, b2c[static_cast<size_t>(b)]);
+    vocab[s] = b;
+  }
+  vocab["ab"] = 256;
+  nlohmann::json merges = nlohmann::json::array({"a b"});
+  if (!extra_merge.empty()) merges.push_back(extra_merge);
+  nlohmann::json j = {{"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", merges}}},
+                      {"added_tokens", nlohmann::json::array({{{"id", 257}, {"content", "<eos>"}, {"special", true}, {"lstrip", true}, {"rstrip", true}}})},
+                      {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
+                      {"decoder", {{"type", "ByteLevel"}}}};
+  return j.dump();
+}
+
+TEST(Errors, MissingFileNamesThePath) {
+  std::string msg = error_of([] { Tokenizer::from_files("/nonexistent/tokenizer.json", ""); });
+  EXPECT_NE(msg.find("/nonexistent/tokenizer.json"), std::string::npos) << msg;
+  msg = error_of([] { Tokenizer::from_dir("/nonexistent-dir"); });
+  EXPECT_NE(msg.find("/nonexistent-dir/tokenizer.json"), std::string::npos) << msg;
+}
+
+TEST(Errors, MalformedJson) {
+  std::string d = tmp_dir();
+  std::ofstream(d + "/bad.json") << "{\"model\": {\"vocab\": ";
+  std::string msg = error_of([&] { Tokenizer::from_files(d + "/bad.json", ""); });
+  EXPECT_NE(msg.find(d + "/bad.json"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("not valid JSON"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find('\n'), std::string::npos) << "one line: " << msg;
+  EXPECT_NE(error_of([] { Tokenizer::from_text("[]", "", "x.json"); }).find("x.json"), std::string::npos);
+  EXPECT_NE(error_of([] { Tokenizer::from_text("{}", "", "x.json"); }).find("\"model\""), std::string::npos);
+  EXPECT_NE(error_of([] { Tokenizer::from_text(R"({"model": {"vocab": {"a": 0}, "merges": []}})", "", "x.json"); })
+                .find("byte"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { Tokenizer::from_text(tiny_tokenizer_json("a zz"), "", "x.json"); }).find("merge"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { Tokenizer::from_text(tiny_tokenizer_json(), "{\"eos_token\": \"<nope>\"}", "x.json"); })
+                .find("<nope>"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { Tokenizer::from_text(tiny_tokenizer_json(), "{", "x.json"); }).find("tokenizer_config"),
+            std::string::npos);
+  auto j = nlohmann::json::parse(tiny_tokenizer_json());
+  j["normalizer"] = {{"type", "Precompiled"}};
+  EXPECT_NE(error_of([&] { Tokenizer::from_text(j.dump(), "", "x.json"); }).find("Precompiled"), std::string::npos);
+  j = nlohmann::json::parse(tiny_tokenizer_json());
+  j["model"]["vocab"]["ab"] = "text";
+  EXPECT_NE(error_of([&] { Tokenizer::from_text(j.dump(), "", "x.json"); }).find("x.json"), std::string::npos);
+}
+
+TEST(AddedTokens, LstripRstripAbsorbWhitespace) {
+  Tokenizer t = Tokenizer::from_text(tiny_tokenizer_json(), "{\"eos_token\": \"<eos>\"}", "tiny");
+  EXPECT_EQ(t.eos_id(), 257);
+  EXPECT_EQ(t.encode("ab  <eos>  ab"), (std::vector<int32_t>{256, 257, 256}));
+  EXPECT_EQ(t.encode("ab"), (std::vector<int32_t>{256}));
+  EXPECT_EQ(t.decode(std::vector<int32_t>{256, 257, 256}, true), "abab");
+}
+
+}  // namespace
+}  // namespace vkllm

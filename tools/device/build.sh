@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Run HERE (the Debian build machine): builds the portable `vkllm` binary and the Vulkan test
+# binary, packs them with the tokenizer fixtures into .dev/ (git-ignored) for the GPU machine.
+# Then call the device tool with carry [".gl", ".dev"] and command `tools/device/run.sh TASK...`.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+[ -d .gl ] || { echo "missing .gl/: fetch libvulkan1 as ../.library/device/README.md says" >&2; exit 1; }
+cmake --preset device >/dev/null
+cmake --build --preset device -j2 --target vkllm ${VKLLM_DEVICE_TARGETS:-}
+rm -rf .dev && mkdir -p .dev
+cp build/device/src/cli/vkllm .dev/
+strip .dev/vkllm
+for t in ${VKLLM_DEVICE_TARGETS:-}; do
+  f=$(find build/device/tests -name "$t" -type f -perm -u+x | head -1)
+  [ -n "$f" ] && cp "$f" .dev/ && strip ".dev/$t"
+done
+tar -C .fixtures -cJf .dev/fixtures.tar.xz .
+du -sh .dev .dev/*
