@@ -18,13 +18,13 @@ inline constexpr uint64_t kMaxMetadata = 256ull << 20;
 struct Header {
   char magic[8];
   uint32_t version;
-  uint32_t header_size;     // 64
-  uint64_t metadata_offset; // 64
+  uint32_t header_size;      // 64
+  uint64_t metadata_offset;  // 64
   uint64_t metadata_size;
-  uint64_t data_offset;     // multiple of kDataAlignment
+  uint64_t data_offset;  // multiple of kDataAlignment
   uint64_t data_size;
-  uint64_t metadata_hash;   // XXH64 (seed 0) of the metadata bytes
-  uint64_t header_hash;     // XXH64 (seed 0) of the 56 bytes above
+  uint64_t metadata_hash;  // XXH64 (seed 0) of the metadata bytes
+  uint64_t header_hash;    // XXH64 (seed 0) of the 56 bytes above
 };
 static_assert(sizeof(Header) == kHeaderSize);
 
@@ -35,6 +35,8 @@ struct Trailer {
 };
 static_assert(sizeof(Trailer) == kTrailerSize);
 
-inline uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+inline uint64_t align_up(uint64_t v, uint64_t a) {
+  return (v + a - 1) / a * a;
+}
 
 }  // namespace vkllm::artifact

@@ -17,10 +17,11 @@ class Checker {
     for (size_t i = 0; i < p_.tensors.size(); ++i) {
       const TensorDecl& t = p_.tensors[i];
       if (t.kind != TensorKind::Activation) defined_[i] = true;
-      if (t.kind == TensorKind::KVCache &&
-          (t.shape.size() != 2 || t.shape[0] != p_.max_ctx || (t.dtype != DType::F32 && t.dtype != DType::F16)))
+      if (t.kind == TensorKind::KVCache && (t.shape.size() != 2 || t.shape[0] != p_.max_ctx ||
+                                            (t.dtype != DType::F32 && t.dtype != DType::F16)))
         fail("program: KV cache {} must be f32/f16 [max_ctx={}, width]", t.name, p_.max_ctx);
-      if (t.kind == TensorKind::Activation && (t.shape.size() != 2 || (t.shape[0] != -1 && t.shape[0] != 1)))
+      if (t.kind == TensorKind::Activation &&
+          (t.shape.size() != 2 || (t.shape[0] != -1 && t.shape[0] != 1)))
         fail("program: activation {} must have shape [T or 1, width]", t.name);
     }
     const TensorDecl& ids = p_.tensors[p_.input_ids];
@@ -34,25 +35,29 @@ class Checker {
       }
     }
     const TensorDecl& lg = p_.tensors[p_.logits];
-    if (lg.kind != TensorKind::Activation || lg.dtype != DType::F32 || lg.shape[0] != 1 || !defined_[p_.logits])
+    if (lg.kind != TensorKind::Activation || lg.dtype != DType::F32 || lg.shape[0] != 1 ||
+        !defined_[p_.logits])
       fail("program: logits must be an f32 activation [1, vocab] computed by the program");
     bool argmax_ok = false;
     for (const Op& o : p_.ops)
-      if (o.family == "argmax" && o.outputs[0] == p_.next_token && o.inputs[0] == p_.logits) argmax_ok = true;
+      if (o.family == "argmax" && o.outputs[0] == p_.next_token && o.inputs[0] == p_.logits)
+        argmax_ok = true;
     if (!argmax_ok) fail("program: next_token must be the argmax of the logits");
   }
 
  private:
   template <typename... Args>
   [[noreturn]] void bad(fmt::format_string<Args...> f, Args&&... args) const {
-    fail("program: op {} ({}): {}", k_, p_.ops[k_].family, fmt::format(f, std::forward<Args>(args)...));
+    fail("program: op {} ({}): {}", k_, p_.ops[k_].family,
+         fmt::format(f, std::forward<Args>(args)...));
   }
   const TensorDecl& T(int32_t i) const { return p_.tensors[i]; }
   bool is_float(DType d) const { return d == DType::F32 || d == DType::F16; }
   // A float activation that an earlier op computed; returns its width.
   int64_t act(int32_t i) const {
     const TensorDecl& t = T(i);
-    if (t.kind != TensorKind::Activation || !is_float(t.dtype)) bad("{} must be an f32/f16 activation", t.name);
+    if (t.kind != TensorKind::Activation || !is_float(t.dtype))
+      bad("{} must be an f32/f16 activation", t.name);
     if (!defined_[i]) bad("reads {} before any op computes it", t.name);
     return t.shape[1];
   }
@@ -61,20 +66,24 @@ class Checker {
     if (!is_float(t.dtype) || t.shape[0] != rows || t.shape[1] != width)
       bad("output {} must be an f32/f16 activation [{}, {}]", t.name, rows, width);
   }
-  void weight(int32_t i, std::initializer_list<DType> dts, const std::vector<int64_t>& shape) const {
+  void weight(int32_t i, std::initializer_list<DType> dts,
+              const std::vector<int64_t>& shape) const {
     const TensorDecl& t = T(i);
     bool ok = false;
     for (DType d : dts) ok = ok || t.dtype == d;
-    if (t.kind != TensorKind::Weight || !ok) bad("{} must be a weight of another dtype (has {})", t.name, dtype_name(t.dtype));
+    if (t.kind != TensorKind::Weight || !ok)
+      bad("{} must be a weight of another dtype (has {})", t.name, dtype_name(t.dtype));
     if (t.shape != shape) bad("weight {} has the wrong shape", t.name);
   }
   const std::vector<int64_t>& shape2(int32_t i) const {
-    if (T(i).kind != TensorKind::Weight || T(i).shape.size() != 2) bad("{} must be a 2-D weight", T(i).name);
+    if (T(i).kind != TensorKind::Weight || T(i).shape.size() != 2)
+      bad("{} must be a 2-D weight", T(i).name);
     return T(i).shape;
   }
   int64_t iattr(const Op& o, const char* k, int64_t lo, int64_t hi) const {
     auto it = o.attrs.find(k);
-    if (it == o.attrs.end() || !it->is_number_integer()) bad("attribute {} is missing or not an integer", k);
+    if (it == o.attrs.end() || !it->is_number_integer())
+      bad("attribute {} is missing or not an integer", k);
     const int64_t v = it->get<int64_t>();
     if (v < lo || v > hi) bad("attribute {} = {} is out of range", k, v);
     return v;
@@ -130,7 +139,8 @@ class Checker {
       const int64_t W = act(I[0]);
       const int64_t H = iattr(o, "n_heads", 1, W), hd = iattr(o, "head_dim", 1, W);
       const int64_t R = iattr(o, "rotary_dim", 2, hd);
-      if (H * hd != W || R % 2) bad("n_heads * head_dim must equal the width and rotary_dim must be even");
+      if (H * hd != W || R % 2)
+        bad("n_heads * head_dim must equal the width and rotary_dim must be even");
       fattr(o, "attention_factor");
       weight(I[1], {DType::F32}, {R / 2});
       if (I.size() == 3) {
@@ -143,7 +153,8 @@ class Checker {
       const int64_t H = iattr(o, "n_heads", 1, qw), Hkv = iattr(o, "n_kv_heads", 1, H);
       const int64_t hd = iattr(o, "head_dim", 1, qw);
       fattr(o, "scale");
-      if (H % Hkv || H * hd != qw || Hkv * hd != kw || vw != kw) bad("head counts do not match the q/k/v widths");
+      if (H % Hkv || H * hd != qw || Hkv * hd != kw || vw != kw)
+        bad("head counts do not match the q/k/v widths");
       same_rows(I[0], I[1]);
       same_rows(I[0], I[2]);
       for (int c : {3, 4})
@@ -162,7 +173,8 @@ class Checker {
       act(I[0]);
       if (rows(I[0]) != 1) bad("the logits must have one row");
       const TensorDecl& t = T(out);
-      if (t.dtype != DType::I32 || t.shape[0] != 1 || t.shape.back() != 1) bad("output must be i32 [1, 1]");
+      if (t.dtype != DType::I32 || t.shape[0] != 1 || t.shape.back() != 1)
+        bad("output must be i32 [1, 1]");
     } else {
       bad("unknown op family");
     }

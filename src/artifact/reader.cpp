@@ -21,19 +21,24 @@ ArtifactReader::ArtifactReader(const std::string& path, const ReadOptions& opt) 
   std::memcpy(&h, file_.data(), sizeof h);
   if (std::memcmp(h.magic, kMagic, 8) != 0) fail("{}: not a vkllm artifact (bad magic)", path);
   if (h.version != kFormatVersion)
-    fail("{}: artifact format version {} is not supported (this vkllm reads version {}); re-export the model", path,
-         h.version, kFormatVersion);
-  if (xxh64(&h, offsetof(Header, header_hash)) != h.header_hash) fail("{}: corrupt artifact: header hash mismatch", path);
+    fail(
+        "{}: artifact format version {} is not supported (this vkllm reads version {}); re-export "
+        "the model",
+        path, h.version, kFormatVersion);
+  if (xxh64(&h, offsetof(Header, header_hash)) != h.header_hash)
+    fail("{}: corrupt artifact: header hash mismatch", path);
   version_ = h.version;
   uint64_t meta_end, data_end, total;
-  if (h.header_size != kHeaderSize || h.metadata_offset != kHeaderSize || h.metadata_size > kMaxMetadata ||
-      add_overflows(h.metadata_offset, h.metadata_size, &meta_end) || h.data_offset % kDataAlignment != 0 ||
-      h.data_offset < meta_end || add_overflows(h.data_offset, h.data_size, &data_end) ||
+  if (h.header_size != kHeaderSize || h.metadata_offset != kHeaderSize ||
+      h.metadata_size > kMaxMetadata ||
+      add_overflows(h.metadata_offset, h.metadata_size, &meta_end) ||
+      h.data_offset % kDataAlignment != 0 || h.data_offset < meta_end ||
+      add_overflows(h.data_offset, h.data_size, &data_end) ||
       add_overflows(data_end, kTrailerSize, &total))
     fail("{}: corrupt artifact: inconsistent header", path);
   if (size != total)
-    fail("{}: {} artifact: the header promises {} bytes, the file has {}", path, size < total ? "truncated" : "corrupt",
-         total, size);
+    fail("{}: {} artifact: the header promises {} bytes, the file has {}", path,
+         size < total ? "truncated" : "corrupt", total, size);
   data_offset_ = h.data_offset;
   data_size_ = h.data_size;
   Trailer tr;
@@ -41,7 +46,8 @@ ArtifactReader::ArtifactReader(const std::string& path, const ReadOptions& opt) 
   if (std::memcmp(tr.magic, kTrailerMagic, 8) != 0) fail("{}: corrupt artifact: bad trailer", path);
 
   const char* mp = reinterpret_cast<const char*>(file_.data() + h.metadata_offset);
-  if (xxh64(mp, h.metadata_size) != h.metadata_hash) fail("{}: corrupt artifact: metadata hash mismatch", path);
+  if (xxh64(mp, h.metadata_size) != h.metadata_hash)
+    fail("{}: corrupt artifact: metadata hash mismatch", path);
   try {
     meta_ = nlohmann::json::parse(mp, mp + h.metadata_size);
     if (meta_.at("format").get<std::string>() != "vkllm-artifact" ||
@@ -50,7 +56,8 @@ ArtifactReader::ArtifactReader(const std::string& path, const ReadOptions& opt) 
     if (!meta_.at("recipe").is_object() || !meta_.at("recipe").at("name").is_string())
       fail("{}: metadata has no recipe name", path);
     for (auto& jf : meta_.at("files")) {
-      File f{jf.at("name").get<std::string>(), jf.at("offset").get<uint64_t>(), jf.at("nbytes").get<uint64_t>()};
+      File f{jf.at("name").get<std::string>(), jf.at("offset").get<uint64_t>(),
+             jf.at("nbytes").get<uint64_t>()};
       uint64_t end;
       if (add_overflows(f.offset, f.nbytes, &end) || end > data_size_)
         fail("{}: embedded file {} lies outside the data section", path, f.name);
@@ -77,15 +84,16 @@ ArtifactReader::ArtifactReader(const std::string& path, const ReadOptions& opt) 
     if (t.kind != TensorKind::Weight) continue;
     uint64_t end;
     if (add_overflows(t.offset, t.nbytes, &end) || end > data_size_)
-      fail("{}: weight {} (offset {}, {} bytes) lies outside the data section ({} bytes)", path, t.name, t.offset,
-           t.nbytes, data_size_);
+      fail("{}: weight {} (offset {}, {} bytes) lies outside the data section ({} bytes)", path,
+           t.name, t.offset, t.nbytes, data_size_);
     if (t.offset % kTensorAlignment != 0) fail("{}: weight {} is not aligned", path, t.name);
     ranges.emplace_back(t.offset, end);
   }
   for (const File& f : files_) ranges.emplace_back(f.offset, f.offset + f.nbytes);
   std::sort(ranges.begin(), ranges.end());
   for (size_t i = 1; i < ranges.size(); ++i)
-    if (ranges[i].first < ranges[i - 1].second) fail("{}: corrupt artifact: overlapping data ranges", path);
+    if (ranges[i].first < ranges[i - 1].second)
+      fail("{}: corrupt artifact: overlapping data ranges", path);
   if (program_.tensors[program_.logits].shape[1] != desc_.vocab)
     fail("{}: the program's logits width does not match the model's vocab {}", path, desc_.vocab);
   if (opt.check_data_hash) check_data_hash();
@@ -102,14 +110,17 @@ void ArtifactReader::check_data_hash() const {
   for (uint64_t off = 0; off < end; off += piece) {
     const uint64_t n = std::min(piece, end - off);
     h.update(file_.data() + off, static_cast<size_t>(n));
-    if (n == piece) ::madvise(const_cast<uint8_t*>(file_.data() + off), static_cast<size_t>(n), MADV_DONTNEED);
+    if (n == piece)
+      ::madvise(const_cast<uint8_t*>(file_.data() + off), static_cast<size_t>(n), MADV_DONTNEED);
   }
   if (h.digest() != tr.file_hash)
     fail("{}: corrupt artifact: file hash mismatch (the weights are damaged)", file_.path());
   data_hash_checked_ = true;
 }
 
-std::string ArtifactReader::recipe_name() const { return meta_.at("recipe").at("name").get<std::string>(); }
+std::string ArtifactReader::recipe_name() const {
+  return meta_.at("recipe").at("name").get<std::string>();
+}
 
 std::vector<std::string> ArtifactReader::file_names() const {
   std::vector<std::string> n;
@@ -124,12 +135,14 @@ bool ArtifactReader::has_file(const std::string& name) const {
 std::string_view ArtifactReader::file(const std::string& name) const {
   for (auto& f : files_)
     if (f.name == name)
-      return {reinterpret_cast<const char*>(file_.data() + data_offset_ + f.offset), static_cast<size_t>(f.nbytes)};
+      return {reinterpret_cast<const char*>(file_.data() + data_offset_ + f.offset),
+              static_cast<size_t>(f.nbytes)};
   fail("{}: the artifact embeds no {}", file_.path(), name);
 }
 
 std::span<const uint8_t> ArtifactReader::weight(const Program& p, int32_t tensor) const {
-  if (tensor < 0 || static_cast<size_t>(tensor) >= p.tensors.size() || p.tensors[tensor].kind != TensorKind::Weight)
+  if (tensor < 0 || static_cast<size_t>(tensor) >= p.tensors.size() ||
+      p.tensors[tensor].kind != TensorKind::Weight)
     fail("{}: tensor {} is not a weight", file_.path(), tensor);
   const TensorDecl& t = p.tensors[tensor];
   uint64_t end;

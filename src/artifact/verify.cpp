@@ -24,10 +24,17 @@ uint64_t parse_size(const std::string& s) {
   } catch (const std::exception&) {
     fail("bad size '{}' (examples: 770MiB, 1.5GiB, 800MB, 123456)", s);
   }
-  static const std::map<std::string, double> units = {
-      {"", 1},          {"B", 1},           {"K", 1024.0},     {"KiB", 1024.0},   {"KB", 1e3},
-      {"M", 1048576.0}, {"MiB", 1048576.0}, {"MB", 1e6},       {"G", 1073741824.0}, {"GiB", 1073741824.0},
-      {"GB", 1e9}};
+  static const std::map<std::string, double> units = {{"", 1},
+                                                      {"B", 1},
+                                                      {"K", 1024.0},
+                                                      {"KiB", 1024.0},
+                                                      {"KB", 1e3},
+                                                      {"M", 1048576.0},
+                                                      {"MiB", 1048576.0},
+                                                      {"MB", 1e6},
+                                                      {"G", 1073741824.0},
+                                                      {"GiB", 1073741824.0},
+                                                      {"GB", 1e9}};
   auto it = units.find(unit);
   if (it == units.end()) fail("bad size unit in '{}' (use B, KiB, MiB, GiB, KB, MB or GB)", s);
   const double b = v * it->second;
@@ -45,7 +52,8 @@ VerifyReport verify_artifact(const ArtifactReader& r, const VerifyOptions& o) {
   const std::string recorded = r.recipe_name();
   const std::string recipe = o.recipe.empty() ? recorded : o.recipe;
   const RecipeTraits t = recipe_traits(recipe);
-  if (recipe != recorded) bad(fmt::format("the artifact was exported with recipe {}, not {}", recorded, recipe));
+  if (recipe != recorded)
+    bad(fmt::format("the artifact was exported with recipe {}, not {}", recorded, recipe));
 
   // Delegation: every op on the GPU.
   int on_cpu = 0;
@@ -53,8 +61,9 @@ VerifyReport verify_artifact(const ArtifactReader& r, const VerifyOptions& o) {
     if (p.ops[k].backend != BackendKind::Vulkan) {
       if (on_cpu++ < 3) {
         const auto& outs = p.ops[k].outputs;
-        bad(fmt::format("op {} ({}, output {}) is assigned to the {} backend, not vulkan", k, p.ops[k].family,
-                        outs.empty() ? "?" : p.tensors[outs[0]].name, backend_name(p.ops[k].backend)));
+        bad(fmt::format("op {} ({}, output {}) is assigned to the {} backend, not vulkan", k,
+                        p.ops[k].family, outs.empty() ? "?" : p.tensors[outs[0]].name,
+                        backend_name(p.ops[k].backend)));
       }
     }
   if (on_cpu > 3) bad(fmt::format("{} ops in all are not on the vulkan backend", on_cpu));
@@ -63,14 +72,16 @@ VerifyReport verify_artifact(const ArtifactReader& r, const VerifyOptions& o) {
   std::map<std::string, int> fam;
   for (const Op& op : p.ops) fam[op.family]++;
   auto need = [&](const char* family, const char* why) {
-    if (!fam.count(family)) bad(fmt::format("recipe {} needs {} ops ({}), the program has none", recipe, family, why));
+    if (!fam.count(family))
+      bad(fmt::format("recipe {} needs {} ops ({}), the program has none", recipe, family, why));
   };
   need("attention", "attention with a KV cache");
   if (t.act8) need("linear_8da4w", "int8-activation int4-weight linear");
   if (t.q4w) need("linear_q4w", "int4 weight-only linear");
   if (t.emb_q4) need("embedding_q4", "4-bit embedding");
   if (t.quantized() && fam.count("linear"))
-    bad(fmt::format("recipe {} quantizes every linear, but {} linear ops are left in float", recipe, fam["linear"]));
+    bad(fmt::format("recipe {} quantizes every linear, but {} linear ops are left in float", recipe,
+                    fam["linear"]));
   if (!t.emb_q4 && fam.count("embedding_q4"))
     bad(fmt::format("recipe {} has a float embedding, the program quantizes it", recipe));
   if (!t.quantized() && (fam.count("linear_8da4w") || fam.count("linear_q4w")))
@@ -83,15 +94,18 @@ VerifyReport verify_artifact(const ArtifactReader& r, const VerifyOptions& o) {
     if (d.kind == TensorKind::KVCache) (d.dtype == DType::F16 ? f16_kv : f32_kv)++;
   }
   if (t.fp16) {
-    if (f16_acts == 0) bad(fmt::format("recipe {} stores activations in fp16, the program has no f16 activation", recipe));
-    if (f32_kv > 0) bad(fmt::format("recipe {} keeps the KV cache in fp16, {} caches are f32", recipe, f32_kv));
+    if (f16_acts == 0)
+      bad(fmt::format("recipe {} stores activations in fp16, the program has no f16 activation",
+                      recipe));
+    if (f32_kv > 0)
+      bad(fmt::format("recipe {} keeps the KV cache in fp16, {} caches are f32", recipe, f32_kv));
   } else if (f16_acts > 0 || f16_kv > 0) {
     bad(fmt::format("recipe {} is fp32, the program has f16 activations or caches", recipe));
   }
 
   if (o.max_size > 0 && r.file_size() > o.max_size)
-    bad(fmt::format("the file is {} bytes ({:.1f} MiB), over the limit of {} bytes ({:.1f} MiB)", r.file_size(),
-                    r.file_size() / 1048576.0, o.max_size, o.max_size / 1048576.0));
+    bad(fmt::format("the file is {} bytes ({:.1f} MiB), over the limit of {} bytes ({:.1f} MiB)",
+                    r.file_size(), r.file_size() / 1048576.0, o.max_size, o.max_size / 1048576.0));
 
   rep.summary = program_summary(p);
   rep.summary["file"] = r.path();
@@ -100,9 +114,10 @@ VerifyReport verify_artifact(const ArtifactReader& r, const VerifyOptions& o) {
   rep.summary["format_version"] = r.format_version();
   rep.summary["hash_checked"] = r.data_hash_checked();
   rep.summary["recipe"] = r.recipe();
-  rep.summary["model"] = {{"arch", arch_name(r.desc().arch)}, {"hf_class", r.desc().hf_class},
-                          {"layers", r.desc().n_layers},      {"hidden", r.desc().hidden},
-                          {"vocab", r.desc().vocab},          {"tied_embeddings", r.desc().tied_embeddings}};
+  rep.summary["model"] = {
+      {"arch", arch_name(r.desc().arch)}, {"hf_class", r.desc().hf_class},
+      {"layers", r.desc().n_layers},      {"hidden", r.desc().hidden},
+      {"vocab", r.desc().vocab},          {"tied_embeddings", r.desc().tied_embeddings}};
   rep.summary["embedded_files"] = r.file_names();
   rep.summary["ok"] = rep.ok;
   rep.summary["reasons"] = rep.reasons;

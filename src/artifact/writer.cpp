@@ -23,11 +23,13 @@ Layout make_layout(ArtifactContent& c, const std::vector<int32_t>& order, const 
   Program& p = c.program;
   std::vector<int> seen(p.tensors.size(), 0);
   for (int32_t i : order) {
-    if (i < 0 || static_cast<size_t>(i) >= p.tensors.size() || p.tensors[i].kind != TensorKind::Weight || seen[i]++)
+    if (i < 0 || static_cast<size_t>(i) >= p.tensors.size() ||
+        p.tensors[i].kind != TensorKind::Weight || seen[i]++)
       fail("{}: bad weight write order (tensor {})", path, i);
   }
   for (size_t i = 0; i < p.tensors.size(); ++i)
-    if (p.tensors[i].kind == TensorKind::Weight && !seen[i]) fail("{}: weight {} is never written", path, p.tensors[i].name);
+    if (p.tensors[i].kind == TensorKind::Weight && !seen[i])
+      fail("{}: weight {} is never written", path, p.tensors[i].name);
 
   // The data section: embedded files first, then the weights.
   Layout L;
@@ -69,7 +71,8 @@ uint64_t planned_artifact_size(ArtifactContent content, const std::vector<int32_
   return make_layout(content, order, "(plan)").file_size;
 }
 
-ArtifactWriter::ArtifactWriter(const std::string& path, ArtifactContent content, const std::vector<int32_t>& order)
+ArtifactWriter::ArtifactWriter(const std::string& path, ArtifactContent content,
+                               const std::vector<int32_t>& order)
     : c_(std::move(content)), order_(order), out_(path) {
   Layout L = make_layout(c_, order_, path);
   const std::string& text = L.meta;
@@ -104,7 +107,8 @@ void ArtifactWriter::put(const void* data, size_t n) {
 void ArtifactWriter::pad_to(uint64_t file_offset) {
   static const char zeros[4096] = {};
   while (out_.offset() < file_offset) {
-    const size_t k = static_cast<size_t>(std::min<uint64_t>(file_offset - out_.offset(), sizeof zeros));
+    const size_t k =
+        static_cast<size_t>(std::min<uint64_t>(file_offset - out_.offset(), sizeof zeros));
     put(zeros, k);
   }
 }
@@ -129,25 +133,30 @@ void ArtifactWriter::append(const void* data, size_t n) {
 
 void ArtifactWriter::finish() {
   if (cur_ != order_.size())
-    fail("artifact writer: weight {} was not written completely", c_.program.tensors[order_[std::min(cur_, order_.size() - 1)]].name);
+    fail("artifact writer: weight {} was not written completely",
+         c_.program.tensors[order_[std::min(cur_, order_.size() - 1)]].name);
   pad_to(data_offset_ + data_size_);
   Trailer t{};
   std::memcpy(t.magic, kTrailerMagic, 8);
   t.file_hash = hash_.digest();
   out_.write(&t, sizeof t);
-  if (out_.offset() != file_size_) fail("artifact writer: wrote {} bytes, planned {}", out_.offset(), file_size_);
+  if (out_.offset() != file_size_)
+    fail("artifact writer: wrote {} bytes, planned {}", out_.offset(), file_size_);
   out_.commit();
 }
 
-void write_artifact(const std::string& path, ArtifactContent content, const std::vector<std::vector<uint8_t>>& weights) {
+void write_artifact(const std::string& path, ArtifactContent content,
+                    const std::vector<std::vector<uint8_t>>& weights) {
   std::vector<int32_t> order;
   for (size_t i = 0; i < content.program.tensors.size(); ++i)
-    if (content.program.tensors[i].kind == TensorKind::Weight) order.push_back(static_cast<int32_t>(i));
+    if (content.program.tensors[i].kind == TensorKind::Weight)
+      order.push_back(static_cast<int32_t>(i));
   ArtifactWriter w(path, std::move(content), order);
   for (int32_t i : order) {
     const auto& b = weights.at(static_cast<size_t>(i));
     if (b.size() != w.program().tensors[i].nbytes)
-      fail("{}: weight {} has {} bytes, expected {}", path, w.program().tensors[i].name, b.size(), w.program().tensors[i].nbytes);
+      fail("{}: weight {} has {} bytes, expected {}", path, w.program().tensors[i].name, b.size(),
+           w.program().tensors[i].nbytes);
     w.append(b.data(), b.size());
   }
   w.finish();

@@ -30,7 +30,8 @@ struct ArtifactContent {
 class ArtifactWriter {
  public:
   // `order`: every weight of the program exactly once, in the order their bytes will be given.
-  ArtifactWriter(const std::string& path, ArtifactContent content, const std::vector<int32_t>& order);
+  ArtifactWriter(const std::string& path, ArtifactContent content,
+                 const std::vector<int32_t>& order);
   const Program& program() const { return c_.program; }
   uint64_t file_size() const { return file_size_; }  // the final size, known up front
   // The next bytes of the current weight (a weight may arrive in several calls).

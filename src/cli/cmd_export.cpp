@@ -26,9 +26,11 @@ std::string recipe_list() {
 
 void progress_bar(const ExportProgress& p) {
   const int width = 30;
-  const double f = p.total_bytes ? static_cast<double>(p.bytes) / static_cast<double>(p.total_bytes) : 1.0;
+  const double f =
+      p.total_bytes ? static_cast<double>(p.bytes) / static_cast<double>(p.total_bytes) : 1.0;
   const int fill = static_cast<int>(f * width);
-  std::string name = p.tensor.size() > 40 ? "..." + p.tensor.substr(p.tensor.size() - 37) : p.tensor;
+  std::string name =
+      p.tensor.size() > 40 ? "..." + p.tensor.substr(p.tensor.size() - 37) : p.tensor;
   std::fprintf(stderr, "\rexport [%s%s] %3d%% %zu/%zu %-40s", std::string(fill, '#').c_str(),
                std::string(width - fill, '.').c_str(), static_cast<int>(f * 100), p.job, p.jobs,
                p.job == p.jobs ? "done" : name.c_str());
@@ -45,8 +47,9 @@ void run(const ExportArgs& a) {
       j["plan_only"] = true;
       std::printf("%s\n", j.dump(2).c_str());
     } else {
-      std::printf("%s with %s: %llu bytes (%.1f MiB), %zu ops (planned, nothing written)\n", a.source.c_str(),
-                  a.recipe.recipe.c_str(), static_cast<unsigned long long>(r.file_size), r.file_size / 1048576.0,
+      std::printf("%s with %s: %llu bytes (%.1f MiB), %zu ops (planned, nothing written)\n",
+                  a.source.c_str(), a.recipe.recipe.c_str(),
+                  static_cast<unsigned long long>(r.file_size), r.file_size / 1048576.0,
                   r.summary["ops"].get<size_t>());
     }
     return;
@@ -64,9 +67,9 @@ void run(const ExportArgs& a) {
     j["peak_rss"] = r.peak_rss;
     std::printf("%s\n", j.dump(2).c_str());
   } else if (!a.quiet) {
-    std::printf("wrote %s: %.1f MiB, recipe %s, %zu ops, %.1f s, peak RSS %.0f MiB\n", r.path.c_str(),
-                r.file_size / 1048576.0, r.recipe.c_str(), r.summary["ops"].get<size_t>(), r.seconds,
-                r.peak_rss / 1048576.0);
+    std::printf("wrote %s: %.1f MiB, recipe %s, %zu ops, %.1f s, peak RSS %.0f MiB\n",
+                r.path.c_str(), r.file_size / 1048576.0, r.recipe.c_str(),
+                r.summary["ops"].get<size_t>(), r.seconds, r.peak_rss / 1048576.0);
   }
 }
 
@@ -74,21 +77,27 @@ void run(const ExportArgs& a) {
 
 void add_export(CLI::App& app) {
   auto a = std::make_shared<ExportArgs>();
-  auto* cmd = app.add_subcommand("export", "Export a Hugging Face checkpoint to one quantized .vkllm artifact");
-  cmd->add_option("source", a->source, "Hugging Face model folder (config.json, *.safetensors, tokenizer.json)")
+  auto* cmd = app.add_subcommand(
+      "export", "Export a Hugging Face checkpoint to one quantized .vkllm artifact");
+  cmd->add_option("source", a->source,
+                  "Hugging Face model folder (config.json, *.safetensors, tokenizer.json)")
       ->required();
   cmd->add_option("-r,--recipe", a->recipe.recipe, "Recipe: " + recipe_list())->required();
   cmd->add_option("-o,--output", a->output, "Output artifact path (written atomically)");
-  cmd->add_option("--group-size", a->recipe.group_size, "Int4 group size of the linear layers")->default_val(128);
-  cmd->add_option("--embedding-bits", a->recipe.embedding_bits, "Embedding bits of -embedding recipes (4)")
+  cmd->add_option("--group-size", a->recipe.group_size, "Int4 group size of the linear layers")
+      ->default_val(128);
+  cmd->add_option("--embedding-bits", a->recipe.embedding_bits,
+                  "Embedding bits of -embedding recipes (4)")
       ->default_val(4);
-  cmd->add_option("--embedding-group", a->recipe.embedding_group, "Embedding group size of -embedding recipes")
+  cmd->add_option("--embedding-group", a->recipe.embedding_group,
+                  "Embedding group size of -embedding recipes")
       ->default_val(32);
   cmd->add_option("--max-context", a->recipe.max_context,
                   "KV cache length (capped by the model's max_position_embeddings)")
       ->default_val(2048);
   cmd->add_flag("--json", a->json, "Print a JSON summary on stdout");
-  cmd->add_flag("--plan", a->plan, "Only plan: print the exact artifact size from config.json, write nothing");
+  cmd->add_flag("--plan", a->plan,
+                "Only plan: print the exact artifact size from config.json, write nothing");
   cmd->add_flag("-q,--quiet", a->quiet, "No progress bar and no summary line");
   cmd->callback([a] { run(*a); });
 }

@@ -33,7 +33,8 @@ int effective_context(const ModelDesc& d, const RecipeOptions& o) {
 
 std::vector<EmbeddedFile> embedded_files(const std::string& dir, bool need_tokenizer) {
   std::vector<EmbeddedFile> files;
-  for (const char* name : {"tokenizer.json", "tokenizer_config.json", "generation_config.json", "config.json"}) {
+  for (const char* name :
+       {"tokenizer.json", "tokenizer_config.json", "generation_config.json", "config.json"}) {
     const std::string path = dir + "/" + name;
     if (::access(path.c_str(), R_OK) != 0) {
       if (std::string(name) == "tokenizer.json" && need_tokenizer)
@@ -47,7 +48,8 @@ std::vector<EmbeddedFile> embedded_files(const std::string& dir, bool need_token
   return files;
 }
 
-ArtifactContent make_content(const ExportPlan& plan, std::vector<EmbeddedFile> files, const std::string& source) {
+ArtifactContent make_content(const ExportPlan& plan, std::vector<EmbeddedFile> files,
+                             const std::string& source) {
   ArtifactContent c;
   c.desc = plan.desc;
   c.recipe = plan.recipe;
@@ -95,27 +97,35 @@ nlohmann::json program_summary(const Program& p) {
   std::map<std::string, int> acts;
   for (const TensorDecl& t : p.tensors)
     if (t.kind == TensorKind::Activation) acts[dtype_name(t.dtype)]++;
-  return {{"ops", p.ops.size()},      {"op_families", fam}, {"backends", backends},
-          {"weight_bytes", weights},  {"weight_bytes_by_dtype", by_dtype},
-          {"kv_caches_by_dtype", kv}, {"activations_by_dtype", acts},
+  return {{"ops", p.ops.size()},
+          {"op_families", fam},
+          {"backends", backends},
+          {"weight_bytes", weights},
+          {"weight_bytes_by_dtype", by_dtype},
+          {"kv_caches_by_dtype", kv},
+          {"activations_by_dtype", acts},
           {"max_context", p.max_ctx}};
 }
 
 ExportResult plan_checkpoint(const std::string& hf_dir, const RecipeOptions& o) {
   const std::string cfg = hf_dir + "/config.json", gen = hf_dir + "/generation_config.json";
-  const nlohmann::json gj = ::access(gen.c_str(), R_OK) == 0 ? read_json_file(gen) : nlohmann::json();
+  const nlohmann::json gj =
+      ::access(gen.c_str(), R_OK) == 0 ? read_json_file(gen) : nlohmann::json();
   const ModelDesc d = parse_hf_config(read_json_file(cfg), gj, cfg);
   const ExportPlan plan = plan_export(lower_model(d, effective_context(d, o)), o);
   ExportResult r;
   r.recipe = o.recipe;
-  r.file_size = planned_artifact_size(make_content(plan, embedded_files(hf_dir, false), hf_dir), write_order(plan));
+  r.file_size = planned_artifact_size(make_content(plan, embedded_files(hf_dir, false), hf_dir),
+                                      write_order(plan));
   r.summary = program_summary(plan.program);
   r.summary["recipe"] = plan.recipe;
   return r;
 }
 
-ExportResult export_checkpoint(const std::string& hf_dir, const std::string& out_path, const RecipeOptions& o,
-                               const std::function<void(const ExportProgress&)>& progress, int64_t chunk_elems) {
+ExportResult export_checkpoint(const std::string& hf_dir, const std::string& out_path,
+                               const RecipeOptions& o,
+                               const std::function<void(const ExportProgress&)>& progress,
+                               int64_t chunk_elems) {
   const auto t0 = std::chrono::steady_clock::now();
   HfCheckpoint ck(hf_dir);
   const LoweredModel lowered = lower_model(ck.desc(), effective_context(ck.desc(), o));
@@ -153,7 +163,8 @@ ExportResult export_checkpoint(const std::string& hf_dir, const std::string& out
       const int64_t nr = std::min(step, rows - r0);
       src.resize(static_cast<size_t>(nr * cols));
       if (org.hf_name.empty()) {
-        std::copy(org.values.begin() + r0 * cols, org.values.begin() + (r0 + nr) * cols, src.begin());
+        std::copy(org.values.begin() + r0 * cols, org.values.begin() + (r0 + nr) * cols,
+                  src.begin());
       } else {
         const TensorView& v = ck.get(org.hf_name, org.hf_shape);
         const int64_t begin = (org.row_begin + r0) * cols;
@@ -166,7 +177,8 @@ ExportResult export_checkpoint(const std::string& hf_dir, const std::string& out
         w.append(outs[0].data(), outs[0].size());
         pr.bytes += outs[0].size();
       } else {
-        for (size_t k = 0; k < ids.size(); ++k) whole[k].insert(whole[k].end(), outs[k].begin(), outs[k].end());
+        for (size_t k = 0; k < ids.size(); ++k)
+          whole[k].insert(whole[k].end(), outs[k].begin(), outs[k].end());
       }
     }
     if (ids.size() > 1)

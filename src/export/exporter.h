@@ -13,9 +13,9 @@
 namespace vkllm {
 
 struct ExportProgress {
-  size_t job = 0, jobs = 0;           // weight jobs done / total
+  size_t job = 0, jobs = 0;             // weight jobs done / total
   uint64_t bytes = 0, total_bytes = 0;  // artifact weight bytes written / total
-  std::string tensor;                 // the tensor being written
+  std::string tensor;                   // the tensor being written
 };
 
 struct ExportResult {
@@ -23,7 +23,7 @@ struct ExportResult {
   std::string recipe;
   uint64_t file_size = 0;
   double seconds = 0;
-  uint64_t peak_rss = 0;  // bytes (getrusage maxrss of this process so far)
+  uint64_t peak_rss = 0;   // bytes (getrusage maxrss of this process so far)
   nlohmann::json summary;  // recipe, sizes by dtype, op family counts
 };
 
@@ -31,7 +31,8 @@ struct ExportResult {
 // tokenizer files present in the folder) and the summary; path and timings are left empty.
 ExportResult plan_checkpoint(const std::string& hf_dir, const RecipeOptions& o);
 
-ExportResult export_checkpoint(const std::string& hf_dir, const std::string& out_path, const RecipeOptions& o,
+ExportResult export_checkpoint(const std::string& hf_dir, const std::string& out_path,
+                               const RecipeOptions& o,
                                const std::function<void(const ExportProgress&)>& progress = {},
                                int64_t chunk_elems = int64_t(8) << 20);
 

@@ -39,7 +39,8 @@ void unpack_q4_row(const uint8_t* packed, int64_t cols, int8_t* q) {
 
 void quantize_int4_rows(const float* w, int64_t rows, int64_t cols, int64_t group, uint8_t* packed,
                         float* scales, int32_t* wsum) {
-  if (group <= 0 || cols % group != 0) fail("int4 quantization: {} columns are not a multiple of the group {}", cols, group);
+  if (group <= 0 || cols % group != 0)
+    fail("int4 quantization: {} columns are not a multiple of the group {}", cols, group);
   const int64_t ng = cols / group, row_bytes = (cols + 1) / 2;
   std::vector<int8_t> q(static_cast<size_t>(cols));
   for (int64_t r = 0; r < rows; ++r) {

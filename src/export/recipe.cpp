@@ -37,14 +37,10 @@ RecipeTraits recipe_traits(const std::string& name) {
   if (name.rfind(p, 0) == 0) {
     const std::string rest = name.substr(p.size());
     t.act8 = true;
-    if (rest.empty()) return t;
-    if (rest == "-fp16") t.fp16 = true;
-    else if (rest == "-embedding") t.emb_q4 = true;
-    else if (rest == "-fp16-embedding") t.fp16 = t.emb_q4 = true;
-    else goto unknown;
-    return t;
+    t.fp16 = rest == "-fp16" || rest == "-fp16-embedding";
+    t.emb_q4 = rest == "-embedding" || rest == "-fp16-embedding";
+    if (rest.empty() || t.fp16 || t.emb_q4) return t;
   }
-unknown:
   std::string all;
   for (auto& r : recipe_names()) all += (all.empty() ? "" : ", ") + r;
   fail("unknown recipe '{}' (known: {})", name, all);
@@ -67,7 +63,11 @@ namespace {
 class Planner {
  public:
   Planner(const LoweredModel& m, const RecipeOptions& o, ExportPlan& plan)
-      : m_(m), o_(o), t_(recipe_traits(o.recipe)), plan_(plan), map_(m.program.tensors.size(), -1) {}
+      : m_(m),
+        o_(o),
+        t_(recipe_traits(o.recipe)),
+        plan_(plan),
+        map_(m.program.tensors.size(), -1) {}
 
   void run() {
     const Program& P = m_.program;
@@ -102,7 +102,8 @@ class Planner {
           // The tied head shares the int4 embedding table (one stored tensor) when the recipe
           // quantizes the embedding; otherwise it gets its own copy at the linear group size.
           const bool shared = w == embed_src && t_.emb_q4;
-          const int64_t g = shared ? group_for(w, o_.embedding_group, K) : group_for(w, o_.group_size, K);
+          const int64_t g =
+              shared ? group_for(w, o_.embedding_group, K) : group_for(w, o_.group_size, K);
           WeightJob& j = int4(w, g, t_.act8);
           n.family = t_.act8 ? "linear_8da4w" : "linear_q4w";
           n.inputs.push_back(j.out);
@@ -115,7 +116,8 @@ class Planner {
       } else {
         // rms_norm weights and rope tables stay fp32 (tiny; the kernels read them as fp32).
         for (auto i : op.inputs)
-          n.inputs.push_back(P.tensors[i].kind == TensorKind::Weight ? flt(i, DType::F32) : plain(i));
+          n.inputs.push_back(P.tensors[i].kind == TensorKind::Weight ? flt(i, DType::F32)
+                                                                     : plain(i));
       }
       Q.ops.push_back(std::move(n));
     }
@@ -130,16 +132,21 @@ class Planner {
                         {"embedding_group", o_.embedding_group},
                         {"max_context", Q.max_ctx},
                         {"linear", t_.act8 ? "int4 weights, int8 dynamic activations (linear_8da4w)"
-                                   : t_.q4w ? "int4 weights, float activations (linear_q4w)"
-                                            : t_.fp16 ? "fp16" : "fp32"},
-                        {"embedding", t_.emb_q4 ? "int4" : t_.fp16 ? "fp16" : "fp32"},
+                                   : t_.q4w  ? "int4 weights, float activations (linear_q4w)"
+                                   : t_.fp16 ? "fp16"
+                                             : "fp32"},
+                        {"embedding", t_.emb_q4 ? "int4"
+                                      : t_.fp16 ? "fp16"
+                                                : "fp32"},
                         {"activations", t_.fp16 ? "fp16" : "fp32"},
                         {"kv_cache", t_.fp16 ? "fp16" : "fp32"},
                         {"scale_search", "max-abs"}};
     if (m_.desc.tied_embeddings)
-      r["tied_embedding"] = t_.emb_q4 ? "one int4 table shared by the embedding and the output projection"
-                            : t_.quantized() ? "float table for the embedding plus an int4 copy for the output projection"
-                                             : "one float table shared by the embedding and the output projection";
+      r["tied_embedding"] =
+          t_.emb_q4 ? "one int4 table shared by the embedding and the output projection"
+          : t_.quantized()
+              ? "float table for the embedding plus an int4 copy for the output projection"
+              : "one float table shared by the embedding and the output projection";
     r["group_adjustments"] = adjust_;
     plan_.recipe = r;
   }
@@ -155,7 +162,8 @@ class Planner {
   int32_t plain(int32_t i) {
     if (map_[i] >= 0) return map_[i];
     TensorDecl t = m_.program.tensors[i];
-    if (t.kind == TensorKind::Weight) fail("recipe: {} is a weight where an activation was expected", t.name);
+    if (t.kind == TensorKind::Weight)
+      fail("recipe: {} is a weight where an activation was expected", t.name);
     if (t_.fp16 && t.dtype == DType::F32 && i != m_.program.logits &&
         (t.kind == TensorKind::Activation || t.kind == TensorKind::KVCache))
       t.dtype = DType::F16;
@@ -185,19 +193,23 @@ class Planner {
       j.source = src;
       j.kind = WeightJob::Kind::Int4;
       j.group = group;
-      j.out = add({s.name + ".q4", DType::Q4, TensorKind::Weight, s.shape, 0, dtype_nbytes(DType::Q4, s.shape)});
-      j.scales = add({s.name + ".scales", DType::F32, TensorKind::Weight, gshape, 0, dtype_nbytes(DType::F32, gshape)});
+      j.out = add({s.name + ".q4", DType::Q4, TensorKind::Weight, s.shape, 0,
+                   dtype_nbytes(DType::Q4, s.shape)});
+      j.scales = add({s.name + ".scales", DType::F32, TensorKind::Weight, gshape, 0,
+                      dtype_nbytes(DType::F32, gshape)});
       it = jobs_.emplace(key, plan_.jobs.size()).first;
       plan_.jobs.push_back(j);
     }
     WeightJob& j = plan_.jobs[it->second];
     if (sums && j.sums < 0)
-      j.sums = add({s.name + ".wsum", DType::I32, TensorKind::Weight, gshape, 0, dtype_nbytes(DType::I32, gshape)});
+      j.sums = add({s.name + ".wsum", DType::I32, TensorKind::Weight, gshape, 0,
+                    dtype_nbytes(DType::I32, gshape)});
     return j;
   }
   int64_t group_for(int32_t w, int64_t want, int64_t cols) {
     const int64_t g = effective_group(want, cols);
-    if (g != want) adjust_.push_back({{"tensor", m_.program.tensors[w].name}, {"width", cols}, {"group", g}});
+    if (g != want)
+      adjust_.push_back({{"tensor", m_.program.tensors[w].name}, {"width", cols}, {"group", g}});
     return g;
   }
 
@@ -215,7 +227,8 @@ class Planner {
 ExportPlan plan_export(const LoweredModel& m, const RecipeOptions& o) {
   recipe_traits(o.recipe);
   if (o.group_size < 1) fail("--group-size must be positive (got {})", o.group_size);
-  if (o.embedding_bits != 4) fail("--embedding-bits {} is not supported (only 4-bit embeddings)", o.embedding_bits);
+  if (o.embedding_bits != 4)
+    fail("--embedding-bits {} is not supported (only 4-bit embeddings)", o.embedding_bits);
   if (o.embedding_group < 1) fail("--embedding-group must be positive (got {})", o.embedding_group);
   ExportPlan plan;
   plan.desc = m.desc;
@@ -223,8 +236,8 @@ ExportPlan plan_export(const LoweredModel& m, const RecipeOptions& o) {
   return plan;
 }
 
-void produce_rows(const ExportPlan& plan, const WeightJob& job, const float* src, int64_t rows, int64_t cols,
-                  std::vector<std::vector<uint8_t>>& out) {
+void produce_rows(const ExportPlan& plan, const WeightJob& job, const float* src, int64_t rows,
+                  int64_t cols, std::vector<std::vector<uint8_t>>& out) {
   const auto outs = job.outputs();
   out.resize(outs.size());
   if (job.kind == WeightJob::Kind::Float) {
@@ -248,7 +261,8 @@ void produce_rows(const ExportPlan& plan, const WeightJob& job, const float* src
     out[2].resize(static_cast<size_t>(rows * ng * 4));
     sums = reinterpret_cast<int32_t*>(out[2].data());
   }
-  quantize_int4_rows(src, rows, cols, job.group, out[0].data(), reinterpret_cast<float*>(out[1].data()), sums);
+  quantize_int4_rows(src, rows, cols, job.group, out[0].data(),
+                     reinterpret_cast<float*>(out[1].data()), sums);
 }
 
 }  // namespace vkllm

@@ -34,11 +34,11 @@ struct WeightJob {
   enum class Kind { Float, Int4 };
   int32_t source = -1;  // tensor index in the lowered program
   Kind kind = Kind::Float;
-  DType dtype = DType::F32;  // Float: F32 or F16
-  int64_t group = 0;         // Int4
-  int32_t out = -1;          // planned tensor: the float weight or the Q4 data
-  int32_t scales = -1;       // Int4: F32 [rows, cols/group]
-  int32_t sums = -1;         // Int4 for linear_8da4w: I32 [rows, cols/group]
+  DType dtype = DType::F32;              // Float: F32 or F16
+  int64_t group = 0;                     // Int4
+  int32_t out = -1;                      // planned tensor: the float weight or the Q4 data
+  int32_t scales = -1;                   // Int4: F32 [rows, cols/group]
+  int32_t sums = -1;                     // Int4 for linear_8da4w: I32 [rows, cols/group]
   std::vector<int32_t> outputs() const;  // out, scales, sums (those present), the write order
 };
 

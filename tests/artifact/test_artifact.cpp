@@ -37,11 +37,14 @@ uint64_t rd64(const std::vector<uint8_t>& b, size_t off) {
   std::memcpy(&v, b.data() + off, 8);
   return v;
 }
-void wr64(std::vector<uint8_t>& b, size_t off, uint64_t v) { std::memcpy(b.data() + off, &v, 8); }
+void wr64(std::vector<uint8_t>& b, size_t off, uint64_t v) {
+  std::memcpy(b.data() + off, &v, 8);
+}
 
 // Rebuilds a file per docs/artifact.md with edited metadata and consistent hashes (written here
 // from the documented layout, independently of ArtifactWriter).
-std::vector<uint8_t> rebuild(const std::vector<uint8_t>& f, const std::function<void(json&)>& edit) {
+std::vector<uint8_t> rebuild(const std::vector<uint8_t>& f,
+                             const std::function<void(json&)>& edit) {
   const uint64_t msize = rd64(f, 24), doff = rd64(f, 32), dsize = rd64(f, 40);
   json meta = json::parse(f.begin() + 64, f.begin() + 64 + static_cast<long>(msize));
   edit(meta);
@@ -99,12 +102,13 @@ TEST(Xxh64, KnownVectorsAndStreaming) {
   struct V {
     const char* s;
     uint64_t h0, h42;
-  } vs[] = {{"", 0xef46db3751d8e999ull, 0x98b1582b0977e704ull},
-            {"a", 0xd24ec4f1a98c6e5bull, 0x88e4fe59adf7b0ccull},
-            {"abc", 0x44bc2cf5ad770999ull, 0x13c1d910702770e6ull},
-            {"vkllm", 0x41a254423615ec2eull, 0xb9b42c63200fbd49ull},
-            {"The quick brown fox jumps over the lazy dog", 0x0b242d361fda71bcull, 0xaa9f288a8baa3d3full},
-            {"0123456789abcdef0123456789abcdef0123456789", 0xa76190c3acf08a1cull, 0xec3fafab8cf27c18ull}};
+  } vs[] = {
+      {"", 0xef46db3751d8e999ull, 0x98b1582b0977e704ull},
+      {"a", 0xd24ec4f1a98c6e5bull, 0x88e4fe59adf7b0ccull},
+      {"abc", 0x44bc2cf5ad770999ull, 0x13c1d910702770e6ull},
+      {"vkllm", 0x41a254423615ec2eull, 0xb9b42c63200fbd49ull},
+      {"The quick brown fox jumps over the lazy dog", 0x0b242d361fda71bcull, 0xaa9f288a8baa3d3full},
+      {"0123456789abcdef0123456789abcdef0123456789", 0xa76190c3acf08a1cull, 0xec3fafab8cf27c18ull}};
   for (auto& v : vs) {
     EXPECT_EQ(xxh64(v.s, std::strlen(v.s)), v.h0) << v.s;
     EXPECT_EQ(xxh64(v.s, std::strlen(v.s), 42), v.h42) << v.s;
@@ -126,7 +130,9 @@ TEST(Xxh64, KnownVectorsAndStreaming) {
       i += k;
     }
     EXPECT_EQ(st.digest(), one) << n;
-    if (ref) { EXPECT_EQ(ref(buf.data(), n, 7), one) << n; }
+    if (ref) {
+      EXPECT_EQ(ref(buf.data(), n, 7), one) << n;
+    }
   }
   if (lib) dlclose(lib);
 }
@@ -139,7 +145,9 @@ TEST_F(ArtifactFiles, OpensAndRuns) {
   EXPECT_EQ(r.file_size(), std::filesystem::file_size(good()));
   EXPECT_EQ(r.data_offset() % 4096, 0u);
   for (auto& t : r.program().tensors)
-    if (t.kind == TensorKind::Weight) { EXPECT_EQ((r.data_offset() + t.offset) % 256, 0u) << t.name; }
+    if (t.kind == TensorKind::Weight) {
+      EXPECT_EQ((r.data_offset() + t.offset) % 256, 0u) << t.name;
+    }
   EXPECT_NE(std::string(r.file("tokenizer.json")).find("BPE"), std::string::npos);
   EXPECT_THROW(r.file("nope.json"), Error);
   auto ex = make_cpu_executor(r.program(), r);
@@ -153,12 +161,15 @@ TEST_F(ArtifactFiles, OpensAndRuns) {
 
 TEST_F(ArtifactFiles, TruncatedOrExtended) {
   const auto f = read_bytes(good());
-  for (size_t n : {size_t(0), size_t(7), size_t(63), size_t(64), size_t(200), size_t(5000), f.size() / 2, f.size() - 1}) {
+  for (size_t n : {size_t(0), size_t(7), size_t(63), size_t(64), size_t(200), size_t(5000),
+                   f.size() / 2, f.size() - 1}) {
     std::vector<uint8_t> t(f.begin(), f.begin() + static_cast<long>(n));
     const std::string e = open_error(t);
     EXPECT_FALSE(e.empty()) << n;
     EXPECT_NE(e.find(bad()), std::string::npos) << e;
-    if (n >= 64) { EXPECT_EQ(contains(e, "truncated"), "") << n; }
+    if (n >= 64) {
+      EXPECT_EQ(contains(e, "truncated"), "") << n;
+    }
   }
   auto longer = f;
   longer.push_back(0);
@@ -205,9 +216,13 @@ TEST_F(ArtifactFiles, BadOffsetsAndReferencesWithValidHashes) {
     const char* expect;
   };
   const std::vector<Case> cases = {
-      {"offset past the end", [&](json& m) { first_weight(m)["offset"] = uint64_t(1) << 40; }, "outside the data section"},
-      {"offset overflow", [&](json& m) { first_weight(m)["offset"] = ~uint64_t(0) - 8; }, "outside the data section"},
-      {"unaligned", [&](json& m) { first_weight(m)["offset"] = first_weight(m)["offset"].get<uint64_t>() + 4; }, "aligned"},
+      {"offset past the end", [&](json& m) { first_weight(m)["offset"] = uint64_t(1) << 40; },
+       "outside the data section"},
+      {"offset overflow", [&](json& m) { first_weight(m)["offset"] = ~uint64_t(0) - 8; },
+       "outside the data section"},
+      {"unaligned",
+       [&](json& m) { first_weight(m)["offset"] = first_weight(m)["offset"].get<uint64_t>() + 4; },
+       "aligned"},
       {"overlap",
        [&](json& m) {
          std::vector<json*> ws;
@@ -217,7 +232,11 @@ TEST_F(ArtifactFiles, BadOffsetsAndReferencesWithValidHashes) {
        },
        "overlapping"},
       {"nbytes vs shape", [&](json& m) { first_weight(m)["nbytes"] = 8; }, "bytes"},
-      {"shape", [&](json& m) { first_weight(m)["shape"] = {3, 3, 3, 3, 3}; }, "rank"},
+      {"shape",
+       [&](json& m) {
+         first_weight(m)["shape"] = {3, 3, 3, 3, 3};
+       },
+       "rank"},
       {"dtype of a q4 weight",
        [&](json& m) {
          for (auto& t : m["program"]["tensors"])
@@ -228,16 +247,28 @@ TEST_F(ArtifactFiles, BadOffsetsAndReferencesWithValidHashes) {
            }
        },
        ""},
-      {"dangling input", [&](json& m) { m["program"]["ops"][3]["inputs"][0] = 99999; }, "refers to tensor"},
-      {"negative input", [&](json& m) { m["program"]["ops"][3]["inputs"][0] = -2; }, "refers to tensor"},
-      {"use before definition", [&](json& m) { std::swap(m["program"]["ops"][1], m["program"]["ops"][2]); }, "before"},
-      {"unknown family", [&](json& m) { m["program"]["ops"][1]["family"] = "conv2d"; }, "unknown family"},
-      {"attr type", [&](json& m) { m["program"]["ops"][1]["attrs"]["group"] = "big"; }, "attribute group"},
-      {"missing attr", [&](json& m) { m["program"]["ops"][0]["attrs"].erase("group"); }, "attribute group"},
+      {"dangling input", [&](json& m) { m["program"]["ops"][3]["inputs"][0] = 99999; },
+       "refers to tensor"},
+      {"negative input", [&](json& m) { m["program"]["ops"][3]["inputs"][0] = -2; },
+       "refers to tensor"},
+      {"use before definition",
+       [&](json& m) { std::swap(m["program"]["ops"][1], m["program"]["ops"][2]); }, "before"},
+      {"unknown family", [&](json& m) { m["program"]["ops"][1]["family"] = "conv2d"; },
+       "unknown family"},
+      {"attr type", [&](json& m) { m["program"]["ops"][1]["attrs"]["group"] = "big"; },
+       "attribute group"},
+      {"missing attr", [&](json& m) { m["program"]["ops"][0]["attrs"].erase("group"); },
+       "attribute group"},
       {"string where number", [&](json& m) { m["program"]["max_ctx"] = "many"; }, "program"},
       {"huge max_ctx", [&](json& m) { m["program"]["max_ctx"] = 1 << 30; }, "max_ctx"},
-      {"vocab mismatch", [&](json& m) { m["model"]["vocab_size"] = 7; m["model"]["vocab"] = 7; }, ""},
-      {"file outside", [&](json& m) { m["files"][0]["nbytes"] = uint64_t(1) << 40; }, "outside the data section"},
+      {"vocab mismatch",
+       [&](json& m) {
+         m["model"]["vocab_size"] = 7;
+         m["model"]["vocab"] = 7;
+       },
+       ""},
+      {"file outside", [&](json& m) { m["files"][0]["nbytes"] = uint64_t(1) << 40; },
+       "outside the data section"},
       {"format version in metadata", [&](json& m) { m["format_version"] = 9; }, "version"},
       {"no recipe", [&](json& m) { m.erase("recipe"); }, "recipe"},
       {"no program", [&](json& m) { m.erase("program"); }, "metadata"},
@@ -266,7 +297,8 @@ TEST_F(ArtifactFiles, RandomMetadataDamageNeverCrashes) {
     try {
       edited = json::parse(text);
     } catch (const json::exception&) {
-      continue;  // invalid JSON: covered by the metadata hash path; the reader's parse is tested below
+      continue;  // invalid JSON: covered by the metadata hash path; the reader's parse is tested
+                 // below
     }
     const std::string e = open_error(rebuild(f, [&](json& m) { m = edited; }));
     opened += e.empty();

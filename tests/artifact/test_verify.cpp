@@ -46,9 +46,12 @@ class Verify : public ::testing::Test {
     }
   }
   static void TearDownTestSuite() { delete dir_; }
-  static std::string path(const std::string& recipe) { return dir_->path + "/" + recipe + ".vkllm"; }
+  static std::string path(const std::string& recipe) {
+    return dir_->path + "/" + recipe + ".vkllm";
+  }
   // Rewrites an artifact through the library writer after editing its content.
-  static std::string rewrite(const std::string& recipe, const std::function<void(ArtifactContent&)>& edit) {
+  static std::string rewrite(const std::string& recipe,
+                             const std::function<void(ArtifactContent&)>& edit) {
     ArtifactReader r(path(recipe));
     ArtifactContent c;
     c.desc = r.desc();
@@ -116,7 +119,8 @@ TEST_F(Verify, OpLeftOnCpu) {
 
 TEST_F(Verify, MissingFamilies) {
   // A float program that claims the 8da4w recipe.
-  std::string p = rewrite("non-quantized", [](ArtifactContent& c) { c.recipe["name"] = "quantized-8da4w"; });
+  std::string p =
+      rewrite("non-quantized", [](ArtifactContent& c) { c.recipe["name"] = "quantized-8da4w"; });
   VerifyReport rep = verify_artifact(ArtifactReader(p), {});
   EXPECT_FALSE(rep.ok);
   EXPECT_TRUE(has_reason(rep, "needs linear_8da4w"));
@@ -124,7 +128,8 @@ TEST_F(Verify, MissingFamilies) {
   // An 8da4w program checked as -embedding: no embedding_q4.
   rep = verify_artifact(ArtifactReader(path("quantized-8da4w")), {"quantized-8da4w-embedding", 0});
   EXPECT_TRUE(has_reason(rep, "needs embedding_q4"));
-  EXPECT_TRUE(has_reason(rep, "exported with recipe quantized-8da4w, not quantized-8da4w-embedding"));
+  EXPECT_TRUE(
+      has_reason(rep, "exported with recipe quantized-8da4w, not quantized-8da4w-embedding"));
   // Checked as int4-weight-only: no linear_q4w.
   rep = verify_artifact(ArtifactReader(path("quantized-8da4w")), {"quantized-int4-weight-only", 0});
   EXPECT_TRUE(has_reason(rep, "needs linear_q4w"));
@@ -133,9 +138,11 @@ TEST_F(Verify, MissingFamilies) {
   EXPECT_TRUE(has_reason(rep, "no f16 activation"));
   EXPECT_TRUE(has_reason(rep, "caches are f32"));
   EXPECT_THROW(verify_artifact(ArtifactReader(path("quantized-8da4w")), {"bogus", 0}), Error);
-  CliRun r = run_cli("verify " + path("quantized-8da4w") + " --recipe quantized-8da4w-embedding --json");
+  CliRun r =
+      run_cli("verify " + path("quantized-8da4w") + " --recipe quantized-8da4w-embedding --json");
   EXPECT_EQ(r.code, 1);
-  const auto j = nlohmann::json::parse(r.out.substr(r.out.find('{'), r.out.rfind('}') + 1 - r.out.find('{')));
+  const auto j =
+      nlohmann::json::parse(r.out.substr(r.out.find('{'), r.out.rfind('}') + 1 - r.out.find('{')));
   EXPECT_FALSE(j["ok"].get<bool>());
   EXPECT_FALSE(j["reasons"].empty());
 }
@@ -150,8 +157,10 @@ TEST_F(Verify, NoAttention) {
   p.max_ctx = 8;
   const int64_t V = a.desc().vocab, D = a.desc().hidden;
   p.input_ids = p.add_tensor({"ids", DType::I32, TensorKind::Input, {-1}, 0, 0});
-  const int32_t tab = p.add_tensor({"table", DType::F32, TensorKind::Weight, {V, D}, 0, dtype_nbytes(DType::F32, {V, D})});
-  const int32_t nw = p.add_tensor({"norm", DType::F32, TensorKind::Weight, {D}, 0, dtype_nbytes(DType::F32, {D})});
+  const int32_t tab = p.add_tensor(
+      {"table", DType::F32, TensorKind::Weight, {V, D}, 0, dtype_nbytes(DType::F32, {V, D})});
+  const int32_t nw =
+      p.add_tensor({"norm", DType::F32, TensorKind::Weight, {D}, 0, dtype_nbytes(DType::F32, {D})});
   const int32_t x = p.add_tensor({"x", DType::F32, TensorKind::Activation, {-1, D}, 0, 0});
   const int32_t last = p.add_tensor({"last", DType::F32, TensorKind::Activation, {1, D}, 0, 0});
   const int32_t n = p.add_tensor({"n", DType::F32, TensorKind::Activation, {1, D}, 0, 0});
@@ -205,8 +214,8 @@ TEST_F(Verify, DamagedFileIsOneClearError) {
 
 TEST_F(Verify, ExportCli) {
   const std::string out = dir_->path + "/cli.vkllm";
-  CliRun r = run_cli("export " + dir_->path + "/ckpt --recipe quantized-int4-weight-only -o " + out +
-                  " --group-size 32 --max-context 16 --json");
+  CliRun r = run_cli("export " + dir_->path + "/ckpt --recipe quantized-int4-weight-only -o " +
+                     out + " --group-size 32 --max-context 16 --json");
   ASSERT_EQ(r.code, 0) << r.out;
   auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["file_size"].get<uint64_t>(), std::filesystem::file_size(out));

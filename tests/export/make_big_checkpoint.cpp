@@ -2,8 +2,8 @@
 // holding it in memory: used to measure the exporter's peak RSS on real model sizes.
 //   vkllm_make_big_ckpt <out-dir> phi-4-mini|llama-3.2-1b
 #include <cmath>
-#include <cstdio>
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -28,15 +28,18 @@ int main(int argc, char** argv) {
   std::filesystem::create_directories(dir);
   json cfg;
   if (preset == "phi-4-mini") {
-    cfg = json::parse(R"({"architectures": ["Phi3ForCausalLM"], "hidden_size": 3072, "num_hidden_layers": 32,
+    cfg = json::parse(
+        R"({"architectures": ["Phi3ForCausalLM"], "hidden_size": 3072, "num_hidden_layers": 32,
       "num_attention_heads": 24, "num_key_value_heads": 8, "intermediate_size": 8192, "vocab_size": 200064,
       "max_position_embeddings": 131072, "original_max_position_embeddings": 4096, "rms_norm_eps": 1e-5,
       "partial_rotary_factor": 0.75, "rope_theta": 10000.0, "tie_word_embeddings": true, "hidden_act": "silu",
       "bos_token_id": 199999, "eos_token_id": 199999})");
-    cfg["rope_scaling"] = {{"type", "longrope"}, {"short_factor", std::vector<double>(48, 1.0)},
+    cfg["rope_scaling"] = {{"type", "longrope"},
+                           {"short_factor", std::vector<double>(48, 1.0)},
                            {"long_factor", std::vector<double>(48, 2.0)}};
   } else if (preset == "llama-3.2-1b") {
-    cfg = json::parse(R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 2048, "num_hidden_layers": 16,
+    cfg = json::parse(
+        R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 2048, "num_hidden_layers": 16,
       "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 64, "intermediate_size": 8192,
       "vocab_size": 128256, "max_position_embeddings": 131072, "rms_norm_eps": 1e-5, "tie_word_embeddings": true,
       "rope_theta": 500000.0, "hidden_act": "silu", "rope_scaling": {"factor": 32.0, "low_freq_factor": 1.0,
@@ -46,8 +49,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "unknown preset %s\n", preset.c_str());
     return 2;
   }
-  const int64_t D = cfg["hidden_size"], L = cfg["num_hidden_layers"], H = cfg["num_attention_heads"];
-  const int64_t Hkv = cfg["num_key_value_heads"], F = cfg["intermediate_size"], V = cfg["vocab_size"];
+  const int64_t D = cfg["hidden_size"], L = cfg["num_hidden_layers"],
+                H = cfg["num_attention_heads"];
+  const int64_t Hkv = cfg["num_key_value_heads"], F = cfg["intermediate_size"],
+                V = cfg["vocab_size"];
   const int64_t hd = cfg.contains("head_dim") ? cfg["head_dim"].get<int64_t>() : D / H;
   const bool phi = preset == "phi-4-mini";
   std::vector<T> ts = {{"model.embed_tokens.weight", {V, D}}};
@@ -82,7 +87,8 @@ int main(int argc, char** argv) {
     while (j < ts.size() && (j == i || bytes < (1ull << 30))) {
       uint64_t n = 2;
       for (auto d : ts[j].shape) n *= static_cast<uint64_t>(d);
-      hdr[ts[j].name] = {{"dtype", "BF16"}, {"shape", ts[j].shape}, {"data_offsets", {bytes, bytes + n}}};
+      hdr[ts[j].name] = {
+          {"dtype", "BF16"}, {"shape", ts[j].shape}, {"data_offsets", {bytes, bytes + n}}};
       bytes += n;
       ++j;
     }
@@ -116,9 +122,11 @@ int main(int argc, char** argv) {
     total += bytes;
     i = j;
   }
-  std::ofstream(dir + "/model.safetensors.index.json") << json{{"metadata", {{"total_size", total}}}, {"weight_map", wmap}}.dump(1);
+  std::ofstream(dir + "/model.safetensors.index.json")
+      << json{{"metadata", {{"total_size", total}}}, {"weight_map", wmap}}.dump(1);
   std::ofstream(dir + "/config.json") << cfg.dump(2);
-  std::ofstream(dir + "/tokenizer.json") << R"({"version": "1.0", "model": {"type": "BPE", "vocab": {}, "merges": []}})";
+  std::ofstream(dir + "/tokenizer.json")
+      << R"({"version": "1.0", "model": {"type": "BPE", "vocab": {}, "merges": []}})";
   std::printf("%s: %d shards, %.2f GB of bf16\n", dir.c_str(), shard, total / 1e9);
   return 0;
 }

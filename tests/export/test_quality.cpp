@@ -34,7 +34,8 @@ std::vector<int32_t> fixed_tokens(int vocab) {
 }
 
 // Logits after each token, decoding one token per forward.
-std::vector<std::vector<float>> run_logits(const std::string& path, const std::vector<int32_t>& ids) {
+std::vector<std::vector<float>> run_logits(const std::string& path,
+                                           const std::vector<int32_t>& ids) {
   ArtifactReader r(path);
   auto ex = make_cpu_executor(r.program(), r);
   std::vector<std::vector<float>> out;
@@ -60,7 +61,8 @@ struct Quality {
   double kl = 0, kl_max = 0, top1 = 0;
 };
 
-Quality compare(const std::vector<std::vector<float>>& ref, const std::vector<std::vector<float>>& q) {
+Quality compare(const std::vector<std::vector<float>>& ref,
+                const std::vector<std::vector<float>>& q) {
   Quality r;
   for (size_t t = 0; t < ref.size(); ++t) {
     auto a = log_softmax(ref[t]), b = log_softmax(q[t]);
@@ -92,7 +94,6 @@ Gate gate_for(const std::string& recipe) {
   return {4.0, 0.15};  // 8da4w, 8da4w-fp16, int4-weight-only
 }
 
-
 // The tiny twins of `vkllm synth` (real vocabularies, head_dim and config keys), without their
 // tokenizer (a placeholder tokenizer.json: only ids are used here).
 std::string make_twin(const std::string& dir, const std::string& preset) {
@@ -102,7 +103,8 @@ std::string make_twin(const std::string& dir, const std::string& preset) {
   so.no_tokenizer = true;
   so.threads = 1;
   synth_write(so);
-  write_text(dir + "/tokenizer.json", R"({"version": "1.0", "model": {"type": "BPE", "vocab": {}, "merges": []}})");
+  write_text(dir + "/tokenizer.json",
+             R"({"version": "1.0", "model": {"type": "BPE", "vocab": {}, "merges": []}})");
   return dir;
 }
 
@@ -130,7 +132,8 @@ std::string break_packing(const std::string& in, const std::string& out) {
 
 TEST(Quality, EveryRecipeOnTheTinyTwins) {
   TempDir dir("quality");
-  std::printf("| twin | recipe | mean KL (nats) | max KL | top-1 agreement |\n|---|---|---|---|---|\n");
+  std::printf(
+      "| twin | recipe | mean KL (nats) | max KL | top-1 agreement |\n|---|---|---|---|---|\n");
   for (const std::string twin : {"tiny-qwen3", "tiny-llama3.2", "tiny-phi4mini"}) {
     const std::string ck = make_twin(dir.path + "/" + twin, twin);
     const ModelDesc d = HfCheckpoint(ck).desc();
@@ -145,15 +148,18 @@ TEST(Quality, EveryRecipeOnTheTinyTwins) {
       o.recipe = recipe;
       export_checkpoint(ck, dir.path + "/q.vkllm", o);
       const Quality q = compare(ref, run_logits(dir.path + "/q.vkllm", ids));
-      std::printf("| %s | %s | %.5f | %.5f | %.3f |\n", twin.c_str(), recipe.c_str(), q.kl, q.kl_max, q.top1);
+      std::printf("| %s | %s | %.5f | %.5f | %.3f |\n", twin.c_str(), recipe.c_str(), q.kl,
+                  q.kl_max, q.top1);
       std::fflush(stdout);
       const Gate g = gate_for(recipe);
       EXPECT_LE(q.kl, g.kl_mean) << twin << " " << recipe;
       EXPECT_GE(q.top1, g.top1_min) << twin << " " << recipe;
       if (recipe == "quantized-8da4w") {
         // Negative control: a packing bug must fail the gate by a wide margin.
-        const Quality b = compare(ref, run_logits(break_packing(dir.path + "/q.vkllm", dir.path + "/b.vkllm"), ids));
-        std::printf("| %s | (control: nibbles swapped) | %.5f | %.5f | %.3f |\n", twin.c_str(), b.kl, b.kl_max, b.top1);
+        const Quality b = compare(
+            ref, run_logits(break_packing(dir.path + "/q.vkllm", dir.path + "/b.vkllm"), ids));
+        std::printf("| %s | (control: nibbles swapped) | %.5f | %.5f | %.3f |\n", twin.c_str(),
+                    b.kl, b.kl_max, b.top1);
         EXPECT_TRUE(b.kl > 3 * g.kl_mean || b.top1 < g.top1_min - 0.2) << twin;
       }
     }

@@ -15,7 +15,8 @@ using namespace vkllm;
 TEST(Quant, HandComputedTiesAndExtremes) {
   // max|w| = 15 -> scale = 15 / 7.5 = 2 exactly; w / 2 lands on the halves below.
   const std::vector<float> w = {-15, 15, 1, 3, 5, -1, -3, 0.9f};
-  // -7.5 -> -8 (even), 7.5 -> 8 -> clamped to 7, 0.5 -> 0, 1.5 -> 2, 2.5 -> 2, -0.5 -> -0, -1.5 -> -2, 0.45 -> 0
+  // -7.5 -> -8 (even), 7.5 -> 8 -> clamped to 7, 0.5 -> 0, 1.5 -> 2, 2.5 -> 2, -0.5 -> -0, -1.5 ->
+  // -2, 0.45 -> 0
   const std::vector<int8_t> want = {-8, 7, 0, 2, 2, 0, -2, 0};
   uint8_t packed[4];
   float scale;
@@ -115,7 +116,8 @@ TEST(Quant, RandomMatrixMatchesFormula) {
     for (int64_t g = 0; g < C / G; ++g) {
       double mx = 0;
       int sum = 0;
-      for (int64_t k = g * G; k < (g + 1) * G; ++k) mx = std::max(mx, std::fabs(double(w[r * C + k])));
+      for (int64_t k = g * G; k < (g + 1) * G; ++k)
+        mx = std::max(mx, std::fabs(double(w[r * C + k])));
       const float sc = s[r * (C / G) + g];
       EXPECT_NEAR(sc, mx / 7.5, 1e-6 * mx);
       for (int64_t k = g * G; k < (g + 1) * G; ++k) {
@@ -124,8 +126,11 @@ TEST(Quant, RandomMatrixMatchesFormula) {
         ASSERT_GE(q, -8);
         ASSERT_LE(q, 7);
         const double err = std::fabs(double(w[r * C + k]) - double(q) * sc);
-        if (q != 7) { EXPECT_LE(err, sc * 0.5 * (1 + 1e-5)); }
-        else { EXPECT_LE(err, sc * 0.5 * (1 + 1e-5) + sc); }
+        if (q != 7) {
+          EXPECT_LE(err, sc * 0.5 * (1 + 1e-5));
+        } else {
+          EXPECT_LE(err, sc * 0.5 * (1 + 1e-5) + sc);
+        }
       }
       EXPECT_EQ(sum, sums[r * (C / G) + g]);
     }

@@ -99,13 +99,17 @@ TEST(Recipe, FamiliesDtypesAndTiedStorage) {
     }
     // Storage types.
     for (auto& d : p.tensors) {
-      if (d.kind == TensorKind::KVCache) { EXPECT_EQ(d.dtype, t.fp16 ? DType::F16 : DType::F32); }
+      if (d.kind == TensorKind::KVCache) {
+        EXPECT_EQ(d.dtype, t.fp16 ? DType::F16 : DType::F32);
+      }
       if (d.kind == TensorKind::Activation && d.name != "logits" && d.name != "next_token") {
         EXPECT_EQ(d.dtype, t.fp16 ? DType::F16 : DType::F32) << d.name;
       }
     }
     EXPECT_EQ(p.tensors[p.logits].dtype, DType::F32);
-    if (!t.emb_q4) { EXPECT_EQ(p.tensors[emb.inputs[1]].dtype, t.fp16 ? DType::F16 : DType::F32); }
+    if (!t.emb_q4) {
+      EXPECT_EQ(p.tensors[emb.inputs[1]].dtype, t.fp16 ? DType::F16 : DType::F32);
+    }
     // Every planned weight is written by exactly one job.
     std::vector<int> written(p.tensors.size(), 0);
     for (auto& j : plan.jobs)
@@ -113,7 +117,9 @@ TEST(Recipe, FamiliesDtypesAndTiedStorage) {
     for (size_t i = 0; i < p.tensors.size(); ++i)
       EXPECT_EQ(written[i], p.tensors[i].kind == TensorKind::Weight ? 1 : 0) << p.tensors[i].name;
     // hidden 64 < group 128: the linear groups shrink to the row width and are recorded.
-    if (t.quantized()) { EXPECT_FALSE(plan.recipe["group_adjustments"].empty()); }
+    if (t.quantized()) {
+      EXPECT_FALSE(plan.recipe["group_adjustments"].empty());
+    }
   }
 }
 
@@ -219,8 +225,10 @@ TEST(Export, ChunkedStreamingGivesTheSameBytes) {
     ASSERT_EQ(a.program().tensors.size(), b.program().tensors.size());
     for (size_t i = 0; i < a.program().tensors.size(); ++i) {
       if (a.program().tensors[i].kind != TensorKind::Weight) continue;
-      auto x = a.weight(a.program(), static_cast<int32_t>(i)), y = b.weight(b.program(), static_cast<int32_t>(i));
-      ASSERT_TRUE(std::equal(x.begin(), x.end(), y.begin(), y.end())) << a.program().tensors[i].name;
+      auto x = a.weight(a.program(), static_cast<int32_t>(i)),
+           y = b.weight(b.program(), static_cast<int32_t>(i));
+      ASSERT_TRUE(std::equal(x.begin(), x.end(), y.begin(), y.end()))
+          << a.program().tensors[i].name;
     }
   }
 }

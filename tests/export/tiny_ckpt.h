@@ -32,24 +32,34 @@ struct TinySpec {
 
 inline std::string temp_dir(const std::string& tag) {
   auto base = std::filesystem::temp_directory_path() /
-              ("vkllm-test-" + tag + "-" + std::to_string(::getpid()) + "-" + std::to_string(std::random_device{}()));
+              ("vkllm-test-" + tag + "-" + std::to_string(::getpid()) + "-" +
+               std::to_string(std::random_device{}()));
   std::filesystem::create_directories(base);
   return base.string();
 }
 
 inline nlohmann::json tiny_config(const TinySpec& s) {
-  nlohmann::json c = {{"hidden_size", s.hidden},          {"num_hidden_layers", s.layers},
-                      {"num_attention_heads", s.heads},   {"num_key_value_heads", s.kv_heads},
-                      {"head_dim", s.head_dim},           {"intermediate_size", s.inter},
-                      {"vocab_size", s.vocab},            {"max_position_embeddings", s.max_pos},
-                      {"rms_norm_eps", 1e-5},             {"tie_word_embeddings", s.tied},
-                      {"hidden_act", "silu"},             {"bos_token_id", 1},
+  nlohmann::json c = {{"hidden_size", s.hidden},
+                      {"num_hidden_layers", s.layers},
+                      {"num_attention_heads", s.heads},
+                      {"num_key_value_heads", s.kv_heads},
+                      {"head_dim", s.head_dim},
+                      {"intermediate_size", s.inter},
+                      {"vocab_size", s.vocab},
+                      {"max_position_embeddings", s.max_pos},
+                      {"rms_norm_eps", 1e-5},
+                      {"tie_word_embeddings", s.tied},
+                      {"hidden_act", "silu"},
+                      {"bos_token_id", 1},
                       {"eos_token_id", 2}};
   if (s.arch == "llama") {
     c["architectures"] = {"LlamaForCausalLM"};
     c["rope_theta"] = 500000.0;
-    c["rope_scaling"] = {{"factor", 32.0}, {"low_freq_factor", 1.0}, {"high_freq_factor", 4.0},
-                         {"original_max_position_embeddings", 64}, {"rope_type", "llama3"}};
+    c["rope_scaling"] = {{"factor", 32.0},
+                         {"low_freq_factor", 1.0},
+                         {"high_freq_factor", 4.0},
+                         {"original_max_position_embeddings", 64},
+                         {"rope_type", "llama3"}};
   } else if (s.arch == "qwen3") {
     c["architectures"] = {"Qwen3ForCausalLM"};
     c["rope_theta"] = 1000000.0;
@@ -87,7 +97,8 @@ inline std::string make_checkpoint(const std::string& dir, const TinySpec& s) {
     t.bytes.resize(static_cast<size_t>(n) * st_dtype_size(s.dtype));
     for (int64_t i = 0; i < n; ++i) {
       const float v = offset + scale * nd(rng);
-      if (s.dtype == StDType::F32) std::memcpy(t.bytes.data() + 4 * i, &v, 4);
+      if (s.dtype == StDType::F32)
+        std::memcpy(t.bytes.data() + 4 * i, &v, 4);
       else {
         const uint16_t h = s.dtype == StDType::BF16 ? f32_to_bf16(v) : f32_to_f16(v);
         std::memcpy(t.bytes.data() + 2 * i, &h, 2);
@@ -95,7 +106,8 @@ inline std::string make_checkpoint(const std::string& dir, const TinySpec& s) {
     }
     ts.push_back(std::move(t));
   };
-  const int64_t D = s.hidden, qw = int64_t(s.heads) * s.head_dim, kvw = int64_t(s.kv_heads) * s.head_dim;
+  const int64_t D = s.hidden, qw = int64_t(s.heads) * s.head_dim,
+                kvw = int64_t(s.kv_heads) * s.head_dim;
   const int64_t F = s.inter, V = s.vocab;
   const float sd = 1.0f / std::sqrt(static_cast<float>(D));
   add("model.embed_tokens.weight", {V, D}, s.emb_std, 0.0f);
@@ -117,14 +129,16 @@ inline std::string make_checkpoint(const std::string& dir, const TinySpec& s) {
       add(p + "self_attn.q_norm.weight", {s.head_dim}, 0.1f, 1.0f);
       add(p + "self_attn.k_norm.weight", {s.head_dim}, 0.1f, 1.0f);
     }
-    add(p + "self_attn.o_proj.weight", {D, qw}, s.out_gain / std::sqrt(static_cast<float>(qw)), 0.0f);
+    add(p + "self_attn.o_proj.weight", {D, qw}, s.out_gain / std::sqrt(static_cast<float>(qw)),
+        0.0f);
     add(p + "mlp.down_proj.weight", {D, F}, s.out_gain / std::sqrt(static_cast<float>(F)), 0.0f);
   }
   add("model.norm.weight", {D}, 0.1f, 1.0f);
   if (!s.tied) add("lm_head.weight", {V, D}, s.head_std, 0.0f);
   write_safetensors(dir + "/model.safetensors", ts);
   write_text(dir + "/config.json", tiny_config(s).dump(2));
-  write_text(dir + "/tokenizer.json", R"({"version": "1.0", "model": {"type": "BPE", "vocab": {}, "merges": []}})");
+  write_text(dir + "/tokenizer.json",
+             R"({"version": "1.0", "model": {"type": "BPE", "vocab": {}, "merges": []}})");
   write_text(dir + "/tokenizer_config.json", R"({"bos_token": "<s>", "eos_token": "</s>"})");
   return dir;
 }
