@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "cli/commands.h"
+#include "hub/hub.h"
 #include "core/error.h"
 #include "export/exporter.h"
 
@@ -38,7 +39,11 @@ void progress_bar(const ExportProgress& p) {
   std::fflush(stderr);
 }
 
-void run(const ExportArgs& a) {
+void run(const ExportArgs& args) {
+  ExportArgs a = args;
+  PullOptions po;
+  po.progress = !a.quiet && !a.json;
+  a.source = model_dir_or_pull(a.source, po);  // a model id (org/name[@rev]) is pulled first
   if (a.plan) {
     ExportResult r = plan_checkpoint(a.source, a.recipe);
     if (a.json) {

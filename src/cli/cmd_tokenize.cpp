@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "artifact/reader.h"
 #include "cli/commands.h"
 #include "core/error.h"
 #include "tokenizer/tokenizer.h"
@@ -14,10 +15,15 @@ namespace vkllm::cli {
 
 // TODO(lead): wire to the artifact reader (the artifact embeds tokenizer.json and
 // tokenizer_config.json; then: return Tokenizer::from_text(json, config, path)).
-Tokenizer load_tokenizer_from_artifact(const std::string& path, ChatFamily* family);
-Tokenizer load_tokenizer_from_artifact(const std::string& path, ChatFamily* /*family*/) {
-  fail("{}: reading the tokenizer from an artifact is not available yet (use --tokenizer DIR)",
-       path);
+// The tokenizer embedded in an artifact (weights are not hashed here: only the metadata is read).
+Tokenizer load_tokenizer_from_artifact(const std::string& path, ChatFamily* family) {
+  ReadOptions ro;
+  ro.check_data_hash = false;
+  ArtifactReader r(path, ro);
+  *family = chat_family_for(r.desc().arch);
+  return Tokenizer::from_text(std::string(r.file("tokenizer.json")),
+                              r.has_file("tokenizer_config.json") ? std::string(r.file("tokenizer_config.json")) : "{}",
+                              path);
 }
 
 namespace {
@@ -90,7 +96,8 @@ void run(const TokenizeArgs& a) {
     if (a.chat) {
       ChatOptions opt;
       opt.disable_thinking = a.no_think;
-      input = apply_chat_template(family_of(tok, a.family), {{"user", text}}, opt);
+      const ChatFamily fam = a.family.empty() && !a.model.empty() ? fam_from_model : family_of(tok, a.family);
+      input = apply_chat_template(fam, {{"user", text}}, opt);
     }
     return tok.encode(input, a.add_special);
   };

@@ -1,5 +1,6 @@
 #include "runtime/model_impl.h"
 
+#include "artifact/reader.h"
 #include "core/error.h"
 #include "hf/checkpoint.h"
 #include "runtime/reference.h"
@@ -30,11 +31,13 @@ void ModelImpl::open_hf_dir(const std::string& dir) {
 }
 
 const Program& ModelImpl::program() const {
+  if (artifact) return artifact->program();
   if (reference) return reference->lowered.program;
   fail("no model loaded");
 }
 
 const WeightSource& ModelImpl::weights() const {
+  if (artifact) return *artifact;
   if (reference) return reference->weights;
   fail("no model loaded");
 }
@@ -55,6 +58,26 @@ std::unique_ptr<Executor> ModelImpl::make_executor() const {
 #endif
 }
 
-void ModelImpl::open_artifact(const std::string& path) { fail("{}: artifacts are not supported yet", path); }
+void ModelImpl::open_artifact(const std::string& path) {
+  ReadOptions ro;
+  ro.check_data_hash = false;  // header, metadata and embedded files are still hash-checked; `verify` checks all
+  artifact = std::make_unique<ArtifactReader>(path, ro);
+  desc = artifact->desc();
+  if (options.context_length > artifact->program().max_ctx)
+    fail("{}: --seq_len {} exceeds the artifact's context length {} (export with a larger --max-context)", path,
+         options.context_length, artifact->program().max_ctx);
+  if (!artifact->has_file("tokenizer.json")) fail("{}: the artifact embeds no tokenizer", path);
+  tok = std::make_unique<Tokenizer>(Tokenizer::from_text(
+      std::string(artifact->file("tokenizer.json")),
+      artifact->has_file("tokenizer_config.json") ? std::string(artifact->file("tokenizer_config.json")) : "{}", path));
+  info.architecture = arch_name(desc.arch);
+  info.recipe = artifact->recipe_name();
+  info.backend = options.backend;
+  info.device_name = options.backend == "cpu" ? "cpu" : "vulkan";
+  info.vocab_size = desc.vocab;
+  info.context_length = artifact->program().max_ctx;
+  info.eos_ids.assign(desc.eos_ids.begin(), desc.eos_ids.end());
+  info.weight_bytes = artifact->data_size();
+}
 
 }  // namespace vkllm

@@ -12,6 +12,7 @@ namespace vkllm {
 
 class Tokenizer;
 struct ReferenceModel;
+class ArtifactReader;
 
 
 struct ModelImpl {
@@ -21,7 +22,7 @@ struct ModelImpl {
   ModelInfo info;
   ModelDesc desc;
   std::unique_ptr<ReferenceModel> reference;  // a Hugging Face folder on the CPU reference engine
-  // (the .vkllm artifact reader joins when the artifact module lands)
+  std::unique_ptr<ArtifactReader> artifact;   // a .vkllm artifact
   std::unique_ptr<Tokenizer> tok;
 
   void open_hf_dir(const std::string& dir);

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Run THERE (the GPU machine, through the device tool, carry [".gl", ".dev"]):
-#   tools/device/run.sh TASK...   with TASK one of: info goldens vulkan-tests
+#   tools/device/run.sh TASK...   with TASK one of: info goldens vulkan-tests twins perf
 # Brings the Vulkan loader, points at the NVIDIA ICD, unpacks the fixtures, runs the tasks and
 # prints a short table last. Results go to $OUT.
 set -uo pipefail
@@ -40,6 +40,35 @@ for task in "$@"; do
     vulkan-tests)
       VKLLM_VALIDATION=0 .dev/test_vulkan --gtest_brief=1 2>&1 | tee "$OUT/vulkan-tests.log" | tail -30
       rc=${PIPESTATUS[0]} ;;
+    twins)
+      # Every recipe on every twin: greedy text on Vulkan must equal the CPU backend's.
+      synth_twins
+      rc=0
+      for t in tiny-qwen3:qwen3 tiny-llama3.2:llama3.2 tiny-phi4mini:phi4mini; do
+        name=${t%%:*}; fam=${t##*:}
+        for r in non-quantized fp16 quantized-8da4w quantized-8da4w-fp16 quantized-8da4w-embedding \
+                 quantized-8da4w-fp16-embedding quantized-int4-weight-only; do
+          a=/tmp/$name.$r.vkllm
+          "$BIN" export /tmp/twins/$name --recipe "$r" -o "$a" -q || { rc=1; continue; }
+          c=$("$BIN" run -m "$a" --backend cpu -f tools/device/../../e2e/prompts/$fam.txt -n 32 --no-stats)
+          v=$("$BIN" run -m "$a" --backend vulkan -f tools/device/../../e2e/prompts/$fam.txt -n 32 2>/tmp/v.err)
+          stats=$(grep vkllm-stats /tmp/v.err | sed 's/.*"decode_tok_s":\([0-9.]*\).*/\1/')
+          if [ "$c" == "$v" ]; then res=same; else res=DIFFERENT; rc=1; fi
+          printf '%-15s %-32s %-9s decode %s tok/s\n' "$name" "$r" "$res" "$stats" | tee -a "$OUT/twins.txt"
+          rm -f "$a"
+        done
+      done ;;
+    perf)
+      # First measurement: full-shape Llama-3.2-1B, quantized-8da4w-fp16, 512-token prompt, 128 new tokens.
+      "$BIN" synth --preset llama-3.2-1b -o /tmp/llama1b --tokenizer-dir /tmp/fixtures/llama3.2 -q
+      /usr/bin/time -v "$BIN" export /tmp/llama1b --recipe quantized-8da4w-fp16 -o /tmp/llama1b.vkllm 2>/tmp/export.time
+      grep -E "Maximum resident|Elapsed" /tmp/export.time
+      python3 -c "print('The quick brown fox jumps over the lazy dog. ' * 51)" > /tmp/p512.txt
+      for i in 1 2 3; do
+        "$BIN" run -m /tmp/llama1b.vkllm -f /tmp/p512.txt -n 128 --warmup 1 >/dev/null 2>>"$OUT/perf.txt"
+      done
+      grep vkllm-stats "$OUT/perf.txt"
+      rc=$? ;;
     *) echo "unknown task $task" >&2; rc=2 ;;
   esac
   summary+=("$(printf '%-14s rc=%-3s %4ss' "$task" "$rc" "$(( $(date +%s) - start ))")")
