@@ -8,11 +8,13 @@ preset="${1:-release}"
 packages=(build-essential cmake ninja-build pkg-config git ca-certificates python3
   libvulkan-dev glslc spirv-tools mesa-vulkan-drivers vulkan-validationlayers vulkan-tools
   nlohmann-json3-dev libpcre2-dev libutf8proc-dev libcurl4-openssl-dev libcli11-dev libfmt-dev
-  libssl-dev libgtest-dev libgmock-dev libbenchmark-dev nodejs npm)
+  libssl-dev libgtest-dev libgmock-dev libbenchmark-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# Node.js and npm (tokenizer fixtures): Debian's packages unless a node with npm is already there.
+command -v node >/dev/null && command -v npm >/dev/null || missing+=(nodejs npm)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing Debian packages: ${missing[*]}" >&2
   sudo_cmd=()
