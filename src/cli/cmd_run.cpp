@@ -51,13 +51,14 @@ void run(const RunArgs& a) {
   go.temperature = a.temperature;
   go.top_p = a.top_p;
   go.seed = a.seed;
+  // One session (on Vulkan: one weight upload) serves the warm-up runs and the measured one.
+  Session session(model);
   for (int i = 0; i < a.warmup; ++i) {
-    Session warm(model);
     GenerationOptions w = go;
     w.max_new_tokens = std::min(go.max_new_tokens, 8);
-    warm.generate(ids, w);
+    session.generate(ids, w);
+    session.reset();
   }
-  Session session(model);
   session.generate(ids, go, [](int32_t, const std::string& piece) {
     std::fwrite(piece.data(), 1, piece.size(), stdout);
     std::fflush(stdout);

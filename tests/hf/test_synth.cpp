@@ -1,7 +1,6 @@
 // vkllm synth: byte determinism (sha256), HF layout (names, shapes, dtype, config -> ModelDesc),
 // sharding, weight statistics and the CLI.
 #include <gtest/gtest.h>
-#include <openssl/evp.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -17,21 +16,15 @@
 #include "hf/checkpoint.h"
 #include "hf/synth.h"
 
+#include "testutil/tiny_checkpoint.h"
+
 using namespace vkllm;
 namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
 
-std::string sha256_file(const std::string& path) {
-  MappedFile m(path);
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_Digest(m.data(), m.size(), md, &len, EVP_sha256(), nullptr);
-  std::string hex;
-  for (unsigned i = 0; i < len; ++i) hex += fmt::format("{:02x}", md[i]);
-  return hex;
-}
+std::string sha256_file(const std::string& path) { return testutil::sha256_file_hex(path); }
 
 struct TempDir {
   fs::path path;
