@@ -126,11 +126,16 @@ TEST(VulkanOps, RmsNormF16) {
 
 enum class Lin { F32, F16, Q4W, A8W4 };
 
+// wide: token rows scaled by powers of two from 2^-30 to 2^29, so the int8 quantization's
+// divisions see every kind of exponent.
 void check_linear(Lin kind, int64_t K, int64_t N, int T, DType act, VulkanOptions opt = {},
-                  std::vector<float>* got_out = nullptr) {
+                  std::vector<float>* got_out = nullptr, bool wide = false) {
   std::mt19937 rng(static_cast<unsigned>(K * 31 + N + T));
   Case c;
   auto x = rand_vec(rng, static_cast<size_t>(T * K));
+  if (wide)
+    for (int t = 0; t < T; ++t)
+      for (int64_t k = 0; k < K; ++k) x[t * K + k] = std::ldexp(x[t * K + k], (t * 7) % 60 - 30);
   if (act == DType::F16) x = round_f16(x);
   int32_t tx =
       c.add("x", act, TK::Activation, {-1, K}, act == DType::F16 ? bytes_f16(x) : bytes_f32(x));
@@ -208,6 +213,11 @@ TEST(VulkanOps, LinearChunkedBindings) {
   check_linear(Lin::F32, 100, 77, 5, DType::F32, o);
   check_linear(Lin::Q4W, 96, 77, 5, DType::F32, o);
   check_linear(Lin::A8W4, 96, 77, 5, DType::F32, o);
+}
+// The shader's correctly rounded division (integer long division) against the CPU's IEEE division
+// on 64 x 2048 activations of every magnitude: scale, zero point and every int8 value bit-exact.
+TEST(VulkanOps, Linear8da4wQuantizationIsBitExact) {
+  check_linear(Lin::A8W4, 2048, 5, 64, DType::F32, {}, nullptr, true);
 }
 TEST(VulkanOps, LinearQ4W) {
   for (int T : {1, 6}) check_linear(Lin::Q4W, 96, 45, T, DType::F32);

@@ -140,6 +140,8 @@ DeviceInfo query(VkPhysicalDevice pd, uint32_t index) {
   }
   vkGetPhysicalDeviceProperties2(pd, &p2);
   d.subgroup_size = sg.subgroupSize;
+  d.subgroup_arith = (sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
+                     (sg.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT);
   d.subgroup_min = e_ssc ? sscp.minSubgroupSize : sg.subgroupSize;
   d.subgroup_max = e_ssc ? sscp.maxSubgroupSize : sg.subgroupSize;
   d.max_alloc = m3.maxMemoryAllocationSize;
@@ -377,6 +379,9 @@ Context::Context(const VulkanOptions& opt) : opt_(opt) {
   if (info_.max_alloc == 0 || info_.max_storage_range < (1u << 20))
     fail("Vulkan device {} ({}) allows storage buffers of only {} bytes; {}", info_.index,
          info_.name, info_.max_storage_range, how);
+  if (!info_.subgroup_arith)
+    fail("Vulkan device {} ({}) lacks subgroup arithmetic in compute shaders; {}", info_.index,
+         info_.name, how);
   use_fp16_ = info_.storage16 && !opt_.no_fp16;
   use_int_dot_ = info_.int_dot && !opt_.no_int_dot;
   max_binding_ = info_.max_storage_range;
@@ -452,6 +457,13 @@ Context::~Context() {
     if (destroy) destroy(inst_, messenger_, nullptr);
   }
   if (inst_) vkDestroyInstance(inst_, nullptr);
+}
+
+uint32_t Context::matvec_rows(uint64_t n) const {
+  const uint32_t per_group = std::max<uint32_t>(1, 64 / std::max<uint32_t>(1, info_.subgroup_size));
+  if (info_.type != "cpu") return per_group;
+  const uint64_t per_subgroup = std::clamp<uint64_t>(n / (per_group * 256ull), 1, 64);
+  return static_cast<uint32_t>(per_group * per_subgroup);
 }
 
 uint32_t Context::memory_type(uint32_t bits, bool host_visible) const {

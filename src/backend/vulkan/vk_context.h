@@ -26,6 +26,7 @@ struct DeviceInfo {
   uint64_t device_local_bytes = 0;
   uint32_t subgroup_size = 0, subgroup_min = 0, subgroup_max = 0;
   bool subgroup_size_control = false;
+  bool subgroup_arith = false;  // subgroup arithmetic in compute shaders (required)
   bool fp16_arith = false, storage16 = false, storage8 = false, int8_arith = false;
   bool int_dot = false, int_dot_accel = false;  // shaderIntegerDotProduct; 4x8 packed accelerated
   bool coopmat_khr = false, coopmat_nv = false;
@@ -59,6 +60,10 @@ class Context {
   bool use_int_dot() const { return use_int_dot_; }
   // Largest byte range one descriptor binding may cover (multiple of 256).
   uint64_t max_binding() const { return max_binding_; }
+  // Rows one workgroup of a mat-vec kernel (matvec.glsl) takes for a weight of n rows: one per
+  // subgroup on GPUs; on CPU devices (lavapipe), where each workgroup costs a thread hand-off,
+  // enough that a few hundred workgroups cover the weight.
+  uint32_t matvec_rows(uint64_t n) const;
   uint32_t storage_align() const { return info_.min_storage_align; }
   // Memory type with the required flags among `bits`; host_visible also wants HOST_COHERENT.
   uint32_t memory_type(uint32_t bits, bool host_visible) const;

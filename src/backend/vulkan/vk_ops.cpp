@@ -157,6 +157,7 @@ std::unique_ptr<PreparedOp> prep_embedding(Ctx c) {
   struct Part {
     RowChunk ch;
     VkDescriptorSet set;
+    uint32_t R;  // matvec.glsl: rows per workgroup
   };
   std::vector<Part> parts;
   for (const RowChunk& ch : row_chunks(c, V, rb)) {
@@ -231,11 +232,11 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
   }
   const Kernel* k = nullptr;
   if (f == "linear")
-    k = &c.kernel("linear", 3, 5, {c.f16(x), c.f16(W), c.f16(y)});
+    k = &c.kernel("linear", 3, 6, {c.f16(x), c.f16(W), c.f16(y)});
   else if (f == "linear_q4w")
-    k = &c.kernel("linear_q4w", 4, 6, {c.f16(x), c.f16(y)});
+    k = &c.kernel("linear_q4w", 4, 7, {c.f16(x), c.f16(y)});
   else
-    k = &c.kernel(c.env.ctx.use_int_dot() ? "linear_8da4w_idot" : "linear_8da4w", 6, 6, {c.f16(y)});
+    k = &c.kernel(c.env.ctx.use_int_dot() ? "linear_8da4w_idot" : "linear_8da4w", 6, 7, {c.f16(y)});
   const Kernel* kq = nullptr;
   VkDescriptorSet qset = VK_NULL_HANDLE;
   std::vector<BufRange> head, tail = {c.whole(y)};
@@ -259,13 +260,14 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
   struct Part {
     RowChunk ch;
     VkDescriptorSet set;
+    uint32_t R;  // matvec.glsl: rows per workgroup
   };
   std::vector<Part> parts;
   for (const RowChunk& ch : row_chunks(c, N, rb)) {
     std::vector<BufRange> r = head;
     for (size_t i = 0; i < wts.size(); ++i) r.push_back(chunk_range(c, wts[i], rb[i], ch));
     r.insert(r.end(), tail.begin(), tail.end());
-    parts.push_back({ch, c.env.kernels.make_set(*k, r)});
+    parts.push_back({ch, c.env.kernels.make_set(*k, r), c.env.ctx.matvec_rows(ch.rows)});
   }
   return std::make_unique<PreparedOp>(
       [=](VkCommandBuffer cb, int T, int) {
@@ -274,10 +276,13 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
           dispatch_flat(cb, *kq, qset, {u32(K), Tr}, Tr);
           compute_barrier(cb);
         }
-        for (const Part& pt : parts) {
+        for (const Part& pt : parts) {  // R rows x 4 tokens per workgroup
+          const uint32_t R = pt.R;
           std::vector<uint32_t> push = {u32(K), u32(pt.ch.rows), u32(pt.ch.r0), u32(N), Tr};
           if (G) push.push_back(u32(G));
-          dispatch_flat(cb, *k, pt.set, push, static_cast<uint64_t>(pt.ch.rows) * ceil_div(Tr, 4));
+          push.push_back(R);
+          dispatch_flat(cb, *k, pt.set, push,
+                        static_cast<uint64_t>(ceil_div(pt.ch.rows, R)) * ceil_div(Tr, 4));
         }
       },
       nullptr);
