@@ -129,7 +129,7 @@ enum class Lin { F32, F16, Q4W, A8W4 };
 // wide: token rows scaled by powers of two from 2^-30 to 2^29, so the int8 quantization's
 // divisions see every kind of exponent.
 void check_linear(Lin kind, int64_t K, int64_t N, int T, DType act, VulkanOptions opt = {},
-                  std::vector<float>* got_out = nullptr, bool wide = false) {
+                  std::vector<float>* got_out = nullptr, bool wide = false, int64_t G = 32) {
   std::mt19937 rng(static_cast<unsigned>(K * 31 + N + T));
   Case c;
   auto x = rand_vec(rng, static_cast<size_t>(T * K));
@@ -141,7 +141,6 @@ void check_linear(Lin kind, int64_t K, int64_t N, int T, DType act, VulkanOption
       c.add("x", act, TK::Activation, {-1, K}, act == DType::F16 ? bytes_f16(x) : bytes_f32(x));
   int32_t ty = c.add("y", act, TK::Activation, {-1, N});
   std::vector<float> want(static_cast<size_t>(T * N));
-  const int64_t G = 32;
   if (kind == Lin::F32 || kind == Lin::F16) {
     auto w = rand_vec(rng, static_cast<size_t>(N * K));
     if (kind == Lin::F16) {
@@ -218,6 +217,12 @@ TEST(VulkanOps, LinearChunkedBindings) {
 // on 64 x 2048 activations of every magnitude: scale, zero point and every int8 value bit-exact.
 TEST(VulkanOps, Linear8da4wQuantizationIsBitExact) {
   check_linear(Lin::A8W4, 2048, 5, 64, DType::F32, {}, nullptr, true);
+}
+// Groups of 16 take the kernel's four-weights-at-a-time path (the 32-weight blocks need G % 32 ==
+// 0).
+TEST(VulkanOps, Linear8da4wGroupsOf16) {
+  for (int T : {1, 6}) check_linear(Lin::A8W4, 112, 45, T, DType::F32, {}, nullptr, false, 16);
+  check_linear(Lin::Q4W, 112, 45, 3, DType::F32, {}, nullptr, false, 16);
 }
 TEST(VulkanOps, LinearQ4W) {
   for (int T : {1, 6}) check_linear(Lin::Q4W, 96, 45, T, DType::F32);

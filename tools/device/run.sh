@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Run THERE (the GPU machine, through the device tool, carry [".gl", ".dev"]):
-#   tools/device/run.sh TASK...   with TASK one of: info goldens vulkan-tests twins perf
+#   tools/device/run.sh TASK...   with TASK one of: info goldens vulkan-tests twins perf profile
 # Brings the Vulkan loader, points at the NVIDIA ICD, unpacks the fixtures, runs the tasks and
 # prints a short table last. Results go to $OUT.
 set -uo pipefail
@@ -24,6 +24,14 @@ synth_twins() {
   done
 }
 
+llama1b() {
+  [ -f /tmp/llama1b.vkllm ] && return
+  "$BIN" synth --preset llama-3.2-1b -o /tmp/llama1b --tokenizer-dir /tmp/fixtures/llama3.2 -q
+  /usr/bin/time -v "$BIN" export /tmp/llama1b --recipe quantized-8da4w-fp16 -o /tmp/llama1b.vkllm 2>/tmp/export.time
+  grep -E "Maximum resident|Elapsed" /tmp/export.time
+  python3 -c "print('The quick brown fox jumps over the lazy dog. ' * 51)" > /tmp/p512.txt
+}
+
 for task in "$@"; do
   start=$(date +%s)
   case "$task" in
@@ -38,8 +46,13 @@ for task in "$@"; do
       PYTHONUNBUFFERED=1 python3 tools/goldens/make_goldens.py --out "$OUT/goldens" /tmp/twins/tiny-qwen3 /tmp/twins/tiny-llama3.2 /tmp/twins/tiny-phi4mini
       rc=$? ;;
     vulkan-tests)
-      VKLLM_VALIDATION=0 .dev/test_vulkan --gtest_brief=1 2>&1 | tee "$OUT/vulkan-tests.log" | tail -30
-      rc=${PIPESTATUS[0]} ;;
+      # One process per test, as ctest runs them (NVIDIA's driver refuses new instances after
+      # about 17 validated instances in one process: VK_ERROR_INCOMPATIBLE_DRIVER).
+      rc=0; pass=0; failed=()
+      for t in $(.dev/test_vulkan --gtest_list_tests | awk '/^[^ ]/ {s=$1} /^  / {print s $1}'); do
+        if .dev/test_vulkan --gtest_filter="$t" >>"$OUT/vulkan-tests.log" 2>&1; then pass=$((pass + 1)); else rc=1; failed+=("$t"); fi
+      done
+      echo "vulkan tests: $pass passed, ${#failed[@]} failed ${failed[*]}" | tee -a "$OUT/vulkan-tests.log" ;;
     twins)
       # Every recipe on every twin: greedy text on Vulkan must equal the CPU backend's.
       synth_twins
@@ -53,22 +66,28 @@ for task in "$@"; do
           c=$("$BIN" run -m "$a" --backend cpu -f tools/device/../../e2e/prompts/$fam.txt -n 32 --no-stats)
           v=$("$BIN" run -m "$a" --backend vulkan -f tools/device/../../e2e/prompts/$fam.txt -n 32 2>/tmp/v.err)
           stats=$(grep vkllm-stats /tmp/v.err | sed 's/.*"decode_tok_s":\([0-9.]*\).*/\1/')
-          if [ "$c" == "$v" ]; then res=same; else res=DIFFERENT; rc=1; fi
-          printf '%-15s %-32s %-9s decode %s tok/s\n' "$name" "$r" "$res" "$stats" | tee -a "$OUT/twins.txt"
+          if [ "$c" == "$v" ]; then res=same; else
+            i=0; while [ "${c:$i:1}" == "${v:$i:1}" ]; do i=$((i + 1)); done
+            res="DIFFERENT@char$i/${#c}"; rc=1
+          fi
+          printf '%-15s %-32s %-22s decode %s tok/s\n' "$name" "$r" "$res" "$stats" | tee -a "$OUT/twins.txt"
           rm -f "$a"
         done
       done ;;
     perf)
       # First measurement: full-shape Llama-3.2-1B, quantized-8da4w-fp16, 512-token prompt, 128 new tokens.
-      "$BIN" synth --preset llama-3.2-1b -o /tmp/llama1b --tokenizer-dir /tmp/fixtures/llama3.2 -q
-      /usr/bin/time -v "$BIN" export /tmp/llama1b --recipe quantized-8da4w-fp16 -o /tmp/llama1b.vkllm 2>/tmp/export.time
-      grep -E "Maximum resident|Elapsed" /tmp/export.time
-      python3 -c "print('The quick brown fox jumps over the lazy dog. ' * 51)" > /tmp/p512.txt
+      llama1b
       for i in 1 2 3; do
         "$BIN" run -m /tmp/llama1b.vkllm -f /tmp/p512.txt -n 128 --warmup 1 >/dev/null 2>>"$OUT/perf.txt"
       done
       grep vkllm-stats "$OUT/perf.txt"
       rc=$? ;;
+    profile)
+      # Per-op-family GPU time (timestamps) of the same model: 512-token prefill + 64 decode steps.
+      llama1b
+      VKLLM_PROFILE=1 "$BIN" run -m /tmp/llama1b.vkllm -f /tmp/p512.txt -n 64 >/dev/null 2>"$OUT/profile.txt"
+      rc=$?
+      cat "$OUT/profile.txt" ;;
     *) echo "unknown task $task" >&2; rc=2 ;;
   esac
   summary+=("$(printf '%-14s rc=%-3s %4ss' "$task" "$rc" "$(( $(date +%s) - start ))")")

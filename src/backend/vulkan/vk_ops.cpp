@@ -101,8 +101,8 @@ struct RowChunk {
 };
 std::vector<RowChunk> row_chunks(const Ctx& c, int64_t rows,
                                  const std::vector<uint64_t>& row_bytes) {
-  const uint64_t align = std::max<uint32_t>(4, c.env.ctx.storage_align()),
-                 maxb = c.env.ctx.max_binding();
+  const uint64_t align = std::max<uint32_t>(16, c.env.ctx.storage_align()),  // uvec4 views
+      maxb = c.env.ctx.max_binding();
   uint64_t step = 1, max_rows = static_cast<uint64_t>(rows);
   for (uint64_t rb : row_bytes) {
     step = std::lcm(step, align / std::gcd(align, rb));
@@ -201,6 +201,24 @@ std::unique_ptr<PreparedOp> prep_rms_norm(Ctx c) {
       nullptr);
 }
 
+// linear_8da4w's per-row constant zs[n] = sum_g s[n, g] * wsum[n, g] (the zero point's term),
+// computed once from the artifact's bytes so that the kernel reads only nibbles and scales.
+BufRange zero_point_sums(Ctx& c, int64_t N, int64_t ng) {
+  const auto s = c.env.host(c.op.inputs[2]), ws = c.env.host(c.op.inputs[3]);
+  const size_t n = static_cast<size_t>(N * ng);
+  c.need(s.size() == n * 4 && ws.size() == n * 4, "scale / weight-sum sizes");
+  std::vector<float> sv(n), zs(static_cast<size_t>(N), 0.0f);
+  std::vector<int32_t> wv(n);
+  std::memcpy(sv.data(), s.data(), n * 4);
+  std::memcpy(wv.data(), ws.data(), n * 4);
+  for (size_t r = 0; r < static_cast<size_t>(N); ++r)
+    for (size_t g = 0; g < static_cast<size_t>(ng); ++g)
+      zs[r] += sv[r * ng + g] * static_cast<float>(wv[r * ng + g]);
+  const Buffer b = c.env.alloc.create(static_cast<uint64_t>(N) * 4, false, "zero-point sums");
+  c.env.alloc.upload(b, 0, zs.data(), zs.size() * 4);
+  return {b.buf, 0, b.size};
+}
+
 std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
   const Op& op = c.op;
   const int32_t x = op.inputs[0], W = op.inputs[1], y = op.outputs[0];
@@ -223,12 +241,9 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
            "bad int4 weight or scales (the Vulkan kernels need group % 4 == 0)");
     wts.push_back(op.inputs[2]);
     rb = {static_cast<uint64_t>(K / 2), static_cast<uint64_t>(K / G) * 4};
-    if (f == "linear_8da4w") {
+    if (f == "linear_8da4w")
       c.need(c.in(3).shape == std::vector<int64_t>{N, K / G} && c.in(3).dtype == DType::I32,
              "bad weight sums");
-      wts.push_back(op.inputs[3]);
-      rb.push_back(static_cast<uint64_t>(K / G) * 4);
-    }
   }
   const Kernel* k = nullptr;
   if (f == "linear")
@@ -236,7 +251,9 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
   else if (f == "linear_q4w")
     k = &c.kernel("linear_q4w", 4, 7, {c.f16(x), c.f16(y)});
   else
-    k = &c.kernel(c.env.ctx.use_int_dot() ? "linear_8da4w_idot" : "linear_8da4w", 6, 7, {c.f16(y)});
+    k = &c.kernel(std::string(K % 32 == 0 && G % 32 == 0 ? "linear_8da4w_b32" : "linear_8da4w") +
+                      (c.env.ctx.use_int_dot() ? "_idot" : ""),
+                  6, 7, {c.f16(y)});
   const Kernel* kq = nullptr;
   VkDescriptorSet qset = VK_NULL_HANDLE;
   std::vector<BufRange> head, tail = {c.whole(y)};
@@ -254,6 +271,7 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
     const BufRange q = {e.act_q.buf, 0, e.act_q.size}, qp = {e.act_qp.buf, 0, e.act_qp.size};
     qset = e.kernels.make_set(*kq, std::vector<BufRange>{c.whole(x), q, qp});
     head = {q, qp};
+    tail.insert(tail.begin(), zero_point_sums(c, N, K / G));
   } else {
     head = {c.whole(x)};
   }
