@@ -1,5 +1,7 @@
 // vkllm verify model.vkllm [--recipe R] [--max-size 770MiB] [--json]: exit 1 with the reasons when
 // the artifact does not deliver what its recipe promises (src/artifact/verify.h).
+// With --agree PROMPT_FILE it also decodes greedily on Vulkan against the CPU reference on the
+// same artifact (src/runtime/agreement.h).
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -7,6 +9,12 @@
 #include "artifact/verify.h"
 #include "cli/commands.h"
 #include "core/error.h"
+#include "core/mapped_file.h"
+#include "runtime/agreement.h"
+#include "tokenizer/tokenizer.h"
+#ifdef VKLLM_WITH_VULKAN
+#include "backend/vulkan/vulkan_executor.h"
+#endif
 
 namespace vkllm::cli {
 
@@ -15,7 +23,50 @@ namespace {
 struct VerifyArgs {
   std::string path, recipe, max_size;
   bool json = false;
+  std::string agree_prompt_file, device;
+  int agree_tokens = 50;
+  double max_nmse = 1e-3;
 };
+
+// Vulkan against the CPU reference on the artifact's own program and weights.
+nlohmann::json agreement(const VerifyArgs& a, const ArtifactReader& r) {
+#ifdef VKLLM_WITH_VULKAN
+  const Tokenizer tok = Tokenizer::from_text(
+      std::string(r.file("tokenizer.json")),
+      r.has_file("tokenizer_config.json") ? std::string(r.file("tokenizer_config.json")) : "{}",
+      a.path);
+  const auto prompt = tok.encode(read_text_file(a.agree_prompt_file), false);
+  if (prompt.empty()) fail("{}: the prompt encodes to no tokens", a.agree_prompt_file);
+  if (static_cast<int64_t>(prompt.size()) + a.agree_tokens > r.program().max_ctx)
+    fail("{}: prompt ({} tokens) plus {} new tokens exceed the context length {}",
+         a.agree_prompt_file, prompt.size(), a.agree_tokens, r.program().max_ctx);
+  VulkanOptions vo;
+  vo.device = a.device;
+  auto vk = make_vulkan_executor(r.program(), r, vo);
+  auto cpu = make_cpu_executor(r.program(), r), cpu2 = make_cpu_executor(r.program(), r);
+  AgreementOptions o;
+  o.max_new_tokens = a.agree_tokens;
+  o.max_logits_nmse = a.max_nmse;
+  o.eos_ids.assign(r.desc().eos_ids.begin(), r.desc().eos_ids.end());
+  const auto& logits = r.program().tensors[r.program().logits];
+  const Agreement g = check_agreement(*vk, *cpu, cpu2.get(), prompt, logits.shape.back(), o);
+  return {{"ok", g.ok},
+          {"reason", g.reason},
+          {"steps", g.steps},
+          {"exact", g.exact},
+          {"near_ties", g.near_ties},
+          {"worst_tie_margin", g.worst_tie_margin},
+          {"worst_logits_nmse", g.worst_nmse},
+          {"max_logits_nmse", a.max_nmse},
+          {"greedy_tokens_equal", g.tokens_equal()},
+          {"tokens", g.tokens},
+          {"logits_nmse", g.nmse},
+          {"reference_tokens", g.reference_tokens}};
+#else
+  (void)r;
+  fail("--agree needs the Vulkan backend (this build has none)");
+#endif
+}
 
 std::string mib(uint64_t b) {
   return fmt::format("{:.1f} MiB", b / 1048576.0);
@@ -29,6 +80,14 @@ void run(const VerifyArgs& a) {
   try {
     ArtifactReader r(a.path);  // checks the whole-file hash too
     rep = verify_artifact(r, o);
+    if (!a.agree_prompt_file.empty()) {
+      rep.summary["agreement"] = agreement(a, r);
+      if (!rep.summary["agreement"]["ok"].get<bool>()) {
+        rep.ok = false;
+        rep.reasons.push_back("Vulkan disagrees with the CPU reference: " +
+                              rep.summary["agreement"]["reason"].get<std::string>());
+      }
+    }
   } catch (const Error& e) {
     if (!a.json) throw;
     nlohmann::json j = {{"file", a.path}, {"ok", false}, {"reasons", {e.what()}}};
@@ -62,6 +121,16 @@ void run(const VerifyArgs& a) {
     std::printf("  families   %s\n", fam.c_str());
     std::printf("  weights    %s\n", dt.c_str());
     std::printf("  integrity  xxh64 of the whole file checked\n");
+    if (s.contains("agreement")) {
+      const auto& g = s["agreement"];
+      std::printf(
+          "  agreement  Vulkan vs CPU, %d greedy steps: %d same token, %d near ties (worst margin "
+          "%.3g), worst logits NMSE %.3g (limit %.3g); greedy tokens %s\n",
+          g["steps"].get<int>(), g["exact"].get<int>(), g["near_ties"].get<int>(),
+          g["worst_tie_margin"].get<double>(), g["worst_logits_nmse"].get<double>(),
+          g["max_logits_nmse"].get<double>(),
+          g["greedy_tokens_equal"].get<bool>() ? "identical" : "differ after a near tie");
+    }
   }
   if (!rep.ok) {
     for (auto& why : rep.reasons)
@@ -82,6 +151,14 @@ void add_verify(CLI::App& app) {
   cmd->add_option("--max-size", a->max_size,
                   "Fail when the file is larger (e.g. 770MiB, 1.5GiB, 800MB)");
   cmd->add_flag("--json", a->json, "Print the report as JSON on stdout");
+  cmd->add_option("--agree", a->agree_prompt_file,
+                  "Also decode this prompt file greedily on Vulkan and on the CPU reference and "
+                  "check that they agree (every Vulkan token the CPU's argmax or a near tie)")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("-n,--agree-tokens", a->agree_tokens, "New tokens for --agree")
+      ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--max-nmse", a->max_nmse, "Largest logits NMSE --agree accepts");
+  cmd->add_option("--device", a->device, "Vulkan device index or name substring for --agree");
   cmd->callback([a] { run(*a); });
 }
 

@@ -224,6 +224,11 @@ TEST(VulkanOps, Linear8da4wGroupsOf16) {
   for (int T : {1, 6}) check_linear(Lin::A8W4, 112, 45, T, DType::F32, {}, nullptr, false, 16);
   check_linear(Lin::Q4W, 112, 45, 3, DType::F32, {}, nullptr, false, 16);
 }
+// Groups of 128 (the recipes' default linear group): one scale for four 32-weight blocks.
+TEST(VulkanOps, Linear8da4wGroupsOf128) {
+  for (int T : {1, 6}) check_linear(Lin::A8W4, 256, 45, T, DType::F32, {}, nullptr, false, 128);
+  check_linear(Lin::A8W4, 128, 300, 1, DType::F32, {}, nullptr, false, 128);
+}
 TEST(VulkanOps, LinearQ4W) {
   for (int T : {1, 6}) check_linear(Lin::Q4W, 96, 45, T, DType::F32);
   check_linear(Lin::Q4W, 160, 45, 3, DType::F16);

@@ -201,24 +201,6 @@ std::unique_ptr<PreparedOp> prep_rms_norm(Ctx c) {
       nullptr);
 }
 
-// linear_8da4w's per-row constant zs[n] = sum_g s[n, g] * wsum[n, g] (the zero point's term),
-// computed once from the artifact's bytes so that the kernel reads only nibbles and scales.
-BufRange zero_point_sums(Ctx& c, int64_t N, int64_t ng) {
-  const auto s = c.env.host(c.op.inputs[2]), ws = c.env.host(c.op.inputs[3]);
-  const size_t n = static_cast<size_t>(N * ng);
-  c.need(s.size() == n * 4 && ws.size() == n * 4, "scale / weight-sum sizes");
-  std::vector<float> sv(n), zs(static_cast<size_t>(N), 0.0f);
-  std::vector<int32_t> wv(n);
-  std::memcpy(sv.data(), s.data(), n * 4);
-  std::memcpy(wv.data(), ws.data(), n * 4);
-  for (size_t r = 0; r < static_cast<size_t>(N); ++r)
-    for (size_t g = 0; g < static_cast<size_t>(ng); ++g)
-      zs[r] += sv[r * ng + g] * static_cast<float>(wv[r * ng + g]);
-  const Buffer b = c.env.alloc.create(static_cast<uint64_t>(N) * 4, false, "zero-point sums");
-  c.env.alloc.upload(b, 0, zs.data(), zs.size() * 4);
-  return {b.buf, 0, b.size};
-}
-
 std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
   const Op& op = c.op;
   const int32_t x = op.inputs[0], W = op.inputs[1], y = op.outputs[0];
@@ -241,9 +223,12 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
            "bad int4 weight or scales (the Vulkan kernels need group % 4 == 0)");
     wts.push_back(op.inputs[2]);
     rb = {static_cast<uint64_t>(K / 2), static_cast<uint64_t>(K / G) * 4};
-    if (f == "linear_8da4w")
+    if (f == "linear_8da4w") {
       c.need(c.in(3).shape == std::vector<int64_t>{N, K / G} && c.in(3).dtype == DType::I32,
              "bad weight sums");
+      wts.push_back(op.inputs[3]);
+      rb.push_back(static_cast<uint64_t>(K / G) * 4);
+    }
   }
   const Kernel* k = nullptr;
   if (f == "linear")
@@ -251,7 +236,7 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
   else if (f == "linear_q4w")
     k = &c.kernel("linear_q4w", 4, 7, {c.f16(x), c.f16(y)});
   else
-    k = &c.kernel(std::string(K % 32 == 0 && G % 32 == 0 ? "linear_8da4w_b32" : "linear_8da4w") +
+    k = &c.kernel(std::string(G % 32 == 0 ? "linear_8da4w_b32" : "linear_8da4w") +
                       (c.env.ctx.use_int_dot() ? "_idot" : ""),
                   6, 7, {c.f16(y)});
   const Kernel* kq = nullptr;
@@ -271,7 +256,6 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
     const BufRange q = {e.act_q.buf, 0, e.act_q.size}, qp = {e.act_qp.buf, 0, e.act_qp.size};
     qset = e.kernels.make_set(*kq, std::vector<BufRange>{c.whole(x), q, qp});
     head = {q, qp};
-    tail.insert(tail.begin(), zero_point_sums(c, N, K / G));
   } else {
     head = {c.whole(x)};
   }
