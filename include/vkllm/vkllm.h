@@ -1,5 +1,17 @@
 // vkllm public API: open a model, create sessions, generate with a per-token callback.
-// No Vulkan or internal headers leak through this file.
+//
+// This header is the whole interface of the installed library (find_package(vkllm), target
+// vkllm::vkllm; docs/library.md). It includes only the C++ standard library: no Vulkan, JSON or
+// internal headers leak through. Classes hold their state behind a pointer, so the library's
+// internals change without changing these layouts.
+//
+// Errors: every failure a user can act on (a missing or damaged file, a bad argument, no Vulkan
+// device, a prompt that does not fit the context) throws vkllm::Error with a one-line message that
+// names the thing at fault.
+//
+// Threads: a Model may be shared by sessions on several threads. encode, decode and chat_prompt
+// run concurrently; sessions of one model take turns on its device (their calls are serialized).
+// One Session must not be used by two threads at once.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -8,81 +20,125 @@
 #include <string>
 #include <vector>
 
+#if defined(__GNUC__)
+#define VKLLM_API __attribute__((visibility("default")))
+#else
+#define VKLLM_API
+#endif
+
 namespace vkllm {
 
-// Every failure a user can act on (bad file, bad argument, no device, context overflow) is an
-// Error whose message is one line naming the thing at fault.
-class Error : public std::runtime_error {
+// The library's version, "MAJOR.MINOR.PATCH" (the package version of vkllmConfigVersion.cmake).
+VKLLM_API const char* version();
+
+class VKLLM_API Error : public std::runtime_error {
  public:
-  explicit Error(const std::string& msg) : std::runtime_error(msg) {}
+  explicit Error(const std::string& msg);
+  ~Error() override;
 };
 
 struct ModelOptions {
-  std::string backend = "vulkan";  // "vulkan" or "cpu" (the reference)
-  std::string device;              // Vulkan device index or name substring; empty: VKLLM_DEVICE or the first GPU
-  int context_length = 0;          // 0: the artifact's maximum
+  std::string backend = "vulkan";  // "vulkan" or "cpu" (the reference interpreter)
+  // Vulkan device: index or case-insensitive name substring (`vkllm devices` lists them). Empty:
+  // $VKLLM_DEVICE, else the first discrete GPU, else integrated, else any. No match: Error.
+  std::string device;
+  // KV cache rows (the most tokens a session holds). 0: the artifact's maximum (a Hugging Face
+  // folder: its max_position_embeddings, at most 4096). Larger than the artifact's: Error.
+  int context_length = 0;
 };
 
 struct ModelInfo {
   std::string architecture;  // "llama", "qwen3", "phi3"
-  std::string recipe;        // "non-quantized" for a Hugging Face folder
-  std::string backend, device_name;
-  int vocab_size = 0, context_length = 0;
+  std::string recipe;        // the export recipe; "non-quantized" for a Hugging Face folder
+  std::string backend;       // "vulkan" or "cpu"
+  std::string device_name;   // the Vulkan device's name, or "cpu"
+  int vocab_size = 0;
+  int context_length = 0;  // in effect (ModelOptions::context_length or the maximum)
   std::vector<int32_t> eos_ids;
   uint64_t weight_bytes = 0;
 };
 
-struct ModelImpl;
+// One turn of a conversation; role: "system", "user" or "assistant".
+struct ChatTurn {
+  std::string role, content;
+};
 
-// An opened model: a .vkllm artifact, or a Hugging Face model folder (lowered in fp32).
-class Model {
+// An opened model: a .vkllm artifact, or a Hugging Face model folder (lowered in fp32). Opening
+// loads the weights onto the chosen backend once (on Vulkan: uploads them to the device); every
+// session on the model shares them.
+class VKLLM_API Model {
  public:
   static std::shared_ptr<Model> open(const std::string& path, const ModelOptions& options = {});
   ~Model();
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
   const ModelInfo& info() const;
+  // Text to token ids with the model's tokenizer; add_special adds what its post-processor adds
+  // (Llama: <|begin_of_text|>). Any bytes are accepted (invalid UTF-8 becomes U+FFFD).
   std::vector<int32_t> encode(const std::string& text, bool add_special = false) const;
   std::string decode(const std::vector<int32_t>& ids) const;
-  // The model's chat format for one user turn, with the assistant prompt appended.
+  // The model's chat format for one user turn (or a whole conversation), with the assistant
+  // prompt appended: the text to generate from.
   std::string chat_prompt(const std::string& user_message) const;
-  ModelImpl& impl() { return *impl_; }
+  std::string chat_prompt(const std::vector<ChatTurn>& conversation) const;
 
  private:
-  explicit Model(std::unique_ptr<ModelImpl> impl);
-  std::unique_ptr<ModelImpl> impl_;
+  friend class Session;
+  struct Impl;
+  explicit Model(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
 };
 
 struct GenerationOptions {
   int max_new_tokens = 128;
   float temperature = 0.0f;  // 0: greedy
   float top_p = 1.0f;
-  uint64_t seed = 0;
-  bool stop_at_eos = true;
+  uint64_t seed = 0;        // sampling is deterministic for a seed
+  bool stop_at_eos = true;  // stop at the model's end-of-sequence tokens (not returned)
 };
 
+// Figures of the last generate call.
 struct GenerationStats {
+  // Tokens fed before the first new one (the prompt, plus the previous call's last generated
+  // token when a session continues), and tokens generated.
   int prompt_tokens = 0, generated_tokens = 0;
-  double prefill_ms = 0, decode_ms = 0;
+  double prefill_ms = 0;  // until the first new token
+  double decode_ms = 0;   // the rest
   double prefill_tok_s() const { return prefill_ms > 0 ? prompt_tokens * 1000.0 / prefill_ms : 0; }
-  double decode_tok_s() const { return decode_ms > 0 && generated_tokens > 1 ? (generated_tokens - 1) * 1000.0 / decode_ms : 0; }
+  double decode_tok_s() const {
+    return decode_ms > 0 && generated_tokens > 1 ? (generated_tokens - 1) * 1000.0 / decode_ms : 0;
+  }
   bool stopped_by_eos = false, stopped_by_callback = false;
 };
 
-// Called with each new token id and its text piece (never a partial UTF-8 sequence); return
-// false to stop generating.
+// Called with each new token id and the text it completes (never a partial UTF-8 sequence; may
+// be empty while a sequence is incomplete). Return false to stop generating: the token is kept.
+// Once after the last token, if bytes were held back, it is called with id -1 and that text
+// (its return value is ignored).
 using TokenCallback = std::function<bool(int32_t id, const std::string& piece)>;
 
-// A conversation state (KV cache) on a model. Several sessions may share one model.
-class Session {
+// A conversation state (KV cache and scratch) on a model; several sessions share one model's
+// weights. Each generate call continues the session's context: what it returned stays in the
+// context (an end-of-sequence token does not).
+class VKLLM_API Session {
  public:
   explicit Session(std::shared_ptr<Model> model);
   ~Session();
-  // Generates from the prompt tokens, continuing the session's context.
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  // Generates after the prompt tokens (ids in [0, vocab_size)). An empty prompt continues from
+  // the last generated token. Returns the new tokens.
   std::vector<int32_t> generate(const std::vector<int32_t>& prompt, const GenerationOptions& opts,
                                 const TokenCallback& on_token = nullptr);
+  // Same with text, encoded without special tokens (chat_prompt's text carries them).
   std::vector<int32_t> generate(const std::string& prompt, const GenerationOptions& opts,
                                 const TokenCallback& on_token = nullptr);
-  void reset();  // clears the context
+  void reset();                // clears the context (the KV cache)
+  int context_tokens() const;  // tokens in the context (a reset session: 0)
   const GenerationStats& stats() const;
+  const std::shared_ptr<Model>& model() const;
 
  private:
   struct Impl;

@@ -2,6 +2,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "ir/program.h"
 
@@ -15,6 +16,17 @@ class Executor {
   // Throws Error if pos + T exceeds the program's max_ctx.
   virtual int32_t forward(const int32_t* ids, int T, int pos, float* logits_out) = 0;
   virtual const char* name() const = 0;
+};
+
+// A program whose weights a backend holds ready (on Vulkan: uploaded to the device once). Every
+// executor made from it shares those weights, owns one conversation's state (KV cache,
+// activations) and keeps the loaded program alive. Calls on a loaded program and its executors
+// must not run concurrently (one device queue).
+class LoadedProgram {
+ public:
+  virtual ~LoadedProgram() = default;
+  virtual std::unique_ptr<Executor> make_executor() = 0;
+  virtual std::string device_name() const = 0;  // "cpu", or the Vulkan device's name
 };
 
 // The CPU reference interpreter (src/backend/cpu/cpu_executor.cpp). The program and the weight

@@ -1,5 +1,8 @@
 #include "runtime/model_impl.h"
 
+#include <algorithm>
+#include <filesystem>
+
 #include "artifact/reader.h"
 #include "core/error.h"
 #include "hf/checkpoint.h"
@@ -11,73 +14,121 @@
 
 namespace vkllm {
 
-ModelImpl::ModelImpl() = default;
-ModelImpl::~ModelImpl() = default;
+namespace {
 
-void ModelImpl::open_hf_dir(const std::string& dir) {
+// The CPU interpreter reads the weights where they are (mapped or in memory): nothing to load.
+class CpuLoaded final : public LoadedProgram {
+ public:
+  CpuLoaded(const Program& p, const WeightSource& w) : p_(p), w_(w) {}
+  std::unique_ptr<Executor> make_executor() override { return make_cpu_executor(p_, w_); }
+  std::string device_name() const override { return "cpu"; }
+
+ private:
+  const Program& p_;
+  const WeightSource& w_;
+};
+
+// The same program with `rows` KV cache rows (a shorter context: smaller caches).
+Program with_context(const Program& p, int rows) {
+  Program q = p;
+  q.max_ctx = rows;
+  for (TensorDecl& t : q.tensors)
+    if (t.kind == TensorKind::KVCache) t.shape[0] = rows;
+  return q;
+}
+
+}  // namespace
+
+Model::Impl::Impl() = default;
+Model::Impl::~Impl() = default;
+
+void Model::Impl::open(const std::string& path) {
+  if (options.backend != "vulkan" && options.backend != "cpu")
+    fail("unknown backend '{}' (choose vulkan or cpu)", options.backend);
+  if (options.context_length < 0)
+    fail("context length {} is negative (0 chooses the model's maximum)", options.context_length);
+  if (std::filesystem::is_directory(path))
+    open_hf_dir(path);  // the fp32 reference program, on either backend
+  else
+    open_artifact(path);
+  info.architecture = arch_name(desc.arch);
+  info.backend = options.backend;
+  info.vocab_size = desc.vocab;
+  info.context_length = program().max_ctx;
+  info.eos_ids.assign(desc.eos_ids.begin(), desc.eos_ids.end());
+  load();
+  info.device_name = loaded->device_name();
+}
+
+void Model::Impl::open_hf_dir(const std::string& dir) {
   HfCheckpoint ckpt(dir);
   desc = ckpt.desc();
-  const int ctx = options.context_length > 0 ? std::min(options.context_length, desc.max_pos) : std::min(desc.max_pos, 4096);
+  if (options.context_length > desc.max_pos)
+    fail("{}: context length {} exceeds the model's max_position_embeddings {}", dir,
+         options.context_length, desc.max_pos);
+  const int ctx =
+      options.context_length > 0 ? options.context_length : std::min(desc.max_pos, 4096);
   reference = load_reference_model(ckpt, ctx);
-  tok = std::make_unique<Tokenizer>(Tokenizer::from_files(ckpt.tokenizer_json_path(), ckpt.tokenizer_config_path()));
-  info.architecture = arch_name(desc.arch);
+  tok = std::make_unique<Tokenizer>(
+      Tokenizer::from_files(ckpt.tokenizer_json_path(), ckpt.tokenizer_config_path()));
   info.recipe = "non-quantized";
-  info.backend = options.backend;
-  info.device_name = options.backend == "cpu" ? "cpu" : "vulkan";
-  info.vocab_size = desc.vocab;
-  info.context_length = ctx;
-  info.eos_ids.assign(desc.eos_ids.begin(), desc.eos_ids.end());
   for (auto& w : reference->weights.data) info.weight_bytes += w.size();
 }
 
-const Program& ModelImpl::program() const {
+void Model::Impl::open_artifact(const std::string& path) {
+  ReadOptions ro;
+  ro.check_data_hash =
+      false;  // header, metadata and embedded files are still hash-checked; `verify` checks all
+  artifact = std::make_unique<ArtifactReader>(path, ro);
+  desc = artifact->desc();
+  const int max_ctx = artifact->program().max_ctx;
+  if (options.context_length > max_ctx)
+    fail("{}: context length {} exceeds the artifact's {} (export with a larger --max-context)",
+         path, options.context_length, max_ctx);
+  if (options.context_length > 0 && options.context_length < max_ctx)
+    resized = with_context(artifact->program(), options.context_length);
+  if (!artifact->has_file("tokenizer.json")) fail("{}: the artifact embeds no tokenizer", path);
+  tok = std::make_unique<Tokenizer>(
+      Tokenizer::from_text(std::string(artifact->file("tokenizer.json")),
+                           artifact->has_file("tokenizer_config.json")
+                               ? std::string(artifact->file("tokenizer_config.json"))
+                               : "{}",
+                           path));
+  info.recipe = artifact->recipe_name();
+  info.weight_bytes = artifact->data_size();
+}
+
+const Program& Model::Impl::program() const {
+  if (resized) return *resized;
   if (artifact) return artifact->program();
   if (reference) return reference->lowered.program;
   fail("no model loaded");
 }
 
-const WeightSource& ModelImpl::weights() const {
+const WeightSource& Model::Impl::weights() const {
   if (artifact) return *artifact;
   if (reference) return reference->weights;
   fail("no model loaded");
 }
 
-const Tokenizer& ModelImpl::tokenizer() const {
+const Tokenizer& Model::Impl::tokenizer() const {
   if (!tok) fail("this model has no tokenizer");
   return *tok;
 }
 
-std::unique_ptr<Executor> ModelImpl::make_executor() const {
-  if (options.backend == "cpu") return make_cpu_executor(program(), weights());
+void Model::Impl::load() {
+  if (options.backend == "cpu") {
+    loaded = std::make_shared<CpuLoaded>(program(), weights());
+    return;
+  }
 #ifdef VKLLM_WITH_VULKAN
   VulkanOptions vo;
   vo.device = options.device;
-  return make_vulkan_executor(program(), weights(), vo);
+  loaded = load_vulkan_program(program(), weights(), vo);
 #else
-  fail("this build has no Vulkan backend (built with -DVKLLM_WITH_VULKAN=OFF); use --backend cpu");
+  fail(
+      "this build has no Vulkan backend (built with -DVKLLM_WITH_VULKAN=OFF); use the cpu backend");
 #endif
-}
-
-void ModelImpl::open_artifact(const std::string& path) {
-  ReadOptions ro;
-  ro.check_data_hash = false;  // header, metadata and embedded files are still hash-checked; `verify` checks all
-  artifact = std::make_unique<ArtifactReader>(path, ro);
-  desc = artifact->desc();
-  if (options.context_length > artifact->program().max_ctx)
-    fail("{}: --seq_len {} exceeds the artifact's context length {} (export with a larger --max-context)", path,
-         options.context_length, artifact->program().max_ctx);
-  if (!artifact->has_file("tokenizer.json")) fail("{}: the artifact embeds no tokenizer", path);
-  tok = std::make_unique<Tokenizer>(Tokenizer::from_text(
-      std::string(artifact->file("tokenizer.json")),
-      artifact->has_file("tokenizer_config.json") ? std::string(artifact->file("tokenizer_config.json")) : "{}", path));
-  info.architecture = arch_name(desc.arch);
-  info.recipe = artifact->recipe_name();
-  info.backend = options.backend;
-  info.device_name = options.backend == "cpu" ? "cpu" : "vulkan";
-  info.vocab_size = desc.vocab;
-  info.context_length = artifact->program().max_ctx;
-  info.eos_ids.assign(desc.eos_ids.begin(), desc.eos_ids.end());
-  info.weight_bytes = artifact->data_size();
 }
 
 }  // namespace vkllm

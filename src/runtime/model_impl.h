@@ -1,6 +1,10 @@
-// What a public vkllm::Model holds: the program, its weights, the tokenizer, the backend choice.
+// What a public vkllm::Model holds: the program (its KV rows set to the chosen context length),
+// the weights loaded once on the chosen backend, the tokenizer. Sessions make their executors
+// (KV cache, activations) from `loaded` and take turns on it under `run_mu`.
 #pragma once
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 
 #include "hf/model_desc.h"
@@ -14,23 +18,28 @@ class Tokenizer;
 struct ReferenceModel;
 class ArtifactReader;
 
-
-struct ModelImpl {
-  ModelImpl();
-  ~ModelImpl();
+struct Model::Impl {
+  Impl();
+  ~Impl();
   ModelOptions options;
   ModelInfo info;
   ModelDesc desc;
-  std::unique_ptr<ReferenceModel> reference;  // a Hugging Face folder on the CPU reference engine
-  std::unique_ptr<ArtifactReader> artifact;   // a .vkllm artifact
+  std::unique_ptr<ReferenceModel> reference;  // a Hugging Face folder (weights in memory)
+  std::unique_ptr<ArtifactReader> artifact;   // a .vkllm artifact (weights mapped)
+  std::optional<Program> resized;             // the artifact's program with fewer KV rows
   std::unique_ptr<Tokenizer> tok;
+  std::shared_ptr<LoadedProgram> loaded;  // the weights on the backend
+  std::mutex run_mu;                      // one session at a time on the backend
 
+  void open(const std::string& path);  // a folder (Hugging Face) or a file (artifact)
+  const Program& program() const;
+  const Tokenizer& tokenizer() const;
+
+ private:
   void open_hf_dir(const std::string& dir);
   void open_artifact(const std::string& path);
-  const Program& program() const;
   const WeightSource& weights() const;
-  const Tokenizer& tokenizer() const;
-  std::unique_ptr<Executor> make_executor() const;
+  void load();  // the backend: device, weights
 };
 
 }  // namespace vkllm

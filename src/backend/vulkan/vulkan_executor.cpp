@@ -29,23 +29,77 @@ uint64_t elem_bytes(DType t) {
   }
 }
 
-class VulkanExecutor final : public Executor {
+// The program's weights on one device: validated, uploaded once, shared by every executor made
+// from it. Executors own the rest (KV caches, activations, pipelines, command buffer).
+class VulkanLoaded final : public LoadedProgram, public std::enable_shared_from_this<VulkanLoaded> {
  public:
-  VulkanExecutor(const Program& p, const WeightSource& w, const VulkanOptions& opt)
-      : p_(p),
-        w_(w),
-        ctx_(std::make_unique<Context>(opt)),
-        alloc_(*ctx_),
-        kernels_(*ctx_),
-        bufs_(p.tensors.size()) {
-    p_.validate();
-    for (size_t k = 0; k < p_.ops.size(); ++k)
-      if (p_.ops[k].backend != BackendKind::Vulkan)
+  VulkanLoaded(const Program& prog, const WeightSource& weights, const VulkanOptions& opt)
+      : p(prog),
+        w(weights),
+        ctx(std::make_unique<Context>(opt)),
+        alloc(*ctx),
+        bufs(prog.tensors.size()) {
+    p.validate();
+    for (size_t k = 0; k < p.ops.size(); ++k)
+      if (p.ops[k].backend != BackendKind::Vulkan)
         fail(
             "program: op {} ({}) is assigned to the {} backend; the Vulkan executor runs only "
             "Vulkan ops",
-            k, p_.ops[k].family, backend_name(p_.ops[k].backend));
+            k, p.ops[k].family, backend_name(p.ops[k].backend));
     choose_max_tokens(opt.max_tokens > 0 ? opt.max_tokens : 512);
+    std::vector<bool> used(p.tensors.size(), false);
+    for (const Op& op : p.ops)
+      for (int32_t t : op.inputs) used[t] = true;
+    for (size_t i = 0; i < p.tensors.size(); ++i) {
+      const TensorDecl& t = p.tensors[i];
+      if (t.kind != TensorKind::Weight || !used[i]) continue;
+      auto bytes = w.weight(p, static_cast<int32_t>(i));
+      if (bytes.size() != t.nbytes)
+        fail("weight {}: {} bytes, expected {}", t.name, bytes.size(), t.nbytes);
+      bufs[i] = alloc.create(t.nbytes, false, t.name.c_str());
+      alloc.upload(bufs[i], 0, bytes.data(), bytes.size());
+    }
+  }
+
+  std::unique_ptr<Executor> make_executor() override;
+  std::string device_name() const override { return ctx->info().name; }
+
+  const Program& p;
+  const WeightSource& w;
+  std::unique_ptr<Context> ctx;
+  Allocator alloc;           // the weights
+  std::vector<Buffer> bufs;  // by tensor index: the used weights, empty for other kinds
+  int max_t = 1;             // rows of every [-1, N] activation buffer
+
+ private:
+  void choose_max_tokens(int want) {
+    const uint64_t maxb = ctx->max_binding();
+    max_t = std::max(1, std::min(want, p.max_ctx));
+    auto limit = [&](uint64_t row_bytes, const std::string& what) {
+      if (row_bytes > maxb)
+        fail("program: one row of {} ({} bytes) exceeds a Vulkan storage binding", what, row_bytes);
+      max_t = static_cast<int>(std::min<uint64_t>(static_cast<uint64_t>(max_t), maxb / row_bytes));
+    };
+    for (const TensorDecl& t : p.tensors)
+      if ((t.kind == TensorKind::Activation || t.kind == TensorKind::Input) && t.shape[0] < 0)
+        limit(static_cast<uint64_t>(t.shape.size() > 1 ? t.shape.back() : 1) * elem_bytes(t.dtype),
+              t.name);
+    for (const Op& op : p.ops)
+      if (uint64_t b = act_quant_bytes_per_token(p, op)) limit(b, "the int8 activation scratch");
+  }
+};
+
+class VulkanExecutor final : public Executor {
+ public:
+  explicit VulkanExecutor(std::shared_ptr<VulkanLoaded> loaded)
+      : ld_(std::move(loaded)),
+        p_(ld_->p),
+        w_(ld_->w),
+        ctx_(ld_->ctx.get()),
+        alloc_(*ctx_),
+        kernels_(*ctx_),
+        bufs_(ld_->bufs),
+        max_t_(ld_->max_t) {
     allocate();
     OpEnv env{*ctx_,
               kernels_,
@@ -109,23 +163,6 @@ class VulkanExecutor final : public Executor {
   }
 
  private:
-  void choose_max_tokens(int want) {
-    const uint64_t maxb = ctx_->max_binding();
-    max_t_ = std::max(1, std::min(want, p_.max_ctx));
-    auto limit = [&](uint64_t row_bytes, const std::string& what) {
-      if (row_bytes > maxb)
-        fail("program: one row of {} ({} bytes) exceeds a Vulkan storage binding", what, row_bytes);
-      max_t_ =
-          static_cast<int>(std::min<uint64_t>(static_cast<uint64_t>(max_t_), maxb / row_bytes));
-    };
-    for (const TensorDecl& t : p_.tensors)
-      if ((t.kind == TensorKind::Activation || t.kind == TensorKind::Input) && t.shape[0] < 0)
-        limit(static_cast<uint64_t>(t.shape.size() > 1 ? t.shape.back() : 1) * elem_bytes(t.dtype),
-              t.name);
-    for (const Op& op : p_.ops)
-      if (uint64_t b = act_quant_bytes_per_token(p_, op)) limit(b, "the int8 activation scratch");
-  }
-
   // A barrier goes before an op only when it reads or writes a buffer that an op since the last
   // barrier wrote, or writes one that such an op read (activation buffers are shared by liveness,
   // so write-after-read matters too). The plan is static: buffers never change after setup.
@@ -167,10 +204,8 @@ class VulkanExecutor final : public Executor {
   void allocate() {
     const int32_t n = static_cast<int32_t>(p_.tensors.size());
     std::vector<int> first(n, -1), last(n, -1);
-    std::vector<bool> used(n, false);
     for (int k = 0; k < static_cast<int>(p_.ops.size()); ++k) {
       for (int32_t t : p_.ops[k].inputs) {
-        used[t] = true;
         if (p_.tensors[t].kind == TensorKind::Activation) {
           if (first[t] < 0)
             fail("program: activation {} is read by op {} before any op writes it",
@@ -186,16 +221,10 @@ class VulkanExecutor final : public Executor {
     const int end = static_cast<int>(p_.ops.size());
     for (int32_t t : {p_.logits, p_.next_token})
       if (p_.tensors[t].kind == TensorKind::Activation && first[t] >= 0) last[t] = end;
-    // Weights, caches, input: one buffer each.
+    // Caches and input: one buffer each (the weights are the loaded program's).
     for (int32_t i = 0; i < n; ++i) {
       const TensorDecl& t = p_.tensors[i];
-      if (t.kind == TensorKind::Weight && used[i]) {
-        auto bytes = w_.weight(p_, i);
-        if (bytes.size() != t.nbytes)
-          fail("weight {}: {} bytes, expected {}", t.name, bytes.size(), t.nbytes);
-        bufs_[i] = alloc_.create(t.nbytes, false, t.name.c_str());
-        alloc_.upload(bufs_[i], 0, bytes.data(), bytes.size());
-      } else if (t.kind == TensorKind::KVCache) {
+      if (t.kind == TensorKind::KVCache) {
         if (t.dtype != DType::F32 && t.dtype != DType::F16)
           fail("program: KV cache {} must be f32 or f16", t.name);
         bufs_[i] = alloc_.create(tensor_bytes(t), false, t.name.c_str());
@@ -313,9 +342,10 @@ class VulkanExecutor final : public Executor {
     for (auto& [f, ms] : prof_) std::fprintf(stderr, "  %-14s %10.3f\n", f.c_str(), ms);
   }
 
+  std::shared_ptr<VulkanLoaded> ld_;  // first member: the device outlives everything below
   const Program& p_;
   const WeightSource& w_;
-  std::unique_ptr<Context> ctx_;
+  Context* ctx_;
   Allocator alloc_;
   Kernels kernels_;
   std::vector<Buffer> bufs_;
@@ -333,11 +363,21 @@ class VulkanExecutor final : public Executor {
   int prof_runs_ = 0;
 };
 
+std::unique_ptr<Executor> VulkanLoaded::make_executor() {
+  return std::make_unique<VulkanExecutor>(shared_from_this());
+}
+
 }  // namespace
+
+std::shared_ptr<LoadedProgram> load_vulkan_program(const Program& program,
+                                                   const WeightSource& weights,
+                                                   const VulkanOptions& options) {
+  return std::make_shared<VulkanLoaded>(program, weights, options);
+}
 
 std::unique_ptr<Executor> make_vulkan_executor(const Program& program, const WeightSource& weights,
                                                const VulkanOptions& options) {
-  return std::make_unique<VulkanExecutor>(program, weights, options);
+  return load_vulkan_program(program, weights, options)->make_executor();
 }
 
 }  // namespace vkllm

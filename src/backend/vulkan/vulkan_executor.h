@@ -8,8 +8,15 @@
 
 namespace vkllm {
 
-// The program and the weight source must outlive the executor. Throws Error with one clear line
-// when no device fits (naming what is missing and how to choose another device).
+// Opens the device and uploads the program's weights once; every executor made from the result
+// shares them and owns only its KV caches and activations. The program and the weight source must
+// outlive it. Throws Error with one clear line when no device fits (naming what is missing and
+// how to choose another device).
+std::shared_ptr<LoadedProgram> load_vulkan_program(const Program& program,
+                                                   const WeightSource& weights,
+                                                   const VulkanOptions& options);
+
+// One executor with weights of its own: load_vulkan_program(...)->make_executor().
 std::unique_ptr<Executor> make_vulkan_executor(const Program& program, const WeightSource& weights,
                                                const VulkanOptions& options);
 
