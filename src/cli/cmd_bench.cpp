@@ -1,11 +1,162 @@
+// vkllm bench -m ARTIFACT [-p 512] [-n 128] [-r 5] [--output md|json|csv], in the style of
+// llama-bench: load time, then prompt processing (pp: one forward over p tokens) and token
+// generation (tg: n tokens decoded one at a time after a one-token prompt) measured separately,
+// after one warm-up of each, as the median and spread over r repetitions. Uses only the public
+// API (include/vkllm/vkllm.h), so it measures what an embedding application gets.
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+
 #include "cli/commands.h"
 #include "core/error.h"
+#include "vkllm/vkllm.h"
 
 namespace vkllm::cli {
 
+namespace {
+
+struct BenchArgs {
+  std::string model, backend = "vulkan", device, output = "md";
+  int prompt = 512, gen = 128, reps = 5;
+};
+
+struct Series {
+  std::vector<double> v;  // tok/s per repetition
+  double median() const {
+    auto s = v;
+    std::sort(s.begin(), s.end());
+    return s.empty()      ? 0
+           : s.size() % 2 ? s[s.size() / 2]
+                          : (s[s.size() / 2 - 1] + s[s.size() / 2]) / 2;
+  }
+  double stddev() const {
+    if (v.size() < 2) return 0;
+    double m = 0, q = 0;
+    for (double x : v) m += x;
+    m /= static_cast<double>(v.size());
+    for (double x : v) q += (x - m) * (x - m);
+    return std::sqrt(q / static_cast<double>(v.size() - 1));
+  }
+};
+
+double peak_rss_mb() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_maxrss) / 1024.0;
+}
+
+// p deterministic prompt tokens: an ordinary English text encoded and repeated.
+std::vector<int32_t> prompt_tokens(const Model& m, int p) {
+  const auto unit = m.encode(
+      "The quick brown fox jumps over the lazy dog while the committee reviews the budget. ");
+  if (unit.empty()) fail("the model's tokenizer encodes the benchmark text to nothing");
+  std::vector<int32_t> ids;
+  while (static_cast<int>(ids.size()) < p) ids.insert(ids.end(), unit.begin(), unit.end());
+  ids.resize(static_cast<size_t>(p));
+  return ids;
+}
+
+void run(const BenchArgs& a) {
+  if (a.output != "md" && a.output != "json" && a.output != "csv")
+    fail("--output must be md, json or csv (got '{}')", a.output);
+  ModelOptions mo;
+  mo.backend = a.backend;
+  mo.device = a.device;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto model = Model::open(a.model, mo);
+  Session s(model);
+  const double load_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  const ModelInfo& info = model->info();
+  if (a.prompt + 1 > info.context_length || a.gen + 1 > info.context_length)
+    fail("-p {} / -n {} do not fit the context length {}", a.prompt, a.gen, info.context_length);
+  const auto pp_ids = prompt_tokens(*model, a.prompt);
+  const auto tg_ids = prompt_tokens(*model, 1);
+  GenerationOptions pp_opt, tg_opt;
+  pp_opt.max_new_tokens = 1;
+  pp_opt.stop_at_eos = tg_opt.stop_at_eos = false;
+  tg_opt.max_new_tokens = a.gen + 1;  // the first token ends the one-token prefill
+  Series pp, tg;
+  for (int r = -1; r < a.reps; ++r) {  // r == -1: warm-up
+    std::fprintf(stderr, "\rvkllm bench: %s %d/%d", r < 0 ? "warm-up" : "run", r + 1, a.reps);
+    s.reset();
+    s.generate(pp_ids, pp_opt);
+    const double pp_rate = s.stats().prefill_tok_s();
+    s.reset();
+    s.generate(tg_ids, tg_opt);
+    const double tg_rate = s.stats().decode_tok_s();
+    if (r >= 0) {
+      pp.v.push_back(pp_rate);
+      tg.v.push_back(tg_rate);
+    }
+  }
+  std::fprintf(stderr, "\n");
+  nlohmann::json j = {{"model", a.model},
+                      {"architecture", info.architecture},
+                      {"recipe", info.recipe},
+                      {"backend", info.backend},
+                      {"device", info.device_name},
+                      {"weight_mib", static_cast<double>(info.weight_bytes) / 1048576.0},
+                      {"load_ms", load_ms},
+                      {"repetitions", a.reps},
+                      {"pp",
+                       {{"tokens", a.prompt},
+                        {"median_tok_s", pp.median()},
+                        {"stddev_tok_s", pp.stddev()},
+                        {"runs_tok_s", pp.v}}},
+                      {"tg",
+                       {{"tokens", a.gen},
+                        {"median_tok_s", tg.median()},
+                        {"stddev_tok_s", tg.stddev()},
+                        {"runs_tok_s", tg.v}}},
+                      {"peak_host_mb", peak_rss_mb()}};
+  if (a.output == "json") {
+    std::printf("%s\n", j.dump(2).c_str());
+    return;
+  }
+  const std::string name = info.architecture + " " + info.recipe;
+  if (a.output == "csv") {
+    std::printf("model,recipe,backend,device,test,tokens,median_tok_s,stddev_tok_s,load_ms\n");
+    for (const char* t : {"pp", "tg"})
+      std::printf("%s,%s,%s,\"%s\",%s,%d,%.2f,%.2f,%.1f\n", info.architecture.c_str(),
+                  info.recipe.c_str(), info.backend.c_str(), info.device_name.c_str(), t,
+                  j[t]["tokens"].get<int>(), j[t]["median_tok_s"].get<double>(),
+                  j[t]["stddev_tok_s"].get<double>(), load_ms);
+    return;
+  }
+  std::printf("| model | size | backend | device | test | t/s (median of %d) | load ms |\n",
+              a.reps);
+  std::printf("|---|---|---|---|---|---|---|\n");
+  for (const char* t : {"pp", "tg"})
+    std::printf("| %s | %.1f MiB | %s | %s | %s%d | %.2f ± %.2f | %.0f |\n", name.c_str(),
+                j["weight_mib"].get<double>(), info.backend.c_str(), info.device_name.c_str(), t,
+                j[t]["tokens"].get<int>(), j[t]["median_tok_s"].get<double>(),
+                j[t]["stddev_tok_s"].get<double>(), load_ms);
+}
+
+}  // namespace
+
 void add_bench(CLI::App& app) {
-  auto* cmd = app.add_subcommand("bench", "(not implemented yet)");
-  cmd->callback([] { fail("'bench' is not implemented yet"); });
+  auto a = std::make_shared<BenchArgs>();
+  auto* cmd = app.add_subcommand(
+      "bench", "Measure load time, prompt processing (pp) and token generation (tg) speed");
+  cmd->add_option("-m,--model,--model_path", a->model, "The .vkllm artifact (or a HF folder)")
+      ->required();
+  cmd->add_option("-p,--prompt-tokens", a->prompt, "Prompt length for pp")
+      ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("-n,--gen-tokens", a->gen, "Generated tokens for tg")
+      ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("-r,--repetitions", a->reps, "Measured repetitions (after one warm-up)")
+      ->check(CLI::Range(1, 1000));
+  cmd->add_option("-o,--output", a->output, "Table format: md, json or csv");
+  cmd->add_option("--backend", a->backend, "vulkan (default) or cpu");
+  cmd->add_option("--device", a->device, "Vulkan device index or name substring");
+  cmd->callback([a] { run(*a); });
 }
 
 }  // namespace vkllm::cli

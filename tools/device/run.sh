@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Run THERE (the GPU machine, through the device tool, carry [".gl", ".dev"]):
-#   tools/device/run.sh TASK...   with TASK one of: info goldens vulkan-tests twins perf profile
+#   tools/device/run.sh TASK...   with TASK one of: info goldens vulkan-tests twins perf profile bench
 # Brings the Vulkan loader, points at the NVIDIA ICD, unpacks the fixtures, runs the tasks and
 # prints a short table last. Results go to $OUT.
 set -uo pipefail
@@ -54,7 +54,8 @@ for task in "$@"; do
       done
       echo "vulkan tests: $pass passed, ${#failed[@]} failed ${failed[*]}" | tee -a "$OUT/vulkan-tests.log" ;;
     twins)
-      # Every recipe on every twin: greedy text on Vulkan must equal the CPU backend's.
+      # Every recipe on every twin: Vulkan's greedy decoding against the CPU reference on the same
+      # artifact (vkllm verify --agree: logits NMSE per step, same token or a near tie).
       synth_twins
       rc=0
       for t in tiny-qwen3:qwen3 tiny-llama3.2:llama3.2 tiny-phi4mini:phi4mini; do
@@ -63,14 +64,10 @@ for task in "$@"; do
                  quantized-8da4w-fp16-embedding quantized-int4-weight-only; do
           a=/tmp/$name.$r.vkllm
           "$BIN" export /tmp/twins/$name --recipe "$r" -o "$a" -q || { rc=1; continue; }
-          c=$("$BIN" run -m "$a" --backend cpu -f tools/device/../../e2e/prompts/$fam.txt -n 32 --no-stats)
-          v=$("$BIN" run -m "$a" --backend vulkan -f tools/device/../../e2e/prompts/$fam.txt -n 32 2>/tmp/v.err)
-          stats=$(grep vkllm-stats /tmp/v.err | sed 's/.*"decode_tok_s":\([0-9.]*\).*/\1/')
-          if [ "$c" == "$v" ]; then res=same; else
-            i=0; while [ "${c:$i:1}" == "${v:$i:1}" ]; do i=$((i + 1)); done
-            res="DIFFERENT@char$i/${#c}"; rc=1
-          fi
-          printf '%-15s %-32s %-22s decode %s tok/s\n' "$name" "$r" "$res" "$stats" | tee -a "$OUT/twins.txt"
+          line=$("$BIN" verify "$a" --agree e2e/prompts/$fam.txt -n 50 2>&1 | grep -E "agreement")
+          "$BIN" verify "$a" --agree e2e/prompts/$fam.txt -n 50 >/dev/null 2>&1 || rc=1
+          v=$("$BIN" run -m "$a" -f e2e/prompts/$fam.txt -n 32 2>&1 >/dev/null | sed -n 's/.*"decode_tok_s":\([0-9.]*\).*/\1/p')
+          printf '%-15s %-31s %s | decode %.0f tok/s\n' "$name" "$r" "${line#*agreement  }" "$v" | tee -a "$OUT/twins.txt"
           rm -f "$a"
         done
       done ;;
@@ -88,6 +85,23 @@ for task in "$@"; do
       VKLLM_PROFILE=1 "$BIN" run -m /tmp/llama1b.vkllm -f /tmp/p512.txt -n 64 >/dev/null 2>"$OUT/profile.txt"
       rc=$?
       cat "$OUT/profile.txt" ;;
+    bench)
+      # The seven cells' (model, recipe) pairs on full-shape synth checkpoints: vkllm bench
+      # -p 512 -n 128 -r 5 (median of 5 after a warm-up), one markdown row pair each.
+      rc=0
+      for cell in qwen3-0.6b:qwen3:quantized-8da4w-fp16-embedding \
+                  llama-3.2-1b:llama3.2:quantized-8da4w llama-3.2-1b:llama3.2:quantized-8da4w-fp16 \
+                  llama-3.2-1b:llama3.2:quantized-8da4w-embedding llama-3.2-1b:llama3.2:quantized-8da4w-fp16-embedding \
+                  llama-3.2-1b:llama3.2:quantized-int4-weight-only phi-4-mini:phi4mini:quantized-8da4w-embedding; do
+        IFS=: read -r preset fam recipe <<<"$cell"
+        [ -d /tmp/full-$preset ] || "$BIN" synth --preset "$preset" -o /tmp/full-$preset --tokenizer-dir /tmp/fixtures/$fam -q >/dev/null
+        a=/tmp/$preset.$recipe.vkllm
+        "$BIN" export /tmp/full-$preset --recipe "$recipe" -o "$a" -q 2>&1 | tail -1 || rc=1
+        "$BIN" bench -m "$a" -p 512 -n 128 -r 5 --output json > /tmp/bench.json || rc=1
+        python3 -c "import json,sys; print(json.dumps(json.load(open(sys.argv[1]))))" /tmp/bench.json >> "$OUT/bench.jsonl"
+        python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print('| %s | %s | %.0f MiB | %.0f ± %.0f | %.1f ± %.1f | %.0f |' % (sys.argv[2], j['recipe'], j['weight_mib'], j['pp']['median_tok_s'], j['pp']['stddev_tok_s'], j['tg']['median_tok_s'], j['tg']['stddev_tok_s'], j['load_ms']))" /tmp/bench.json "$preset" | tee -a "$OUT/bench.md"
+        rm -f "$a"
+      done ;;
     *) echo "unknown task $task" >&2; rc=2 ;;
   esac
   summary+=("$(printf '%-14s rc=%-3s %4ss' "$task" "$rc" "$(( $(date +%s) - start ))")")

@@ -1,0 +1,86 @@
+// `vkllm bench` end to end on the tiny Qwen3 twin: the JSON report has every figure, the rates
+// are positive and consistent with the repetitions, the other formats carry the same tests, and
+// bad arguments fail with one line. (Speed itself is measured on the GPU machine, never here.)
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "testutil/tiny_checkpoint.h"
+
+namespace {
+
+struct Out {
+  int rc;
+  std::string out;
+};
+
+Out sh(const std::string& cmd) {
+  Out o{0, ""};
+  FILE* f = popen((cmd + " 2>/dev/null").c_str(), "r");
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), f)) > 0) o.out.append(buf.data(), n);
+  o.rc = pclose(f);
+  return o;
+}
+
+const std::string& artifact() {
+  static const std::string path = [] {
+    const std::string dir = vkllm::testutil::temp_dir("bench");
+    const std::string exe = VKLLM_EXE;
+    EXPECT_EQ(sh(exe + " synth --preset tiny-qwen3 -q -o " + dir + "/twin --tokenizer-dir " +
+                 VKLLM_SOURCE_DIR + "/.fixtures/qwen3")
+                  .rc,
+              0);
+    EXPECT_EQ(sh(exe + " export " + dir + "/twin --recipe quantized-int4-weight-only -q -o " + dir +
+                 "/m.vkllm")
+                  .rc,
+              0);
+    return dir + "/m.vkllm";
+  }();
+  return path;
+}
+
+}  // namespace
+
+TEST(Bench, JsonReportOnTheCpuBackend) {
+  const Out o = sh(std::string(VKLLM_EXE) + " bench -m " + artifact() +
+                   " --backend cpu -p 12 -n 5 -r 3 --output json");
+  ASSERT_EQ(o.rc, 0) << o.out;
+  const auto j = nlohmann::json::parse(o.out);
+  EXPECT_EQ(j["recipe"], "quantized-int4-weight-only");
+  EXPECT_EQ(j["backend"], "cpu");
+  EXPECT_GT(j["load_ms"].get<double>(), 0);
+  EXPECT_EQ(j["pp"]["tokens"], 12);
+  EXPECT_EQ(j["tg"]["tokens"], 5);
+  for (const char* t : {"pp", "tg"}) {
+    ASSERT_EQ(j[t]["runs_tok_s"].size(), 3u) << t;
+    double lo = 1e30, hi = 0;
+    for (double r : j[t]["runs_tok_s"]) lo = std::min(lo, r), hi = std::max(hi, r);
+    EXPECT_GT(lo, 0) << t;
+    EXPECT_GE(j[t]["median_tok_s"].get<double>(), lo) << t;
+    EXPECT_LE(j[t]["median_tok_s"].get<double>(), hi) << t;
+  }
+  EXPECT_GT(j["peak_host_mb"].get<double>(), 1);
+}
+
+TEST(Bench, MarkdownAndCsvOnVulkan) {
+  const std::string base = std::string(VKLLM_EXE) + " bench -m " + artifact() + " -p 6 -n 2 -r 1";
+  const Out md = sh(base);
+  ASSERT_EQ(md.rc, 0);
+  EXPECT_NE(md.out.find("| pp6 |"), std::string::npos) << md.out;
+  EXPECT_NE(md.out.find("| tg2 |"), std::string::npos) << md.out;
+  const Out csv = sh(base + " --output csv");
+  ASSERT_EQ(csv.rc, 0);
+  EXPECT_NE(csv.out.find("qwen3,quantized-int4-weight-only,vulkan,"), std::string::npos) << csv.out;
+}
+
+TEST(Bench, BadArgumentsFail) {
+  const std::string exe = VKLLM_EXE;
+  EXPECT_NE(sh(exe + " bench -m " + artifact() + " --output xml").rc, 0);
+  EXPECT_NE(sh(exe + " bench -m /nonexistent.vkllm").rc, 0);
+  EXPECT_NE(sh(exe + " bench -m " + artifact() + " --backend cpu -p 100000").rc, 0);
+}
