@@ -1,24 +1,11 @@
 #!/usr/bin/env bash
-# The main job on the built-in default: set up and build, then the whole pipeline on the tiny
-# Qwen3 twin: synth -> export (cell 1's recipe) -> verify -> run on Vulkan (lavapipe when there is
-# no GPU) and on the CPU reference, which must print the same greedy text.
+# The main job: set up and build, then the end-to-end matrix (e2e/README.md) on the tiny twins of
+# the seven cells: each twin is pulled from the loopback hub under the cell's model id and pinned
+# revision, exported with the cell's recipe, verified, and run on Vulkan (lavapipe when there is no
+# GPU), gated on the transformers goldens, the CPU reference backend and the recipe's quality gate.
+# Writes out/e2e/results.tsv, out/e2e/report.html and out/e2e/logs/; exits non-zero if a cell
+# failed. Extra arguments go to `vkllm e2e` (e.g. --cells 1,4).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh release
-bin=build/release/src/cli/vkllm
-out=out/main
-recipe=quantized-8da4w-fp16-embedding
-mkdir -p "$out"
-"$bin" synth --preset tiny-qwen3 -o "$out/tiny-qwen3"
-"$bin" export "$out/tiny-qwen3" --recipe "$recipe" -o "$out/tiny-qwen3.vkllm"
-"$bin" verify "$out/tiny-qwen3.vkllm" --recipe "$recipe"
-echo "== vulkan"
-"$bin" run -m "$out/tiny-qwen3.vkllm" --chat -p "What is the capital of France?" -n 32 | tee "$out/vulkan.txt"
-echo "== cpu reference"
-"$bin" run -m "$out/tiny-qwen3.vkllm" --backend cpu --chat -p "What is the capital of France?" -n 32 | tee "$out/cpu.txt"
-if cmp -s "$out/vulkan.txt" "$out/cpu.txt"; then
-  echo "main: Vulkan and CPU reference agree (greedy, 32 tokens); outputs in $out/"
-else
-  echo "main: Vulkan and CPU reference DIFFER; outputs in $out/" >&2
-  exit 1
-fi
+exec build/release/src/cli/vkllm e2e --twins --out out/e2e "$@"

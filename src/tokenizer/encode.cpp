@@ -311,7 +311,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special) 
 std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special) const {
   std::string bytes;
   for (int32_t id : ids) {
-    if (skip_special && is_special(id)) continue;
+    if ((skip_special && is_special(id)) || id >= vocab_size()) continue;  // see tokenizer.h
     bytes += token_bytes(id);
   }
   if (utf8::is_valid(bytes)) return bytes;
@@ -322,7 +322,7 @@ StreamDecoder::StreamDecoder(const Tokenizer& tok, bool skip_special)
     : tok_(&tok), skip_special_(skip_special) {}
 
 std::string StreamDecoder::push(int32_t id) {
-  if (skip_special_ && tok_->is_special(id)) return {};
+  if ((skip_special_ && tok_->is_special(id)) || id >= tok_->vocab_size()) return {};
   pending_ += tok_->token_bytes(id);
   std::string out;
   size_t used = utf8::append_lossy(pending_, out, false);

@@ -39,7 +39,9 @@ class Tokenizer {
   // add_special runs the post-processor (Llama: prepends <|begin_of_text|>).
   std::vector<int32_t> encode(std::string_view text, bool add_special = false) const;
   // Concatenated token bytes, invalid UTF-8 replaced by U+FFFD. skip_special drops special added
-  // tokens. Never applies clean_up_tokenization_spaces.
+  // tokens. Ids >= vocab_size() (embedding rows the tokenizer has no token for, which a model can
+  // still pick) decode to nothing, as Hugging Face tokenizers' decode skips them; negative ids
+  // throw. Never applies clean_up_tokenization_spaces.
   std::string decode(std::span<const int32_t> ids, bool skip_special = false) const;
 
   // Highest token id + 1 (BPE vocab and added tokens). Embedding tables may have more rows.

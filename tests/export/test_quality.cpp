@@ -4,12 +4,11 @@
 // docs/quality.md.
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <cstdio>
-#include <map>
 
 #include "artifact/reader.h"
 #include "artifact/writer.h"
+#include "e2e/quality.h"
 #include "export/exporter.h"
 #include "hf/checkpoint.h"
 #include "hf/synth.h"
@@ -23,76 +22,12 @@ namespace {
 
 constexpr int kSeqLen = 32;
 
-std::vector<int32_t> fixed_tokens(int vocab) {
-  std::vector<int32_t> ids;
-  uint32_t x = 12345;
-  for (int i = 0; i < kSeqLen; ++i) {
-    x = x * 1103515245u + 12345u;
-    ids.push_back(static_cast<int32_t>((x >> 8) % static_cast<uint32_t>(vocab)));
-  }
-  return ids;
-}
-
-// Logits after each token, decoding one token per forward.
+// Logits after each probe token on the CPU backend (src/e2e/quality.h).
 std::vector<std::vector<float>> run_logits(const std::string& path,
                                            const std::vector<int32_t>& ids) {
   ArtifactReader r(path);
   auto ex = make_cpu_executor(r.program(), r);
-  std::vector<std::vector<float>> out;
-  for (int pos = 0; pos < static_cast<int>(ids.size()); ++pos) {
-    std::vector<float> l(static_cast<size_t>(r.desc().vocab));
-    ex->forward(&ids[pos], 1, pos, l.data());
-    out.push_back(std::move(l));
-  }
-  return out;
-}
-
-std::vector<double> log_softmax(const std::vector<float>& l) {
-  double mx = -1e300;
-  for (float v : l) mx = std::max(mx, double(v));
-  double s = 0;
-  for (float v : l) s += std::exp(double(v) - mx);
-  std::vector<double> o(l.size());
-  for (size_t i = 0; i < l.size(); ++i) o[i] = double(l[i]) - mx - std::log(s);
-  return o;
-}
-
-struct Quality {
-  double kl = 0, kl_max = 0, top1 = 0;
-};
-
-Quality compare(const std::vector<std::vector<float>>& ref,
-                const std::vector<std::vector<float>>& q) {
-  Quality r;
-  for (size_t t = 0; t < ref.size(); ++t) {
-    auto a = log_softmax(ref[t]), b = log_softmax(q[t]);
-    double kl = 0;
-    for (size_t i = 0; i < a.size(); ++i) kl += std::exp(a[i]) * (a[i] - b[i]);
-    r.kl += kl;
-    r.kl_max = std::max(r.kl_max, kl);
-    auto am = std::max_element(ref[t].begin(), ref[t].end()) - ref[t].begin();
-    auto bm = std::max_element(q[t].begin(), q[t].end()) - q[t].begin();
-    r.top1 += am == bm;
-  }
-  r.kl /= double(ref.size());
-  r.top1 /= double(ref.size());
-  return r;
-}
-
-// Gates (docs/quality.md explains how they were set from the measured values).
-struct Gate {
-  double kl_mean, top1_min;
-};
-// fp16: measured mean KL <= 4e-5 and top-1 0.94-1.0 (the twins' greedy steps include near-ties:
-// the smallest top-1/top-2 gap on the golden prompts is 0.01-0.14), so the gate allows 25x the KL and
-// three flips in 32. Int4 recipes: measured mean KL 2.6-3.8 nats and top-1 6-25% on the twins
-// (random networks with logit sd ~6 over 128K-200K tokens turn ~9% int4 weight noise into ~1 logit
-// of noise, the size of the top-1/top-2 gap); the gate allows ~1.3x the worst measured KL. Top-1 on
-// random networks is noise, so its floor only catches a collapse (no agreement at all); the
-// nibble-swap control (KL ~24-26, top-1 0) shows what a packing bug looks like and fails both.
-Gate gate_for(const std::string& recipe) {
-  if (recipe == "fp16") return {1e-3, 0.90};
-  return {5.0, 0.03};  // every int4 recipe
+  return teacher_forced_logits(*ex, ids, r.desc().vocab);
 }
 
 // The tiny twins of `vkllm synth` (real vocabularies, head_dim and config keys), without their
@@ -138,7 +73,7 @@ TEST(Quality, EveryRecipeOnTheTinyTwins) {
   for (const std::string twin : {"tiny-qwen3", "tiny-llama3.2", "tiny-phi4mini"}) {
     const std::string ck = make_twin(dir.path + "/" + twin, twin);
     const ModelDesc d = HfCheckpoint(ck).desc();
-    const auto ids = fixed_tokens(d.vocab);
+    const auto ids = quality_probe_ids(d.vocab, kSeqLen);
     RecipeOptions o;
     o.max_context = kSeqLen;
     o.recipe = "non-quantized";
@@ -148,20 +83,21 @@ TEST(Quality, EveryRecipeOnTheTinyTwins) {
       if (recipe == "non-quantized") continue;
       o.recipe = recipe;
       export_checkpoint(ck, dir.path + "/q.vkllm", o);
-      const Quality q = compare(ref, run_logits(dir.path + "/q.vkllm", ids));
-      std::printf("| %s | %s | %.5f | %.5f | %.3f |\n", twin.c_str(), recipe.c_str(), q.kl,
+      const QualityStats q = compare_logits(ref, run_logits(dir.path + "/q.vkllm", ids));
+      std::printf("| %s | %s | %.5f | %.5f | %.3f |\n", twin.c_str(), recipe.c_str(), q.kl_mean,
                   q.kl_max, q.top1);
       std::fflush(stdout);
-      const Gate g = gate_for(recipe);
-      EXPECT_LE(q.kl, g.kl_mean) << twin << " " << recipe;
+      const QualityGate g = quality_gate_for(recipe);
+      EXPECT_LE(q.kl_mean, g.kl_mean_max) << twin << " " << recipe;
       EXPECT_GE(q.top1, g.top1_min) << twin << " " << recipe;
       if (recipe == "quantized-8da4w") {
         // Negative control: a packing bug must fail the gate by a wide margin.
-        const Quality b = compare(
+        const QualityStats b = compare_logits(
             ref, run_logits(break_packing(dir.path + "/q.vkllm", dir.path + "/b.vkllm"), ids));
         std::printf("| %s | (control: nibbles swapped) | %.5f | %.5f | %.3f |\n", twin.c_str(),
-                    b.kl, b.kl_max, b.top1);
-        EXPECT_TRUE(b.kl > 3 * g.kl_mean || b.top1 < g.top1_min - 0.2) << twin;
+                    b.kl_mean, b.kl_max, b.top1);
+        EXPECT_FALSE(g.passes(b)) << twin;
+        EXPECT_TRUE(b.kl_mean > 3 * g.kl_mean_max || b.top1 < g.top1_min - 0.2) << twin;
       }
     }
   }

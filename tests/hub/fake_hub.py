@@ -4,7 +4,8 @@
 Serves every directory ROOT/<org>/<name> as the repository "org/name" at revision "main", and
 ROOT/<org>/<name>@<rev> as revision <rev> of the same repository (a branch or tag). Each revision
 gets a deterministic 40-hex commit id computed from its file list and contents; a request for that
-commit id resolves to the same revision.
+commit id resolves to the same revision. A <rev> that is itself a 40-hex commit id is served as that
+commit (so a pinned revision such as e2e/cells.tsv's can be served with other files).
 
 Endpoints, with the shapes huggingface.co uses:
   GET  /api/models/<org>/<name>[/revision/<rev>]    model info: id, sha, siblings[{rfilename}]
@@ -33,6 +34,7 @@ import hashlib
 import http.server
 import json
 import os
+import re
 import sys
 import threading
 import time
@@ -70,7 +72,7 @@ class Revision:
         h.update(repo.encode() + b"@" + rev.encode() + b"\n")
         for name in sorted(self.files):
             h.update(("%s %s\n" % (name, self.files[name]["oid"])).encode())
-        self.commit = h.hexdigest()
+        self.commit = rev if re.fullmatch(r"[0-9a-f]{40}", rev) else h.hexdigest()
 
 
 class Hub:

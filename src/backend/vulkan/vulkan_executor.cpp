@@ -1,9 +1,12 @@
 #include "backend/vulkan/vulkan_executor.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
+#include <mutex>
 #include <set>
 
 #include "backend/vulkan/vk_context.h"
@@ -17,6 +20,10 @@ namespace vkllm {
 namespace {
 
 using namespace vk;
+
+std::atomic<uint64_t> g_held{0}, g_peak{0};  // device bytes of live executors; the most at once
+std::mutex g_usage_mutex;
+std::string g_device_name;
 
 uint64_t elem_bytes(DType t) {
   switch (t) {
@@ -133,9 +140,19 @@ class VulkanExecutor final : public Executor {
       qi.queryCount = static_cast<uint32_t>(p_.ops.size() + 1);
       VK_CHECK(vkCreateQueryPool(ctx_->device(), &qi, nullptr, &queries_));
     }
+    held_ = alloc_.device_bytes();
+    const uint64_t now = g_held += held_;
+    for (uint64_t was = g_peak; now > was && !g_peak.compare_exchange_weak(was, now);) {
+    }
+    {
+      std::lock_guard<std::mutex> lock(g_usage_mutex);
+      g_device_name = ctx_->info().name;
+    }
+    if (const char* c = std::getenv("VKLLM_TEST_CORRUPT_OP")) corrupt_family_ = c;
   }
 
   ~VulkanExecutor() override {
+    g_held -= held_;
     VkDevice d = ctx_->device();
     vkDeviceWaitIdle(d);
     if (queries_) {
@@ -287,6 +304,7 @@ class VulkanExecutor final : public Executor {
     for (size_t k = 0; k < ops_.size(); ++k) {
       if (barrier_before_[k]) compute_barrier(cb_);
       ops_[k]->record(cb_, T, pos);
+      if (!corrupt_family_.empty() && p_.ops[k].family == corrupt_family_) corrupt_outputs(k);
       if (queries_)
         vkCmdWriteTimestamp(cb_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, queries_,
                             static_cast<uint32_t>(k + 1));
@@ -322,6 +340,21 @@ class VulkanExecutor final : public Executor {
     if (logits_out)
       std::memcpy(logits_out, static_cast<const uint8_t*>(readback_.mapped) + 16, logits_n_ * 4);
     return next;
+  }
+
+  // Test-only switch for the gate-can-fail tests (tests/e2e): VKLLM_TEST_CORRUPT_OP=<op family>
+  // zeroes every output of that family's ops after they run, like a broken kernel would.
+  void corrupt_outputs(size_t k) {
+    VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+    mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
+    mb.dstAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+    vkCmdPipelineBarrier(cb_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT,
+                         0, 1, &mb, 0, nullptr, 0, nullptr);
+    for (int32_t t : p_.ops[k].outputs) vkCmdFillBuffer(cb_, bufs_[t].buf, 0, VK_WHOLE_SIZE, 0);
+    mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+    mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+    vkCmdPipelineBarrier(cb_, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                         0, 1, &mb, 0, nullptr, 0, nullptr);
   }
 
   void collect_profile(uint32_t nq) {
@@ -361,6 +394,8 @@ class VulkanExecutor final : public Executor {
   VkQueryPool queries_ = VK_NULL_HANDLE;
   std::map<std::string, double> prof_;
   int prof_runs_ = 0;
+  uint64_t held_ = 0;
+  std::string corrupt_family_;
 };
 
 std::unique_ptr<Executor> VulkanLoaded::make_executor() {
@@ -378,6 +413,11 @@ std::shared_ptr<LoadedProgram> load_vulkan_program(const Program& program,
 std::unique_ptr<Executor> make_vulkan_executor(const Program& program, const WeightSource& weights,
                                                const VulkanOptions& options) {
   return load_vulkan_program(program, weights, options)->make_executor();
+}
+
+VulkanUsage vulkan_usage() {
+  std::lock_guard<std::mutex> lock(g_usage_mutex);
+  return {g_peak.load(), g_device_name};
 }
 
 }  // namespace vkllm

@@ -2,6 +2,7 @@
 // tokens (longer prompts run in chunks), KV caches on the device, argmax on the device.
 #pragma once
 #include <memory>
+#include <string>
 
 #include "backend/vulkan/vulkan_options.h"
 #include "runtime/executor.h"
@@ -19,5 +20,13 @@ std::shared_ptr<LoadedProgram> load_vulkan_program(const Program& program,
 // One executor with weights of its own: load_vulkan_program(...)->make_executor().
 std::unique_ptr<Executor> make_vulkan_executor(const Program& program, const WeightSource& weights,
                                                const VulkanOptions& options);
+
+// What this process's Vulkan executors used, for run statistics: the most device memory they
+// held at once (bytes) and the name of the device of the last one created.
+struct VulkanUsage {
+  uint64_t peak_device_bytes = 0;
+  std::string device_name;
+};
+VulkanUsage vulkan_usage();
 
 }  // namespace vkllm

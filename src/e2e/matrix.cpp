@@ -1,0 +1,425 @@
+#include "e2e/matrix.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <ctime>
+#include <filesystem>
+#include <memory>
+#include <sstream>
+
+#include "core/error.h"
+#include "core/mapped_file.h"
+#include "e2e/process.h"
+#include "e2e/twin_hub.h"
+
+namespace vkllm {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+std::string read_or_empty(const std::string& path) {
+  try {
+    return fs::exists(path) ? read_text_file(path) : std::string();
+  } catch (const Error&) {
+    return {};
+  }
+}
+
+// A child's stdout parsed as one JSON document; null when it is not JSON.
+json parse_json(const std::string& text) {
+  return json::parse(text, nullptr, false);
+}
+
+// The last `vkllm-stats {...}` line of a runner's stderr; null when there is none.
+json stats_line(const std::string& err) {
+  const std::string tag = "vkllm-stats ";
+  json found;
+  std::istringstream in(err);
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(tag, 0) == 0) found = parse_json(line.substr(tag.size()));
+  return found.is_object() ? found : json(nullptr);
+}
+
+std::string mib(uint64_t b) {
+  return fmt::format("{:.1f} MiB", b / 1048576.0);
+}
+
+// One cell: its stages in order, each a child process; the first failing gate ends the cell.
+class CellRun {
+ public:
+  CellRun(const MatrixOptions& o, const Cell& c, const std::string& exe, const std::string& out,
+          const TwinHub* hub)
+      : o_(o), exe_(exe), out_(out), hub_(hub) {
+    r_.cell = c;
+    for (const auto& n : stage_names()) r_.stages.push_back(StageResult{n});
+    log_rel_ = "logs/cell" + std::to_string(c.id);
+    fs::create_directories(out_ + "/" + log_rel_);
+    fs::create_directories(out_ + "/artifacts");
+    artifact_ = out_ + "/artifacts/cell" + std::to_string(c.id) + ".vkllm";
+  }
+
+  CellResult run() {
+    const auto t0 = std::chrono::steady_clock::now();
+    bool ok = pull() && golden() && export_artifact() && verify() && run_vulkan() && run_cpu() &&
+              quality();
+    std::error_code ec;
+    if (!o_.keep_artifacts) fs::remove(artifact_, ec);
+    r_.pass = ok;
+    if (ok) {  // what the gates measured: the stages that compare against something
+      std::string s;
+      for (const auto& st : r_.stages) {
+        const bool gate = st.name == "golden" || st.name == "cpu" || st.name == "quality" ||
+                          (st.name == "run" && !hub_) ||
+                          (st.name == "verify" && r_.cell.max_size_bytes);
+        if (st.ran && gate) s += (s.empty() ? "" : "; ") + st.note;
+      }
+      r_.reason = s;
+    }
+    r_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return r_;
+  }
+
+ private:
+  StageResult& stage(const std::string& name) {
+    for (auto& s : r_.stages)
+      if (s.name == name) return s;
+    fail("internal: no stage {}", name);
+  }
+
+  bool fail_stage(StageResult& s, const std::string& why) {
+    s.ok = false;
+    s.note = why;
+    r_.reason = s.name + ": " + why;
+    progress(s);
+    return false;
+  }
+
+  bool pass_stage(StageResult& s, const std::string& note) {
+    s.ok = true;
+    s.note = note;
+    progress(s);
+    return true;
+  }
+
+  void progress(const StageResult& s) {
+    if (o_.progress)
+      o_.progress(fmt::format("  {:<8} {:<4} {:7.1f} s  {}", s.name, s.ok ? "ok" : "FAIL",
+                              s.seconds, s.note));
+  }
+
+  // Runs `vkllm args...` as (part of) stage s, logged as <log>.stdout / .stderr (log: the stage
+  // name unless given).
+  ChildResult child(StageResult& s, const std::vector<std::string>& args,
+                    const std::map<std::string, std::optional<std::string>>& env = {},
+                    const std::string& log = "") {
+    r_.stage = s.name;
+    s.ran = true;
+    ChildSpec c;
+    c.argv = {exe_};
+    c.argv.insert(c.argv.end(), args.begin(), args.end());
+    c.env = env;
+    const std::string base = log_rel_ + "/" + (log.empty() ? s.name : log);
+    c.stdout_path = out_ + "/" + base + ".stdout";
+    c.stderr_path = out_ + "/" + base + ".stderr";
+    c.timeout_s = o_.stage_timeout_s;
+    s.logs.insert(s.logs.end(), {base + ".stdout", base + ".stderr"});
+    const ChildResult res = run_child(c);
+    s.seconds += res.seconds;
+    s.status = res.describe();
+    out_text_ = read_or_empty(c.stdout_path);
+    err_text_ = read_or_empty(c.stderr_path);
+    return res;
+  }
+
+  // "exit 1: <its one-line error>"
+  std::string child_failure(const ChildResult& res) const {
+    const std::string line = last_line(err_text_);
+    return line.empty() ? res.describe() : res.describe() + ": " + line;
+  }
+
+  std::string ids_path(const std::string& stage_name) const {
+    return out_ + "/" + log_rel_ + "/" + stage_name + ".ids.json";
+  }
+
+  // `vkllm run` of `model` with the cell's prompt; the ids it writes are returned in ids.
+  bool runner(StageResult& s, const std::string& model, const std::string& backend, int n,
+              json& ids, json& stats) {
+    std::vector<std::string> a = {"run",
+                                  "-m",
+                                  model,
+                                  "--prompt_file",
+                                  r_.cell.prompt_path,
+                                  "-n",
+                                  std::to_string(n),
+                                  "--temperature",
+                                  "0",
+                                  "--backend",
+                                  backend,
+                                  "--ids_file",
+                                  ids_path(s.name)};
+    if (backend == "vulkan" && !o_.device.empty()) a.insert(a.end(), {"--device", o_.device});
+    const ChildResult res = child(s, a);
+    s.logs.push_back(log_rel_ + "/" + s.name + ".ids.json");
+    if (!res.ok()) return fail_stage(s, child_failure(res));
+    stats = stats_line(err_text_);
+    if (stats.is_null()) return fail_stage(s, "no vkllm-stats line at the end of stderr");
+    ids = parse_json(read_or_empty(ids_path(s.name)));
+    if (!ids.is_object() || !ids.contains("generated_ids") || !ids["generated_ids"].is_array())
+      return fail_stage(s, "no token ids written to " + ids_path(s.name));
+    if (stats.value("validation_messages", 0) > 0)
+      return fail_stage(
+          s, fmt::format("the Vulkan validation layer reported {} messages (see {}.stderr)",
+                         stats.value("validation_messages", 0), s.name));
+    return true;
+  }
+
+  bool pull() {
+    StageResult& s = stage("pull");
+    const auto env = hub_ ? hub_->pull_env() : std::map<std::string, std::optional<std::string>>{};
+    const ChildResult res = child(s, {"pull", r_.cell.spec(), "--json"}, env);
+    if (!res.ok()) return fail_stage(s, child_failure(res));
+    pulled_ = parse_json(out_text_);
+    if (!pulled_.is_object() || !pulled_.contains("snapshot_dir"))
+      return fail_stage(s, "`vkllm pull --json` printed no snapshot_dir");
+    snapshot_ = pulled_["snapshot_dir"].get<std::string>();
+    int downloaded = 0, files = 0;
+    for (const auto& f : pulled_.value("files", json::array())) {
+      ++files;
+      downloaded += f.value("downloaded", false);
+    }
+    return pass_stage(s, fmt::format("{} files, {} downloaded", files, downloaded));
+  }
+
+  // Twin mode: the fp32 twin (the pulled folder, lowered in fp32, CPU backend) continues the
+  // prompt exactly as transformers did (tests/goldens/<twin>.json, made on the GPU machine).
+  bool golden() {
+    if (!hub_) return true;
+    StageResult& s = stage("golden");
+    r_.stage = s.name;
+    s.ran = true;
+    const std::string gpath = o_.goldens_dir + "/" + r_.cell.twin + ".json";
+    const json g = parse_json(read_or_empty(gpath));
+    if (!g.is_object() || !g.contains("continuation_ids") || !g.contains("prompt_ids"))
+      return fail_stage(s, gpath + ": missing or not a golden file");
+    const std::string want_sha =
+        g.value("files_sha256", json::object()).value("model.safetensors", "");
+    for (const auto& f : pulled_.value("files", json::array()))
+      if (f.value("name", "") == "model.safetensors" && f.value("etag", "") != want_sha)
+        return fail_stage(
+            s, fmt::format("the served twin's model.safetensors (sha256 {}) is not the one "
+                           "the golden was made from ({})",
+                           f.value("etag", ""), want_sha));
+    const auto cont = g["continuation_ids"].get<std::vector<int>>();
+    const int n = std::min<int>(o_.golden_tokens, static_cast<int>(cont.size()));
+    json ids, stats;
+    if (!runner(s, snapshot_, "cpu", n, ids, stats)) return false;
+    if (ids["prompt_ids"] != g["prompt_ids"])
+      return fail_stage(
+          s, fmt::format(
+                 "prompt ids differ from the golden's ({} vs {} ids): {} tokenizes differently",
+                 ids["prompt_ids"].size(), g["prompt_ids"].size(), r_.cell.prompt_file));
+    const auto got = ids["generated_ids"].get<std::vector<int>>();
+    for (int k = 0; k < n; ++k)
+      if (k >= static_cast<int>(got.size()) || got[k] != cont[k])
+        return fail_stage(
+            s,
+            fmt::format(
+                "fp32 twin differs from the transformers golden at step {}: {} vs golden {}", k,
+                k < static_cast<int>(got.size()) ? std::to_string(got[k]) : "(stopped)", cont[k]));
+    return pass_stage(s, fmt::format("fp32 twin = transformers golden ({}/{} ids)", n, n));
+  }
+
+  bool export_artifact() {
+    StageResult& s = stage("export");
+    const ChildResult res =
+        child(s, {"export", snapshot_, "--recipe", r_.cell.recipe, "-o", artifact_, "--json"});
+    if (!res.ok()) return fail_stage(s, child_failure(res));
+    const json j = parse_json(out_text_);
+    r_.artifact_bytes = j.is_object() ? j.value("file_size", uint64_t{0}) : 0;
+    if (!r_.artifact_bytes)
+      r_.artifact_bytes = fs::exists(artifact_) ? fs::file_size(artifact_) : 0;
+    return pass_stage(s, mib(r_.artifact_bytes));
+  }
+
+  bool verify() {
+    StageResult& s = stage("verify");
+    std::vector<std::string> a = {"verify", artifact_, "--recipe", r_.cell.recipe};
+    if (r_.cell.max_size_bytes) a.insert(a.end(), {"--max-size", r_.cell.max_size});
+    const ChildResult res = child(s, a);
+    if (!res.ok()) return fail_stage(s, child_failure(res));
+    return pass_stage(s, r_.cell.max_size_bytes
+                             ? fmt::format("{} <= {}", mib(r_.artifact_bytes), r_.cell.max_size)
+                             : "recipe, GPU delegation and integrity ok");
+  }
+
+  bool run_vulkan() {
+    StageResult& s = stage("run");
+    json stats;
+    if (!runner(s, artifact_, "vulkan", o_.max_new_tokens, vk_ids_, stats)) return false;
+    r_.prefill_tok_s = stats.value("prefill_tok_s", 0.0);
+    r_.decode_tok_s = stats.value("decode_tok_s", 0.0);
+    r_.peak_host_mb = stats.value("peak_host_mb", 0.0);
+    r_.peak_gpu_mb = stats.value("peak_gpu_mb", 0.0);
+    r_.device = stats.value("device", "");
+    r_.answer = out_text_.size() > 4000 ? out_text_.substr(0, 4000) + "..." : out_text_;
+    const int n = stats.value("generated_tokens", 0);
+    if (hub_) return pass_stage(s, fmt::format("{} tokens on {}", n, r_.device));
+    if (!contains_word(out_text_, r_.cell.expected))
+      return fail_stage(
+          s, fmt::format("answer '{}' not found in the runner's stdout ({} tokens: \"{}\")",
+                         r_.cell.expected, n, last_line(out_text_, 80)));
+    return pass_stage(s, fmt::format("answer '{}' found ({} tokens)", r_.cell.expected, n));
+  }
+
+  // Twin mode: the CPU reference backend on the same artifact must pick the same greedy tokens.
+  // When the two runs differ, `vkllm e2e agree` replays the Vulkan ids on the CPU backend: each
+  // differing step must be a near-tie of the CPU's logits (src/e2e/agree.h says why int8
+  // activations make such ties unavoidable between two float implementations).
+  bool run_cpu() {
+    if (!hub_) return true;
+    StageResult& s = stage("cpu");
+    json ids, stats;
+    if (!runner(s, artifact_, "cpu", o_.max_new_tokens, ids, stats)) return false;
+    const auto a = vk_ids_["generated_ids"].get<std::vector<int>>();
+    const auto b = ids["generated_ids"].get<std::vector<int>>();
+    if (vk_ids_["prompt_ids"] != ids["prompt_ids"])
+      return fail_stage(s, "the prompt ids differ between the two runs");
+    size_t k = 0;
+    while (k < a.size() && k < b.size() && a[k] == b[k]) ++k;
+    if (k == a.size() && k == b.size())
+      return pass_stage(s, fmt::format("Vulkan = CPU ({} tokens)", a.size()));
+    const std::string first = fmt::format("the runs part at step {} (Vulkan {}, CPU {})", k,
+                                          k < a.size() ? std::to_string(a[k]) : "stops",
+                                          k < b.size() ? std::to_string(b[k]) : "stops");
+    const ChildResult res =
+        child(s, {"e2e", "agree", artifact_, "--ids", ids_path("run"), "--json"}, {}, "cpu-agree");
+    const json g = parse_json(out_text_);
+    if (!g.is_object() || !g.contains("differing"))
+      return fail_stage(s, first + "; agree: " + child_failure(res));
+    const int steps = g["steps"].get<int>(), exact = g["exact"].get<int>();
+    const double tol = g["tolerance"].get<double>();
+    for (const auto& d : g["differing"])
+      if (d["gap"].get<double>() > tol)
+        return fail_stage(
+            s, fmt::format(
+                   "Vulkan token {} at step {} is {:.3f} logits below the CPU backend's choice {} "
+                   "(near-tie tolerance {:g}); {}",
+                   d["token"].get<int>(), d["step"].get<int>(), d["gap"].get<double>(),
+                   d["cpu_token"].get<int>(), tol, first));
+    if (!res.ok()) return fail_stage(s, first + "; agree: " + child_failure(res));
+    return pass_stage(
+        s, fmt::format("Vulkan = CPU up to near-ties: {} of {} steps equal, {} within {:g} logit "
+                       "(worst {:.3f}); {}",
+                       exact, steps, steps - exact, tol, g["worst_gap"].get<double>(), first));
+  }
+
+  // Twin mode: the recipe's quality gate against the fp32 twin (docs/quality.md).
+  bool quality() {
+    if (!hub_) return true;
+    StageResult& s = stage("quality");
+    const ChildResult res =
+        child(s, {"e2e", "quality", artifact_, "--reference", snapshot_, "--json"});
+    const json q = parse_json(out_text_);
+    if (!q.is_object() || !q.contains("kl_mean")) return fail_stage(s, child_failure(res));
+    const std::string m = fmt::format(
+        "KL {:.3f} {} {:g}, top-1 {:.3f} {} {:g}", q["kl_mean"].get<double>(),
+        q["kl_mean"].get<double>() <= q["gate"]["kl_mean_max"].get<double>() ? "<=" : ">",
+        q["gate"]["kl_mean_max"].get<double>(), q["top1"].get<double>(),
+        q["top1"].get<double>() >= q["gate"]["top1_min"].get<double>() ? ">=" : "<",
+        q["gate"]["top1_min"].get<double>());
+    if (!q.value("pass", false) || !res.ok()) return fail_stage(s, "quality gate: " + m);
+    return pass_stage(s, m);
+  }
+
+  const MatrixOptions& o_;
+  std::string exe_, out_;
+  const TwinHub* hub_;
+  CellResult r_;
+  std::string log_rel_, artifact_, snapshot_, out_text_, err_text_;
+  json pulled_, vk_ids_;
+};
+
+std::string utc_now() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+void write_outputs(const MatrixResult& r) {
+  write_results_tsv(r, r.out_dir + "/results.tsv");
+  AtomicFile f(r.out_dir + "/results.json");
+  const std::string j = r.to_json().dump(1, ' ', false, json::error_handler_t::replace) + "\n";
+  f.write(j.data(), j.size());
+  f.commit();
+  write_report_html(r, r.out_dir + "/report.html");
+}
+
+}  // namespace
+
+const std::vector<std::string>& stage_names() {
+  static const std::vector<std::string> n = {"pull", "golden", "export", "verify",
+                                             "run",  "cpu",    "quality"};
+  return n;
+}
+
+bool MatrixResult::all_pass() const {
+  for (const auto& c : cells)
+    if (!c.pass) return false;
+  return !cells.empty();
+}
+
+MatrixResult run_matrix(const MatrixOptions& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::vector<Cell> cells = select_cells(read_cells(o.cells_file), o.cells);
+  MatrixResult res;
+  res.twins = o.twins;
+  res.max_new_tokens = o.max_new_tokens;
+  res.started_at = utc_now();
+  res.command = o.command;
+  res.cells_file = o.cells_file;
+  char host[256] = {0};
+  ::gethostname(host, sizeof(host) - 1);
+  res.host = host;
+  fs::create_directories(o.out_dir);
+  res.out_dir = fs::canonical(o.out_dir).string();
+  const std::string exe = o.exe.empty() ? self_exe_path() : o.exe;
+  const std::string logs = res.out_dir + "/logs";
+  std::error_code ec;
+  fs::remove_all(logs, ec);
+  fs::create_directories(logs);
+  for (const char* f : {"results.tsv", "results.json", "report.html"})
+    fs::remove(res.out_dir + "/" + f, ec);
+  auto say = [&](const std::string& s) {
+    if (o.progress) o.progress(s);
+  };
+  say(fmt::format("{} mode, {} cell(s), output in {}", o.twins ? "twin" : "real", cells.size(),
+                  res.out_dir));
+  std::unique_ptr<TwinHub> hub;
+  if (o.twins)
+    hub = std::make_unique<TwinHub>(exe, o.repo_root, cells, res.out_dir, logs, o.progress);
+  MatrixOptions opts = o;
+  if (opts.goldens_dir.empty()) opts.goldens_dir = o.repo_root + "/tests/goldens";
+  for (size_t i = 0; i < cells.size(); ++i) {
+    const Cell& c = cells[i];
+    say(fmt::format("[{}/{}] cell {}: {} {}{}", i + 1, cells.size(), c.id, c.model, c.recipe,
+                    o.twins ? " (twin " + c.twin + ")" : ""));
+    res.cells.push_back(CellRun(opts, c, exe, res.out_dir, hub.get()).run());
+    const CellResult& cr = res.cells.back();
+    say(fmt::format("[{}/{}] cell {}: {} in {:.1f} s{}", i + 1, cells.size(), c.id,
+                    cr.pass ? "PASS" : "FAIL", cr.seconds, cr.pass ? "" : " - " + cr.reason));
+    res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    write_outputs(res);  // after every cell, so a long run can be watched
+  }
+  hub.reset();
+  res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  write_outputs(res);
+  return res;
+}
+
+}  // namespace vkllm

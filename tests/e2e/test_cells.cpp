@@ -1,0 +1,162 @@
+// e2e/cells.tsv against DESIGN.md section 2 (typed in here from the design, not read from our
+// code), its parser on bad input, the cell selection and the answer gate's word match.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.h"
+#include "core/mapped_file.h"
+#include "e2e/cells.h"
+
+using namespace vkllm;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string cells_path() {
+  return std::string(VKLLM_SOURCE_DIR) + "/e2e/cells.tsv";
+}
+
+std::string write_cells(const std::string& body) {
+  static int n = 0;
+  const fs::path dir = fs::temp_directory_path() /
+                       ("vkllm-cells-" + std::to_string(::getpid()) + "-" + std::to_string(n++));
+  fs::create_directories(dir / "prompts");
+  std::ofstream(dir / "prompts" / "p.txt") << "hi";
+  std::ofstream(dir / "cells.tsv") << body;
+  return (dir / "cells.tsv").string();
+}
+
+const std::string kHeader =
+    "cell\tmodel\trevision\trecipe\tprompt_file\texpected\tmax_size\ttwin\n";
+const std::string kGood =
+    "1\tQwen/Qwen3-0.6B\tc1899de289a04d12100db370d81485cdf75e47ca\tquantized-8da4w\tprompts/"
+    "p.txt\tParis\t-\ttiny-qwen3\n";
+
+std::string error_of(const std::string& body) {
+  try {
+    read_cells(write_cells(body));
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+}  // namespace
+
+TEST(Cells, TheCommittedTableIsDesignSection2) {
+  const auto cells = read_cells(cells_path());
+  struct Want {
+    int id;
+    const char *model, *recipe, *prompt, *max_size;
+  };
+  const Want want[] = {
+      {1, "Qwen/Qwen3-0.6B", "quantized-8da4w-fp16-embedding", "qwen3", "-"},
+      {2, "unsloth/Llama-3.2-1B-Instruct", "quantized-8da4w", "llama3.2", "-"},
+      {3, "unsloth/Llama-3.2-1B-Instruct", "quantized-8da4w-fp16", "llama3.2", "-"},
+      {4, "unsloth/Llama-3.2-1B-Instruct", "quantized-8da4w-embedding", "llama3.2", "770MiB"},
+      {5, "unsloth/Llama-3.2-1B-Instruct", "quantized-8da4w-fp16-embedding", "llama3.2", "770MiB"},
+      {6, "unsloth/Llama-3.2-1B-Instruct", "quantized-int4-weight-only", "llama3.2", "-"},
+      {7, "microsoft/Phi-4-mini-instruct", "quantized-8da4w-embedding", "phi4mini", "-"},
+  };
+  ASSERT_EQ(cells.size(), 7u);
+  for (size_t i = 0; i < 7; ++i) {
+    EXPECT_EQ(cells[i].id, want[i].id);
+    EXPECT_EQ(cells[i].model, want[i].model);
+    EXPECT_EQ(cells[i].recipe, want[i].recipe);
+    EXPECT_EQ(cells[i].prompt_file, std::string("prompts/") + want[i].prompt + ".txt");
+    EXPECT_EQ(cells[i].max_size, want[i].max_size);
+    EXPECT_EQ(cells[i].expected, "Paris");
+    EXPECT_EQ(cells[i].revision.size(), 40u);
+  }
+  EXPECT_EQ(cells[3].max_size_bytes, 770ull << 20);
+  // The chat formats of DESIGN.md section 2, byte for byte.
+  const std::string q = "What is the capital of France?";
+  EXPECT_EQ(read_text_file(cells[0].prompt_path),
+            "<|im_start|>user\n" + q + "<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(read_text_file(cells[1].prompt_path),
+            "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\n" + q +
+                "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
+  EXPECT_EQ(read_text_file(cells[6].prompt_path), "<|user|>" + q + "<|end|><|assistant|>");
+}
+
+TEST(Cells, BadTablesFailWithFileLineAndReason) {
+  EXPECT_EQ(read_cells(write_cells(kHeader + kGood)).size(), 1u);
+  struct Case {
+    std::string body, needle;
+  };
+  const std::string rev = "c1899de289a04d12100db370d81485cdf75e47ca";
+  const Case cases[] = {
+      {"", "no header"},
+      {"cell\tmodel\n" + kGood, "header"},
+      {kHeader, "no cells"},
+      {kHeader + "1\tQwen/Qwen3-0.6B\n", ":2: 2 tab-separated fields, expected 8"},
+      {kHeader + kGood + kGood, ":3: cell number 1 is repeated"},
+      {kHeader + "x" + kGood.substr(1), "not a cell number"},
+      {kHeader + "1\tQwen3-0.6B\t" + rev +
+           "\tquantized-8da4w\tprompts/p.txt\tParis\t-\ttiny-qwen3\n",
+       "not a Hugging Face model id"},
+      {kHeader + "1\tQwen/Qwen3-0.6B\tmain\tquantized-8da4w\tprompts/p.txt\tParis\t-\ttiny-qwen3\n",
+       "not a pinned 40-hex"},
+      {kHeader + "1\tQwen/Qwen3-0.6B\t" + rev + "\tint3\tprompts/p.txt\tParis\t-\ttiny-qwen3\n",
+       "unknown recipe 'int3'"},
+      {kHeader + "1\tQwen/Qwen3-0.6B\t" + rev +
+           "\tquantized-8da4w\t../p.txt\tParis\t-\ttiny-qwen3\n",
+       "relative path inside"},
+      {kHeader + "1\tQwen/Qwen3-0.6B\t" + rev +
+           "\tquantized-8da4w\t/etc/passwd\tParis\t-\ttiny-qwen3\n",
+       "relative path inside"},
+      {kHeader + "1\tQwen/Qwen3-0.6B\t" + rev +
+           "\tquantized-8da4w\tprompts/none.txt\tParis\t-\ttiny-qwen3\n",
+       "does not exist"},
+      {kHeader + "1\tQwen/Qwen3-0.6B\t" + rev +
+           "\tquantized-8da4w\tprompts/p.txt\tthe city\t-\ttiny-qwen3\n",
+       "must be one word"},
+      {kHeader + "1\tQwen/Qwen3-0.6B\t" + rev +
+           "\tquantized-8da4w\tprompts/p.txt\tParis\t7 elephants\ttiny-qwen3\n",
+       "max_size"},
+      {kHeader + "1\tQwen/Qwen3-0.6B\t" + rev +
+           "\tquantized-8da4w\tprompts/p.txt\tParis\t-\ttiny-phi4mini\n",
+       "mirrors microsoft/Phi-4-mini-instruct"},
+      {kHeader + "1\tQwen/Qwen3-0.6B\t" + rev +
+           "\tquantized-8da4w\tprompts/p.txt\tParis\t-\tqwen3-0.6b\n",
+       "not a tiny twin"},
+  };
+  for (const auto& c : cases) {
+    const std::string e = error_of(c.body);
+    EXPECT_NE(e.find(c.needle), std::string::npos) << "error: " << e << "\nwanted: " << c.needle;
+    EXPECT_NE(e.find("cells.tsv"), std::string::npos) << e;
+  }
+}
+
+TEST(Cells, Selection) {
+  const auto cells = read_cells(cells_path());
+  auto ids = [](const std::vector<Cell>& v) {
+    std::vector<int> o;
+    for (auto& c : v) o.push_back(c.id);
+    return o;
+  };
+  EXPECT_EQ(ids(select_cells(cells, "")), (std::vector<int>{1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_EQ(ids(select_cells(cells, "all")), (std::vector<int>{1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_EQ(ids(select_cells(cells, "7,1,3-4")), (std::vector<int>{1, 3, 4, 7}));
+  EXPECT_THROW(select_cells(cells, "8"), Error);
+  EXPECT_THROW(select_cells(cells, "3-1"), Error);
+  EXPECT_THROW(select_cells(cells, "a"), Error);
+  EXPECT_THROW(select_cells(cells, "1,,2"), Error);
+}
+
+TEST(Cells, AnswerGateIsLiteralCaseInsensitiveWholeWord) {
+  EXPECT_TRUE(contains_word("The capital of France is Paris.", "Paris"));
+  EXPECT_TRUE(contains_word("PARIS", "Paris"));
+  EXPECT_TRUE(contains_word("paris", "Paris"));
+  EXPECT_TRUE(contains_word("(Paris)", "Paris"));
+  EXPECT_TRUE(contains_word("Paris's museums", "Paris"));
+  EXPECT_TRUE(contains_word("**Paris**\n", "Paris"));
+  EXPECT_FALSE(contains_word("Parisian", "Paris"));
+  EXPECT_FALSE(contains_word("Comparison", "Paris"));
+  EXPECT_FALSE(contains_word("Paris_", "Paris"));
+  EXPECT_FALSE(contains_word("Parisé", "Paris"));
+  EXPECT_FALSE(contains_word("P aris", "Paris"));
+  EXPECT_FALSE(contains_word("", "Paris"));
+}

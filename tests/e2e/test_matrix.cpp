@@ -1,0 +1,216 @@
+// `vkllm e2e` as CI runs it: the seven twin cells on the Vulkan device of the machine (lavapipe in
+// CI) with the Khronos validation layer, and the proofs that its gates can fail.
+// Outputs stay in the build tree (tests/e2e/out-*) for inspection.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "browser.h"
+#include "core/mapped_file.h"
+#include "e2e/cells.h"
+#include "e2e/process.h"
+#include "e2e/twin_hub.h"
+
+using namespace vkllm;
+using namespace vkllm::test;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct E2eRun {
+  int code = -1;
+  std::string out, err, dir;
+  json results;  // results.json
+};
+
+E2eRun run_e2e(const std::string& name, const std::vector<std::string>& args,
+               std::map<std::string, std::optional<std::string>> env = {}) {
+  E2eRun r;
+  r.dir = std::string(VKLLM_BINARY_DIR) + "/tests/e2e/out-" + name;
+  std::error_code ec;
+  fs::remove_all(r.dir, ec);
+  fs::create_directories(r.dir);
+  ChildSpec c;
+  c.argv = {VKLLM_EXE, "e2e", "--out", r.dir};
+  c.argv.insert(c.argv.end(), args.begin(), args.end());
+  env.emplace("VKLLM_VALIDATION", "1");
+  c.env = env;
+  c.stdout_path = r.dir + ".stdout";
+  c.stderr_path = r.dir + ".stderr";
+  c.timeout_s = 3000;
+  const ChildResult res = run_child(c);
+  r.code = res.exit_code;
+  r.out = read_text_file(c.stdout_path);
+  r.err = read_text_file(c.stderr_path);
+  if (fs::exists(r.dir + "/results.json"))
+    r.results = json::parse(read_text_file(r.dir + "/results.json"));
+  std::printf("%s\n", r.out.c_str());  // the summary table in the test log
+  return r;
+}
+
+const json& cell(const E2eRun& r, int id) {
+  for (const auto& c : r.results["cells"])
+    if (c["cell"] == id) return c;
+  static const json none;
+  ADD_FAILURE() << "cell " << id << " missing from results.json";
+  return none;
+}
+
+const json& stage(const json& c, const std::string& name) {
+  for (const auto& s : c["stages"])
+    if (s["name"] == name) return s;
+  static const json none;
+  ADD_FAILURE() << "stage " << name << " missing";
+  return none;
+}
+
+std::vector<std::string> tsv_lines(const std::string& path) {
+  std::vector<std::string> v;
+  std::istringstream in(read_text_file(path));
+  for (std::string l; std::getline(in, l);) v.push_back(l);
+  return v;
+}
+
+}  // namespace
+
+TEST(E2eTwins, AllSevenCellsPassOnTheVulkanDevice) {
+  const E2eRun r = run_e2e("twins", {"--twins"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  ASSERT_EQ(r.results["cells"].size(), 7u);
+  std::set<std::string> twins_checked;
+  for (const auto& c : r.results["cells"]) {
+    SCOPED_TRACE("cell " + std::to_string(c["cell"].get<int>()));
+    EXPECT_TRUE(c["pass"].get<bool>()) << c["reason"];
+    EXPECT_EQ(c["stage"], "quality");
+    for (const auto& s : c["stages"]) {
+      EXPECT_TRUE(s["ran"].get<bool>()) << s["name"];
+      EXPECT_TRUE(s["ok"].get<bool>()) << s["name"] << ": " << s["note"];
+      for (const auto& log : s["logs"])
+        EXPECT_TRUE(fs::exists(r.dir + "/" + log.get<std::string>())) << log;
+    }
+    // The gates really ran: golden ids, equal Vulkan/CPU tokens, the quality measurement.
+    EXPECT_NE(
+        stage(c, "golden")["note"].get<std::string>().find("= transformers golden (32/32 ids)"),
+        std::string::npos);
+    // Equal tokens, or (int8 activations) every difference a near-tie of the CPU's logits.
+    EXPECT_EQ(stage(c, "cpu")["note"].get<std::string>().rfind("Vulkan = CPU", 0), 0u)
+        << stage(c, "cpu")["note"];
+    EXPECT_NE(stage(c, "quality")["note"].get<std::string>().find("KL "), std::string::npos);
+    EXPECT_GT(c["artifact_bytes"].get<uint64_t>(), 1000000u);
+    EXPECT_GT(c["peak_gpu_mb"].get<double>(), 0.0);
+    EXPECT_FALSE(c["answer"].get<std::string>().empty());
+    // Runner stdout and stderr are separate files; the stats line is only on stderr.
+    const std::string base = r.dir + "/logs/cell" + std::to_string(c["cell"].get<int>()) + "/run";
+    EXPECT_EQ(read_text_file(base + ".stdout").find("vkllm-stats"), std::string::npos);
+    EXPECT_NE(read_text_file(base + ".stderr").find("vkllm-stats {"), std::string::npos);
+    EXPECT_EQ(read_text_file(base + ".stdout"), c["answer"].get<std::string>());
+    twins_checked.insert(c["twin"].get<std::string>());
+  }
+  EXPECT_EQ(twins_checked.size(), 3u);
+  // The artifacts are deleted after each cell.
+  EXPECT_TRUE(fs::is_empty(r.dir + "/artifacts"));
+  // The pulls went through the hub at each cell's pinned commit; a model's files are downloaded
+  // by its first cell and found in the cache by the next ones.
+  const std::string hub_log = read_text_file(r.dir + "/logs/setup/hub-requests.jsonl");
+  std::set<std::string> seen;
+  for (const auto& c : r.results["cells"]) {
+    const std::string model = c["model"], rev = c["revision"];
+    EXPECT_NE(hub_log.find("/api/models/" + model + "/revision/" + rev), std::string::npos)
+        << model;
+    EXPECT_NE(hub_log.find("/" + model + "/resolve/" + rev + "/model.safetensors"),
+              std::string::npos)
+        << model;
+    const std::string note = stage(c, "pull")["note"];
+    EXPECT_EQ(note.find(", 0 downloaded") == std::string::npos, seen.insert(model).second) << note;
+  }
+  // results.tsv: header + 7 PASS lines.
+  const auto lines = tsv_lines(r.dir + "/results.tsv");
+  ASSERT_EQ(lines.size(), 8u);
+  for (size_t i = 1; i < lines.size(); ++i)
+    EXPECT_NE(lines[i].find("\tPASS\t"), std::string::npos) << lines[i];
+  // The report renders the seven passing rows in a real browser.
+  const std::string dom = chromium_dom(r.dir + "/report.html");
+  EXPECT_EQ(count_of(dom, "<tr class=\"cell-row pass\""), 7u);
+  EXPECT_NE(dom.find("7 / 7 passed"), std::string::npos);
+  // Progress went to stderr while it ran.
+  EXPECT_NE(r.err.find("e2e: [7/7] cell 7: PASS"), std::string::npos) << r.err;
+}
+
+// The test-only switch VKLLM_TEST_CORRUPT_OP zeroes one Vulkan op family's outputs. The int4
+// embedding kernel is used only by the -embedding recipes: cell 4 must fail with a clear reason,
+// cell 2 (fp32 embedding table) must still pass.
+TEST(E2eGates, ACorruptedKernelFailsTheCellsThatUseIt) {
+  const E2eRun r = run_e2e("corrupt", {"--twins", "--cells", "2,4", "-n", "8"},
+                           {{"VKLLM_TEST_CORRUPT_OP", "embedding_q4"}});
+  EXPECT_EQ(r.code, 1) << r.err;
+  ASSERT_EQ(r.results["cells"].size(), 2u) << r.err;
+  EXPECT_TRUE(cell(r, 2)["pass"].get<bool>()) << cell(r, 2)["reason"];
+  const json& c4 = cell(r, 4);
+  EXPECT_FALSE(c4["pass"].get<bool>());
+  EXPECT_EQ(c4["stage"], "cpu");
+  // The zeroed int4 embedding turns every Vulkan token into one the CPU backend ranks far below
+  // its own choice: not a near-tie.
+  const std::string why = c4["reason"];
+  EXPECT_EQ(why.rfind("cpu: Vulkan token ", 0), 0u) << why;
+  EXPECT_NE(why.find(" at step 0 is "), std::string::npos) << why;
+  EXPECT_NE(why.find("logits below the CPU backend's choice"), std::string::npos) << why;
+  EXPECT_NE(r.out.find("1/2 cells passed"), std::string::npos) << r.out;
+  const auto lines = tsv_lines(r.dir + "/results.tsv");
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_NE(lines[2].find("\tFAIL\tcpu: Vulkan token "), std::string::npos) << lines[2];
+}
+
+// A golden that disagrees with the fp32 twin (one id changed) must fail the golden gate.
+TEST(E2eGates, AWrongGoldenFailsTheGoldenGate) {
+  const std::string gdir = std::string(VKLLM_BINARY_DIR) + "/tests/e2e/bad-goldens";
+  fs::create_directories(gdir);
+  json g =
+      json::parse(read_text_file(std::string(VKLLM_SOURCE_DIR) + "/tests/goldens/tiny-qwen3.json"));
+  g["continuation_ids"][5] = g["continuation_ids"][5].get<int>() + 1;
+  std::ofstream(gdir + "/tiny-qwen3.json") << g.dump();
+  const E2eRun r = run_e2e("bad-golden", {"--twins", "--cells", "1", "--goldens", gdir});
+  EXPECT_EQ(r.code, 1) << r.err;
+  const json& c1 = cell(r, 1);
+  EXPECT_FALSE(c1["pass"].get<bool>());
+  EXPECT_EQ(c1["stage"], "golden");
+  EXPECT_NE(c1["reason"].get<std::string>().find(
+                "golden: fp32 twin differs from the transformers golden at step 5"),
+            std::string::npos)
+      << c1["reason"];
+  EXPECT_FALSE(stage(c1, "export")["ran"].get<bool>());
+}
+
+// Real mode (no --twins) against a hub: the real path runs every stage; a random-weight twin
+// served under the real id cannot say "Paris", so the answer gate must report it; a model the
+// hub does not have fails at pull.
+TEST(E2eReal, StagesRunAndTheAnswerGateReportsTheMissingAnswer) {
+  const std::string work = std::string(VKLLM_BINARY_DIR) + "/tests/e2e/real-hub";
+  std::error_code ec;
+  fs::remove_all(work, ec);
+  fs::create_directories(work + "/logs");
+  const auto cells =
+      select_cells(read_cells(std::string(VKLLM_SOURCE_DIR) + "/e2e/cells.tsv"), "1");
+  TwinHub hub(VKLLM_EXE, VKLLM_SOURCE_DIR, cells, work, work + "/logs", nullptr);
+  const E2eRun r = run_e2e("real", {"--cells", "1,2", "-n", "4"}, hub.pull_env());
+  EXPECT_EQ(r.code, 1) << r.err;
+  ASSERT_EQ(r.results["mode"], "real");
+  const json& c1 = cell(r, 1);
+  EXPECT_FALSE(c1["pass"].get<bool>());
+  EXPECT_EQ(c1["stage"], "run");
+  EXPECT_NE(c1["reason"].get<std::string>().find(
+                "run: answer 'Paris' not found in the runner's stdout (4 tokens"),
+            std::string::npos)
+      << c1["reason"];
+  for (const char* s : {"pull", "export", "verify"})
+    EXPECT_TRUE(stage(c1, s)["ok"].get<bool>()) << s;
+  for (const char* s : {"golden", "cpu", "quality"})
+    EXPECT_FALSE(stage(c1, s)["ran"].get<bool>()) << s;
+  const json& c2 = cell(r, 2);
+  EXPECT_EQ(c2["stage"], "pull");
+  EXPECT_NE(c2["reason"].get<std::string>().find("not found"), std::string::npos) << c2["reason"];
+}
