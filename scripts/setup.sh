@@ -8,7 +8,10 @@ preset="${1:-release}"
 packages=(build-essential cmake ninja-build pkg-config git ca-certificates python3
   libvulkan-dev glslc spirv-tools mesa-vulkan-drivers vulkan-validationlayers vulkan-tools
   nlohmann-json3-dev libpcre2-dev libutf8proc-dev libcurl4-openssl-dev libcli11-dev libfmt-dev
-  libssl-dev libgtest-dev libgmock-dev libbenchmark-dev)
+  libssl-dev libgtest-dev libgmock-dev libbenchmark-dev
+  clang libclang-rt-14-dev llvm)
+# (clang, libclang-rt-14-dev: the asan preset's compiler, sanitizer and libFuzzer runtimes;
+# llvm: llvm-symbolizer, for readable sanitizer reports.)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
