@@ -9,7 +9,9 @@ packages=(build-essential cmake ninja-build pkg-config git ca-certificates pytho
   libvulkan-dev glslc spirv-tools mesa-vulkan-drivers vulkan-validationlayers vulkan-tools
   nlohmann-json3-dev libpcre2-dev libutf8proc-dev libcurl4-openssl-dev libcli11-dev libfmt-dev
   libssl-dev libgtest-dev libgmock-dev libbenchmark-dev
-  chromium fonts-liberation)  # headless chromium loads e2e's report.html in a test
+  chromium fonts-liberation clang libclang-rt-14-dev llvm)
+# (chromium: a test loads e2e's report.html headless; clang, libclang-rt-14-dev: the asan
+# preset's compiler, sanitizer and libFuzzer runtimes; llvm: llvm-symbolizer.)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

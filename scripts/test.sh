@@ -1,6 +1,20 @@
 #!/usr/bin/env bash
-# Runs the whole test suite (installs and builds first if needed). Extra args go to ctest.
+# Runs the whole test suite (installs and builds first if needed), then the sanitizer job: the
+# asan preset (clang, AddressSanitizer + UndefinedBehaviorSanitizer) builds everything again and
+# runs the whole suite under it, including the fuzz smoke (ctest label `fuzz`: every libFuzzer
+# target over its seed corpus and regression inputs) and whatever carries the label `e2e`.
+# Extra args go to both ctest runs. VKLLM_SKIP_ASAN=1 skips the sanitizer job (quick local runs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh dev
 ctest --preset dev "$@"
+if [ "${VKLLM_SKIP_ASAN:-0}" = 1 ]; then
+  echo "test.sh: VKLLM_SKIP_ASAN=1: skipping the sanitizer job" >&2
+  exit 0
+fi
+start=$SECONDS
+cmake --preset asan >/dev/null
+cmake --build --preset asan -j "$(nproc)"
+built=$SECONDS
+ctest --preset asan "$@"
+echo "test.sh: sanitizer job: build $((built - start)) s, tests $((SECONDS - built)) s" >&2

@@ -1,5 +1,7 @@
 #include "artifact/program_check.h"
 
+#include <cfloat>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -91,7 +93,10 @@ class Checker {
   double fattr(const Op& o, const char* k) const {
     auto it = o.attrs.find(k);
     if (it == o.attrs.end() || !it->is_number()) bad("attribute {} is missing or not a number", k);
-    return it->get<double>();
+    // Interpreters read it as a float: out of float range the conversion is undefined.
+    const double v = it->get<double>();
+    if (!(std::fabs(v) <= FLT_MAX)) bad("attribute {} = {} is not a finite float", k, v);
+    return v;
   }
   int64_t rows(int32_t i) const { return T(i).shape[0]; }
   void same_rows(int32_t a, int32_t b) const {

@@ -9,22 +9,27 @@
 #include "artifact/program_check.h"
 #include "artifact/xxh64.h"
 #include "core/error.h"
+#include "core/json_int.h"
 
 namespace vkllm {
 
 using namespace artifact;
 
-ArtifactReader::ArtifactReader(const std::string& path, const ReadOptions& opt) : file_(path) {
+ArtifactReader::ArtifactReader(const std::string& path, const ReadOptions& opt)
+    : ArtifactReader(MappedFile(path), opt) {}
+
+ArtifactReader::ArtifactReader(MappedFile file, const ReadOptions& opt) : file_(std::move(file)) {
+  const std::string& path = file_.path();
   const uint64_t size = file_.size();
   if (size < kHeaderSize) fail("{}: not a vkllm artifact (only {} bytes)", path, size);
   Header h;
   std::memcpy(&h, file_.data(), sizeof h);
   if (std::memcmp(h.magic, kMagic, 8) != 0) fail("{}: not a vkllm artifact (bad magic)", path);
   if (h.version != kFormatVersion)
-    fail(
-        "{}: artifact format version {} is not supported (this vkllm reads version {}); re-export "
-        "the model",
-        path, h.version, kFormatVersion);
+    fail("{}: artifact format version {} is not supported (this vkllm reads version {}); {}", path,
+         h.version, kFormatVersion,
+         h.version > kFormatVersion ? "it was written by a newer vkllm: upgrade vkllm"
+                                    : "re-export the model");
   if (xxh64(&h, offsetof(Header, header_hash)) != h.header_hash)
     fail("{}: corrupt artifact: header hash mismatch", path);
   version_ = h.version;
@@ -51,13 +56,15 @@ ArtifactReader::ArtifactReader(const std::string& path, const ReadOptions& opt) 
   try {
     meta_ = nlohmann::json::parse(mp, mp + h.metadata_size);
     if (meta_.at("format").get<std::string>() != "vkllm-artifact" ||
-        meta_.at("format_version").get<uint32_t>() != kFormatVersion)
+        json_int<uint32_t>(meta_.at("format_version"), "metadata format_version") !=
+            kFormatVersion)
       fail("{}: metadata does not describe a version {} vkllm artifact", path, kFormatVersion);
     if (!meta_.at("recipe").is_object() || !meta_.at("recipe").at("name").is_string())
       fail("{}: metadata has no recipe name", path);
     for (auto& jf : meta_.at("files")) {
-      File f{jf.at("name").get<std::string>(), jf.at("offset").get<uint64_t>(),
-             jf.at("nbytes").get<uint64_t>()};
+      File f{jf.at("name").get<std::string>(),
+             json_int<uint64_t>(jf.at("offset"), "embedded file offset"),
+             json_int<uint64_t>(jf.at("nbytes"), "embedded file nbytes")};
       uint64_t end;
       if (add_overflows(f.offset, f.nbytes, &end) || end > data_size_)
         fail("{}: embedded file {} lies outside the data section", path, f.name);
@@ -110,7 +117,7 @@ void ArtifactReader::check_data_hash() const {
   for (uint64_t off = 0; off < end; off += piece) {
     const uint64_t n = std::min(piece, end - off);
     h.update(file_.data() + off, static_cast<size_t>(n));
-    if (n == piece)
+    if (n == piece && file_.is_mapping())
       ::madvise(const_cast<uint8_t*>(file_.data() + off), static_cast<size_t>(n), MADV_DONTNEED);
   }
   if (h.digest() != tr.file_hash)

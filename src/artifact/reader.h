@@ -25,6 +25,8 @@ struct ReadOptions {
 class ArtifactReader final : public WeightSource {
  public:
   explicit ArtifactReader(const std::string& path, const ReadOptions& opt = {});
+  // Reads a mapping or a view (MappedFile::view: fuzz targets, tests); same checks and errors.
+  explicit ArtifactReader(MappedFile file, const ReadOptions& opt = {});
 
   const std::string& path() const { return file_.path(); }
   uint64_t file_size() const { return file_.size(); }

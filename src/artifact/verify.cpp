@@ -2,9 +2,11 @@
 
 #include <cctype>
 #include <cmath>
+#include <cstring>
 #include <map>
 
 #include "core/error.h"
+#include "core/half.h"
 #include "export/exporter.h"
 #include "export/recipe.h"
 
@@ -102,6 +104,33 @@ VerifyReport verify_artifact(const ArtifactReader& r, const VerifyOptions& o) {
   } else if (f16_acts > 0 || f16_kv > 0) {
     bad(fmt::format("recipe {} is fp32, the program has f16 activations or caches", recipe));
   }
+
+  // Float weights and quantization scales must be finite (the exporter refuses NaN/Inf sources;
+  // a matching hash only proves the file is what was written).
+  int non_finite = 0;
+  for (size_t i = 0; i < p.tensors.size(); ++i) {
+    const TensorDecl& d = p.tensors[i];
+    if (d.kind != TensorKind::Weight || (d.dtype != DType::F32 && d.dtype != DType::F16)) continue;
+    const auto bytes = r.weight(p, static_cast<int32_t>(i));
+    const uint64_t n = d.dtype == DType::F32 ? bytes.size() / 4 : bytes.size() / 2;
+    for (uint64_t k = 0; k < n; ++k) {
+      float v;
+      if (d.dtype == DType::F32) {
+        std::memcpy(&v, bytes.data() + 4 * k, 4);
+      } else {
+        uint16_t h;
+        std::memcpy(&h, bytes.data() + 2 * k, 2);
+        v = f16_to_f32(h);
+      }
+      if (!std::isfinite(v)) {
+        if (non_finite++ == 0)
+          bad(fmt::format("weight {} holds {} at element {} (a damaged export)", d.name,
+                          std::isnan(v) ? "NaN" : "Inf", k));
+        break;
+      }
+    }
+  }
+  if (non_finite > 1) bad(fmt::format("{} weights in all hold NaN or Inf", non_finite));
 
   if (o.max_size > 0 && r.file_size() > o.max_size)
     bad(fmt::format("the file is {} bytes ({:.1f} MiB), over the limit of {} bytes ({:.1f} MiB)",

@@ -32,27 +32,40 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
       fail("{}: cannot map: {}", path, std::strerror(e));
     }
     data_ = static_cast<const uint8_t*>(p);
+    owned_ = true;
   }
   ::close(fd);
 }
 
-MappedFile::~MappedFile() {
-  if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
+MappedFile MappedFile::view(std::span<const uint8_t> bytes, std::string name) {
+  MappedFile m;
+  m.path_ = std::move(name);
+  m.data_ = bytes.data();
+  m.size_ = bytes.size();
+  return m;
 }
 
-MappedFile::MappedFile(MappedFile&& o) noexcept : path_(std::move(o.path_)), data_(o.data_), size_(o.size_) {
+MappedFile::~MappedFile() {
+  if (owned_) ::munmap(const_cast<uint8_t*>(data_), size_);
+}
+
+MappedFile::MappedFile(MappedFile&& o) noexcept
+    : path_(std::move(o.path_)), data_(o.data_), size_(o.size_), owned_(o.owned_) {
   o.data_ = nullptr;
   o.size_ = 0;
+  o.owned_ = false;
 }
 
 MappedFile& MappedFile::operator=(MappedFile&& o) noexcept {
   if (this != &o) {
-    if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
+    if (owned_) ::munmap(const_cast<uint8_t*>(data_), size_);
     path_ = std::move(o.path_);
     data_ = o.data_;
     size_ = o.size_;
+    owned_ = o.owned_;
     o.data_ = nullptr;
     o.size_ = 0;
+    o.owned_ = false;
   }
   return *this;
 }
@@ -68,13 +81,20 @@ std::string read_text_file(const std::string& path) {
 
 AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
   tmp_ = path_ + ".tmp-" + std::to_string(::getpid());
-  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const size_t slash = path_.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path_.substr(0, slash);
+  // commit() names the unnamed file through /proc/self/fd; without /proc use a named temp.
+  if (::access("/proc/self/fd", X_OK) == 0) {
+    fd_ = ::open(dir.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
+    unnamed_ = fd_ >= 0;
+  }
+  if (fd_ < 0) fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd_ < 0) fail("{}: cannot create output: {}", path_, std::strerror(errno));
 }
 
 AtomicFile::~AtomicFile() {
   if (fd_ >= 0) ::close(fd_);
-  if (!committed_) ::unlink(tmp_.c_str());
+  if (!committed_ && !unnamed_) ::unlink(tmp_.c_str());
 }
 
 void AtomicFile::write(const void* data, size_t n) {
@@ -102,6 +122,13 @@ void AtomicFile::write_zeros(size_t n) {
 
 void AtomicFile::commit() {
   if (::fsync(fd_) != 0) fail("{}: fsync failed: {}", path_, std::strerror(errno));
+  if (unnamed_) {
+    const std::string self = "/proc/self/fd/" + std::to_string(fd_);
+    ::unlink(tmp_.c_str());  // a leftover of an earlier process with our pid
+    if (::linkat(AT_FDCWD, self.c_str(), AT_FDCWD, tmp_.c_str(), AT_SYMLINK_FOLLOW) != 0)
+      fail("{}: cannot link the output into place: {}", path_, std::strerror(errno));
+    unnamed_ = false;  // from here on the destructor removes tmp_ if the rename does not happen
+  }
   if (::close(fd_) != 0) {
     fd_ = -1;
     fail("{}: close failed: {}", path_, std::strerror(errno));

@@ -248,11 +248,15 @@ void produce_rows(const ExportPlan& plan, const WeightJob& job, const float* src
     } else {
       out[0].resize(n * 2);
       auto* h = reinterpret_cast<uint16_t*>(out[0].data());
-      for (size_t i = 0; i < n; ++i) h[i] = f32_to_f16(src[i]);
+      for (size_t i = 0; i < n; ++i) {
+        h[i] = f32_to_f16(src[i]);
+        if ((h[i] & 0x7fff) == 0x7c00)  // finite in fp32, infinite in fp16
+          fail("weight {}: value {} is beyond the fp16 range (+-65504); use a recipe without fp16",
+               plan.program.tensors[job.out].name, src[i]);
+      }
     }
     return;
   }
-  (void)plan;
   const int64_t ng = cols / job.group;
   out[0].resize(static_cast<size_t>(rows * ((cols + 1) / 2)));
   out[1].resize(static_cast<size_t>(rows * ng * 4));

@@ -20,6 +20,28 @@ json read_json_file(const std::string& path) {
   }
 }
 
+SafetensorsIndex parse_safetensors_index(const json& idx, const std::string& where) {
+  if (!idx.is_object() || !idx.contains("weight_map") || !idx["weight_map"].is_object())
+    fail("{}: missing 'weight_map'", where);
+  SafetensorsIndex out;
+  std::set<std::string> seen;
+  for (auto& [tname, file] : idx["weight_map"].items()) {
+    if (!file.is_string()) fail("{}: weight_map entry for {} is not a string", where, tname);
+    std::string f = file.get<std::string>();
+    if (f.empty() || f.find('/') != std::string::npos || f.find("..") != std::string::npos)
+      fail("{}: shard name '{}' is not a plain file name", where, f);
+    if (seen.insert(f).second) out.shards.push_back(f);
+    out.weight_map[tname] = f;
+  }
+  return out;
+}
+
+// Never throws (an unreadable path counts as absent; opening it later names the problem).
+static bool exists(const std::string& path) {
+  std::error_code ec;
+  return fs::exists(path, ec);
+}
+
 static std::string shape_str(const std::vector<int64_t>& s) {
   std::string out = "[";
   for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
@@ -27,42 +49,34 @@ static std::string shape_str(const std::vector<int64_t>& s) {
 }
 
 HfCheckpoint::HfCheckpoint(const std::string& dir) : dir_(dir) {
-  if (!fs::is_directory(dir)) fail("{}: not a directory (expected a Hugging Face model folder)", dir);
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) fail("{}: not a directory (expected a Hugging Face model folder)", dir);
   const std::string cfg = dir + "/config.json";
-  if (!fs::exists(cfg)) fail("{}: missing config.json", dir);
+  if (!exists(cfg)) fail("{}: missing config.json", dir);
   config_ = read_json_file(cfg);
   const std::string gen = dir + "/generation_config.json";
-  gen_config_ = fs::exists(gen) ? read_json_file(gen) : json();
+  gen_config_ = exists(gen) ? read_json_file(gen) : json();
   desc_ = parse_hf_config(config_, gen_config_, cfg);
 
   const std::string single = dir + "/model.safetensors";
   const std::string index = dir + "/model.safetensors.index.json";
-  std::vector<std::string> shard_names;
-  if (fs::exists(index)) {
-    json idx = read_json_file(index);
-    if (!idx.is_object() || !idx.contains("weight_map") || !idx["weight_map"].is_object())
-      fail("{}: missing 'weight_map'", index);
-    std::set<std::string> seen;
-    for (auto& [tname, file] : idx["weight_map"].items()) {
-      if (!file.is_string()) fail("{}: weight_map entry for {} is not a string", index, tname);
-      std::string f = file.get<std::string>();
-      if (f.empty() || f.find('/') != std::string::npos || f.find("..") != std::string::npos)
-        fail("{}: shard name '{}' is not a plain file name", index, f);
-      if (seen.insert(f).second) shard_names.push_back(f);
+  if (exists(index)) {
+    const SafetensorsIndex idx = parse_safetensors_index(read_json_file(index), index);
+    std::map<std::string, const SafetensorsFile*> by_name;
+    for (auto& f : idx.shards) {
+      shards_.push_back(std::make_unique<SafetensorsFile>(dir + "/" + f));
+      by_name[f] = shards_.back().get();
     }
-    for (auto& f : shard_names) shards_.push_back(std::make_unique<SafetensorsFile>(dir + "/" + f));
-    for (auto& [tname, file] : idx["weight_map"].items()) {
-      const SafetensorsFile* owner = nullptr;
-      for (auto& s : shards_)
-        if (fs::path(s->path()).filename() == file.get<std::string>()) owner = s.get();
+    for (auto& [tname, file] : idx.weight_map) {
+      const SafetensorsFile* owner = by_name.at(file);
       auto it = owner->tensors().find(tname);
-      if (it == owner->tensors().end()) fail("{}: tensor {} is not in shard {}", index, tname, file.get<std::string>());
+      if (it == owner->tensors().end()) fail("{}: tensor {} is not in shard {}", index, tname, file);
       tensors_[tname] = &it->second;
     }
-  } else if (fs::exists(single)) {
+  } else if (exists(single)) {
     shards_.push_back(std::make_unique<SafetensorsFile>(single));
     for (auto& [tname, t] : shards_[0]->tensors()) tensors_[tname] = &t;
-  } else if (fs::exists(dir + "/pytorch_model.bin") || fs::exists(dir + "/pytorch_model.bin.index.json")) {
+  } else if (exists(dir + "/pytorch_model.bin") || exists(dir + "/pytorch_model.bin.index.json")) {
     fail("{}: only a pickle checkpoint (pytorch_model.bin) is present; pickle files can run code and are refused. "
          "Convert it to safetensors first", dir);
   } else {

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/json_int.h"
 
 namespace vkllm {
 
@@ -67,9 +68,7 @@ std::vector<int> ids_of(const json* v) {
   return out;
 }
 
-}  // namespace
-
-ModelDesc parse_hf_config(const json& c, const json& gen, const std::string& where) {
+ModelDesc parse_config(const json& c, const json& gen, const std::string& where) {
   if (!c.is_object()) fail("{}: config is not a JSON object", where);
   ModelDesc m;
   const json* archs = find(c, "architectures");
@@ -164,6 +163,17 @@ ModelDesc parse_hf_config(const json& c, const json& gen, const std::string& whe
   return m;
 }
 
+}  // namespace
+
+ModelDesc parse_hf_config(const json& c, const json& gen, const std::string& where) {
+  try {
+    return parse_config(c, gen, where);
+  } catch (const json::exception& e) {
+    // A key of the wrong JSON type (e.g. "tie_word_embeddings": "yes", "rope_type": 3).
+    fail("{}: malformed config: {}", where, e.what());
+  }
+}
+
 std::vector<float> rope_inv_freq(const RopeDesc& r, bool long_factors) {
   const int half = r.rotary_dim / 2;
   std::vector<float> inv(static_cast<size_t>(half));
@@ -237,29 +247,30 @@ ModelDesc ModelDesc::from_json(const json& j) {
     else if (a == "phi3") m.arch = Arch::Phi3;
     else fail("model description: unknown arch '{}'", a);
     m.hf_class = j.at("hf_class").get<std::string>();
-    m.hidden = j.at("hidden").get<int>();
-    m.n_layers = j.at("n_layers").get<int>();
-    m.n_heads = j.at("n_heads").get<int>();
-    m.n_kv_heads = j.at("n_kv_heads").get<int>();
-    m.head_dim = j.at("head_dim").get<int>();
-    m.intermediate = j.at("intermediate").get<int>();
-    m.vocab = j.at("vocab").get<int>();
-    m.max_pos = j.at("max_pos").get<int>();
+    m.hidden = json_int<int>(j.at("hidden"), "model description: hidden");
+    m.n_layers = json_int<int>(j.at("n_layers"), "model description: n_layers");
+    m.n_heads = json_int<int>(j.at("n_heads"), "model description: n_heads");
+    m.n_kv_heads = json_int<int>(j.at("n_kv_heads"), "model description: n_kv_heads");
+    m.head_dim = json_int<int>(j.at("head_dim"), "model description: head_dim");
+    m.intermediate = json_int<int>(j.at("intermediate"), "model description: intermediate");
+    m.vocab = json_int<int>(j.at("vocab"), "model description: vocab");
+    m.max_pos = json_int<int>(j.at("max_pos"), "model description: max_pos");
     m.rms_eps = j.at("rms_eps").get<double>();
     m.tied_embeddings = j.at("tied_embeddings").get<bool>();
     m.qk_norm = j.at("qk_norm").get<bool>();
     m.fused_qkv = j.at("fused_qkv").get<bool>();
     m.fused_gate_up = j.at("fused_gate_up").get<bool>();
-    m.bos_id = j.at("bos_id").get<int>();
-    m.eos_ids = j.at("eos_ids").get<std::vector<int>>();
+    m.bos_id = json_int<int>(j.at("bos_id"), "model description: bos_id");
+    m.eos_ids = json_ints<int>(j.at("eos_ids"), "model description: eos_ids");
     auto& r = j.at("rope");
     m.rope.type = r.at("type").get<std::string>();
     m.rope.theta = r.at("theta").get<double>();
-    m.rope.rotary_dim = r.at("rotary_dim").get<int>();
+    m.rope.rotary_dim = json_int<int>(r.at("rotary_dim"), "model description: rope.rotary_dim");
     m.rope.factor = r.at("factor").get<double>();
     m.rope.low_freq_factor = r.at("low_freq_factor").get<double>();
     m.rope.high_freq_factor = r.at("high_freq_factor").get<double>();
-    m.rope.original_max_pos = r.at("original_max_pos").get<int>();
+    m.rope.original_max_pos =
+        json_int<int>(r.at("original_max_pos"), "model description: rope.original_max_pos");
     m.rope.short_factor = r.at("short_factor").get<std::vector<double>>();
     m.rope.long_factor = r.at("long_factor").get<std::vector<double>>();
     m.rope.attention_factor = r.at("attention_factor").get<double>();

@@ -1,6 +1,7 @@
 #include "hf/safetensors.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
@@ -48,6 +49,12 @@ void TensorView::read_f32(int64_t begin, int64_t n, float* out) const {
       }
       break;
   }
+  // A NaN or Inf weight is a damaged checkpoint: refuse it here, where every consumer (export,
+  // the reference engine) reads weights, rather than quantize it into a silently wrong model.
+  for (int64_t i = 0; i < n; ++i)
+    if (!std::isfinite(out[i]))
+      fail("{}: tensor {} holds {} at element {}: the checkpoint is damaged", file, name,
+           std::isnan(out[i]) ? "NaN" : "Inf", begin + i);
 }
 
 std::vector<float> TensorView::to_f32() const {
@@ -66,7 +73,10 @@ static StDType parse_dtype(const std::string& file, const std::string& name, con
   fail("{}: tensor {}: unknown dtype '{}'", file, name, s);
 }
 
-SafetensorsFile::SafetensorsFile(const std::string& path) : file_(path) {
+SafetensorsFile::SafetensorsFile(const std::string& path) : SafetensorsFile(MappedFile(path)) {}
+
+SafetensorsFile::SafetensorsFile(MappedFile file) : file_(std::move(file)) {
+  const std::string& path = file_.path();
   const uint64_t size = file_.size();
   if (size < 8) fail("{}: truncated safetensors file ({} bytes, no header length)", path, size);
   uint64_t hlen = 0;

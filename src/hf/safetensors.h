@@ -33,6 +33,8 @@ struct TensorView {
 class SafetensorsFile {
  public:
   explicit SafetensorsFile(const std::string& path);  // throws Error naming the file and problem
+  // Parses a mapping or a view (MappedFile::view: fuzz targets, tests); same checks and errors.
+  explicit SafetensorsFile(MappedFile file);
   const std::map<std::string, TensorView>& tensors() const { return tensors_; }
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   const std::string& path() const { return file_.path(); }

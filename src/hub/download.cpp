@@ -12,7 +12,6 @@
 #include <chrono>
 #include <cstring>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
 
@@ -60,12 +59,6 @@ std::string hash_file(const std::string& path, bool git_blob) {
   std::string hex;
   for (unsigned i = 0; i < len; ++i) hex += fmt::format("{:02x}", md[i]);
   return hex;
-}
-
-std::string strip_etag(std::string e) {
-  if (e.rfind("W/", 0) == 0) e = e.substr(2);
-  if (e.size() >= 2 && e.front() == '"' && e.back() == '"') e = e.substr(1, e.size() - 2);
-  return e;
 }
 
 // Per-file progress line on stderr (a terminal only), redrawn at most ten times a second.
@@ -179,22 +172,9 @@ void Puller::resolve_revision() {
       http_.endpoint() + "/api/models/" + spec_.repo + "/revision/" + http_.escape(spec_.revision);
   HttpResponse r = with_retries(url, [&] { return http_.request("GET", url, true); });
   if (r.curl_code != 0 || r.status != 200) fail_http(url, r);
-  nlohmann::json j = nlohmann::json::parse(r.body, nullptr, false);
-  if (j.is_discarded() || !j.is_object() || !j.contains("sha") || !j["sha"].is_string() ||
-      !j.contains("siblings") || !j["siblings"].is_array())
-    fail("{}: the model info is not the expected JSON (needs \"sha\" and \"siblings\")", url);
-  commit_ = j["sha"].get<std::string>();
-  if (!is_commit_hash(commit_))
-    fail("{}: the model info's sha '{}' is not a 40-hex commit id", url, commit_);
-  if (is_commit_hash(spec_.revision) && spec_.revision != commit_)
-    fail("{}: asked for commit {} but the hub answered {}", url, spec_.revision, commit_);
-  for (const auto& s : j["siblings"]) {
-    if (!s.is_object() || !s.contains("rfilename") || !s["rfilename"].is_string())
-      fail("{}: a sibling has no \"rfilename\"", url);
-    std::string name = s["rfilename"].get<std::string>();
-    check_repo_path(spec_.repo, name);
-    siblings_.insert(name);
-  }
+  RevisionInfo info = parse_model_info(r.body, url, spec_);
+  commit_ = std::move(info.commit);
+  siblings_ = std::move(info.siblings);
 }
 
 void Puller::download_blob(const std::string& name, const std::string& url, const std::string& etag,
@@ -308,36 +288,17 @@ PulledFile Puller::fetch(const std::string& name) {
     bool redirect = head.curl_code == 0 && head.status >= 300 && head.status < 400;
     if (redirect && head.header("x-linked-etag").empty() && !head.header("location").empty() &&
         hop < 5) {
-      std::string loc = head.header("location");
-      head_url =
-          loc.rfind("http", 0) == 0 ? loc : http_.endpoint() + (loc[0] == '/' ? "" : "/") + loc;
+      head_url = resolve_location(http_.endpoint(), head.header("location"));
       continue;
     }
     if (head.curl_code != 0 || (head.status != 200 && !redirect)) fail_http(head_url, head, name);
     break;
   }
-  std::string linked = head.header("x-linked-etag");
-  out.etag = strip_etag(!linked.empty() ? linked : head.header("etag"));
-  std::string commit = head.header("x-repo-commit");
-  if (!commit.empty() && commit != commit_)
-    fail("{}/{}: the hub served commit {} while {} resolved to {}", spec_.repo, name, commit,
-         spec_.revision, commit_);
-  if (!(out.etag.size() == 64 || out.etag.size() == 40) || !is_hex(out.etag))
-    fail(
-        "{}/{}: the hub's ETag '{}' is neither a sha256 nor a git sha1, so the download cannot be "
-        "verified",
-        spec_.repo, name, out.etag);
-  std::string size_s = head.header(!linked.empty() ? "x-linked-size" : "content-length");
-  bool size_known = !size_s.empty() &&
-                    size_s.find_first_not_of("0123456789") == std::string::npos &&
-                    size_s.size() < 19;
-  out.size = size_known ? std::stoull(size_s) : 0;
-  std::string download_url = url;
-  if (head.status >= 300 && head.status < 400 && !head.header("location").empty()) {
-    std::string loc = head.header("location");
-    download_url =
-        loc.rfind("http", 0) == 0 ? loc : http_.endpoint() + (loc[0] == '/' ? "" : "/") + loc;
-  }
+  const FileHead fh = parse_file_head(head, http_.endpoint(), url, spec_, commit_, name);
+  out.etag = fh.etag;
+  out.size = fh.size;
+  const bool size_known = fh.size_known;
+  const std::string& download_url = fh.download_url;
 
   std::string blob = repo_dir_ + "/blobs/" + out.etag;
   writable();

@@ -6,20 +6,9 @@
 #include <string>
 
 #include "hub/hub.h"
+#include "hub/response.h"
 
 namespace vkllm::hub_detail {
-
-// One HTTP response: status, headers (lower-case names, last value wins; reset at each
-// redirect hop), and the curl-level error when the transfer itself failed.
-struct HttpResponse {
-  long status = 0;
-  std::map<std::string, std::string> headers;
-  std::string body;   // text requests only (capped), or the error body of a download
-  int curl_code = 0;  // CURLcode; 0 when the transfer completed
-  std::string curl_error;
-  uint64_t received = 0;  // body bytes delivered to the sink
-  std::string header(const std::string& name) const;
-};
 
 // A reusable libcurl handle with the pull's timeouts, user agent and token.
 class HttpClient {

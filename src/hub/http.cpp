@@ -2,7 +2,6 @@
 #include <curl/curl.h>
 
 #include <algorithm>
-#include <cctype>
 #include <chrono>
 #include <cstdlib>
 #include <mutex>
@@ -30,24 +29,10 @@ struct Transfer {
   std::chrono::steady_clock::time_point last_change = std::chrono::steady_clock::now();
 };
 
-std::string lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
 size_t on_header(char* data, size_t size, size_t nitems, void* user) {
   auto* t = static_cast<Transfer*>(user);
   size_t n = size * nitems;
-  std::string line(data, n);
-  while (!line.empty() && (line.back() == '\r' || line.back() == '\n')) line.pop_back();
-  if (line.rfind("HTTP/", 0) == 0) {
-    t->resp->headers.clear();  // a new hop (redirect or 100-continue)
-  } else if (size_t colon = line.find(':'); colon != std::string::npos) {
-    std::string value = line.substr(colon + 1);
-    size_t i = value.find_first_not_of(" \t");
-    value = i == std::string::npos ? std::string() : value.substr(i);
-    t->resp->headers[lower(line.substr(0, colon))] = value;
-  }
+  parse_header_line(std::string_view(data, n), t->resp->headers);
   return n;
 }
 
@@ -103,11 +88,6 @@ void global_init() {
 }
 
 }  // namespace
-
-std::string HttpResponse::header(const std::string& name) const {
-  auto it = headers.find(lower(name));
-  return it == headers.end() ? std::string() : it->second;
-}
 
 HttpClient::HttpClient(const PullOptions& opts)
     : endpoint_(hub_endpoint(opts)),

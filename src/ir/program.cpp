@@ -3,6 +3,7 @@
 #include <map>
 
 #include "core/error.h"
+#include "core/json_int.h"
 
 namespace vkllm {
 
@@ -101,18 +102,18 @@ Program Program::from_json(const json& j) {
       t.name = jt.at("name").get<std::string>();
       t.dtype = dtype_from_name(jt.at("dtype").get<std::string>());
       t.kind = kind_from_name(jt.at("kind").get<std::string>());
-      t.shape = jt.at("shape").get<std::vector<int64_t>>();
+      t.shape = json_ints<int64_t>(jt.at("shape"), "program: tensor shape");
       if (t.kind == TensorKind::Weight) {
-        t.offset = jt.at("offset").get<uint64_t>();
-        t.nbytes = jt.at("nbytes").get<uint64_t>();
+        t.offset = json_int<uint64_t>(jt.at("offset"), "program: weight offset");
+        t.nbytes = json_int<uint64_t>(jt.at("nbytes"), "program: weight nbytes");
       }
       p.tensors.push_back(std::move(t));
     }
     for (auto& jo : j.at("ops")) {
       Op o;
       o.family = jo.at("family").get<std::string>();
-      o.inputs = jo.at("inputs").get<std::vector<int32_t>>();
-      o.outputs = jo.at("outputs").get<std::vector<int32_t>>();
+      o.inputs = json_ints<int32_t>(jo.at("inputs"), "program: op inputs");
+      o.outputs = json_ints<int32_t>(jo.at("outputs"), "program: op outputs");
       o.attrs = jo.at("attrs");
       std::string b = jo.at("backend").get<std::string>();
       if (b == "vulkan") o.backend = BackendKind::Vulkan;
@@ -120,10 +121,10 @@ Program Program::from_json(const json& j) {
       else fail("program: unknown backend '{}'", b);
       p.ops.push_back(std::move(o));
     }
-    p.input_ids = j.at("input_ids").get<int32_t>();
-    p.logits = j.at("logits").get<int32_t>();
-    p.next_token = j.at("next_token").get<int32_t>();
-    p.max_ctx = j.at("max_ctx").get<int>();
+    p.input_ids = json_int<int32_t>(j.at("input_ids"), "program: input_ids");
+    p.logits = json_int<int32_t>(j.at("logits"), "program: logits");
+    p.next_token = json_int<int32_t>(j.at("next_token"), "program: next_token");
+    p.max_ctx = json_int<int>(j.at("max_ctx"), "program: max_ctx");
   } catch (const json::exception& e) {
     fail("program: {}", e.what());
   }

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json_int.h"
 #include "core/mapped_file.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/tokenizer_impl.h"
@@ -268,7 +269,7 @@ void load_post_processor(TokenizerImpl& t, const json& p) {
           fail("{}: TemplateProcessing special token \"{}\" is not defined", t.where, name);
         for (const auto& id :
              need(specials.at(name), "ids", t.where, "TemplateProcessing special token")) {
-          int64_t v = id.get<int64_t>();
+          const int64_t v = json_int<int64_t>(id, t.where + ": TemplateProcessing id");
           if (v < 0 || v >= static_cast<int64_t>(t.id_token.size()))
             fail("{}: TemplateProcessing special token \"{}\" has id {} outside the vocabulary",
                  t.where, name, v);
@@ -321,8 +322,9 @@ void load_model(TokenizerImpl& t, const json& m) {
     fail("{}: model.vocab must be a non-empty object", t.where);
   t.bytes_to_id.reserve(vocab.size());
   t.token_to_id.reserve(vocab.size() + 1024);
+  const std::string what_id = t.where + ": model.vocab id";
   for (auto it = vocab.begin(); it != vocab.end(); ++it) {
-    int64_t id = it.value().get<int64_t>();
+    const int64_t id = json_int<int64_t>(it.value(), what_id);
     if (id < 0 || id >= kMaxVocab)
       fail("{}: vocab entry {} has id {} out of range", t.where, json(it.key()).dump(), id);
     std::string bytes = raw_bytes_of(it.key());
@@ -369,7 +371,8 @@ void load_added(TokenizerImpl& t, const json& added) {
   if (!added.is_array()) fail("{}: added_tokens must be an array", t.where);
   for (const auto& a : added) {
     AddedToken tok;
-    int64_t id = need(a, "id", t.where, "added token").get<int64_t>();
+    const int64_t id =
+        json_int<int64_t>(need(a, "id", t.where, "added token"), t.where + ": added token id");
     if (id < 0 || id >= kMaxVocab) fail("{}: added token id {} out of range", t.where, id);
     tok.id = static_cast<int32_t>(id);
     tok.content = need(a, "content", t.where, "added token").get<std::string>();

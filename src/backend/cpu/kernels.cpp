@@ -96,11 +96,12 @@ void quantize_act_int8(const float* x, int64_t K, int8_t* q, float* scale, int32
   }
   float s = (hi - lo) / 255.0f;
   s = std::max(s, FLT_EPSILON);  // torchao clamps the scale to eps (an all-zero row)
-  int32_t zp = static_cast<int32_t>(std::clamp(-128.0f - std::nearbyint(lo / s), -128.0f, 127.0f));
-  for (int64_t k = 0; k < K; ++k) {
-    float v = std::nearbyint(x[k] / s) + static_cast<float>(zp);
-    q[k] = static_cast<int8_t>(std::clamp(v, -128.0f, 127.0f));
-  }
+  // NaN (activations of a damaged model) must not reach the float -> int casts, which would be
+  // undefined behaviour: it quantizes to 0. Finite values are unaffected.
+  const auto to_int = [](float v) { return std::isnan(v) ? 0.0f : std::clamp(v, -128.0f, 127.0f); };
+  int32_t zp = static_cast<int32_t>(to_int(-128.0f - std::nearbyint(lo / s)));
+  for (int64_t k = 0; k < K; ++k)
+    q[k] = static_cast<int8_t>(to_int(std::nearbyint(x[k] / s) + static_cast<float>(zp)));
   *scale = s;
   *zero_point = zp;
 }
@@ -116,9 +117,12 @@ void linear_8da4w(const float* x, int T, int64_t K, const uint8_t* Wq, const flo
     for (int64_t n = 0; n < N; ++n) {
       float acc = 0;
       for (int64_t g = 0; g < ng; ++g) {
-        int32_t dot = 0;
+        // 64-bit: the sums come from the file; any value must give a defined (if useless)
+        // result. Valid artifacts never leave the int32 range, so results are unchanged.
+        int64_t dot = 0;
         for (int64_t k = g * group; k < (g + 1) * group; ++k) dot += qx[k] * q4_get(Wq, K, n, k);
-        acc += scales[n * ng + g] * sx * static_cast<float>(dot - zp * wsum[n * ng + g]);
+        acc += scales[n * ng + g] * sx *
+               static_cast<float>(dot - int64_t{zp} * wsum[n * ng + g]);
       }
       y[t * N + n] = acc;
     }

@@ -340,7 +340,7 @@ Context::Context(const VulkanOptions& opt) : opt_(opt) {
     const std::string& sel = opt_.device;
     if (std::all_of(sel.begin(), sel.end(),
                     [](char c) { return std::isdigit(static_cast<unsigned char>(c)); })) {
-      const unsigned long idx = std::stoul(sel);
+      const unsigned long idx = sel.size() > 9 ? ~0ul : std::stoul(sel);  // no out_of_range
       if (idx >= infos.size())
         fail("Vulkan device index {} does not exist (devices: {})", sel, listing());
       chosen = static_cast<int>(idx);

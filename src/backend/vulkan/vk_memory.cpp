@@ -1,11 +1,27 @@
 #include "backend/vulkan/vk_memory.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "core/error.h"
 
 namespace vkllm::vk {
+
+namespace {
+
+// Test-only: VKLLM_VK_MEMORY_BUDGET=<bytes> makes every allocation that would take the device
+// memory of this allocator past that many bytes fail as the driver's out-of-memory does (the
+// bad-input catalogue, tests/bad_inputs, exhausts GPU memory on any device this way).
+uint64_t memory_budget() {
+  static const uint64_t budget = [] {
+    const char* e = std::getenv("VKLLM_VK_MEMORY_BUDGET");
+    return e ? std::strtoull(e, nullptr, 10) : 0;
+  }();
+  return budget;
+}
+
+}  // namespace
 
 Allocator::Allocator(Context& ctx) : ctx_(ctx) {}
 
@@ -53,10 +69,16 @@ Buffer Allocator::create(VkDeviceSize size, bool host_visible, const char* what)
     ai.allocationSize = block_size;
     ai.memoryTypeIndex = type;
     VkDeviceMemory mem;
-    VkResult r = vkAllocateMemory(ctx_.device(), &ai, nullptr, &mem);
+    const uint64_t budget = memory_budget();
+    VkResult r = budget && device_bytes_ + block_size > budget
+                     ? VK_ERROR_OUT_OF_DEVICE_MEMORY
+                     : vkAllocateMemory(ctx_.device(), &ai, nullptr, &mem);
     if (r != VK_SUCCESS)
-      fail("{}: cannot allocate {} MiB on Vulkan device {} ({}) after {} MiB: out of GPU memory",
-           what, block_size >> 20, di.index, di.name, device_bytes_ >> 20);
+      fail(
+          "{}: cannot allocate {} MiB on Vulkan device {} ({}) after {} MiB: out of GPU memory; "
+          "choose another device with --device or VKLLM_DEVICE (see `vkllm devices`), a "
+          "smaller recipe, or a shorter --seq_len",
+          what, block_size >> 20, di.index, di.name, device_bytes_ >> 20);
     void* mapped = nullptr;
     if (host_visible) VK_CHECK(vkMapMemory(ctx_.device(), mem, 0, VK_WHOLE_SIZE, 0, &mapped));
     blocks_.push_back({mem, block_size, 0, type, mapped});
