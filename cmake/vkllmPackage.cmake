@@ -64,7 +64,9 @@ if(VKLLM_LIB_SHARED)
   list(APPEND VKLLM_PACKAGE_KINDS shared)
   add_library(vkllm_shared SHARED $<TARGET_OBJECTS:vkllm_lib>)
   target_link_libraries(vkllm_shared PRIVATE ${VKLLM_PRIVATE_LIBS})
-  target_link_options(vkllm_shared PRIVATE LINKER:--no-undefined)
+  target_link_options(vkllm_shared PRIVATE LINKER:--no-undefined
+    LINKER:--version-script=${CMAKE_CURRENT_LIST_DIR}/vkllm.map)
+  set_property(TARGET vkllm_shared APPEND PROPERTY LINK_DEPENDS ${CMAKE_CURRENT_LIST_DIR}/vkllm.map)
   target_include_directories(vkllm_shared INTERFACE $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
                                                     $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
   target_compile_features(vkllm_shared INTERFACE cxx_std_17)

@@ -18,7 +18,8 @@ class Tokenizer;
 struct ReferenceModel;
 class ArtifactReader;
 
-struct Model::Impl {
+// Hidden: libvkllm.so exports the public classes, not their insides.
+struct __attribute__((visibility("hidden"))) Model::Impl {
   Impl();
   ~Impl();
   ModelOptions options;

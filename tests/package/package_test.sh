@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The installed package end to end (tests/package/CMakeLists.txt runs each step as a CTest test):
-#   producer NAME [cmake args]   configure, build and install the library into a temporary prefix,
-#                                check what was installed, then move the prefix (relocatable)
+#   producer NAME [cmake args]   configure (one build tree for every NAME), build and install the
+#                                library into a temporary prefix, check what was installed, then
+#                                move the prefix (relocatable)
 #   twin                         a tiny Qwen3 twin artifact and the CPU reference's greedy text
 #   consumer NAME PRODUCER KIND  build examples/generate against PRODUCER's prefix with
-#                                find_package (KIND: static, shared, or empty for the default),
+#                                find_package (KIND: static, shared, or empty: the default, shared),
 #                                check its link line, run it on Vulkan, compare with the reference
 # Environment (set by CMake): VKLLM_SOURCE_DIR, VKLLM_PKG_WORK, VKLLM_EXE, CMAKE, CXX.
 set -euo pipefail
@@ -24,12 +25,14 @@ private_libs='pcre2|utf8proc|curl|vulkan|crypto|ssl'
 producer() {
   local name=$1
   shift
-  local build=$work/$name-build stage=$work/$name-stage prefix=$work/$name-prefix
+  local build=$work/producer-build stage=$work/$name-stage prefix=$work/$name-prefix
   rm -rf "$stage" "$prefix"
-  # The library alone (no CLI, no tests), unoptimized and without debug information: this build
-  # checks packaging, not speed. Kept between runs (incremental), installed fresh.
+  # The library alone (no CLI, no tests), static and shared, unoptimized and without debug
+  # information: this build checks packaging, not speed. One tree: a second configuration
+  # rebuilds only the objects it changes. Installed fresh every time.
   "$CMAKE" -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE= -DCMAKE_CXX_COMPILER="$CXX" \
-    -DVKLLM_BUILD_TESTS=OFF -DVKLLM_BUILD_CLI=OFF "$@" >"$work/$name-configure.log" ||
+    -DVKLLM_BUILD_TESTS=OFF -DVKLLM_BUILD_CLI=OFF -DVKLLM_LIB_STATIC=ON -DVKLLM_LIB_SHARED=ON \
+    "$@" >"$work/$name-configure.log" ||
     { cat "$work/$name-configure.log"; die "$name: configure failed"; }
   "$CMAKE" --build "$build" --parallel "$(nproc)" || die "$name: build failed"
   "$CMAKE" --install "$build" --prefix "$stage" >/dev/null || die "$name: install failed"
@@ -37,18 +40,21 @@ producer() {
   for f in include/vkllm/vkllm.h lib/cmake/vkllm/vkllmConfig.cmake lib/cmake/vkllm/vkllmConfigVersion.cmake; do
     [ -f "$stage/$f" ] || die "$name: $f was not installed"
   done
-  # Relocatable: nothing installed names the source, build or install folder.
-  if grep -rlF -e "$src" -e "$build" -e "$stage" "$stage"; then
+  # Relocatable: no installed CMake file or header names the source, build or install folder.
+  if grep -rlF -e "$src" -e "$build" -e "$stage" "$stage/lib/cmake" "$stage/include"; then
     die "$name: the installed files above name an absolute build or install path"
   fi
   if [ -f "$stage/lib/libvkllm.so" ]; then
-    # Only the public API leaves the shared library: every exported vkllm symbol belongs to
-    # vkllm::version, Error, Model, Session (their members, type information and vtables).
-    local leaked
-    leaked=$(nm -D --defined-only -C "$stage/lib/libvkllm.so" |
-      grep -E '^[0-9a-f]+ [A-Za-z] ((typeinfo( name)?|vtable) for )?vkllm::' |
-      grep -vE ' ((typeinfo( name)?|vtable) for )?vkllm::(version\(|Error|Model|Session)' || true)
-    [ -z "$leaked" ] || die "$name: libvkllm.so exports internal symbols:"$'\n'"$leaked"
+    # Only the public API leaves the shared library: every exported symbol belongs to
+    # vkllm::version, Error, Model or Session (members, type information, vtables).
+    local exports leaked
+    exports=$(nm -D --defined-only -C "$stage/lib/libvkllm.so" | sed -E 's/^[0-9a-f]+ [A-Za-z] //')
+    [ -n "$exports" ] || die "$name: libvkllm.so exports nothing"
+    leaked=$(
+      grep -vE '^((typeinfo( name)?|vtable) for )?vkllm::(version\(|Error|Model|Session)' <<<"$exports"
+      grep -E '^vkllm::[A-Za-z]+::Impl::' <<<"$exports"
+    ) || true
+    [ -z "$leaked" ] || die "$name: libvkllm.so exports more than the API:"$'\n'"$leaked"
     [ -f "$cfg/vkllm-shared-targets.cmake" ] || die "$name: no shared export"
   fi
   mv "$stage" "$prefix"
@@ -84,7 +90,9 @@ consumer() {
     >"$build.configure.log" 2>&1 || { cat "$build.configure.log"; die "$name: consumer configure failed"; }
   "$CMAKE" --build "$build" || die "$name: consumer build failed"
   local exe=$build/vkllm_generate link
-  link=$(ninja -C "$build" -t commands vkllm_generate | tail -n 1)
+  # The libraries on the consumer's link line, by file name (-lfoo or path/libfoo.so).
+  link=$(ninja -C "$build" -t commands vkllm_generate | tail -n 1 | tr ' ' '\n' |
+    grep -E '^-l|\.(a|so)(\.[0-9.]+)?$' | xargs -r -n1 basename | tr '\n' ' ')
   local needed
   needed=$(readelf -d "$exe" | grep NEEDED || true)
   case $name in
