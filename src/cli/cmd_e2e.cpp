@@ -210,7 +210,7 @@ void add_e2e(CLI::App& app) {
   gc->add_option("artifact", g->artifact, "The .vkllm artifact the ids came from")->required();
   gc->add_option("--ids", g->ids, "The ids file written by `vkllm run --ids_file`")->required();
   gc->add_option("--tolerance", g->tolerance,
-                 "Near-tie tolerance in logits (default: the recipe's, 1.0 with int8 "
+                 "Near-tie tolerance in logits (default: the recipe's, 1.5 with int8 "
                  "activations or fp16, else 0.01)");
   gc->add_flag("--json", g->json, "Print the result as JSON on stdout");
   gc->callback([g] { run_agree(*g); });

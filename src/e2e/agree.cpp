@@ -17,7 +17,7 @@ double GreedyAgreement::worst_gap() const {
 
 double greedy_tie_tolerance(const std::string& recipe) {
   const RecipeTraits t = recipe_traits(recipe);
-  return t.act8 || t.fp16 ? 1.0 : 0.01;
+  return t.act8 || t.fp16 ? 1.5 : 0.01;
 }
 
 GreedyAgreement check_greedy_agreement(const std::string& artifact,

@@ -31,7 +31,7 @@ struct GreedyAgreement {
   bool pass() const { return worst_gap() <= tolerance; }
 };
 
-// The near-tie tolerance (logits) for a recipe: 1.0 with int8 activations or fp16 storage,
+// The near-tie tolerance (logits) for a recipe: 1.5 with int8 activations or fp16 storage,
 // 0.01 otherwise.
 double greedy_tie_tolerance(const std::string& recipe);
 
