@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "core/device_error.h"
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "vkllm/vkllm.h"
@@ -44,6 +45,9 @@ template <typename F>
 auto step(ExitCode code, F&& f) {
   try {
     return f();
+  } catch (const DeviceError& e) {  // whatever the step, a device problem is exit code 4
+    std::fprintf(stderr, "vkllm: %s\n", e.what());
+    throw CLI::RuntimeError(kDevice);
   } catch (const Error& e) {
     std::fprintf(stderr, "vkllm: %s\n", e.what());
     throw CLI::RuntimeError(code);

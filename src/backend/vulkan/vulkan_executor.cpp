@@ -13,6 +13,7 @@
 #include "backend/vulkan/vk_memory.h"
 #include "backend/vulkan/vk_ops.h"
 #include "backend/vulkan/vk_pipeline.h"
+#include "core/device_error.h"
 #include "core/error.h"
 
 namespace vkllm {
@@ -36,6 +37,18 @@ uint64_t elem_bytes(DType t) {
   }
 }
 
+// Device selection and opening; its failures are DeviceErrors (callers tell them apart from
+// problems of the model file).
+std::unique_ptr<Context> open_device(const VulkanOptions& opt) {
+  try {
+    return std::make_unique<Context>(opt);
+  } catch (const DeviceError&) {
+    throw;
+  } catch (const Error& e) {
+    throw DeviceError(e.what());
+  }
+}
+
 // The program's weights on one device: validated, uploaded once, shared by every executor made
 // from it. Executors own the rest (KV caches, activations, pipelines, command buffer).
 class VulkanLoaded final : public LoadedProgram, public std::enable_shared_from_this<VulkanLoaded> {
@@ -43,7 +56,7 @@ class VulkanLoaded final : public LoadedProgram, public std::enable_shared_from_
   VulkanLoaded(const Program& prog, const WeightSource& weights, const VulkanOptions& opt)
       : p(prog),
         w(weights),
-        ctx(std::make_unique<Context>(opt)),
+        ctx(open_device(opt)),
         alloc(*ctx),
         bufs(prog.tensors.size()) {
     p.validate();
