@@ -54,11 +54,7 @@ std::unique_ptr<Context> open_device(const VulkanOptions& opt) {
 class VulkanLoaded final : public LoadedProgram, public std::enable_shared_from_this<VulkanLoaded> {
  public:
   VulkanLoaded(const Program& prog, const WeightSource& weights, const VulkanOptions& opt)
-      : p(prog),
-        w(weights),
-        ctx(open_device(opt)),
-        alloc(*ctx),
-        bufs(prog.tensors.size()) {
+      : p(prog), w(weights), ctx(open_device(opt)), alloc(*ctx), bufs(prog.tensors.size()) {
     p.validate();
     for (size_t k = 0; k < p.ops.size(); ++k)
       if (p.ops[k].backend != BackendKind::Vulkan)
