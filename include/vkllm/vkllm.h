@@ -115,7 +115,8 @@ struct GenerationStats {
 // Called with each new token id and the text it completes (never a partial UTF-8 sequence; may
 // be empty while a sequence is incomplete). Return false to stop generating: the token is kept.
 // Once after the last token, if bytes were held back, it is called with id -1 and that text
-// (its return value is ignored).
+// (its return value is ignored). It runs while the session holds its model's device: it must not
+// create, destroy or run sessions of the same model.
 using TokenCallback = std::function<bool(int32_t id, const std::string& piece)>;
 
 // A conversation state (KV cache and scratch) on a model; several sessions share one model's
