@@ -66,8 +66,9 @@ size_t bf16_offset(const std::string& ck, const std::string& tensor, size_t i) {
 std::string with_bf16_value(const TempDir& d, uint16_t bits) {
   const std::string ck = tiny_checkpoint(d / "ck");
   const size_t at = bf16_offset(ck, "model.layers.0.mlp.down_proj.weight", 5);
-  rewrite_safetensors(ck + "/model.safetensors", [](std::string&) {},
-                      [&](std::string& data) { std::memcpy(&data[at], &bits, 2); });
+  rewrite_safetensors(
+      ck + "/model.safetensors", [](std::string&) {},
+      [&](std::string& data) { std::memcpy(&data[at], &bits, 2); });
   return ck;
 }
 
@@ -116,8 +117,7 @@ TEST(BadInputs, ExportSafetensorsHeaderNotJson) {
 
 TEST(BadInputs, ExportWrongDtype) {
   TempDir d;
-  const std::string ck =
-      with_header(d, [](json& h) { h["model.norm.weight"]["dtype"] = "I64"; });
+  const std::string ck = with_header(d, [](json& h) { h["model.norm.weight"]["dtype"] = "I64"; });
   expect_export_refused(ck, "tensor model.norm.weight: dtype I64 is not supported");
 }
 
@@ -190,9 +190,8 @@ TEST(BadInputs, ExportConfigNotJson) {
 
 TEST(BadInputs, ExportUnsupportedArchitecture) {
   TempDir d;
-  expect_export_refused(
-      with_config(d, [](json& c) { c["architectures"] = {"GPT2LMHeadModel"}; }),
-      "unsupported architecture 'GPT2LMHeadModel'");
+  expect_export_refused(with_config(d, [](json& c) { c["architectures"] = {"GPT2LMHeadModel"}; }),
+                        "unsupported architecture 'GPT2LMHeadModel'");
 }
 
 TEST(BadInputs, ExportPickleCheckpoint) {
@@ -254,8 +253,8 @@ TEST(BadInputs, ExportIntoReadOnlyFolder) {
         ::mount(ro.c_str(), ro.c_str(), nullptr, MS_BIND, nullptr) == 0)
       ::mount(nullptr, ro.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY, nullptr);
   };
-  const RunResult r = run_vkllm(
-      {"export", ck, "--recipe", "quantized-8da4w", "-o", ro + "/m.vkllm", "-q"}, o);
+  const RunResult r =
+      run_vkllm({"export", ck, "--recipe", "quantized-8da4w", "-o", ro + "/m.vkllm", "-q"}, o);
   EXPECT_EQ(check_refusal(r, 1, ro + "/m.vkllm: cannot create output:"), "");
   EXPECT_EQ(check_no_output(ro, "m.vkllm"), "");
 }
@@ -274,9 +273,9 @@ TEST(BadInputs, ExportDiskFull) {
 // the final rename, so nothing at all is left in the folder.
 TEST(BadInputs, ExportKilledMidway) {
   TempDir out, io;
-  const pid_t pid = spawn_vkllm({"export", fixtures().twin, "--recipe", "quantized-8da4w", "-o",
-                                 out / "m.vkllm", "-q"},
-                                {}, io.path);
+  const pid_t pid = spawn_vkllm(
+      {"export", fixtures().twin, "--recipe", "quantized-8da4w", "-o", out / "m.vkllm", "-q"}, {},
+      io.path);
   bool writing = false;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(300);
   while (!writing && std::chrono::steady_clock::now() < deadline) {
@@ -293,7 +292,8 @@ TEST(BadInputs, ExportKilledMidway) {
   ::kill(pid, SIGKILL);
   const RunResult r = wait_vkllm(pid, io.path, 60);
   EXPECT_EQ(r.signal, SIGKILL);
-  EXPECT_TRUE(fs::is_empty(out.path)) << "left behind: " << fs::directory_iterator(out.path)->path();
+  EXPECT_TRUE(fs::is_empty(out.path))
+      << "left behind: " << fs::directory_iterator(out.path)->path();
 }
 
 // ---- verify ------------------------------------------------------------------------------------
@@ -392,7 +392,8 @@ TEST(BadInputs, VerifyNaNWeightWithValidHashes) {
 }
 
 TEST(BadInputs, VerifyOverTheSizeLimit) {
-  expect_verify_refused(fixtures().artifact, "over the limit of 1024 bytes", {"--max-size", "1KiB"});
+  expect_verify_refused(fixtures().artifact, "over the limit of 1024 bytes",
+                        {"--max-size", "1KiB"});
 }
 
 TEST(BadInputs, VerifyBadSizeLimit) {
@@ -418,10 +419,9 @@ TEST(BadInputs, RunTenMegabytePrompt) {
   std::string p;
   while (p.size() < (10u << 20)) p += "The capital of France is Paris. ";
   write_file(d / "p.txt", p);
-  EXPECT_EQ(check_refusal(run_vkllm(run_args(fixtures().artifact,
-                                             {"-f", d / "p.txt", "--backend", "cpu"})),
-                          1,
-                          "tokens (after 0 in context) but the context holds 2048"),
+  EXPECT_EQ(check_refusal(
+                run_vkllm(run_args(fixtures().artifact, {"-f", d / "p.txt", "--backend", "cpu"})),
+                1, "tokens (after 0 in context) but the context holds 2048"),
             "");
 }
 
@@ -448,7 +448,8 @@ TEST(BadInputs, RunInvalidUtf8Prompt) {
 
 TEST(BadInputs, RunNoVulkanDriver) {
   RunOptions o;
-  o.env = {{"VK_DRIVER_FILES", "/nonexistent/icd.json"}, {"VK_ICD_FILENAMES", "/nonexistent/icd.json"}};
+  o.env = {{"VK_DRIVER_FILES", "/nonexistent/icd.json"},
+           {"VK_ICD_FILENAMES", "/nonexistent/icd.json"}};
   EXPECT_EQ(check_refusal(run_vkllm(run_args(fixtures().artifact, {"-p", "Hi"}), o), 1,
                           "cannot create a Vulkan instance: VK_ERROR_INCOMPATIBLE_DRIVER"),
             "");
@@ -502,17 +503,22 @@ TEST(BadInputs, RunTruncatedArtifact) {
 }
 
 TEST(BadInputs, RunContextLongerThanTheArtifacts) {
-  EXPECT_EQ(check_refusal(run_vkllm(run_args(fixtures().artifact, {"-p", "Hi", "--seq_len", "9999"})),
-                          1, "--seq_len 9999 exceeds the artifact's context length 2048"),
-            "");
+  EXPECT_EQ(
+      check_refusal(run_vkllm(run_args(fixtures().artifact, {"-p", "Hi", "--seq_len", "9999"})), 1,
+                    "--seq_len 9999 exceeds the artifact's context length 2048"),
+      "");
 }
 
 // ---- tokenize, pull ----------------------------------------------------------------------------
 
 TEST(BadInputs, TokenizeInvalidUtf8IsReplacedNotRejected) {
   TempDir d;
-  write_file(d / "bad.txt", "\xff\xfe" "abc\xe2\x82");
-  write_file(d / "fixed.txt", "\xef\xbf\xbd\xef\xbf\xbd" "abc\xef\xbf\xbd");
+  write_file(d / "bad.txt",
+             "\xff\xfe"
+             "abc\xe2\x82");
+  write_file(d / "fixed.txt",
+             "\xef\xbf\xbd\xef\xbf\xbd"
+             "abc\xef\xbf\xbd");
   RunOptions bad, fixed;
   bad.stdin_path = d / "bad.txt";
   fixed.stdin_path = d / "fixed.txt";
@@ -533,9 +539,9 @@ TEST(BadInputs, TokenizeBrokenTokenizerJson) {
 }
 
 TEST(BadInputs, TokenizeDecodeIdOutOfRange) {
-  EXPECT_EQ(check_refusal(run_vkllm({"tokenize", "--tokenizer", fixtures().twin, "--decode",
-                                     "1 99999999"}),
-                          1, "token id 99999999 out of range"),
+  EXPECT_EQ(check_refusal(
+                run_vkllm({"tokenize", "--tokenizer", fixtures().twin, "--decode", "1 99999999"}),
+                1, "token id 99999999 out of range"),
             "");
 }
 
