@@ -13,12 +13,12 @@
 
 #include "core/error.h"
 
-#define VKLLM_FUZZ_CHECK(cond)                                                         \
-  do {                                                                                 \
-    if (!(cond)) {                                                                     \
+#define VKLLM_FUZZ_CHECK(cond)                                                           \
+  do {                                                                                   \
+    if (!(cond)) {                                                                       \
       std::fprintf(stderr, "%s:%d: property violated: %s\n", __FILE__, __LINE__, #cond); \
-      std::abort();                                                                    \
-    }                                                                                  \
+      std::abort();                                                                      \
+    }                                                                                    \
   } while (0)
 
 namespace vkllm::fuzz {

@@ -32,9 +32,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string endpoint = "https://hub.example";
   const RepoSpec spec{"org/name", (sel & 16) ? "0123456789abcdef0123456789abcdef01234567" : "main"};
   try {
-    const FileHead fh = parse_file_head(r, endpoint, endpoint + "/org/name/resolve/x/config.json",
-                                        spec, "0123456789abcdef0123456789abcdef01234567",
-                                        "config.json");
+    const FileHead fh =
+        parse_file_head(r, endpoint, endpoint + "/org/name/resolve/x/config.json", spec,
+                        "0123456789abcdef0123456789abcdef01234567", "config.json");
     VKLLM_FUZZ_CHECK((fh.etag.size() == 40 || fh.etag.size() == 64) && is_hex(fh.etag));
     VKLLM_FUZZ_CHECK(fh.download_url.rfind("http", 0) == 0);
   } catch (const Error&) {

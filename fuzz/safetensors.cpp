@@ -1,10 +1,11 @@
 // fuzz_safetensors: a whole .safetensors file (u64 header length, JSON header, data section).
 // Accepted files must describe tensors that lie inside the bytes and convert to fp32.
-#include <cmath>
+#include "hf/safetensors.h"
+
 #include <algorithm>
+#include <cmath>
 
 #include "fuzz_util.h"
-#include "hf/safetensors.h"
 
 using namespace vkllm;
 
@@ -12,8 +13,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     SafetensorsFile f(MappedFile::view({data, size}, "fuzz.safetensors"));
     for (const auto& [name, t] : f.tensors()) {
-      VKLLM_FUZZ_CHECK(t.data >= data && t.nbytes <= size &&
-                       t.data + t.nbytes <= data + size);
+      VKLLM_FUZZ_CHECK(t.data >= data && t.nbytes <= size && t.data + t.nbytes <= data + size);
       VKLLM_FUZZ_CHECK(static_cast<uint64_t>(t.numel()) * st_dtype_size(t.dtype) == t.nbytes);
       // Read the first and last few elements (every byte of a small tensor).
       const int64_t n = t.numel(), k = std::min<int64_t>(n, 16);

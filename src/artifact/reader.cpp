@@ -56,8 +56,7 @@ ArtifactReader::ArtifactReader(MappedFile file, const ReadOptions& opt) : file_(
   try {
     meta_ = nlohmann::json::parse(mp, mp + h.metadata_size);
     if (meta_.at("format").get<std::string>() != "vkllm-artifact" ||
-        json_int<uint32_t>(meta_.at("format_version"), "metadata format_version") !=
-            kFormatVersion)
+        json_int<uint32_t>(meta_.at("format_version"), "metadata format_version") != kFormatVersion)
       fail("{}: metadata does not describe a version {} vkllm artifact", path, kFormatVersion);
     if (!meta_.at("recipe").is_object() || !meta_.at("recipe").at("name").is_string())
       fail("{}: metadata has no recipe name", path);

@@ -1,6 +1,7 @@
 // vkllm: one binary, one verb per pipeline stage (DESIGN.md section 1).
 #include <cstdio>
 #include <exception>
+#include <filesystem>
 
 #include "cli/commands.h"
 #include "core/error.h"
@@ -24,6 +25,11 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const vkllm::Error& e) {
     std::fprintf(stderr, "vkllm: %s\n", e.what());
+    return 1;
+  } catch (const std::filesystem::filesystem_error& e) {
+    // A path the system refuses (too long, not searchable) reached a std::filesystem query: an
+    // input problem, not an internal error.
+    std::fprintf(stderr, "vkllm: %s: %s\n", e.path1().c_str(), e.code().message().c_str());
     return 1;
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "vkllm: out of host memory\n");

@@ -82,7 +82,9 @@ std::string read_text_file(const std::string& path) {
 AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
   tmp_ = path_ + ".tmp-" + std::to_string(::getpid());
   const size_t slash = path_.rfind('/');
-  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path_.substr(0, slash);
+  const std::string dir = slash == std::string::npos ? "."
+                          : slash == 0               ? "/"
+                                                     : path_.substr(0, slash);
   // commit() names the unnamed file through /proc/self/fd; without /proc use a named temp.
   if (::access("/proc/self/fd", X_OK) == 0) {
     fd_ = ::open(dir.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);

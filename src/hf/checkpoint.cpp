@@ -50,7 +50,8 @@ static std::string shape_str(const std::vector<int64_t>& s) {
 
 HfCheckpoint::HfCheckpoint(const std::string& dir) : dir_(dir) {
   std::error_code ec;
-  if (!fs::is_directory(dir, ec)) fail("{}: not a directory (expected a Hugging Face model folder)", dir);
+  if (!fs::is_directory(dir, ec))
+    fail("{}: not a directory (expected a Hugging Face model folder)", dir);
   const std::string cfg = dir + "/config.json";
   if (!exists(cfg)) fail("{}: missing config.json", dir);
   config_ = read_json_file(cfg);
@@ -70,7 +71,8 @@ HfCheckpoint::HfCheckpoint(const std::string& dir) : dir_(dir) {
     for (auto& [tname, file] : idx.weight_map) {
       const SafetensorsFile* owner = by_name.at(file);
       auto it = owner->tensors().find(tname);
-      if (it == owner->tensors().end()) fail("{}: tensor {} is not in shard {}", index, tname, file);
+      if (it == owner->tensors().end())
+        fail("{}: tensor {} is not in shard {}", index, tname, file);
       tensors_[tname] = &it->second;
     }
   } else if (exists(single)) {

@@ -40,7 +40,7 @@ nlohmann::json read_json_file(const std::string& path);
 
 // model.safetensors.index.json: which shard holds each tensor.
 struct SafetensorsIndex {
-  std::vector<std::string> shards;  // plain file names, unique, in first-seen order
+  std::vector<std::string> shards;                // plain file names, unique, in first-seen order
   std::map<std::string, std::string> weight_map;  // tensor -> shard file name
 };
 // Validates the parsed index (`where` names the file in errors): a "weight_map" object of

@@ -40,7 +40,8 @@ void parse_header_line(std::string_view line, std::map<std::string, std::string>
   }
 }
 
-RevisionInfo parse_model_info(const std::string& body, const std::string& url, const RepoSpec& spec) {
+RevisionInfo parse_model_info(const std::string& body, const std::string& url,
+                              const RepoSpec& spec) {
   nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
   if (j.is_discarded() || !j.is_object() || !j.contains("sha") || !j["sha"].is_string() ||
       !j.contains("siblings") || !j["siblings"].is_array())

@@ -34,12 +34,13 @@ struct RevisionInfo {
   std::string commit;
   std::set<std::string> siblings;
 };
-RevisionInfo parse_model_info(const std::string& body, const std::string& url, const RepoSpec& spec);
+RevisionInfo parse_model_info(const std::string& body, const std::string& url,
+                              const RepoSpec& spec);
 
 // HEAD /<repo>/resolve/<commit>/<file>: what to download and how to verify it.
 struct FileHead {
-  std::string etag;          // sha256 (64 hex) or git blob sha1 (40 hex), quotes and W/ removed
-  uint64_t size = 0;         // X-Linked-Size (LFS) or Content-Length
+  std::string etag;   // sha256 (64 hex) or git blob sha1 (40 hex), quotes and W/ removed
+  uint64_t size = 0;  // X-Linked-Size (LFS) or Content-Length
   bool size_known = false;
   std::string download_url;  // the LFS redirect target, else `url`
 };

@@ -59,7 +59,8 @@ TempDir::~TempDir() {
   std::error_code ec;
   fs::permissions(path, fs::perms::owner_all, fs::perm_options::add, ec);
   for (const auto& e : fs::recursive_directory_iterator(path, ec))
-    if (e.is_directory(ec)) fs::permissions(e.path(), fs::perms::owner_all, fs::perm_options::add, ec);
+    if (e.is_directory(ec))
+      fs::permissions(e.path(), fs::perms::owner_all, fs::perm_options::add, ec);
   fs::remove_all(path, ec);
 }
 
@@ -80,7 +81,9 @@ pid_t spawn_vkllm(const std::vector<std::string>& args, const RunOptions& o,
   for (const auto& [k, v] : o.env) ::setenv(k.c_str(), v.c_str(), 1);
   if (o.file_size_limit) {
     ::signal(SIGXFSZ, SIG_IGN);  // write() then fails with EFBIG, as on a full disk
-    struct rlimit rl {o.file_size_limit, o.file_size_limit};
+    struct rlimit rl {
+      o.file_size_limit, o.file_size_limit
+    };
     ::setrlimit(RLIMIT_FSIZE, &rl);
   }
   if (o.in_child) o.in_child();
@@ -130,7 +133,8 @@ std::vector<std::string> our_stderr_lines(const std::string& err) {
 std::string check_refusal(const RunResult& r, int exit_code, const std::string& message) {
   std::string why;
   if (r.signal) why += fmt::format("killed by signal {}; ", r.signal);
-  if (r.exit_code != exit_code) why += fmt::format("exit code {} (want {}); ", r.exit_code, exit_code);
+  if (r.exit_code != exit_code)
+    why += fmt::format("exit code {} (want {}); ", r.exit_code, exit_code);
   for (const char* bad : {"internal error", "Sanitizer", "runtime error:", "terminate called"})
     if (r.err.find(bad) != std::string::npos) why += fmt::format("stderr shows '{}'; ", bad);
   const auto lines = our_stderr_lines(r.err);
@@ -138,8 +142,7 @@ std::string check_refusal(const RunResult& r, int exit_code, const std::string& 
     why += fmt::format("{} stderr lines (want exactly one); ", lines.size());
   else if (lines[0].rfind("vkllm", 0) != 0)
     why += "the stderr line does not start with 'vkllm'; ";
-  if (r.err.find(message) == std::string::npos)
-    why += fmt::format("stderr lacks '{}'; ", message);
+  if (r.err.find(message) == std::string::npos) why += fmt::format("stderr lacks '{}'; ", message);
   if (!why.empty()) why += "stderr was:\n" + r.err;
   return why;
 }

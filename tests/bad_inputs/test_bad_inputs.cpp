@@ -509,6 +509,12 @@ TEST(BadInputs, RunContextLongerThanTheArtifacts) {
       "");
 }
 
+// A path longer than the system accepts (ENAMETOOLONG) where a folder or artifact is expected.
+TEST(BadInputs, RunModelPathTooLong) {
+  const std::string p = "/tmp/" + std::string(300, 'x') + "/" + std::string(5000, 'y');
+  EXPECT_EQ(check_refusal(run_vkllm(run_args(p, {"-p", "Hi"})), 1, ": File name too long"), "");
+}
+
 // ---- tokenize, pull ----------------------------------------------------------------------------
 
 TEST(BadInputs, TokenizeInvalidUtf8IsReplacedNotRejected) {

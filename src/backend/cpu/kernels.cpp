@@ -121,8 +121,7 @@ void linear_8da4w(const float* x, int T, int64_t K, const uint8_t* Wq, const flo
         // result. Valid artifacts never leave the int32 range, so results are unchanged.
         int64_t dot = 0;
         for (int64_t k = g * group; k < (g + 1) * group; ++k) dot += qx[k] * q4_get(Wq, K, n, k);
-        acc += scales[n * ng + g] * sx *
-               static_cast<float>(dot - int64_t{zp} * wsum[n * ng + g]);
+        acc += scales[n * ng + g] * sx * static_cast<float>(dot - int64_t{zp} * wsum[n * ng + g]);
       }
       y[t * N + n] = acc;
     }
