@@ -328,9 +328,9 @@ class CellRun {
                    d["cpu_token"].get<int>(), tol, first));
     if (!res.ok()) return fail_stage(s, first + "; agree: " + child_failure(res));
     return pass_stage(
-        s, fmt::format(
-               "Vulkan = CPU up to near-ties: {}/{} steps equal, {} within {:g} (worst {:.3f}); {}",
-               exact, steps, steps - exact, tol, g["worst_gap"].get<double>(), first));
+        s, fmt::format("Vulkan = CPU at {}/{} steps, {} near-ties <= {:g} logits (worst {:.3f}; "
+                       "first at step {})",
+                       exact, steps, steps - exact, tol, g["worst_gap"].get<double>(), k));
   }
 
   // Twin mode: the recipe's quality gate against the fp32 twin (docs/quality.md).

@@ -34,20 +34,25 @@ h1 { font-size: 22px; margin: 0 0 4px; display: flex; align-items: center; gap: 
 .gates b { font-weight: 600; }
 .gates ul { margin: 4px 0; padding-left: 20px; }
 table { border-collapse: collapse; width: 100%; max-width: 1600px; }
-th, td { border-bottom: 1px solid var(--line); padding: 7px 8px; text-align: left; vertical-align: top; }
-th { background: var(--head); font-weight: 600; font-size: 12px; color: var(--muted);
-     text-transform: uppercase; letter-spacing: .03em; white-space: nowrap; }
+th, td { border-bottom: 1px solid var(--line); padding: 7px 7px; text-align: left; vertical-align: top; }
+th { background: var(--head); font-weight: 600; font-size: 11px; color: var(--muted);
+     text-transform: uppercase; letter-spacing: .03em; vertical-align: bottom; }
+th.num { text-align: right; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 tr.cell-row { cursor: pointer; }
 tr.cell-row:hover { background: #f6f8fa; }
 .badge { font-weight: 700; font-size: 12px; padding: 2px 8px; border-radius: 4px; }
 .badge.pass { color: var(--ok); background: var(--ok-bg); }
 .badge.fail { color: var(--bad); background: var(--bad-bg); }
+.model, .recipe { white-space: nowrap; }
 .model { font-weight: 600; }
 .sub { color: var(--muted); font-size: 12px; }
-.reason { max-width: 460px; }
+.reason { min-width: 360px; max-width: 560px; font-size: 13px; }
+.gate { display: flex; gap: 6px; margin: 0 0 2px; }
+.gname { flex: 0 0 52px; color: var(--muted); font-size: 11px; line-height: 19px;
+         text-transform: uppercase; letter-spacing: .03em; }
 tr.fail .reason { color: var(--bad); }
-.bar { display: flex; height: 12px; width: 180px; background: #eef1f4; border-radius: 3px; overflow: hidden; }
+.bar { display: flex; height: 12px; width: 130px; background: #eef1f4; border-radius: 3px; overflow: hidden; }
 .bar span { display: block; height: 100%; }
 .legend { display: flex; gap: 12px; flex-wrap: wrap; color: var(--muted); font-size: 12px; margin: 10px 0; }
 .legend i { display: inline-block; width: 10px; height: 10px; border-radius: 2px; margin-right: 4px;
@@ -69,9 +74,9 @@ footer { color: var(--muted); font-size: 12px; margin-top: 18px; }
 <p class="meta" id="meta"></p>
 <div class="gates" id="gates"></div>
 <table id="matrix">
-<thead><tr><th>#</th><th>Model</th><th>Recipe</th><th>Result</th><th>Stage</th><th>Detail</th>
-<th>Size</th><th>Prefill tok/s</th><th>Decode tok/s</th><th>Peak host</th><th>Peak GPU</th>
-<th>Time per stage</th></tr></thead>
+<thead><tr><th>#</th><th>Model</th><th>Recipe</th><th>Result</th><th>Stage</th><th>Gates / reason</th>
+<th class="num">Size</th><th class="num">Prefill tok/s</th><th class="num">Decode tok/s</th>
+<th class="num">Peak host</th><th class="num">Peak GPU</th><th>Time per stage</th></tr></thead>
 <tbody id="rows"></tbody>
 </table>
 <div class="legend" id="legend"></div>
@@ -117,7 +122,7 @@ data also in results.tsv and results.json next to this file.</footer>
       "golden: the fp32 twin's greedy ids equal the Hugging Face transformers golden (CPU reference backend)",
       "export + verify: the recipe's artifact, every op on the GPU backend, the size limit where the cell has one",
       "run: vkllm run on Vulkan, temperature 0, " + d.max_new_tokens + " new tokens, exit status 0, no validation message",
-      "cpu: the CPU reference backend on the same artifact picks the same greedy tokens as Vulkan",
+      "cpu: the CPU reference backend on the same artifact picks the same greedy tokens as Vulkan, or differs only at near-ties of its logits (e2e/README.md)",
       "quality: mean KL and top-1 agreement against the fp32 twin within the recipe's gate (docs/quality.md)"] : [
       "export + verify: the recipe's artifact, every op on the GPU backend, the size limit where the cell has one",
       "run: vkllm run on Vulkan, temperature 0, " + d.max_new_tokens + " new tokens, exit status 0",
@@ -136,14 +141,28 @@ data also in results.tsv and results.json next to this file.</footer>
     m.appendChild(el("div", "sub", "@" + c.revision.slice(0, 10) + (twin ? " \u00b7 twin " + c.twin : "")));
     tr.appendChild(m);
     var r = el("td");
-    r.appendChild(el("div", "", c.recipe));
+    r.appendChild(el("div", "recipe", c.recipe));
     if (c.max_size && c.max_size !== "-") r.appendChild(el("div", "sub", "limit " + c.max_size));
     tr.appendChild(r);
     var res = el("td");
     res.appendChild(el("span", "badge " + (c.pass ? "pass" : "fail"), c.pass ? "PASS" : "FAIL"));
     tr.appendChild(res);
     tr.appendChild(el("td", "", c.stage));
-    tr.appendChild(el("td", "reason", c.reason));
+    var why = el("td", "reason");
+    if (c.pass) {  // one line per gate: what it compared and measured
+      c.stages.forEach(function (x) {
+        var gate = x.name === "golden" || x.name === "cpu" || x.name === "quality" ||
+                   (x.name === "run" && !twin) || (x.name === "verify" && c.max_size && c.max_size !== "-");
+        if (!x.ran || !gate) return;
+        var line = el("div", "gate");
+        line.appendChild(el("span", "gname", x.name));
+        line.appendChild(el("span", "", x.note));
+        why.appendChild(line);
+      });
+    } else {
+      why.textContent = c.reason;
+    }
+    tr.appendChild(why);
     tr.appendChild(el("td", "num", mib(c.artifact_bytes)));
     tr.appendChild(el("td", "num", fmt(c.prefill_tok_s, 1)));
     tr.appendChild(el("td", "num", fmt(c.decode_tok_s, 2)));
