@@ -150,7 +150,7 @@ std::vector<Cell> select_cells(const std::vector<Cell>& cells, const std::string
     for (int i = a; i <= b; ++i) {
       if (std::none_of(cells.begin(), cells.end(), [i](const Cell& c) { return c.id == i; })) {
         std::string known;
-        for (auto& c : cells) known += (known.empty() ? "" : ",") + std::to_string(c.id);
+        for (auto& c : cells) known += fmt::format("{}{}", known.empty() ? "" : ",", c.id);
         fail("{}: there is no cell {} (cells: {})", what, i, known);
       }
       want.insert(i);

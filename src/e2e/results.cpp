@@ -101,7 +101,7 @@ void write_results_tsv(const MatrixResult& r, const std::string& path) {
                                   num(c.peak_gpu_mb)};
     for (const auto& s : c.stages) f.push_back(s.ran ? fmt::format("{:.2f}", s.seconds) : "-");
     std::string line;
-    for (const auto& x : f) line += (line.empty() ? "" : "\t") + field(x);
+    for (const auto& x : f) line += fmt::format("{}{}", line.empty() ? "" : "\t", field(x));
     out += line + "\n";
   }
   AtomicFile file(path);

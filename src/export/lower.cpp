@@ -83,8 +83,9 @@ LoweredModel lower_model(const ModelDesc& d, int max_ctx) {
 
   int32_t x = b.op("embedding", {p.input_ids, embed}, b.act("x.embed", D));
   for (int l = 0; l < d.n_layers; ++l) {
-    const std::string hfp = "model.layers." + std::to_string(l) + ".";
-    const std::string lp = "l" + std::to_string(l) + ".";
+    // fmt rather than "literal" + std::string: g++ 12 -O2 warns falsely (-Wrestrict) on the latter.
+    const std::string hfp = fmt::format("model.layers.{}.", l);
+    const std::string lp = fmt::format("l{}.", l);
     // Attention block.
     int32_t h = b.op("rms_norm", {x, b.hf(hfp + "input_layernorm.weight", {D})}, b.act(lp + "attn_norm", D),
                      {{"eps", eps}, {"group", D}});

@@ -462,6 +462,22 @@ TEST(VulkanOps, ArgmaxRandom) {
   }
 }
 
+// The maximum appears three times, in different workgroups' chunks and inside one chunk: the
+// lowest index wins, as on the CPU.
+TEST(VulkanOps, ArgmaxTiesAcrossChunks) {
+  const int64_t V = 128256;
+  std::vector<float> x(static_cast<size_t>(V), -1.0f);
+  for (int64_t i : {int64_t(70001), int64_t(5000), int64_t(5001), int64_t(V - 1)}) x[i] = 7.5f;
+  Case c;
+  int32_t tx = c.add("x", DType::F32, TK::Activation, {1, V}, bytes_f32(x));
+  int32_t ti = c.add("id", DType::I32, TK::Activation, {1, 1});
+  c.op("argmax", {tx}, ti);
+  OpRun r(c, 1);
+  r.forward(1, 0);
+  EXPECT_EQ(r.read(ti, 1)[0], 5000.0f);
+  EXPECT_EQ(cpu::argmax(x.data(), V), 5000);
+}
+
 TEST(VulkanOps, OutOfRangeTokenIdIsAnError) {
   Case c;
   std::vector<int32_t> ids = {3, 300};

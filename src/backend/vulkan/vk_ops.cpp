@@ -67,9 +67,10 @@ struct Ctx {
            decl(t).name, b.size, env.ctx.max_binding());
     return {b.buf, 0, b.size};
   }
-  // Kernel variant: the _f16 module when any binding is fp16.
+  // Kernel variant: the _f16 module when any binding is fp16. tt: the mat-vec kernels' tokens per
+  // workgroup (matvec.glsl), specialization constant 8.
   const Kernel& kernel(std::string name, uint32_t bindings, uint32_t push_words,
-                       const std::vector<uint32_t>& flags) {
+                       const std::vector<uint32_t>& flags, uint32_t tt = 0) {
     bool any16 = false;
     for (uint32_t f : flags) any16 = any16 || f;
     if (any16) {
@@ -82,7 +83,11 @@ struct Ctx {
             env.ctx.options().no_fp16 ? " (VKLLM_NO_FP16 is set)" : "");
       name += "_f16";
     }
-    return env.kernels.get(name, bindings, push_words * 4, flags);
+    if (!tt) return env.kernels.get(name, bindings, push_words * 4, flags);
+    std::vector<uint32_t> spec = flags;
+    spec.resize(7, 0);
+    spec.push_back(tt);
+    return env.kernels.get(name, bindings, push_words * 4, spec);
   }
   int64_t attr_i(const char* k) const {
     need(op.attrs.contains(k) && op.attrs[k].is_number(), k);
@@ -230,15 +235,17 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
       rb.push_back(static_cast<uint64_t>(K / G) * 4);
     }
   }
-  const Kernel* k = nullptr;
-  if (f == "linear")
-    k = &c.kernel("linear", 3, 6, {c.f16(x), c.f16(W), c.f16(y)});
-  else if (f == "linear_q4w")
-    k = &c.kernel("linear_q4w", 4, 7, {c.f16(x), c.f16(y)});
-  else
-    k = &c.kernel(std::string(G % 32 == 0 ? "linear_8da4w_b32" : "linear_8da4w") +
-                      (c.env.ctx.use_int_dot() ? "_idot" : ""),
-                  6, 7, {c.f16(y)});
+  // Two variants of the mat-vec: one token per workgroup (decode) and kPrefillTT tokens per
+  // workgroup, so that a prefill reads each weight once per kPrefillTT tokens.
+  constexpr uint32_t kPrefillTT = 16;
+  auto variant = [&](uint32_t tt) -> const Kernel& {
+    if (f == "linear") return c.kernel("linear", 3, 6, {c.f16(x), c.f16(W), c.f16(y)}, tt);
+    if (f == "linear_q4w") return c.kernel("linear_q4w", 4, 7, {c.f16(x), c.f16(y)}, tt);
+    return c.kernel(std::string(G % 32 == 0 ? "linear_8da4w_b32" : "linear_8da4w") +
+                        (c.env.ctx.use_int_dot() ? "_idot" : ""),
+                    6, 7, {c.f16(y)}, tt);
+  };
+  const Kernel *k = &variant(kPrefillTT), *k1 = &variant(1);
   const Kernel* kq = nullptr;
   VkDescriptorSet qset = VK_NULL_HANDLE;
   std::vector<BufRange> head, tail = {c.whole(y)};
@@ -281,13 +288,14 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
           dispatch_flat(cb, *kq, qset, {u32(K), Tr}, Tr);
           compute_barrier(cb);
         }
-        for (const Part& pt : parts) {  // R rows x 4 tokens per workgroup
+        const uint32_t tt = Tr == 1 ? 1 : kPrefillTT;
+        for (const Part& pt : parts) {  // R rows x tt tokens per workgroup
           const uint32_t R = pt.R;
           std::vector<uint32_t> push = {u32(K), u32(pt.ch.rows), u32(pt.ch.r0), u32(N), Tr};
           if (G) push.push_back(u32(G));
           push.push_back(R);
-          dispatch_flat(cb, *k, pt.set, push,
-                        static_cast<uint64_t>(ceil_div(pt.ch.rows, R)) * ceil_div(Tr, 4));
+          dispatch_flat(cb, tt == 1 ? *k1 : *k, pt.set, push,
+                        static_cast<uint64_t>(ceil_div(pt.ch.rows, R)) * ceil_div(Tr, tt));
         }
       },
       nullptr);
@@ -453,10 +461,22 @@ std::unique_ptr<PreparedOp> prep_argmax(Ctx c) {
   c.need(!c.per_token(x) && c.decl(x).shape[0] == 1 && c.decl(y).dtype == DType::I32,
          "argmax takes [1, V] to i32");
   const int64_t V = c.width(x);
-  const Kernel& k = c.kernel("argmax", 2, 1, {c.f16(x)});
-  VkDescriptorSet set = c.env.kernels.make_set(k, std::vector<BufRange>{c.whole(x), c.whole(y)});
+  // Up to 128 workgroups of 1,024-value multiples each, then one that merges their partials.
+  const uint32_t chunk = std::max<uint32_t>(1024, ceil_div(ceil_div(V, 128), 1024) * 1024),
+                 P = ceil_div(V, chunk);
+  const Kernel& k = c.kernel("argmax", 2, 2, {c.f16(x)});
+  const Kernel& kf = c.kernel("argmax_final", 2, 1, {});
+  const Buffer part = c.env.alloc.create(uint64_t(P) * 8, false, "argmax partials");
+  const BufRange pr = {part.buf, 0, part.size};
+  VkDescriptorSet set = c.env.kernels.make_set(k, std::vector<BufRange>{c.whole(x), pr});
+  VkDescriptorSet fset = c.env.kernels.make_set(kf, std::vector<BufRange>{pr, c.whole(y)});
   return std::make_unique<PreparedOp>(
-      [=, &k](VkCommandBuffer cb, int) { dispatch(cb, k, set, {u32(V)}, 1); }, nullptr);
+      [=, &k, &kf](VkCommandBuffer cb, int) {
+        dispatch(cb, k, set, {u32(V), chunk}, P);
+        compute_barrier(cb);
+        dispatch(cb, kf, fset, {P}, 1);
+      },
+      nullptr);
 }
 
 }  // namespace

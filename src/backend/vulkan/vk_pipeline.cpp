@@ -26,7 +26,7 @@ Kernels::~Kernels() {
 const Kernel& Kernels::get(const std::string& shader, uint32_t bindings, uint32_t push_bytes,
                            const std::vector<uint32_t>& spec) {
   std::string key = shader;
-  for (uint32_t s : spec) key += ":" + std::to_string(s);
+  for (uint32_t s : spec) key += fmt::format(":{}", s);  // (g++ 12 -Wrestrict on ":" + string)
   auto it = cache_.find(key);
   if (it != cache_.end()) return *it->second;
   const ShaderBlob* blob = find_shader(shader);

@@ -94,9 +94,16 @@ void main() {
   for (uint base = c * pc.C; base < n; base += WG) {
     const uint j = base + tid;
     float sc = -3.0e38;
-    if (j < n) {
-      float d = 0.0;
-      for (uint i = 0; i < pc.hd; ++i) d += qs[i] * LOADF(kc, C16, j * W + koff + i);
+    if (j < n) {  // four independent loads at a time (a decode step is latency-bound)
+      const uint kb = j * W + koff;
+      vec4 d4 = vec4(0.0);
+      uint i = 0;
+      for (; i + 4u <= pc.hd; i += 4u)
+        d4 += vec4(qs[i], qs[i + 1u], qs[i + 2u], qs[i + 3u]) *
+              vec4(LOADF(kc, C16, kb + i), LOADF(kc, C16, kb + i + 1u),
+                   LOADF(kc, C16, kb + i + 2u), LOADF(kc, C16, kb + i + 3u));
+      float d = (d4.x + d4.y) + (d4.z + d4.w);
+      for (; i < pc.hd; ++i) d += qs[i] * LOADF(kc, C16, kb + i);
       sc = d * pc.scale;
     }
     const float mn = max(m, wg_max(sc));
@@ -108,8 +115,15 @@ void main() {
     [[unroll]] for (uint r = 0; r < 4u; ++r) {
       const uint i = tid + r * WG;
       if (i < pc.hd) {
-        float a = acc[r] * corr;
-        for (uint jj = 0; jj < cnt; ++jj) a += ps[jj] * LOADF(vc, C16, (base + jj) * W + koff + i);
+        vec4 a4 = vec4(acc[r] * corr, 0.0, 0.0, 0.0);
+        const uint vb = base * W + koff + i;
+        uint jj = 0;
+        for (; jj + 4u <= cnt; jj += 4u)
+          a4 += vec4(ps[jj], ps[jj + 1u], ps[jj + 2u], ps[jj + 3u]) *
+                vec4(LOADF(vc, C16, vb + jj * W), LOADF(vc, C16, vb + (jj + 1u) * W),
+                     LOADF(vc, C16, vb + (jj + 2u) * W), LOADF(vc, C16, vb + (jj + 3u) * W));
+        float a = (a4.x + a4.y) + (a4.z + a4.w);
+        for (; jj < cnt; ++jj) a += ps[jj] * LOADF(vc, C16, vb + jj * W);
         acc[r] = a;
       }
     }

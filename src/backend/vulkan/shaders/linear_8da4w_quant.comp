@@ -57,7 +57,14 @@ void main() {
   if (t >= pc.T) return;
   const uint base = t * pc.K;
   float lo = 0.0, hi = 0.0;
-  for (uint k = tid; k < pc.K; k += WG) {
+  uint k = tid;
+  for (; k + 3u * WG < pc.K; k += 4u * WG) {  // four independent loads in flight
+    const vec4 v = vec4(LOADF(x, X16, base + k), LOADF(x, X16, base + k + WG),
+                        LOADF(x, X16, base + k + 2u * WG), LOADF(x, X16, base + k + 3u * WG));
+    lo = min(lo, min(min(v.x, v.y), min(v.z, v.w)));
+    hi = max(hi, max(max(v.x, v.y), max(v.z, v.w)));
+  }
+  for (; k < pc.K; k += WG) {
     const float v = LOADF(x, X16, base + k);
     lo = min(lo, v);
     hi = max(hi, v);

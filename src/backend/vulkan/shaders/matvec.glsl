@@ -3,7 +3,8 @@
 // subgroup on GPUs, more on CPU devices where workgroups are expensive) for a block of TT tokens;
 // each subgroup walks its rows, its lanes stride along K, and subgroupAdd reduces: no shared
 // memory and no barrier. Requires GL_KHR_shader_subgroup_arithmetic (checked at device open).
-#define TT 4
+// TT: tokens per workgroup (the host uses 1 for a decode step, more for prefill).
+layout(constant_id = 8) const uint TT = 4;
 
 // The workgroup's first row and first token; false when the workgroup has no tokens.
 bool matvec_block(uint Nc, uint R, uint T, out uint row0, out uint t0) {
