@@ -4,8 +4,8 @@
 //  (default): causal grouped-query attention of one (token t, head h) over one split of its keys:
 //    workgroup g takes (t, h) = g / S and keys [c * C, (c + 1) * C) with c = g % S (S and C fixed
 //    per executor for decode, so a recorded step replays at any position). Keys are
-//    scored in tiles of WG (one key per thread) with an online softmax; each thread owns up to four
-//    output dims (head_dim <= 4 * WG). With S == 1 it writes the output; otherwise its partial
+//    taken in tiles of WG with an online softmax: a subgroup scores a key with its lanes across the
+//    head dims, then each thread owns up to four output dims (head_dim <= 4 * WG). With S == 1 it writes the output; otherwise its partial
 //    (running max m, sum l, unnormalized accumulator) goes to the scratch `part`;
 //  VKLLM_COMBINE: merges the S partials of each (t, h) into the output (split-K, "flash
 //    decoding": a decode step has only H (t, h) pairs, too few workgroups for a GPU).
@@ -59,6 +59,7 @@ layout(push_constant) uniform PC { uint T, H, Hkv, hd; float scale; uint S, C; }
 shared float qs[4 * WG];
 shared float red[WG];  // one entry per subgroup
 shared float ps[WG];
+shared float ss[WG];  // the tile's scores
 
 // Workgroup-wide max / sum: the subgroup's, then across subgroups through shared memory.
 float wg_max(float v) {
@@ -92,20 +93,25 @@ void main() {
   float m = -3.0e38, l = 0.0;
   float acc[4] = float[4](0.0, 0.0, 0.0, 0.0);
   for (uint base = c * pc.C; base < n; base += WG) {
-    const uint j = base + tid;
-    float sc = -3.0e38;
-    if (j < n) {  // four independent loads at a time (a decode step is latency-bound)
-      const uint kb = j * W + koff;
-      vec4 d4 = vec4(0.0);
-      uint i = 0;
-      for (; i + 4u <= pc.hd; i += 4u)
-        d4 += vec4(qs[i], qs[i + 1u], qs[i + 2u], qs[i + 3u]) *
-              vec4(LOADF(kc, C16, kb + i), LOADF(kc, C16, kb + i + 1u),
-                   LOADF(kc, C16, kb + i + 2u), LOADF(kc, C16, kb + i + 3u));
-      float d = (d4.x + d4.y) + (d4.z + d4.w);
-      for (; i < pc.hd; ++i) d += qs[i] * LOADF(kc, C16, kb + i);
-      sc = d * pc.scale;
+    // Scores of keys base .. base + WG - 1: subgroup s takes keys base + s, base + s + NS, ..., its
+    // lanes split the head dims (adjacent lanes, adjacent cache values: coalesced) and subgroupAdd
+    // sums; two keys at a time keep two rows' loads in flight.
+    for (uint jj = gl_SubgroupID; jj < WG; jj += 2u * gl_NumSubgroups) {
+      const uint j0 = base + jj, j1 = j0 + gl_NumSubgroups;
+      float p0 = 0.0, p1 = 0.0;
+      for (uint i = gl_SubgroupInvocationID; i < pc.hd; i += gl_SubgroupSize) {
+        if (j0 < n) p0 += qs[i] * LOADF(kc, C16, j0 * W + koff + i);
+        if (j1 < n && jj + gl_NumSubgroups < WG) p1 += qs[i] * LOADF(kc, C16, j1 * W + koff + i);
+      }
+      const float d0 = subgroupAdd(p0), d1 = subgroupAdd(p1);
+      if (subgroupElect()) {
+        ss[jj] = j0 < n ? d0 * pc.scale : -3.0e38;
+        if (jj + gl_NumSubgroups < WG) ss[jj + gl_NumSubgroups] = j1 < n ? d1 * pc.scale : -3.0e38;
+      }
     }
+    barrier();
+    const uint j = base + tid;
+    const float sc = ss[tid];
     const float mn = max(m, wg_max(sc));
     const float p = j < n ? exp(sc - mn) : 0.0;
     ps[tid] = p;
