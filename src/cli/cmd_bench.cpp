@@ -15,6 +15,9 @@
 #include "cli/commands.h"
 #include "core/error.h"
 #include "vkllm/vkllm.h"
+#ifdef VKLLM_WITH_VULKAN
+#include "backend/vulkan/vulkan_executor.h"
+#endif
 
 namespace vkllm::cli {
 
@@ -115,6 +118,13 @@ void run(const BenchArgs& a) {
                         {"stddev_tok_s", tg.stddev()},
                         {"runs_tok_s", tg.v}}},
                       {"peak_host_mb", peak_rss_mb()}};
+#ifdef VKLLM_WITH_VULKAN
+  if (info.backend == "vulkan") {
+    const VulkanUsage vu = vulkan_usage();  // weights, caches, activations, scratch
+    j["peak_gpu_mb"] = static_cast<double>(vu.peak_device_bytes) / 1048576.0;
+    j["driver"] = vu.driver;
+  }
+#endif
   if (a.output == "json") {
     std::printf("%s\n", j.dump(2).c_str());
     return;
@@ -129,14 +139,15 @@ void run(const BenchArgs& a) {
                   j[t]["stddev_tok_s"].get<double>(), load_ms);
     return;
   }
-  std::printf("| model | size | backend | device | test | t/s (median of %d) | load ms |\n",
-              a.reps);
-  std::printf("|---|---|---|---|---|---|---|\n");
+  std::printf(
+      "| model | size | backend | device | test | t/s (median of %d) | load ms | peak GPU MiB |\n",
+      a.reps);
+  std::printf("|---|---|---|---|---|---|---|---|\n");
   for (const char* t : {"pp", "tg"})
-    std::printf("| %s | %.1f MiB | %s | %s | %s%d | %.2f ± %.2f | %.0f |\n", name.c_str(),
+    std::printf("| %s | %.1f MiB | %s | %s | %s%d | %.2f ± %.2f | %.0f | %.0f |\n", name.c_str(),
                 j["weight_mib"].get<double>(), info.backend.c_str(), info.device_name.c_str(), t,
                 j[t]["tokens"].get<int>(), j[t]["median_tok_s"].get<double>(),
-                j[t]["stddev_tok_s"].get<double>(), load_ms);
+                j[t]["stddev_tok_s"].get<double>(), load_ms, j.value("peak_gpu_mb", 0.0));
 }
 
 }  // namespace

@@ -76,6 +76,12 @@ TEST(Bench, MarkdownAndCsvOnVulkan) {
   const Out csv = sh(base + " --output csv");
   ASSERT_EQ(csv.rc, 0);
   EXPECT_NE(csv.out.find("qwen3,quantized-int4-weight-only,vulkan,"), std::string::npos) << csv.out;
+  // On Vulkan the JSON also has the device memory: the weights live there, so at least their size.
+  const Out js = sh(base + " --output json");
+  ASSERT_EQ(js.rc, 0);
+  const auto j = nlohmann::json::parse(js.out);
+  EXPECT_GE(j["peak_gpu_mb"].get<double>(), j["weight_mib"].get<double>()) << js.out;
+  EXPECT_FALSE(j["driver"].get<std::string>().empty()) << js.out;
 }
 
 TEST(Bench, BadArgumentsFail) {

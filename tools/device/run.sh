@@ -95,7 +95,7 @@ for task in "$@"; do
       cat "$OUT/profile.txt" ;;
     bench)
       # The seven cells' (model, recipe) pairs on full-shape synth checkpoints: vkllm bench
-      # -p 512 -n 128 -r 5 (median of 5 after a warm-up), one markdown row pair each.
+      # -p 512 -n 128 -r 5 (median of 5 after a warm-up) at a 4,096-token context, one markdown row each.
       rc=0
       for cell in qwen3-0.6b:qwen3:quantized-8da4w-fp16-embedding \
                   llama-3.2-1b:llama3.2:quantized-8da4w llama-3.2-1b:llama3.2:quantized-8da4w-fp16 \
@@ -104,10 +104,10 @@ for task in "$@"; do
         IFS=: read -r preset fam recipe <<<"$cell"
         [ -d /tmp/full-$preset ] || "$BIN" synth --preset "$preset" -o /tmp/full-$preset --tokenizer-dir /tmp/fixtures/$fam -q >/dev/null
         a=/tmp/$preset.$recipe.vkllm
-        "$BIN" export /tmp/full-$preset --recipe "$recipe" -o "$a" -q 2>&1 | tail -1 || rc=1
+        "$BIN" export /tmp/full-$preset --recipe "$recipe" --max-context 4096 -o "$a" -q 2>&1 | tail -1 || rc=1
         "$BIN" bench -m "$a" -p 512 -n 128 -r 5 --output json > /tmp/bench.json || rc=1
         python3 -c "import json,sys; print(json.dumps(json.load(open(sys.argv[1]))))" /tmp/bench.json >> "$OUT/bench.jsonl"
-        python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print('| %s | %s | %.0f MiB | %.0f ± %.0f | %.1f ± %.1f | %.0f |' % (sys.argv[2], j['recipe'], j['weight_mib'], j['pp']['median_tok_s'], j['pp']['stddev_tok_s'], j['tg']['median_tok_s'], j['tg']['stddev_tok_s'], j['load_ms']))" /tmp/bench.json "$preset" | tee -a "$OUT/bench.md"
+        python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print('| %s | %s | %.0f MiB | %.0f ± %.0f | %.1f ± %.1f | %.0f | %.0f |' % (sys.argv[2], j['recipe'], j['weight_mib'], j['pp']['median_tok_s'], j['pp']['stddev_tok_s'], j['tg']['median_tok_s'], j['tg']['stddev_tok_s'], j['load_ms'], j.get('peak_gpu_mb', 0)))" /tmp/bench.json "$preset" | tee -a "$OUT/bench.md"
         rm -f "$a"
       done ;;
     *) echo "unknown task $task" >&2; rc=2 ;;

@@ -22,9 +22,17 @@ namespace {
 
 using namespace vk;
 
-std::atomic<uint64_t> g_held{0}, g_peak{0};  // device bytes of live executors; the most at once
+// Device bytes held by live loaded programs (weights) and executors (caches, activations,
+// scratch); the most at once.
+std::atomic<uint64_t> g_held{0}, g_peak{0};
+
+void hold(uint64_t bytes) {
+  const uint64_t now = g_held += bytes;
+  for (uint64_t was = g_peak; now > was && !g_peak.compare_exchange_weak(was, now);) {
+  }
+}
 std::mutex g_usage_mutex;
-std::string g_device_name;
+std::string g_device_name, g_driver;
 
 uint64_t elem_bytes(DType t) {
   switch (t) {
@@ -75,7 +83,10 @@ class VulkanLoaded final : public LoadedProgram, public std::enable_shared_from_
       bufs[i] = alloc.create(t.nbytes, false, t.name.c_str());
       alloc.upload(bufs[i], 0, bytes.data(), bytes.size());
     }
+    held = alloc.device_bytes();
+    hold(held);
   }
+  ~VulkanLoaded() override { g_held -= held; }
 
   std::unique_ptr<Executor> make_executor() override;
   std::string device_name() const override { return ctx->info().name; }
@@ -86,6 +97,7 @@ class VulkanLoaded final : public LoadedProgram, public std::enable_shared_from_
   Allocator alloc;           // the weights
   std::vector<Buffer> bufs;  // by tensor index: the used weights, empty for other kinds
   int max_t = 1;             // rows of every [-1, N] activation buffer
+  uint64_t held = 0;         // device bytes of the weights
 
  private:
   void choose_max_tokens(int want) {
@@ -157,12 +169,11 @@ class VulkanExecutor final : public Executor {
       VK_CHECK(vkCreateQueryPool(ctx_->device(), &qi, nullptr, &queries_));
     }
     held_ = alloc_.device_bytes();
-    const uint64_t now = g_held += held_;
-    for (uint64_t was = g_peak; now > was && !g_peak.compare_exchange_weak(was, now);) {
-    }
+    hold(held_);
     {
       std::lock_guard<std::mutex> lock(g_usage_mutex);
       g_device_name = ctx_->info().name;
+      g_driver = ctx_->info().driver;
     }
     if (const char* c = std::getenv("VKLLM_TEST_CORRUPT_OP")) corrupt_family_ = c;
   }
@@ -488,7 +499,7 @@ std::unique_ptr<Executor> make_vulkan_executor(const Program& program, const Wei
 
 VulkanUsage vulkan_usage() {
   std::lock_guard<std::mutex> lock(g_usage_mutex);
-  return {g_peak.load(), g_device_name};
+  return {g_peak.load(), g_device_name, g_driver};
 }
 
 }  // namespace vkllm

@@ -21,11 +21,12 @@ std::shared_ptr<LoadedProgram> load_vulkan_program(const Program& program,
 std::unique_ptr<Executor> make_vulkan_executor(const Program& program, const WeightSource& weights,
                                                const VulkanOptions& options);
 
-// What this process's Vulkan executors used, for run statistics: the most device memory they
-// held at once (bytes) and the name of the device of the last one created.
+// What this process's Vulkan programs and executors used, for run statistics: the most device
+// memory they held at once (bytes: weights, caches, activations, scratch) and the device and
+// driver of the last executor created.
 struct VulkanUsage {
   uint64_t peak_device_bytes = 0;
-  std::string device_name;
+  std::string device_name, driver;
 };
 VulkanUsage vulkan_usage();
 
