@@ -63,14 +63,17 @@ Buffer Allocator::create(VkDeviceSize size, bool host_visible, const char* what)
     }
   }
   if (!blk) {
-    const VkDeviceSize block_size =
-        std::max<VkDeviceSize>(req.size, std::min<VkDeviceSize>(256ull << 20, di.max_alloc));
+    // Blocks of 32 MiB (device-local: weights, caches, activations) or 1 MiB (host-visible:
+    // token ids, readback, staging), or one buffer's size when larger: at most one partly used
+    // block per kind is memory the model does not use.
+    const VkDeviceSize block_size = std::max<VkDeviceSize>(
+        req.size, std::min<VkDeviceSize>(host_visible ? 1ull << 20 : 32ull << 20, di.max_alloc));
     VkMemoryAllocateInfo ai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
     ai.allocationSize = block_size;
     ai.memoryTypeIndex = type;
     VkDeviceMemory mem;
     const uint64_t budget = memory_budget();
-    VkResult r = budget && device_bytes_ + block_size > budget
+    VkResult r = budget && !host_visible && device_bytes_ + block_size > budget
                      ? VK_ERROR_OUT_OF_DEVICE_MEMORY
                      : vkAllocateMemory(ctx_.device(), &ai, nullptr, &mem);
     if (r != VK_SUCCESS)
@@ -82,7 +85,7 @@ Buffer Allocator::create(VkDeviceSize size, bool host_visible, const char* what)
     void* mapped = nullptr;
     if (host_visible) VK_CHECK(vkMapMemory(ctx_.device(), mem, 0, VK_WHOLE_SIZE, 0, &mapped));
     blocks_.push_back({mem, block_size, 0, type, mapped});
-    device_bytes_ += block_size;
+    if (!host_visible) device_bytes_ += block_size;  // host-visible memory is not GPU memory
     blk = &blocks_.back();
     off = 0;
   }

@@ -29,7 +29,7 @@ class Allocator {
   void upload(const Buffer& dst, VkDeviceSize offset, const void* src, VkDeviceSize n);
   void download(const Buffer& src, VkDeviceSize offset, void* dst, VkDeviceSize n);
   void fill(const Buffer& b, uint32_t word);  // every 32-bit word of b (poisoning, zeroing)
-  uint64_t device_bytes() const { return device_bytes_; }
+  uint64_t device_bytes() const { return device_bytes_; }  // device-local blocks allocated
   Context& context() { return ctx_; }
 
  private:

@@ -392,10 +392,11 @@ std::unique_ptr<PreparedOp> prep_attention(Ctx c) {
   const Kernel& ks = c.kernel("attention_store", 5, 2, {a16, c16, y16});
   const Kernel& ka = c.kernel("attention", 6, 7, {a16, c16, y16});
   const Kernel& kc = c.kernel("attention_combine", 2, 3, {0, 0, y16});
-  // A decode step splits the context into S parts of C keys (C >= 128, a multiple of the kernel's
-  // 64-key tile, S <= 32; parts past the current position stay empty) and merges them in a second
-  // pass: a single token has too few (t, h) pairs to fill a GPU. Prefill has enough: S = 1.
-  constexpr uint32_t kSplits = 32, kMinKeys = 128;
+  // A decode step splits the context into S parts of C keys (C a multiple of the kernel's 64-key
+  // tile, S <= 64; parts past the current position stay empty) and merges them in a second pass:
+  // a single token has too few (t, h) pairs to fill a GPU, and each part is a serial chain of
+  // tiles. Prefill has enough pairs: S = 1.
+  constexpr uint32_t kSplits = 64, kMinKeys = 64;
   const uint32_t ctx = u32(c.p.max_ctx);
   const uint32_t C = std::max(kMinKeys, ceil_div(ceil_div(ctx, kSplits), 64) * 64),
                  S = ceil_div(ctx, C);
