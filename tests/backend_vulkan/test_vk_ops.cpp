@@ -257,6 +257,64 @@ TEST(VulkanOps, Linear8da4wGroupsOf128) {
     check_linear(Lin::A8W4, 256, 45, T, DType::F32, {}, nullptr, XDist::Normal, 128);
   check_linear(Lin::A8W4, 128, 300, 1, DType::F32, {}, nullptr, XDist::Normal, 128);
 }
+// A norm read only by linear_8da4w ops quantizes its rows itself (rms_norm_quant) and the
+// linears skip their quantization pass. Against the same program where an add also reads the
+// norm (no fusion): the same normalized values, int8 scratch and linear outputs, bit for bit;
+// and the CPU reference within the matmul tolerance.
+void check_norm_then_8da4w(DType act, int T) {
+  const int64_t K = 256, N = 40, G = 32;
+  std::vector<std::vector<uint8_t>> outs[2];
+  for (int fused = 0; fused < 2; ++fused) {
+    std::mt19937 rng(7);
+    Case c;
+    auto x = rand_vec(rng, static_cast<size_t>(T * K), -3, 3),
+         w = rand_vec(rng, static_cast<size_t>(K), 0.5f, 1.5f);
+    if (act == DType::F16) x = round_f16(x);
+    auto enc = [&](const std::vector<float>& v) {
+      return act == DType::F16 ? bytes_f16(v) : bytes_f32(v);
+    };
+    int32_t tx = c.add("x", act, TK::Activation, {-1, K}, enc(x));
+    int32_t tw = c.add("w", DType::F32, TK::Weight, {K}, bytes_f32(w));
+    int32_t th = c.add("h", act, TK::Activation, {-1, K});
+    c.op("rms_norm", {tx, tw}, th, {{"eps", 1e-6}, {"group", K}});
+    auto q = rand_q4(rng, N, K);
+    auto sc = rand_vec(rng, static_cast<size_t>(N * K / G), 0.01f, 0.1f);
+    std::vector<int32_t> ws(static_cast<size_t>(N * K / G), 0);
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t k = 0; k < K; ++k) ws[n * (K / G) + k / G] += cpu::q4_get(q.data(), K, n, k);
+    int32_t tq = c.add("wq", DType::Q4, TK::Weight, {N, K}, q);
+    int32_t ts = c.add("ws", DType::F32, TK::Weight, {N, K / G}, bytes_f32(sc));
+    int32_t tsum = c.add("wsum", DType::I32, TK::Weight, {N, K / G}, bytes_of(ws));
+    int32_t ty = c.add("y", act, TK::Activation, {-1, N});
+    int32_t ty2 = c.add("y2", act, TK::Activation, {-1, N});
+    c.op("linear_8da4w", {th, tq, ts, tsum}, ty, {{"group", G}});
+    c.op("linear_8da4w", {th, tq, ts, tsum}, ty2, {{"group", G}});
+    if (!fused) c.op("add", {th, th}, c.add("hh", act, TK::Activation, {-1, K}));
+    OpRun r(c, T);
+    EXPECT_EQ(r.op(0).writes_scratch, fused == 1);  // the norm quantizes only when fused
+    EXPECT_EQ(r.op(1).quantizes, fused == 0);
+    EXPECT_FALSE(r.op(2).quantizes);
+    r.forward(T, 0);
+    outs[fused] = {r.read_bytes(r.env().act_q, static_cast<size_t>(T * K)),
+                   r.read_bytes(r.env().act_qp, static_cast<size_t>(T * 8))};
+    auto h = r.read(th, T), y = r.read(ty, T), y2 = r.read(ty2, T);
+    outs[fused].push_back(bytes_f32(h));
+    outs[fused].push_back(bytes_f32(y));
+    EXPECT_EQ(y, y2) << "the second linear reads the same scratch";
+    std::vector<float> hn(x.size()), want(static_cast<size_t>(T * N));
+    cpu::rms_norm(x.data(), T, K, w.data(), K, 1e-6f, hn.data());
+    if (act == DType::F16) hn = round_f16(hn);
+    cpu::linear_8da4w(hn.data(), T, K, q.data(), sc.data(), ws.data(), N, G, want.data());
+    if (act == DType::F16) want = round_f16(want);
+    EXPECT_LE(nmse(y, want), kMat) << "fused=" << fused;
+  }
+  for (size_t i = 0; i < outs[0].size(); ++i) EXPECT_EQ(outs[0][i], outs[1][i]) << "part " << i;
+}
+TEST(VulkanOps, RmsNormQuantizesForLinear8da4w) {
+  check_norm_then_8da4w(DType::F32, 3);
+  check_norm_then_8da4w(DType::F16, 1);
+}
+
 TEST(VulkanOps, LinearQ4W) {
   for (int T : {1, 6}) check_linear(Lin::Q4W, 96, 45, T, DType::F32);
   check_linear(Lin::Q4W, 160, 45, 3, DType::F16);

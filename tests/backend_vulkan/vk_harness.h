@@ -58,6 +58,7 @@ class OpRun {
   std::vector<uint8_t> read_bytes(const vk::Buffer& b, size_t n);
   vk::Context& ctx() { return *ctx_; }
   vk::OpEnv& env() { return *env_; }
+  const vk::PreparedOp& op(size_t k) const { return *ops_[k]; }
 
  private:
   Case& c_;

@@ -186,6 +186,33 @@ std::unique_ptr<PreparedOp> prep_embedding(Ctx c) {
       id_check(c, V));
 }
 
+// The int8 activation scratch of linear_8da4w (shared by all ops; allocated by the first user).
+std::pair<BufRange, BufRange> act_scratch(Ctx& c, int64_t K) {
+  OpEnv& e = c.env;
+  if (!e.act_q.buf) {
+    e.act_q =
+        e.alloc.create(std::max<uint64_t>(e.act_q_bytes, static_cast<uint64_t>(e.max_tokens) * K),
+                       false, "int8 activation scratch");
+    e.act_qp =
+        e.alloc.create(static_cast<uint64_t>(e.max_tokens) * 8, false, "activation scale scratch");
+  }
+  c.need(e.act_q.size >= static_cast<uint64_t>(e.max_tokens) * K, "activation scratch too small");
+  return {{e.act_q.buf, 0, e.act_q.size}, {e.act_qp.buf, 0, e.act_qp.size}};
+}
+
+// Does the norm's output go only to linear_8da4w ops (as their input), so that the norm can
+// quantize it for them?
+bool feeds_only_8da4w(const Ctx& c, int32_t y) {
+  bool any = false;
+  for (const Op& o : c.p.ops)
+    for (size_t i = 0; i < o.inputs.size(); ++i)
+      if (o.inputs[i] == y) {
+        if (o.family != "linear_8da4w" || i != 0) return false;
+        any = true;
+      }
+  return any;
+}
+
 std::unique_ptr<PreparedOp> prep_rms_norm(Ctx c) {
   const int32_t x = c.op.inputs[0], w = c.op.inputs[1], y = c.op.outputs[0];
   const int64_t N = c.width(x), G = c.attr_i("group");
@@ -195,15 +222,25 @@ std::unique_ptr<PreparedOp> prep_rms_norm(Ctx c) {
          "bad group or weight");
   c.need_float(x);
   c.need_float(y);
-  const Kernel& k = c.kernel("rms_norm", 3, 3, {c.f16(x), c.f16(y)});
-  VkDescriptorSet set =
-      c.env.kernels.make_set(k, std::vector<BufRange>{c.whole(x), c.whole(w), c.whole(y)});
-  return std::make_unique<PreparedOp>(
+  // A norm over whole rows whose only readers are linear_8da4w ops quantizes for them.
+  const bool quant = G == N && N % 4 == 0 && feeds_only_8da4w(c, y);
+  std::vector<BufRange> r = {c.whole(x), c.whole(w), c.whole(y)};
+  if (quant) {
+    auto [q, qp] = act_scratch(c, N);
+    r.insert(r.end(), {q, qp});
+    c.env.quant_src = y;
+  }
+  const Kernel& k =
+      c.kernel(quant ? "rms_norm_quant" : "rms_norm", quant ? 5 : 3, 3, {c.f16(x), c.f16(y)});
+  VkDescriptorSet set = c.env.kernels.make_set(k, r);
+  auto prepared = std::make_unique<PreparedOp>(
       [=, &k](VkCommandBuffer cb, int T) {
         const uint32_t rows = c.rows(x, T) * u32(N / G);
         dispatch_flat(cb, k, set, {u32(G), rows, fbits(eps)}, rows);
       },
       nullptr);
+  prepared->writes_scratch = quant;
+  return prepared;
 }
 
 std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
@@ -251,15 +288,7 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
   std::vector<BufRange> head, tail = {c.whole(y)};
   if (f == "linear_8da4w") {
     OpEnv& e = c.env;
-    if (!e.act_q.buf) {
-      e.act_q =
-          e.alloc.create(std::max<uint64_t>(e.act_q_bytes, static_cast<uint64_t>(e.max_tokens) * K),
-                         false, "int8 activation scratch");
-      e.act_qp = e.alloc.create(static_cast<uint64_t>(e.max_tokens) * 8, false,
-                                "activation scale scratch");
-    }
-    c.need(e.act_q.size >= static_cast<uint64_t>(e.max_tokens) * K, "activation scratch too small");
-    const BufRange q = {e.act_q.buf, 0, e.act_q.size}, qp = {e.act_qp.buf, 0, e.act_qp.size};
+    const auto [q, qp] = act_scratch(c, K);
     if (e.quant_src != x) {
       kq = &c.kernel("linear_8da4w_quant", 3, 2, {c.f16(x)});
       qset = e.kernels.make_set(*kq, std::vector<BufRange>{c.whole(x), q, qp});

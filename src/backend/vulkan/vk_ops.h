@@ -48,7 +48,9 @@ class PreparedOp {
   // linear_8da4w: which of its stages it records. quantize: writes the int8 scratch, then a
   // barrier, then the mat-vec reads it; reads_scratch alone: the mat-vec only (the scratch already
   // holds its input). The executor's barrier plan reads these.
-  bool quantizes = false, reads_scratch = false;
+  // writes_scratch: an op that leaves its output quantized there for the linears that follow
+  // (rms_norm_quant), as an ordinary write.
+  bool quantizes = false, reads_scratch = false, writes_scratch = false;
   // Records the op's dispatches (with barriers between its own stages; none after the last).
   void record(VkCommandBuffer cb, int T) const { record_(cb, T); }
   // Host-side checks of the forward's inputs (token ids in range).

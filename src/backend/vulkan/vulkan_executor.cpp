@@ -222,6 +222,7 @@ class VulkanExecutor final : public Executor {
       if (op.family == "attention") w.insert({bufs_[op.inputs[3]].buf, bufs_[op.inputs[4]].buf});
       const std::set<VkBuffer> scratch = {env.act_q.buf, env.act_qp.buf};
       if (ops_[k]->reads_scratch) r.insert(scratch.begin(), scratch.end());
+      if (ops_[k]->writes_scratch) w.insert(scratch.begin(), scratch.end());
       // A quantizing op first writes the scratch from x (so the barrier before it waits for x
       // and for the previous readers of the scratch), then has a barrier of its own that orders
       // everything before its mat-vec: its output y needs nothing more.

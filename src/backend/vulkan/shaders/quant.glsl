@@ -1,0 +1,71 @@
+// The per-token int8 quantizer shared by linear_8da4w_quant.comp and the rms_norm that feeds
+// linear_8da4w ops (rms_norm_quant): bit-exact with the CPU reference cpu::quantize_act_int8
+// (same float operations; nearbyint = roundEven). SPIR-V's OpFDiv may be 2.5 ulp off (NVIDIA's
+// is), and one ulp moves round(x / scale) across a .5 boundary, so the scale and zero point come
+// from div_rn, which is exact, and so does every quotient within 2^-10 of a .5 boundary (the
+// product by the reciprocal is a few ulp off, far less); a quotient beyond +-512 clamps either way.
+// The includer defines WG and calls quant_params with every thread of the workgroup.
+shared float q_lo[WG], q_hi[WG];
+
+// Correctly rounded a / b for a normal b > 0, by integer long division of the significands
+// (fma is not required to be fused in Vulkan, so a residual correction would not be portable).
+// Quotients below the normal range come back as a signed zero: every caller here either rounds
+// them to an integer (0) or raises them to FLT_EPSILON, exactly as the CPU does with the subnormal.
+float div_rn(float a, float b) {
+  const uint ua = floatBitsToUint(a), ub = floatBitsToUint(b), sgn = ua & 0x80000000u;
+  const int ea = int((ua >> 23) & 255u), eb = int((ub >> 23) & 255u);
+  if (ea == 255 || eb == 255 || eb == 0) return a / b;  // inf, nan: as the hardware does
+  if (ea == 0) return uintBitsToFloat(sgn);             // zero or subnormal dividend
+  uint ma = (ua & 0x7FFFFFu) | 0x800000u;
+  const uint mb = (ub & 0x7FFFFFu) | 0x800000u;
+  int e = ea - eb + 127;
+  if (ma < mb) {
+    ma <<= 1;
+    e -= 1;
+  }
+  uint q = 0u, rem = ma;  // rem < 2 mb < 2^25 throughout
+  for (int i = 0; i < 24; ++i) {
+    q <<= 1;
+    if (rem >= mb) {
+      rem -= mb;
+      q |= 1u;
+    }
+    rem <<= 1;
+  }
+  if (rem > mb) q += 1u;  // more than half an ulp left (a quotient is never exactly halfway)
+  if (q == 0x1000000u) {
+    q >>= 1;
+    e += 1;
+  }
+  if (e >= 255) return uintBitsToFloat(sgn | 0x7F800000u);
+  if (e <= 0) return uintBitsToFloat(sgn);
+  return uintBitsToFloat(sgn | (uint(e) << 23) | (q & 0x7FFFFFu));
+}
+
+// Scale and zero point of a token from each thread's partial minimum and maximum (both start at 0).
+void quant_params(float lo, float hi, out float sc, out int zp) {
+  const uint tid = gl_LocalInvocationID.x;
+  q_lo[tid] = lo;
+  q_hi[tid] = hi;
+  barrier();
+  [[unroll]] for (uint s = WG / 2; s > 0; s >>= 1) {
+    if (tid < s) {
+      q_lo[tid] = min(q_lo[tid], q_lo[tid + s]);
+      q_hi[tid] = max(q_hi[tid], q_hi[tid + s]);
+    }
+    barrier();
+  }
+  precise float scale = div_rn(q_hi[0] - q_lo[0], 255.0);
+  scale = max(scale, 1.1920928955078125e-7);  // FLT_EPSILON, as torchao clamps the scale
+  precise float zpf = clamp(-128.0 - roundEven(div_rn(q_lo[0], scale)), -128.0, 127.0);
+  sc = scale;
+  zp = int(zpf);
+}
+
+// One value's int8 code (as the low byte of the result). rcp = 1 / sc.
+uint quant_value(float xv, float sc, float rcp, int zp) {
+  precise float qf = xv * rcp;
+  if (abs(qf) <= 512.0 && abs(fract(qf) - 0.5) < 0.0009765625) qf = div_rn(xv, sc);
+  precise float v = roundEven(qf) + float(zp);
+  return uint(int(clamp(v, -128.0, 127.0))) & 255u;
+}
