@@ -10,7 +10,6 @@
 #include "cli/commands.h"
 #include "core/error.h"
 #include "core/mapped_file.h"
-#include "e2e/agree.h"
 #include "e2e/matrix.h"
 #include "e2e/process.h"
 #include "e2e/quality.h"
@@ -24,12 +23,6 @@ namespace {
 struct E2eArgs {
   MatrixOptions m;
   std::string cells_file, out = "out/e2e";
-};
-
-struct AgreeArgs {
-  std::string artifact, ids;
-  double tolerance = -1;
-  bool json = false;
 };
 
 struct QualityArgs {
@@ -120,44 +113,6 @@ void run_quality(const QualityArgs& a) {
   }
 }
 
-void run_agree(const AgreeArgs& a) {
-  const nlohmann::json ids = nlohmann::json::parse(read_text_file(a.ids), nullptr, false);
-  if (!ids.is_object() || !ids.contains("prompt_ids") || !ids.contains("generated_ids") ||
-      !ids["prompt_ids"].is_array() || !ids["generated_ids"].is_array())
-    fail("{}: not an ids file of `vkllm run --ids_file` (prompt_ids, generated_ids)", a.ids);
-  std::vector<int32_t> prompt, gen;
-  try {
-    prompt = ids["prompt_ids"].get<std::vector<int32_t>>();
-    gen = ids["generated_ids"].get<std::vector<int32_t>>();
-  } catch (const nlohmann::json::exception&) {
-    fail("{}: the ids must be integers", a.ids);
-  }
-  const bool eos = ids.value("stopped_by_eos", false);
-  const std::string recipe = ArtifactReader(a.artifact).recipe_name();
-  const double tol = a.tolerance >= 0 ? a.tolerance : greedy_tie_tolerance(recipe);
-  const GreedyAgreement g = check_greedy_agreement(a.artifact, prompt, gen, eos, tol);
-  if (a.json) {
-    nlohmann::json d = nlohmann::json::array();
-    for (const auto& s : g.differing)
-      d.push_back(
-          {{"step", s.step}, {"token", s.token}, {"cpu_token", s.cpu_token}, {"gap", s.gap}});
-    nlohmann::json j = {{"artifact", a.artifact},   {"recipe", recipe},
-                        {"steps", g.steps},         {"exact", g.exact},
-                        {"tolerance", g.tolerance}, {"worst_gap", g.worst_gap()},
-                        {"differing", d},           {"pass", g.pass()}};
-    std::printf("%s\n", j.dump(2).c_str());
-  } else {
-    std::printf(
-        "%s: %d of %d steps equal to the CPU backend's greedy choice; %zu differ (worst gap %.4f, "
-        "tolerance %g): %s\n",
-        a.artifact.c_str(), g.exact, g.steps, g.differing.size(), g.worst_gap(), g.tolerance,
-        g.pass() ? "PASS" : "FAIL");
-    for (const auto& s : g.differing)
-      std::printf("  step %d: %d, CPU %d, gap %.4f\n", s.step, s.token, s.cpu_token, s.gap);
-  }
-  if (!g.pass()) throw CLI::RuntimeError(1);
-}
-
 }  // namespace
 
 void add_e2e(CLI::App& app) {
@@ -202,21 +157,8 @@ void add_e2e(CLI::App& app) {
   qc->add_flag("--json", q->json, "Print the measurement as JSON on stdout");
   qc->callback([q] { run_quality(*q); });
 
-  auto g = std::make_shared<AgreeArgs>();
-  auto* gc = cmd->add_subcommand("agree",
-                                 "Check greedy ids (`vkllm run --ids_file`) against the CPU "
-                                 "backend on the same artifact, teacher-forced; "
-                                 "a step may differ only at a near-tie of the CPU's logits");
-  gc->add_option("artifact", g->artifact, "The .vkllm artifact the ids came from")->required();
-  gc->add_option("--ids", g->ids, "The ids file written by `vkllm run --ids_file`")->required();
-  gc->add_option("--tolerance", g->tolerance,
-                 "Near-tie tolerance in logits (default: the recipe's, 1.5 with int8 "
-                 "activations or fp16, else 0.01)");
-  gc->add_flag("--json", g->json, "Print the result as JSON on stdout");
-  gc->callback([g] { run_agree(*g); });
-
-  cmd->callback([a, qc, gc] {
-    if (qc->parsed() || gc->parsed()) return;
+  cmd->callback([a, qc] {
+    if (qc->parsed()) return;
     run_e2e(*a);
   });
 }

@@ -291,46 +291,41 @@ class CellRun {
     return pass_stage(s, fmt::format("answer '{}' found ({} tokens)", r_.cell.expected, n));
   }
 
-  // Twin mode: the CPU reference backend on the same artifact must pick the same greedy tokens.
-  // When the two runs differ, `vkllm e2e agree` replays the Vulkan ids on the CPU backend: each
-  // differing step must be a near-tie of the CPU's logits (src/e2e/agree.h says why int8
-  // activations make such ties unavoidable between two float implementations).
+  // Twin mode: Vulkan against the CPU reference backend on the same artifact, by `vkllm verify
+  // --agree` (src/runtime/agreement.h: at every greedy step the logits NMSE under the recipe's
+  // bound and Vulkan's token the CPU's argmax or a near tie); the tokens it verified must be the
+  // ones the run stage printed.
   bool run_cpu() {
     if (!hub_) return true;
     StageResult& s = stage("cpu");
-    json ids, stats;
-    if (!runner(s, artifact_, "cpu", o_.max_new_tokens, ids, stats)) return false;
-    const auto a = vk_ids_["generated_ids"].get<std::vector<int>>();
-    const auto b = ids["generated_ids"].get<std::vector<int>>();
-    if (vk_ids_["prompt_ids"] != ids["prompt_ids"])
-      return fail_stage(s, "the prompt ids differ between the two runs");
-    size_t k = 0;
-    while (k < a.size() && k < b.size() && a[k] == b[k]) ++k;
-    if (k == a.size() && k == b.size())
-      return pass_stage(s, fmt::format("Vulkan = CPU ({} tokens)", a.size()));
-    const std::string first = fmt::format("runs part at step {} (Vulkan {}, CPU {})", k,
-                                          k < a.size() ? std::to_string(a[k]) : "stops",
-                                          k < b.size() ? std::to_string(b[k]) : "stops");
-    const ChildResult res =
-        child(s, {"e2e", "agree", artifact_, "--ids", ids_path("run"), "--json"}, {}, "cpu-agree");
-    const json g = parse_json(out_text_);
-    if (!g.is_object() || !g.contains("differing"))
-      return fail_stage(s, first + "; agree: " + child_failure(res));
-    const int steps = g["steps"].get<int>(), exact = g["exact"].get<int>();
-    const double tol = g["tolerance"].get<double>();
-    for (const auto& d : g["differing"])
-      if (d["gap"].get<double>() > tol)
-        return fail_stage(
-            s, fmt::format(
-                   "Vulkan token {} at step {} is {:.3f} logits below the CPU backend's choice {} "
-                   "(near-tie tolerance {:g}); {}",
-                   d["token"].get<int>(), d["step"].get<int>(), d["gap"].get<double>(),
-                   d["cpu_token"].get<int>(), tol, first));
-    if (!res.ok()) return fail_stage(s, first + "; agree: " + child_failure(res));
+    std::vector<std::string> args = {"verify",         artifact_,
+                                     "--agree",        r_.cell.prompt_path,
+                                     "--agree-tokens", std::to_string(o_.max_new_tokens),
+                                     "--json"};
+    if (!o_.device.empty()) args.insert(args.end(), {"--device", o_.device});
+    const ChildResult res = child(s, args, {}, "cpu-agree");
+    const json v = parse_json(out_text_);
+    if (!v.is_object() || !v.contains("agreement") || !v["agreement"].is_object())
+      return fail_stage(s, child_failure(res));
+    const json& g = v["agreement"];
+    if (!g.value("ok", false))
+      return fail_stage(
+          s, "Vulkan disagrees with the CPU reference: " + g.value("reason", std::string("?")));
+    if (!res.ok()) return fail_stage(s, child_failure(res));
+    json verified = g["tokens"];  // ends with the eos id where the run stopped at it
+    if (vk_ids_.value("stopped_by_eos", false) && verified.is_array() && !verified.empty())
+      verified.erase(verified.size() - 1);
+    if (verified != vk_ids_["generated_ids"])
+      return fail_stage(s,
+                        "the run stage's tokens differ from the Vulkan tokens verify --agree "
+                        "checked (same artifact, prompt and greedy decoding)");
+    const int steps = g.value("steps", 0), exact = g.value("exact", 0);
     return pass_stage(
-        s, fmt::format("Vulkan = CPU at {}/{} steps, {} near-ties <= {:g} logits (worst {:.3f}; "
-                       "first at step {})",
-                       exact, steps, steps - exact, tol, g["worst_gap"].get<double>(), k));
+        s, fmt::format("Vulkan vs CPU: {}/{} steps the same token, {} near ties (worst margin "
+                       "{:.3f}), logits NMSE <= {:.2g} (bound {:g}){}",
+                       exact, steps, g.value("near_ties", 0), g.value("worst_tie_margin", 0.0),
+                       g.value("worst_logits_nmse", 0.0), g.value("max_logits_nmse", 0.0),
+                       g.value("greedy_tokens_equal", false) ? "; greedy runs identical" : ""));
   }
 
   // Twin mode: the recipe's quality gate against the fp32 twin (docs/quality.md).

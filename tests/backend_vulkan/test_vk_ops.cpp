@@ -126,16 +126,36 @@ TEST(VulkanOps, RmsNormF16) {
 
 enum class Lin { F32, F16, Q4W, A8W4 };
 
-// wide: token rows scaled by powers of two from 2^-30 to 2^29, so the int8 quantization's
-// divisions see every kind of exponent.
+// Activations: Normal; Wide: token rows scaled by powers of two from 2^-30 to 2^29, so the int8
+// quantization's divisions see every kind of exponent; Halfway: every quotient x / scale within
+// a few ulp of a rounding boundary k + 0.5 (the case a fast reciprocal path could get wrong).
+enum class XDist { Normal, Wide, Halfway };
 void check_linear(Lin kind, int64_t K, int64_t N, int T, DType act, VulkanOptions opt = {},
-                  std::vector<float>* got_out = nullptr, bool wide = false, int64_t G = 32) {
+                  std::vector<float>* got_out = nullptr, XDist dist = XDist::Normal,
+                  int64_t G = 32) {
   std::mt19937 rng(static_cast<unsigned>(K * 31 + N + T));
   Case c;
   auto x = rand_vec(rng, static_cast<size_t>(T * K));
-  if (wide)
+  if (dist == XDist::Wide)
     for (int t = 0; t < T; ++t)
       for (int64_t k = 0; k < K; ++k) x[t * K + k] = std::ldexp(x[t * K + k], (t * 7) % 60 - 30);
+  if (dist == XDist::Halfway)
+    for (int t = 0; t < T; ++t) {
+      // min and max fix the scale the quantizer will compute (as the CPU reference does)
+      float* row = x.data() + t * K;
+      const float lo = -std::ldexp(1.0f + 0.01f * static_cast<float>(t), t % 9 - 4),
+                  hi = std::ldexp(1.5f + 0.013f * static_cast<float>(t), t % 7 - 3);
+      row[0] = lo;
+      row[1] = hi;
+      const float sc = std::max((hi - lo) / 255.0f, 1.1920928955078125e-7f);
+      for (int64_t k = 2; k < K; ++k) {
+        const int m = static_cast<int>(rng() % 255) - 127;  // the boundary's integer part
+        float v = static_cast<float>((static_cast<double>(m) + 0.5) * static_cast<double>(sc));
+        for (int s = static_cast<int>(rng() % 7) - 3; s != 0; s += s > 0 ? -1 : 1)
+          v = std::nextafter(v, s > 0 ? 1e30f : -1e30f);
+        row[k] = std::clamp(v, lo, hi);
+      }
+    }
   if (act == DType::F16) x = round_f16(x);
   int32_t tx =
       c.add("x", act, TK::Activation, {-1, K}, act == DType::F16 ? bytes_f16(x) : bytes_f32(x));
@@ -216,18 +236,26 @@ TEST(VulkanOps, LinearChunkedBindings) {
 // The shader's correctly rounded division (integer long division) against the CPU's IEEE division
 // on 64 x 2048 activations of every magnitude: scale, zero point and every int8 value bit-exact.
 TEST(VulkanOps, Linear8da4wQuantizationIsBitExact) {
-  check_linear(Lin::A8W4, 2048, 5, 64, DType::F32, {}, nullptr, true);
+  check_linear(Lin::A8W4, 2048, 5, 64, DType::F32, {}, nullptr, XDist::Wide);
+}
+// The quantizer multiplies by the reciprocal and divides exactly only near a rounding boundary:
+// activations whose quotients all lie within 3 ulp of k + 0.5 must still match the CPU bit for
+// bit (a too-narrow boundary window fails here).
+TEST(VulkanOps, Linear8da4wQuantizationAtRoundingBoundaries) {
+  check_linear(Lin::A8W4, 2048, 5, 24, DType::F32, {}, nullptr, XDist::Halfway);
 }
 // Groups of 16 take the kernel's four-weights-at-a-time path (the 32-weight blocks need G % 32 ==
 // 0).
 TEST(VulkanOps, Linear8da4wGroupsOf16) {
-  for (int T : {1, 6}) check_linear(Lin::A8W4, 112, 45, T, DType::F32, {}, nullptr, false, 16);
-  check_linear(Lin::Q4W, 112, 45, 3, DType::F32, {}, nullptr, false, 16);
+  for (int T : {1, 6})
+    check_linear(Lin::A8W4, 112, 45, T, DType::F32, {}, nullptr, XDist::Normal, 16);
+  check_linear(Lin::Q4W, 112, 45, 3, DType::F32, {}, nullptr, XDist::Normal, 16);
 }
 // Groups of 128 (the recipes' default linear group): one scale for four 32-weight blocks.
 TEST(VulkanOps, Linear8da4wGroupsOf128) {
-  for (int T : {1, 6}) check_linear(Lin::A8W4, 256, 45, T, DType::F32, {}, nullptr, false, 128);
-  check_linear(Lin::A8W4, 128, 300, 1, DType::F32, {}, nullptr, false, 128);
+  for (int T : {1, 6})
+    check_linear(Lin::A8W4, 256, 45, T, DType::F32, {}, nullptr, XDist::Normal, 128);
+  check_linear(Lin::A8W4, 128, 300, 1, DType::F32, {}, nullptr, XDist::Normal, 128);
 }
 TEST(VulkanOps, LinearQ4W) {
   for (int T : {1, 6}) check_linear(Lin::Q4W, 96, 45, T, DType::F32);
@@ -347,6 +375,14 @@ TEST(VulkanOps, AttentionChunkAfterCache) {
 }
 TEST(VulkanOps, AttentionManyKeyTiles) {
   check_attention(4, 1, 128, 3, 140, DType::F32, DType::F32, 150);
+}
+// Decode steps split their keys over several workgroups (at least 128 keys each, at most 32
+// splits) and merge the partial softmaxes in a second pass.
+TEST(VulkanOps, AttentionDecodeSplitKeys) {
+  check_attention(4, 2, 64, 1, 700, DType::F32, DType::F32, 800);  // 7 splits of 128, one empty
+}
+TEST(VulkanOps, AttentionDecodeLongContext) {
+  check_attention(2, 1, 128, 1, 4500, DType::F16, DType::F16, 4600);  // 24 splits of 192
 }
 TEST(VulkanOps, AttentionF16Cache) {
   check_attention(4, 2, 24, 5, 11, DType::F32, DType::F16, 40);

@@ -92,6 +92,7 @@ OpRun::OpRun(Case& c, int max_tokens, VulkanOptions opt)
                              const auto& v = c_.host.at(t);
                              return std::span<const uint8_t>(v.data(), v.size());
                            }});
+  env_->step = alloc_->create(16, false, "step parameters");
   for (const Op& op : c.p.ops)
     env_->act_q_bytes =
         std::max(env_->act_q_bytes, vk::act_quant_bytes_per_token(c.p, op) * max_tokens);
@@ -116,10 +117,12 @@ void OpRun::forward(int T, int pos) {
                    std::min<size_t>(ids.size(), size_t(T) * 4));
     for (auto& op : ops_) op->check(reinterpret_cast<const int32_t*>(ids.data()), T);
   }
+  const uint32_t pos32 = static_cast<uint32_t>(pos);
+  alloc_->upload(env_->step, 0, &pos32, 4);
   VkCommandBuffer cb = ctx_->begin_once();
   for (size_t k = 0; k < ops_.size(); ++k) {
     if (k) vk::compute_barrier(cb);
-    ops_[k]->record(cb, T, pos);
+    ops_[k]->record(cb, T);
   }
   ctx_->submit_and_wait(cb);
 }

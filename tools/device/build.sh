@@ -16,5 +16,13 @@ for t in ${VKLLM_DEVICE_TARGETS:-}; do
 done
 # Shared libraries the GPU machine's image may lack travel beside the binary (run.sh sets LD_LIBRARY_PATH).
 ldd .dev/vkllm | awk '/=> \// {print $3}' | grep -Ev 'libc\.so|libm\.so|libvulkan|ld-linux|libstdc|libgcc' | xargs -r -I{} cp -L {} .dev/
+# libcurl and its dependencies, to find out whether a hub-enabled build would load there
+# (run.sh info checks them).
+mkdir -p .dev/curl
+curl_so=$(ldconfig -p | awk '/libcurl\.so\.4 .*x86-64/ {print $NF; exit}')
+if [ -n "$curl_so" ]; then
+  cp -L "$curl_so" .dev/curl/
+  ldd "$curl_so" | awk '/=> \// {print $3}' | grep -Ev 'libc\.so|libm\.so|ld-linux' | xargs -r -I{} cp -L {} .dev/curl/
+fi
 tar -C .fixtures -cJf .dev/fixtures.tar.xz .
 du -sh .dev .dev/*

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Run THERE (the GPU machine, through the device tool, carry [".gl", ".dev"]):
-#   tools/device/run.sh TASK...   with TASK one of: info goldens vulkan-tests twins perf profile bench
+#   tools/device/run.sh TASK...   with TASK one of: info goldens vulkan-tests twins e2e perf profile bench
 # Brings the Vulkan loader, points at the NVIDIA ICD, unpacks the fixtures, runs the tasks and
 # prints a short table last. Results go to $OUT.
 set -uo pipefail
@@ -39,6 +39,10 @@ for task in "$@"; do
       nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
       python3 -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)"
       "$BIN" devices || true
+      ldd --version | head -1; grep PRETTY /etc/os-release
+      # Would a hub-enabled (libcurl) build load here? Unresolved symbols or libraries say no.
+      bad=$(LD_LIBRARY_PATH=$PWD/.dev/curl ldd -r .dev/curl/libcurl.so.4 2>&1 | grep -Ei "not found|undefined|version")
+      echo "libcurl here: ${bad:-it and its dependencies resolve}" | head -5
       rc=0 ;;
     goldens)
       synth_twins
@@ -64,13 +68,20 @@ for task in "$@"; do
                  quantized-8da4w-fp16-embedding quantized-int4-weight-only; do
           a=/tmp/$name.$r.vkllm
           "$BIN" export /tmp/twins/$name --recipe "$r" -o "$a" -q || { rc=1; continue; }
-          line=$("$BIN" verify "$a" --agree e2e/prompts/$fam.txt -n 50 2>&1 | grep -E "agreement")
-          "$BIN" verify "$a" --agree e2e/prompts/$fam.txt -n 50 >/dev/null 2>&1 || rc=1
+          out=$("$BIN" verify "$a" --agree e2e/prompts/$fam.txt -n 50 2>&1) || rc=1
+          line=$(grep -E "agreement" <<<"$out")
           v=$("$BIN" run -m "$a" -f e2e/prompts/$fam.txt -n 32 2>&1 >/dev/null | sed -n 's/.*"decode_tok_s":\([0-9.]*\).*/\1/p')
           printf '%-15s %-31s %s | decode %.0f tok/s\n' "$name" "$r" "${line#*agreement  }" "$v" | tee -a "$OUT/twins.txt"
           rm -f "$a"
         done
       done ;;
+    e2e)
+      # The seven-cell twin matrix (vkllm e2e --twins: loopback hub, goldens, verify --agree,
+      # quality) on this GPU; results.tsv and report.html come back, the logs stay in /tmp.
+      mkdir -p .fixtures && tar -C .fixtures -xJf .dev/fixtures.tar.xz
+      "$BIN" e2e --twins --out /tmp/e2e; rc=$?
+      cp /tmp/e2e/results.tsv /tmp/e2e/report.html "$OUT/" 2>/dev/null
+      column -t -s $'\t' /tmp/e2e/results.tsv | cut -c1-220 ;;
     perf)
       # First measurement: full-shape Llama-3.2-1B, quantized-8da4w-fp16, 512-token prompt, 128 new tokens.
       llama1b

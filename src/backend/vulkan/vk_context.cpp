@@ -141,7 +141,8 @@ DeviceInfo query(VkPhysicalDevice pd, uint32_t index) {
   vkGetPhysicalDeviceProperties2(pd, &p2);
   d.subgroup_size = sg.subgroupSize;
   d.subgroup_arith = (sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
-                     (sg.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT);
+                     (sg.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT) &&
+                     (sg.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT);
   d.subgroup_min = e_ssc ? sscp.minSubgroupSize : sg.subgroupSize;
   d.subgroup_max = e_ssc ? sscp.maxSubgroupSize : sg.subgroupSize;
   d.max_alloc = m3.maxMemoryAllocationSize;
@@ -380,8 +381,8 @@ Context::Context(const VulkanOptions& opt) : opt_(opt) {
     fail("Vulkan device {} ({}) allows storage buffers of only {} bytes; {}", info_.index,
          info_.name, info_.max_storage_range, how);
   if (!info_.subgroup_arith)
-    fail("Vulkan device {} ({}) lacks subgroup arithmetic in compute shaders; {}", info_.index,
-         info_.name, how);
+    fail("Vulkan device {} ({}) lacks subgroup arithmetic or shuffles in compute shaders; {}",
+         info_.index, info_.name, how);
   use_fp16_ = info_.storage16 && !opt_.no_fp16;
   use_int_dot_ = info_.int_dot && !opt_.no_int_dot;
   max_binding_ = info_.max_storage_range;

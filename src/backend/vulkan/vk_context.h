@@ -26,7 +26,7 @@ struct DeviceInfo {
   uint64_t device_local_bytes = 0;
   uint32_t subgroup_size = 0, subgroup_min = 0, subgroup_max = 0;
   bool subgroup_size_control = false;
-  bool subgroup_arith = false;  // subgroup arithmetic in compute shaders (required)
+  bool subgroup_arith = false;  // subgroup arithmetic and shuffles in compute shaders (required)
   bool fp16_arith = false, storage16 = false, storage8 = false, int8_arith = false;
   bool int_dot = false, int_dot_accel = false;  // shaderIntegerDotProduct; 4x8 packed accelerated
   bool coopmat_khr = false, coopmat_nv = false;

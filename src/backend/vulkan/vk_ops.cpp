@@ -168,7 +168,7 @@ std::unique_ptr<PreparedOp> prep_embedding(Ctx c) {
   }
   const uint32_t row_bytes = u32(rb[0]);
   return std::make_unique<PreparedOp>(
-      [=, &k](VkCommandBuffer cb, int T, int) {
+      [=, &k](VkCommandBuffer cb, int T) {
         for (const Part& pt : parts) {
           const uint32_t r0 = u32(pt.ch.r0), r1 = u32(pt.ch.r0 + pt.ch.rows);
           if (q4)
@@ -194,7 +194,7 @@ std::unique_ptr<PreparedOp> prep_rms_norm(Ctx c) {
   VkDescriptorSet set =
       c.env.kernels.make_set(k, std::vector<BufRange>{c.whole(x), c.whole(w), c.whole(y)});
   return std::make_unique<PreparedOp>(
-      [=, &k](VkCommandBuffer cb, int T, int) {
+      [=, &k](VkCommandBuffer cb, int T) {
         const uint32_t rows = c.rows(x, T) * u32(N / G);
         dispatch_flat(cb, k, set, {u32(G), rows, fbits(eps)}, rows);
       },
@@ -252,9 +252,12 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
                                 "activation scale scratch");
     }
     c.need(e.act_q.size >= static_cast<uint64_t>(e.max_tokens) * K, "activation scratch too small");
-    kq = &c.kernel("linear_8da4w_quant", 3, 2, {c.f16(x)});
     const BufRange q = {e.act_q.buf, 0, e.act_q.size}, qp = {e.act_qp.buf, 0, e.act_qp.size};
-    qset = e.kernels.make_set(*kq, std::vector<BufRange>{c.whole(x), q, qp});
+    if (e.quant_src != x) {
+      kq = &c.kernel("linear_8da4w_quant", 3, 2, {c.f16(x)});
+      qset = e.kernels.make_set(*kq, std::vector<BufRange>{c.whole(x), q, qp});
+      e.quant_src = x;
+    }
     head = {q, qp};
   } else {
     head = {c.whole(x)};
@@ -271,8 +274,8 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
     r.insert(r.end(), tail.begin(), tail.end());
     parts.push_back({ch, c.env.kernels.make_set(*k, r), c.env.ctx.matvec_rows(ch.rows)});
   }
-  return std::make_unique<PreparedOp>(
-      [=](VkCommandBuffer cb, int T, int) {
+  auto prepared = std::make_unique<PreparedOp>(
+      [=](VkCommandBuffer cb, int T) {
         const uint32_t Tr = c.rows(x, T);
         if (kq) {
           dispatch_flat(cb, *kq, qset, {u32(K), Tr}, Tr);
@@ -288,31 +291,41 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
         }
       },
       nullptr);
+  prepared->reads_scratch = f == "linear_8da4w";
+  prepared->quantizes = kq != nullptr;
+  return prepared;
 }
 
-const Buffer& rope_table(Ctx& c, int32_t inv, int R, float a) {
-  auto key = std::make_pair(inv, a);
+// The rope op's cos/sin table: [max_ctx][R/2] pairs from the short inverse frequencies, then the
+// same from the long ones when the op has them (longrope); computed as cpu::rope computes them.
+BufRange rope_table(Ctx& c, const std::vector<int32_t>& invs, int R, float a) {
+  auto key = std::make_pair(invs, a);
   auto it = c.env.rope_tables.find(key);
-  if (it != c.env.rope_tables.end()) return it->second;
-  const auto bytes = c.env.host(inv);
-  c.need(bytes.size() == static_cast<size_t>(R / 2) * 4, "inverse frequency table size");
-  std::vector<float> inv_freq(static_cast<size_t>(R / 2));
-  std::memcpy(inv_freq.data(), bytes.data(), bytes.size());
-  const int ctx = c.p.max_ctx, half = R / 2;
-  std::vector<float> cs(static_cast<size_t>(ctx) * half * 2);
-  for (int pos = 0; pos < ctx; ++pos) {
-    const float p = static_cast<float>(pos);
-    for (int i = 0; i < half; ++i) {  // exactly as cpu::rope computes them
-      const float ang = p * inv_freq[i];
-      cs[(static_cast<size_t>(pos) * half + i) * 2] = std::cos(ang) * a;
-      cs[(static_cast<size_t>(pos) * half + i) * 2 + 1] = std::sin(ang) * a;
+  if (it == c.env.rope_tables.end()) {
+    const int ctx = c.p.max_ctx, half = R / 2;
+    std::vector<float> cs(invs.size() * ctx * half * 2);
+    float* out = cs.data();
+    for (int32_t inv : invs) {
+      const auto bytes = c.env.host(inv);
+      c.need(bytes.size() == static_cast<size_t>(half) * 4, "inverse frequency table size");
+      std::vector<float> inv_freq(static_cast<size_t>(half));
+      std::memcpy(inv_freq.data(), bytes.data(), bytes.size());
+      for (int pos = 0; pos < ctx; ++pos) {
+        const float p = static_cast<float>(pos);
+        for (int i = 0; i < half; ++i, out += 2) {
+          const float ang = p * inv_freq[i];
+          out[0] = std::cos(ang) * a;
+          out[1] = std::sin(ang) * a;
+        }
+      }
     }
+    Buffer b = c.env.alloc.create(cs.size() * 4, false, "rope cos/sin table");
+    if (b.size > c.env.ctx.max_binding())
+      c.need(false, "rope table larger than one binding (context too long)");
+    c.env.alloc.upload(b, 0, cs.data(), cs.size() * 4);
+    it = c.env.rope_tables.emplace(key, b).first;
   }
-  Buffer b = c.env.alloc.create(cs.size() * 4, false, "rope cos/sin table");
-  if (b.size > c.env.ctx.max_binding())
-    c.need(false, "rope table larger than one binding (context too long)");
-  c.env.alloc.upload(b, 0, cs.data(), cs.size() * 4);
-  return c.env.rope_tables.emplace(key, b).first->second;
+  return {it->second.buf, 0, it->second.size};
 }
 
 std::unique_ptr<PreparedOp> prep_rope(Ctx c) {
@@ -326,25 +339,24 @@ std::unique_ptr<PreparedOp> prep_rope(Ctx c) {
          "bad shape");
   c.need_float(x);
   c.need_float(y);
-  const Kernel& k = c.kernel("rope", 3, 6, {c.f16(x), c.f16(y)});
-  auto set_for = [&](int32_t inv) {
-    const Buffer& tb = rope_table(c, inv, R, a);
-    return c.env.kernels.make_set(
-        k, std::vector<BufRange>{c.whole(x), {tb.buf, 0, tb.size}, c.whole(y)});
-  };
-  VkDescriptorSet s_short = set_for(c.op.inputs[1]), s_long = s_short;
-  int64_t orig = INT64_MAX;
+  const Kernel& k = c.kernel("rope", 4, 7, {c.f16(x), c.f16(y)});
+  std::vector<int32_t> invs = {c.op.inputs[1]};
+  uint32_t orig = UINT32_MAX;  // past this many positions a forward uses the long table
   if (c.op.inputs.size() == 3) {
     c.need(c.in(2).shape == c.in(1).shape && c.in(2).dtype == DType::F32, "bad long table");
-    orig = c.attr_i("original_max_pos");
-    s_long = set_for(c.op.inputs[2]);
+    orig = u32(std::min<int64_t>(c.attr_i("original_max_pos"), UINT32_MAX - 1));
+    invs.push_back(c.op.inputs[2]);
   }
+  const VkDescriptorSet set = c.env.kernels.make_set(
+      k,
+      std::vector<BufRange>{
+          c.whole(x), rope_table(c, invs, R, a), c.whole(y), {c.env.step.buf, 0, c.env.step.size}});
+  const uint32_t ctx = u32(c.p.max_ctx);
   return std::make_unique<PreparedOp>(
-      [=, &k](VkCommandBuffer cb, int T, int pos) {
+      [=, &k](VkCommandBuffer cb, int T) {
         const uint32_t Tr = c.rows(x, T);
         const uint64_t total = static_cast<uint64_t>(Tr) * H * (hd - R / 2);
-        const VkDescriptorSet s = pos + T > orig ? s_long : s_short;
-        dispatch_flat(cb, k, s, {Tr, u32(pos), u32(H), u32(hd), u32(R), u32(total)},
+        dispatch_flat(cb, k, set, {Tr, u32(H), u32(hd), u32(R), u32(total), orig, ctx},
                       ceil_div(total, 64));
       },
       nullptr);
@@ -369,18 +381,38 @@ std::unique_ptr<PreparedOp> prep_attention(Ctx c) {
   c.need(c.f16(I[0]) == c.f16(I[1]) && c.f16(I[1]) == c.f16(I[2]),
          "q, k and v must share one dtype");
   const uint32_t a16 = c.f16(I[0]), c16 = c.f16(I[3]), y16 = c.f16(y);
-  const Kernel& ks = c.kernel("attention_store", 4, 3, {a16, c16, y16});
-  const Kernel& ka = c.kernel("attention", 4, 6, {a16, c16, y16});
+  const Kernel& ks = c.kernel("attention_store", 5, 2, {a16, c16, y16});
+  const Kernel& ka = c.kernel("attention", 6, 7, {a16, c16, y16});
+  const Kernel& kc = c.kernel("attention_combine", 2, 3, {0, 0, y16});
+  // A decode step splits the context into S parts of C keys (C >= 128, a multiple of the kernel's
+  // 64-key tile, S <= 32; parts past the current position stay empty) and merges them in a second
+  // pass: a single token has too few (t, h) pairs to fill a GPU. Prefill has enough: S = 1.
+  constexpr uint32_t kSplits = 32, kMinKeys = 128;
+  const uint32_t ctx = u32(c.p.max_ctx);
+  const uint32_t C = std::max(kMinKeys, ceil_div(ceil_div(ctx, kSplits), 64) * 64),
+                 S = ceil_div(ctx, C);
+  const uint64_t part_bytes = uint64_t(H) * S * (hd + 2) * 4;
+  if (c.env.attn_part.size < part_bytes)
+    c.env.attn_part = c.env.alloc.create(part_bytes, false, "attention split partials");
+  const BufRange part = {c.env.attn_part.buf, 0, c.env.attn_part.size},
+                 step = {c.env.step.buf, 0, c.env.step.size};
   VkDescriptorSet ss = c.env.kernels.make_set(
-      ks, std::vector<BufRange>{c.whole(I[1]), c.whole(I[2]), c.whole(I[3]), c.whole(I[4])});
+      ks, std::vector<BufRange>{c.whole(I[1]), c.whole(I[2]), c.whole(I[3]), c.whole(I[4]), step});
   VkDescriptorSet sa = c.env.kernels.make_set(
-      ka, std::vector<BufRange>{c.whole(I[0]), c.whole(I[3]), c.whole(I[4]), c.whole(y)});
+      ka,
+      std::vector<BufRange>{c.whole(I[0]), c.whole(I[3]), c.whole(I[4]), c.whole(y), part, step});
+  VkDescriptorSet sc = c.env.kernels.make_set(kc, std::vector<BufRange>{part, c.whole(y)});
   return std::make_unique<PreparedOp>(
-      [=, &ks, &ka](VkCommandBuffer cb, int T, int pos) {
-        dispatch_flat(cb, ks, ss, {u32(T), u32(pos), u32(W)}, ceil_div(uint64_t(T) * W, 64));
+      [=, &ks, &ka, &kc](VkCommandBuffer cb, int T) {
+        dispatch_flat(cb, ks, ss, {u32(T), u32(W)}, ceil_div(uint64_t(T) * W, 64));
         compute_barrier(cb);
-        dispatch_flat(cb, ka, sa, {u32(T), u32(pos), u32(H), u32(Hkv), u32(hd), fbits(scale)},
-                      uint64_t(T) * H);
+        const uint32_t s = T == 1 ? S : 1, keys = T == 1 ? C : ctx;
+        dispatch_flat(cb, ka, sa, {u32(T), u32(H), u32(Hkv), u32(hd), fbits(scale), s, keys},
+                      uint64_t(T) * H * s);
+        if (s > 1) {
+          compute_barrier(cb);
+          dispatch_flat(cb, kc, sc, {u32(T) * u32(H), u32(hd), s}, uint64_t(T) * H);
+        }
       },
       nullptr);
 }
@@ -397,7 +429,7 @@ std::unique_ptr<PreparedOp> prep_elementwise(Ctx c) {
     VkDescriptorSet set =
         c.env.kernels.make_set(k, std::vector<BufRange>{c.whole(I[0]), c.whole(y)});
     return std::make_unique<PreparedOp>(
-        [=, &k](VkCommandBuffer cb, int T, int) {
+        [=, &k](VkCommandBuffer cb, int T) {
           dispatch_flat(cb, k, set, {u32(N), c.rows(I[0], T)}, ceil_div(N, 64));
         },
         nullptr);
@@ -408,7 +440,7 @@ std::unique_ptr<PreparedOp> prep_elementwise(Ctx c) {
   VkDescriptorSet set =
       c.env.kernels.make_set(k, std::vector<BufRange>{c.whole(I[0]), c.whole(I[1]), c.whole(y)});
   return std::make_unique<PreparedOp>(
-      [=, &k](VkCommandBuffer cb, int T, int) {
+      [=, &k](VkCommandBuffer cb, int T) {
         const uint64_t n = uint64_t(c.rows(I[0], T)) * N;
         dispatch_flat(cb, k, set, {u32(n)}, ceil_div(n, 64));
       },
@@ -424,7 +456,7 @@ std::unique_ptr<PreparedOp> prep_argmax(Ctx c) {
   const Kernel& k = c.kernel("argmax", 2, 1, {c.f16(x)});
   VkDescriptorSet set = c.env.kernels.make_set(k, std::vector<BufRange>{c.whole(x), c.whole(y)});
   return std::make_unique<PreparedOp>(
-      [=, &k](VkCommandBuffer cb, int, int) { dispatch(cb, k, set, {u32(V)}, 1); }, nullptr);
+      [=, &k](VkCommandBuffer cb, int) { dispatch(cb, k, set, {u32(V)}, 1); }, nullptr);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // One prepared op of a program on Vulkan: pipelines chosen, descriptor sets written once (weights
-// larger than one binding split into row chunks), dispatches recorded per forward with the token
-// count T and position pos as push constants.
+// larger than one binding split into row chunks), dispatches recorded with the token count T as a
+// push constant. The position of the forward's first token is not recorded: shaders read it from
+// the `step` buffer, so a recorded decode step replays unchanged at every position.
 #pragma once
 #include <vulkan/vulkan.h>
 
@@ -8,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <utility>
+#include <vector>
 
 #include "backend/vulkan/vk_memory.h"
 #include "backend/vulkan/vk_pipeline.h"
@@ -24,19 +26,31 @@ struct OpEnv {
   int max_tokens;                                         // rows of every [-1, N] activation buffer
   std::function<const Buffer&(int32_t)> buffer;           // device buffer of a tensor
   std::function<std::span<const uint8_t>(int32_t)> host;  // host bytes of a weight (rope tables)
+  Buffer step;  // device-local uint: the forward's first position (written before each forward)
   // linear_8da4w scratch (int8 activations and per-token scale / zero point), shared by all ops.
+  // Ops are prepared in program order; quant_src is the tensor the last quantizing op wrote
+  // there, so the next linears of that same tensor (q, k, v; gate, up) skip quantizing it again.
   uint64_t act_q_bytes = 0;
   Buffer act_q, act_qp;
-  std::map<std::pair<int32_t, float>, Buffer> rope_tables;  // by (inv_freq tensor, factor)
+  int32_t quant_src = -1;
+  std::map<std::pair<std::vector<int32_t>, float>, Buffer>
+      rope_tables;  // by (inv_freq tensors, factor)
+  // Split-K attention partials of a decode step, shared by the attention ops (each one's combine
+  // pass is done before the next one starts: a barrier always lies between layers).
+  Buffer attn_part;
 };
 
 class PreparedOp {
  public:
-  using RecordFn = std::function<void(VkCommandBuffer, int T, int pos)>;
+  using RecordFn = std::function<void(VkCommandBuffer, int T)>;
   using CheckFn = std::function<void(const int32_t* ids, int T)>;
   PreparedOp(RecordFn r, CheckFn c) : record_(std::move(r)), check_(std::move(c)) {}
+  // linear_8da4w: which of its stages it records. quantize: writes the int8 scratch, then a
+  // barrier, then the mat-vec reads it; reads_scratch alone: the mat-vec only (the scratch already
+  // holds its input). The executor's barrier plan reads these.
+  bool quantizes = false, reads_scratch = false;
   // Records the op's dispatches (with barriers between its own stages; none after the last).
-  void record(VkCommandBuffer cb, int T, int pos) const { record_(cb, T, pos); }
+  void record(VkCommandBuffer cb, int T) const { record_(cb, T); }
   // Host-side checks of the forward's inputs (token ids in range).
   void check(const int32_t* ids, int T) const {
     if (check_) check_(ids, T);

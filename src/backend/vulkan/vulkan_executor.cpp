@@ -117,6 +117,8 @@ class VulkanExecutor final : public Executor {
         bufs_(ld_->bufs),
         max_t_(ld_->max_t) {
     allocate();
+    step_ = alloc_.create(16, false, "step parameters");
+    step_host_ = alloc_.create(16, true, "step parameters (host)");
     OpEnv env{*ctx_,
               kernels_,
               alloc_,
@@ -127,7 +129,8 @@ class VulkanExecutor final : public Executor {
                   fail("program: tensor {} has no device buffer", p_.tensors[t].name);
                 return bufs_[t];
               },
-              [this](int32_t t) { return w_.weight(p_, t); }};
+              [this](int32_t t) { return w_.weight(p_, t); },
+              step_};
     for (const Op& op : p_.ops)
       env.act_q_bytes = std::max(env.act_q_bytes, act_quant_bytes_per_token(p_, op) * max_t_);
     for (const Op& op : p_.ops) ops_.push_back(prepare_op(env, op));
@@ -139,8 +142,12 @@ class VulkanExecutor final : public Executor {
     VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
     ai.commandPool = pool_;
     ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
-    ai.commandBufferCount = 1;
-    VK_CHECK(vkAllocateCommandBuffers(ctx_->device(), &ai, &cb_));
+    ai.commandBufferCount = 3;
+    VkCommandBuffer cbs[3];
+    VK_CHECK(vkAllocateCommandBuffers(ctx_->device(), &ai, cbs));
+    cb_ = cbs[0];
+    decode_cb_[0] = cbs[1];
+    decode_cb_[1] = cbs[2];
     VkFenceCreateInfo fci{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
     VK_CHECK(vkCreateFence(ctx_->device(), &fci, nullptr, &fence_));
     if (ctx_->options().profile && ctx_->info().timestamps) {
@@ -202,17 +209,22 @@ class VulkanExecutor final : public Executor {
         if (p_.tensors[t].kind != TensorKind::Weight) r.insert(bufs_[t].buf);
       for (int32_t t : op.outputs) w.insert(bufs_[t].buf);
       if (op.family == "attention") w.insert({bufs_[op.inputs[3]].buf, bufs_[op.inputs[4]].buf});
-      if (op.family == "linear_8da4w") {
-        for (VkBuffer b : {env.act_q.buf, env.act_qp.buf}) r.insert(b), w.insert(b);
-      }
+      const std::set<VkBuffer> scratch = {env.act_q.buf, env.act_qp.buf};
+      if (ops_[k]->reads_scratch) r.insert(scratch.begin(), scratch.end());
+      // A quantizing op first writes the scratch from x (so the barrier before it waits for x
+      // and for the previous readers of the scratch), then has a barrier of its own that orders
+      // everything before its mat-vec: its output y needs nothing more.
+      const bool quant = ops_[k]->quantizes;
       bool need = false;
-      for (VkBuffer b : r) need = need || dirty_w.count(b);
-      for (VkBuffer b : w) need = need || dirty_w.count(b) || dirty_r.count(b);
+      for (VkBuffer b : r) need = need || (dirty_w.count(b) && !(quant && scratch.count(b)));
+      for (VkBuffer b : quant ? scratch : w) need = need || dirty_w.count(b) || dirty_r.count(b);
       if (need) {
         barrier_before_[k] = true;
+        ++n_barriers_;
+      }
+      if (need || quant) {  // the op's own barrier clears as much as one before it
         dirty_w.clear();
         dirty_r.clear();
-        ++n_barriers_;
       }
       dirty_r.insert(r.begin(), r.end());
       dirty_w.insert(w.begin(), w.end());
@@ -299,50 +311,32 @@ class VulkanExecutor final : public Executor {
     readback_ = alloc_.create(logits_n_ * 4 + 16, true, "readback buffer");
   }
 
+  // One submit: T tokens at positions pos.. . A one-token forward (a decode step) replays a
+  // command buffer recorded on its first use (one with the logits read back, one without): the
+  // position reaches the shaders through the step buffer, not through the recording.
   int32_t run_chunk(const int32_t* ids, int T, int pos, float* logits_out, bool last) {
     std::memcpy(bufs_[p_.input_ids].mapped, ids, static_cast<size_t>(T) * 4);
-    VK_CHECK(vkResetCommandBuffer(cb_, 0));
-    VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
-    bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
-    VK_CHECK(vkBeginCommandBuffer(cb_, &bi));
-    const uint32_t nq = static_cast<uint32_t>(ops_.size() + 1);
-    if (queries_) {
-      vkCmdResetQueryPool(cb_, queries_, 0, nq);
-      vkCmdWriteTimestamp(cb_, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, queries_, 0);
-    }
-    for (size_t k = 0; k < ops_.size(); ++k) {
-      if (barrier_before_[k]) compute_barrier(cb_);
-      ops_[k]->record(cb_, T, pos);
-      if (!corrupt_family_.empty() && p_.ops[k].family == corrupt_family_) corrupt_outputs(k);
-      if (queries_)
-        vkCmdWriteTimestamp(cb_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, queries_,
-                            static_cast<uint32_t>(k + 1));
-    }
-    if (last) {
-      VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
-      mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
-      mb.dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT;
-      vkCmdPipelineBarrier(cb_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-                           VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
-      VkBufferCopy id_copy{0, 0, 4};
-      vkCmdCopyBuffer(cb_, bufs_[p_.next_token].buf, readback_.buf, 1, &id_copy);
-      if (logits_out) {
-        VkBufferCopy lg{0, 16, logits_n_ * 4};
-        vkCmdCopyBuffer(cb_, bufs_[p_.logits].buf, readback_.buf, 1, &lg);
+    const uint32_t pos32 = static_cast<uint32_t>(pos);
+    std::memcpy(step_host_.mapped, &pos32, 4);
+    VkCommandBuffer cb = cb_;
+    if (T == 1 && last) {
+      const int v = logits_out ? 1 : 0;
+      cb = decode_cb_[v];
+      if (!decode_recorded_[v]) {
+        record(cb, 1, true, logits_out != nullptr, 0);
+        decode_recorded_[v] = true;
       }
-      mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
-      mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
-      vkCmdPipelineBarrier(cb_, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1,
-                           &mb, 0, nullptr, 0, nullptr);
+    } else {
+      VK_CHECK(vkResetCommandBuffer(cb_, 0));
+      record(cb_, T, last, logits_out != nullptr, VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT);
     }
-    VK_CHECK(vkEndCommandBuffer(cb_));
     VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
     si.commandBufferCount = 1;
-    si.pCommandBuffers = &cb_;
+    si.pCommandBuffers = &cb;
     VK_CHECK(vkQueueSubmit(ctx_->queue(), 1, &si, fence_));
     VK_CHECK(vkWaitForFences(ctx_->device(), 1, &fence_, VK_TRUE, UINT64_MAX));
     VK_CHECK(vkResetFences(ctx_->device(), 1, &fence_));
-    if (queries_) collect_profile(nq);
+    if (queries_) collect_profile(static_cast<uint32_t>(ops_.size() + 1), T);
     if (!last) return 0;
     int32_t next;
     std::memcpy(&next, readback_.mapped, 4);
@@ -351,38 +345,104 @@ class VulkanExecutor final : public Executor {
     return next;
   }
 
+  // The whole forward of T tokens: the step parameters copied in, every op (with the planned
+  // barriers), then (last chunk) next_token and optionally the logits copied to the readback.
+  void record(VkCommandBuffer cb, int T, bool last, bool logits, VkCommandBufferUsageFlags flags) {
+    VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+    bi.flags = flags;
+    VK_CHECK(vkBeginCommandBuffer(cb, &bi));
+    VkBufferCopy step_copy{0, 0, 16};
+    vkCmdCopyBuffer(cb, step_host_.buf, step_.buf, 1, &step_copy);
+    VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+    mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+    mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT;
+    vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                         0, 1, &mb, 0, nullptr, 0, nullptr);
+    const uint32_t nq = static_cast<uint32_t>(ops_.size() + 1);
+    if (queries_) {
+      vkCmdResetQueryPool(cb, queries_, 0, nq);
+      vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, queries_, 0);
+    }
+    for (size_t k = 0; k < ops_.size(); ++k) {
+      if (barrier_before_[k]) compute_barrier(cb);
+      ops_[k]->record(cb, T);
+      if (!corrupt_family_.empty() && p_.ops[k].family == corrupt_family_) corrupt_outputs(cb, k);
+      if (queries_)
+        vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, queries_,
+                            static_cast<uint32_t>(k + 1));
+    }
+    if (last) {
+      mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
+      mb.dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT;
+      vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT,
+                           0, 1, &mb, 0, nullptr, 0, nullptr);
+      VkBufferCopy id_copy{0, 0, 4};
+      vkCmdCopyBuffer(cb, bufs_[p_.next_token].buf, readback_.buf, 1, &id_copy);
+      if (logits) {
+        VkBufferCopy lg{0, 16, logits_n_ * 4};
+        vkCmdCopyBuffer(cb, bufs_[p_.logits].buf, readback_.buf, 1, &lg);
+      }
+      mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+      mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+      vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1,
+                           &mb, 0, nullptr, 0, nullptr);
+    }
+    VK_CHECK(vkEndCommandBuffer(cb));
+  }
+
   // Test-only switch for the gate-can-fail tests (tests/e2e): VKLLM_TEST_CORRUPT_OP=<op family>
   // zeroes every output of that family's ops after they run, like a broken kernel would.
-  void corrupt_outputs(size_t k) {
+  void corrupt_outputs(VkCommandBuffer cb, size_t k) {
     VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
     mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
     mb.dstAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
-    vkCmdPipelineBarrier(cb_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT,
+    vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT,
                          0, 1, &mb, 0, nullptr, 0, nullptr);
-    for (int32_t t : p_.ops[k].outputs) vkCmdFillBuffer(cb_, bufs_[t].buf, 0, VK_WHOLE_SIZE, 0);
+    for (int32_t t : p_.ops[k].outputs) vkCmdFillBuffer(cb, bufs_[t].buf, 0, VK_WHOLE_SIZE, 0);
     mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
     mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
-    vkCmdPipelineBarrier(cb_, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+    vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
                          0, 1, &mb, 0, nullptr, 0, nullptr);
   }
 
-  void collect_profile(uint32_t nq) {
+  // VKLLM_PROFILE=1: GPU time per op family from timestamps around every op, kept apart for
+  // prefill (forwards of several tokens) and decode (one token), printed when the executor ends.
+  void collect_profile(uint32_t nq, int T) {
     std::vector<uint64_t> ts(nq);
     VK_CHECK(vkGetQueryPoolResults(ctx_->device(), queries_, 0, nq, nq * 8, ts.data(), 8,
                                    VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT));
+    Profile& pr = T == 1 ? decode_ : prefill_;
     for (size_t k = 0; k + 1 < nq; ++k)
-      prof_[p_.ops[k].family] +=
+      pr.ms[p_.ops[k].family] +=
           static_cast<double>(ts[k + 1] - ts[k]) * ctx_->info().timestamp_period * 1e-6;
-    ++prof_runs_;
+    pr.total += static_cast<double>(ts[nq - 1] - ts[0]) * ctx_->info().timestamp_period * 1e-6;
+    ++pr.runs;
   }
 
   void print_profile() const {
     std::fprintf(stderr,
                  "vkllm: vulkan profile: %zu ops, %zu barriers between ops, %zu activation "
-                 "buffers; %d submits (ms per op family):\n",
-                 ops_.size(), n_barriers_, n_slots_, prof_runs_);
-    for (auto& [f, ms] : prof_) std::fprintf(stderr, "  %-14s %10.3f\n", f.c_str(), ms);
+                 "buffers; GPU ms per forward by op family:\n  %-14s %12s %12s\n",
+                 ops_.size(), n_barriers_, n_slots_, "family", "prefill", "decode");
+    auto per = [](const Profile& p, const std::string& f) {
+      auto it = p.ms.find(f);
+      return p.runs && it != p.ms.end() ? it->second / p.runs : 0.0;
+    };
+    std::set<std::string> fams;
+    for (const Profile* p : {&prefill_, &decode_})
+      for (auto& [f, ms] : p->ms) fams.insert(f);
+    for (const std::string& f : fams)
+      std::fprintf(stderr, "  %-14s %12.4f %12.4f\n", f.c_str(), per(prefill_, f), per(decode_, f));
+    std::fprintf(stderr, "  %-14s %12.4f %12.4f   (%d prefill, %d decode forwards)\n", "total",
+                 prefill_.runs ? prefill_.total / prefill_.runs : 0.0,
+                 decode_.runs ? decode_.total / decode_.runs : 0.0, prefill_.runs, decode_.runs);
   }
+
+  struct Profile {
+    std::map<std::string, double> ms;
+    double total = 0;
+    int runs = 0;
+  };
 
   std::shared_ptr<VulkanLoaded> ld_;  // first member: the device outlives everything below
   const Program& p_;
@@ -398,11 +458,13 @@ class VulkanExecutor final : public Executor {
   size_t n_slots_ = 0, n_barriers_ = 0;
   int max_t_ = 1;
   VkCommandPool pool_ = VK_NULL_HANDLE;
-  VkCommandBuffer cb_ = VK_NULL_HANDLE;
+  VkCommandBuffer cb_ = VK_NULL_HANDLE;  // forwards of several tokens, recorded each time
+  VkCommandBuffer decode_cb_[2] = {};    // one-token forwards without / with logits
+  bool decode_recorded_[2] = {false, false};
+  Buffer step_, step_host_;  // the forward's position: device, host copy
   VkFence fence_ = VK_NULL_HANDLE;
   VkQueryPool queries_ = VK_NULL_HANDLE;
-  std::map<std::string, double> prof_;
-  int prof_runs_ = 0;
+  Profile prefill_, decode_;
   uint64_t held_ = 0;
   std::string corrupt_family_;
 };

@@ -26,8 +26,14 @@
   { NAME##_f[I] = (V); }
 #endif
 
+#ifndef WG
 #define WG 64
+#endif
 layout(local_size_x = WG) in;
+
+// The forward's first position (the executor writes it before each forward, so that recorded
+// command buffers replay at any position).
+#define DECL_STEP(B) layout(std430, binding = B) readonly buffer STEP { uint step_pos; };
 
 // Large dispatches are split over x and y (x <= 65535); this is the flat workgroup index.
 uint flat_group() { return gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x; }

@@ -7,8 +7,10 @@
 // (VK_KHR_shader_integer_dot_product) when built with VKLLM_IDOT, a portable integer path
 // otherwise; exact either way. Row walk in matvec.glsl; each lane takes whole groups.
 // VKLLM_B32 (G % 32 == 0, every real model): 32 weights at a time with 16-byte loads (one uvec4
-// of nibbles, two of int8 activations); otherwise four at a time.
+// of nibbles, two of int8 activations), lanes on adjacent blocks when a group's blocks fit a
+// subgroup in a power of two; otherwise four at a time.
 #extension GL_KHR_shader_subgroup_arithmetic : require
+#extension GL_KHR_shader_subgroup_shuffle : require
 #include "common.glsl"
 #include "matvec.glsl"
 #ifdef VKLLM_IDOT
@@ -38,6 +40,39 @@ layout(std430, binding = 4) readonly buffer WS { int wsum[]; };
 DECL_FBUF(5, y, writeonly)
 layout(push_constant) uniform PC { uint K, Nc, n0, N, T, G, R; } pc;
 
+// The CPU's per-group term: (s * sx) * float(dot - zp * wsum), integers before any rounding.
+void add_group(uint n, uint g, uint ng, int d[TT], float sx[TT], int zp[TT], inout float acc[TT]) {
+  const float sc = s[n * ng + g];
+  const int ws = wsum[n * ng + g];
+  [[unroll]] for (uint i = 0; i < TT; ++i) acc[i] += sc * sx[i] * float(d[i] - zp[i] * ws);
+}
+
+#ifdef VKLLM_B32
+// Integer dots of 32-weight block b of row n with the block tokens t0.. (16-byte loads).
+void block_dot(uint n, uint b, uint t0, inout int d[TT]) {
+  const uint nb = pc.K / 32u;
+  const uvec4 w = q[n * nb + b];
+  const int w0 = nibbles4_to_i8x4(w.x & 0xFFFFu), w1 = nibbles4_to_i8x4(w.x >> 16),
+            w2 = nibbles4_to_i8x4(w.y & 0xFFFFu), w3 = nibbles4_to_i8x4(w.y >> 16),
+            w4 = nibbles4_to_i8x4(w.z & 0xFFFFu), w5 = nibbles4_to_i8x4(w.z >> 16),
+            w6 = nibbles4_to_i8x4(w.w & 0xFFFFu), w7 = nibbles4_to_i8x4(w.w >> 16);
+  [[unroll]] for (uint i = 0; i < TT; ++i) {
+    if (t0 + i < pc.T) {
+      const uint xb = (t0 + i) * (2u * nb) + 2u * b;
+      const uvec4 xa = qx[xb], xc = qx[xb + 1u];
+      d[i] = dot4(int(xa.x), w0, d[i]);
+      d[i] = dot4(int(xa.y), w1, d[i]);
+      d[i] = dot4(int(xa.z), w2, d[i]);
+      d[i] = dot4(int(xa.w), w3, d[i]);
+      d[i] = dot4(int(xc.x), w4, d[i]);
+      d[i] = dot4(int(xc.y), w5, d[i]);
+      d[i] = dot4(int(xc.z), w6, d[i]);
+      d[i] = dot4(int(xc.w), w7, d[i]);
+    }
+  }
+}
+#endif
+
 void main() {
   uint row0, t0;
   if (!matvec_block(pc.Nc, pc.R, pc.T, row0, t0)) return;
@@ -53,33 +88,32 @@ void main() {
     const uint n = row0 + r;
     float acc[TT];
     [[unroll]] for (uint i = 0; i < TT; ++i) acc[i] = 0.0;
+#ifdef VKLLM_B32
+    const uint nb = pc.K / 32u, bpg = pc.G / 32u;
+    if (bpg <= gl_SubgroupSize && (bpg & (bpg - 1u)) == 0u) {
+      // Lanes take consecutive 32-weight blocks (one 16-byte load each, adjacent lanes adjacent
+      // bytes); the bpg lanes of one group add their integer dots with xor shuffles, exactly.
+      for (uint b0 = 0; b0 < nb; b0 += gl_SubgroupSize) {
+        const uint b = b0 + lane;
+        int d[TT];
+        [[unroll]] for (uint i = 0; i < TT; ++i) d[i] = 0;
+        if (b < nb) block_dot(n, b, t0, d);
+        for (uint off = 1u; off < bpg; off <<= 1u)
+          [[unroll]] for (uint i = 0; i < TT; ++i) d[i] += subgroupShuffleXor(d[i], off);
+        if (b < nb && (lane & (bpg - 1u)) == 0u) add_group(n, b / bpg, ng, d, sx, zp, acc);
+      }
+    } else {
+      for (uint g = lane; g < ng; g += gl_SubgroupSize) {
+        int d[TT];
+        [[unroll]] for (uint i = 0; i < TT; ++i) d[i] = 0;
+        for (uint b = g * bpg; b < (g + 1u) * bpg; ++b) block_dot(n, b, t0, d);
+        add_group(n, g, ng, d, sx, zp, acc);
+      }
+    }
+#else
     for (uint g = lane; g < ng; g += gl_SubgroupSize) {
       int d[TT];
       [[unroll]] for (uint i = 0; i < TT; ++i) d[i] = 0;
-#ifdef VKLLM_B32
-      const uint nb = pc.K / 32u;
-      for (uint b = g * (pc.G / 32u); b < (g + 1u) * (pc.G / 32u); ++b) {
-        const uvec4 w = q[n * nb + b];
-        const int w0 = nibbles4_to_i8x4(w.x & 0xFFFFu), w1 = nibbles4_to_i8x4(w.x >> 16),
-                  w2 = nibbles4_to_i8x4(w.y & 0xFFFFu), w3 = nibbles4_to_i8x4(w.y >> 16),
-                  w4 = nibbles4_to_i8x4(w.z & 0xFFFFu), w5 = nibbles4_to_i8x4(w.z >> 16),
-                  w6 = nibbles4_to_i8x4(w.w & 0xFFFFu), w7 = nibbles4_to_i8x4(w.w >> 16);
-        [[unroll]] for (uint i = 0; i < TT; ++i) {
-          if (t0 + i < pc.T) {
-            const uint xb = (t0 + i) * (2u * nb) + 2u * b;
-            const uvec4 xa = qx[xb], xc = qx[xb + 1u];
-            d[i] = dot4(int(xa.x), w0, d[i]);
-            d[i] = dot4(int(xa.y), w1, d[i]);
-            d[i] = dot4(int(xa.z), w2, d[i]);
-            d[i] = dot4(int(xa.w), w3, d[i]);
-            d[i] = dot4(int(xc.x), w4, d[i]);
-            d[i] = dot4(int(xc.y), w5, d[i]);
-            d[i] = dot4(int(xc.z), w6, d[i]);
-            d[i] = dot4(int(xc.w), w7, d[i]);
-          }
-        }
-      }
-#else
       const uint row_byte = n * (pc.K / 2u), K4 = pc.K / 4u;
       for (uint k4 = g * (pc.G / 4u); k4 < (g + 1u) * (pc.G / 4u); ++k4) {
         const uint byte = row_byte + 2u * k4;
@@ -88,11 +122,9 @@ void main() {
         [[unroll]] for (uint i = 0; i < TT; ++i)
           if (t0 + i < pc.T) d[i] = dot4(qx[(t0 + i) * K4 + k4], w4, d[i]);
       }
-#endif
-      const float sc = s[n * ng + g];
-      const int ws = wsum[n * ng + g];
-      [[unroll]] for (uint i = 0; i < TT; ++i) acc[i] += sc * sx[i] * float(d[i] - zp[i] * ws);
+      add_group(n, g, ng, d, sx, zp, acc);
     }
+#endif
     [[unroll]] for (uint i = 0; i < TT; ++i) {
       const float sum = subgroupAdd(acc[i]);
       if (lane == 0u && t0 + i < pc.T) STOREF(y, Y16, (t0 + i) * pc.N + pc.n0 + n, sum);

@@ -3,7 +3,12 @@
 // reference cpu::quantize_act_int8 (same float operations; nearbyint = roundEven). SPIR-V's OpFDiv
 // may be 2.5 ulp off (NVIDIA's is), and one ulp moves round(x / scale) across a .5 boundary, so
 // every division here goes through div_rn, which is exact.
+// Only quotients near a rounding boundary need div_rn: the element pass first multiplies by the
+// reciprocal (a few ulp off) and takes the exact division when that lands within 2^-10 of a .5
+// boundary (far more than the error), or never when the result clamps either way.
 // Output: qx packed four int8 per uint (row stride K/4 words); qp[2t] = scale bits, qp[2t+1] = zp.
+// 256 threads: one workgroup per token, so decode (one token) has one workgroup.
+#define WG 256
 #include "common.glsl"
 layout(constant_id = 1) const bool X16 = false;
 DECL_FBUF(0, x, readonly)
@@ -75,10 +80,15 @@ void main() {
     qp[2 * t] = floatBitsToUint(sc);
     qp[2 * t + 1] = uint(zp);
   }
+  const float rcp = 1.0 / sc;
   for (uint k4 = tid; k4 < pc.K / 4u; k4 += WG) {
     uint packed = 0u;
     [[unroll]] for (uint e = 0; e < 4u; ++e) {
-      precise float v = roundEven(div_rn(LOADF(x, X16, base + 4u * k4 + e), sc)) + float(zp);
+      const float xv = LOADF(x, X16, base + 4u * k4 + e);
+      precise float qf = xv * rcp;
+      // |q| > 512: the sum with zp in [-128, 127] clamps whatever the exact quotient's rounding.
+      if (abs(qf) <= 512.0 && abs(fract(qf) - 0.5) < 0.0009765625) qf = div_rn(xv, sc);
+      precise float v = roundEven(qf) + float(zp);
       const int qv = int(clamp(v, -128.0, 127.0));
       packed |= (uint(qv) & 255u) << (8u * e);
     }

@@ -1,24 +1,28 @@
 #version 450
 // rope: rotate-half rotary embedding on the first R dims of each head at position pos + t.
 // cs holds [max_ctx][R/2] pairs (cos * a, sin * a) computed on the host exactly as the CPU
-// reference computes them, so the GPU result is bit-comparable. Dims >= R are copied.
+// reference computes them, so the GPU result is bit-comparable; longrope ops append a second such
+// table, used by forwards that reach past orig positions. Dims >= R are copied.
 #include "common.glsl"
 layout(constant_id = 1) const bool X16 = false;
 layout(constant_id = 2) const bool Y16 = false;
 DECL_FBUF(0, x, readonly)
 layout(std430, binding = 1) readonly buffer CS { vec2 cs[]; };
 DECL_FBUF(2, y, writeonly)
-layout(push_constant) uniform PC { uint T, pos, H, hd, R, total; } pc;
+DECL_STEP(3)
+layout(push_constant) uniform PC { uint T, H, hd, R, total, orig, ctx; } pc;
 
 void main() {
   const uint idx = flat_group() * WG + gl_LocalInvocationID.x;
   if (idx >= pc.total) return;
+  const uint pos = step_pos;
   const uint half_r = pc.R / 2u, per_head = pc.hd - half_r;
   const uint j = idx % per_head, th = idx / per_head;  // th = t * H + h
   const uint t = th / pc.H;
   const uint base = th * pc.hd;
+  const uint row0 = pos + pc.T > pc.orig ? pc.ctx : 0u;
   if (j < half_r) {
-    const vec2 c = cs[(pc.pos + t) * half_r + j];
+    const vec2 c = cs[(row0 + pos + t) * half_r + j];
     const float a = LOADF(x, X16, base + j), b = LOADF(x, X16, base + j + half_r);
     STOREF(y, Y16, base + j, a * c.x - b * c.y);
     STOREF(y, Y16, base + j + half_r, b * c.x + a * c.y);
