@@ -45,15 +45,19 @@ double get_num(const json& j, const char* key, const std::string& where, double 
   return x;
 }
 
-std::vector<double> get_num_list(const json& j, const char* key, const std::string& where, size_t n) {
+std::vector<double> get_num_list(const json& j, const char* key, const std::string& where, size_t n,
+                                 double lo, double hi) {
   const json* v = find(j, key);
   if (!v) fail("{}: missing key '{}'", where, key);
-  if (!v->is_array() || v->size() != n) fail("{}: key '{}' must be a list of {} numbers", where, key, n);
+  if (!v->is_array() || v->size() != n)
+    fail("{}: key '{}' must be a list of {} numbers", where, key, n);
   std::vector<double> out;
   for (auto& e : *v) {
-    if (!e.is_number() || !(e.get<double>() > 0) || !std::isfinite(e.get<double>()))
-      fail("{}: key '{}' must hold positive finite numbers", where, key);
-    out.push_back(e.get<double>());
+    if (!e.is_number()) fail("{}: key '{}' must hold numbers", where, key);
+    const double x = e.get<double>();
+    if (!(x >= lo && x <= hi))
+      fail("{}: key '{}' holds {}, out of range [{}, {}]", where, key, x, lo, hi);
+    out.push_back(x);
   }
   return out;
 }
@@ -133,8 +137,10 @@ ModelDesc parse_config(const json& c, const json& gen, const std::string& where)
     r.original_max_pos = get_int(rj, "original_max_position_embeddings", rwhere, 1, 1 << 24);
   } else if (type == "longrope") {
     size_t n = static_cast<size_t>(r.rotary_dim / 2);
-    r.short_factor = get_num_list(rj, "short_factor", rwhere, n);
-    r.long_factor = get_num_list(rj, "long_factor", rwhere, n);
+    // The rotary tables divide by these (in fp32): bounded, so that every frequency stays finite
+    // and positive (found by fuzz_config: 1e308 gave a frequency of 0).
+    r.short_factor = get_num_list(rj, "short_factor", rwhere, n, 1e-6, 1e6);
+    r.long_factor = get_num_list(rj, "long_factor", rwhere, n, 1e-6, 1e6);
     double factor;
     if (find(c, "original_max_position_embeddings")) {
       r.original_max_pos = get_int(c, "original_max_position_embeddings", where, 1, 1 << 24);

@@ -84,6 +84,14 @@ TEST(Config, Phi4MiniLongrope) {
   EXPECT_FLOAT_EQ(s[5], 2.0f * l[5]);
   c["rope_scaling"]["long_factor"] = std::vector<double>(47, 1.0);
   EXPECT_NE(error_of(c).find("long_factor"), std::string::npos);
+  // A factor too large for the fp32 rotary table (found by fuzz_config) is refused, not turned
+  // into a frequency of 0.
+  c["rope_scaling"]["long_factor"] = std::vector<double>(48, 2.0);
+  c["rope_scaling"]["short_factor"][17] = 1.01e308;
+  EXPECT_NE(error_of(c).find("config.json rope_scaling: key 'short_factor' holds 1.01e+308, out "
+                             "of range [1e-06, "),
+            std::string::npos)
+      << error_of(c);
 }
 
 TEST(Config, ClearErrors) {
