@@ -7,7 +7,8 @@
 #include "core/error.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"vkllm: export Hugging Face LLMs to one quantized artifact and run them on any Vulkan GPU"};
+  CLI::App app{
+      "vkllm: export Hugging Face LLMs to one quantized artifact and run them on any Vulkan GPU"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "vkllm 0.1.0");
   vkllm::cli::add_synth(app);

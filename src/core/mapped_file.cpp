@@ -136,7 +136,8 @@ void AtomicFile::commit() {
     fail("{}: close failed: {}", path_, std::strerror(errno));
   }
   fd_ = -1;
-  if (::rename(tmp_.c_str(), path_.c_str()) != 0) fail("{}: rename failed: {}", path_, std::strerror(errno));
+  if (::rename(tmp_.c_str(), path_.c_str()) != 0)
+    fail("{}: rename failed: {}", path_, std::strerror(errno));
   committed_ = true;
 }
 

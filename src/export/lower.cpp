@@ -28,15 +28,17 @@ class Builder {
     return weight(name, shape, WeightOrigin{name, 0, -1, shape, {}});
   }
   // Rows [begin, begin+count) of a fused checkpoint tensor of shape full.
-  int32_t hf_rows(const std::string& name, const std::string& hf_name, std::vector<int64_t> full, int64_t begin,
-                  int64_t count) {
+  int32_t hf_rows(const std::string& name, const std::string& hf_name, std::vector<int64_t> full,
+                  int64_t begin, int64_t count) {
     return weight(name, {count, full[1]}, WeightOrigin{hf_name, begin, count, full, {}});
   }
   int32_t act(const std::string& name, int64_t width, int64_t rows = -1) {
     return m_.program.add_tensor({name, DType::F32, TensorKind::Activation, {rows, width}, 0, 0});
   }
-  int32_t op(const std::string& family, std::vector<int32_t> in, int32_t out, nlohmann::json attrs = nlohmann::json::object()) {
-    m_.program.ops.push_back(Op{family, std::move(in), {out}, std::move(attrs), BackendKind::Vulkan});
+  int32_t op(const std::string& family, std::vector<int32_t> in, int32_t out,
+             nlohmann::json attrs = nlohmann::json::object()) {
+    m_.program.ops.push_back(
+        Op{family, std::move(in), {out}, std::move(attrs), BackendKind::Vulkan});
     return out;
   }
 
@@ -53,21 +55,25 @@ LoweredModel lower_model(const ModelDesc& d, int max_ctx) {
   Program& p = m.program;
   p.max_ctx = max_ctx;
   Builder b(m);
-  const int64_t D = d.hidden, hd = d.head_dim, qw = int64_t(d.n_heads) * hd, kvw = int64_t(d.n_kv_heads) * hd;
+  const int64_t D = d.hidden, hd = d.head_dim, qw = int64_t(d.n_heads) * hd,
+                kvw = int64_t(d.n_kv_heads) * hd;
   const int64_t F = d.intermediate, V = d.vocab;
   const double eps = d.rms_eps;
 
   p.input_ids = p.add_tensor({"ids", DType::I32, TensorKind::Input, {-1}, 0, 0});
   m.origin.resize(p.tensors.size());
   const int32_t embed = b.hf("model.embed_tokens.weight", {V, D});
-  const int32_t inv_freq = b.weight("rope.inv_freq", {d.rope.rotary_dim / 2}, WeightOrigin{"", 0, -1, {}, {}});
+  const int32_t inv_freq =
+      b.weight("rope.inv_freq", {d.rope.rotary_dim / 2}, WeightOrigin{"", 0, -1, {}, {}});
   auto sf = rope_inv_freq(d.rope);
   m.origin[inv_freq].values.assign(sf.begin(), sf.end());
   std::vector<int32_t> rope_in = {-1, inv_freq};
-  nlohmann::json rope_attrs = {{"head_dim", hd}, {"rotary_dim", d.rope.rotary_dim},
+  nlohmann::json rope_attrs = {{"head_dim", hd},
+                               {"rotary_dim", d.rope.rotary_dim},
                                {"attention_factor", d.rope.attention_factor}};
   if (d.rope.type == "longrope") {
-    const int32_t inv_long = b.weight("rope.inv_freq_long", {d.rope.rotary_dim / 2}, WeightOrigin{});
+    const int32_t inv_long =
+        b.weight("rope.inv_freq_long", {d.rope.rotary_dim / 2}, WeightOrigin{});
     auto lf = rope_inv_freq(d.rope, true);
     m.origin[inv_long].values.assign(lf.begin(), lf.end());
     rope_in.push_back(inv_long);
@@ -87,8 +93,8 @@ LoweredModel lower_model(const ModelDesc& d, int max_ctx) {
     const std::string hfp = fmt::format("model.layers.{}.", l);
     const std::string lp = fmt::format("l{}.", l);
     // Attention block.
-    int32_t h = b.op("rms_norm", {x, b.hf(hfp + "input_layernorm.weight", {D})}, b.act(lp + "attn_norm", D),
-                     {{"eps", eps}, {"group", D}});
+    int32_t h = b.op("rms_norm", {x, b.hf(hfp + "input_layernorm.weight", {D})},
+                     b.act(lp + "attn_norm", D), {{"eps", eps}, {"group", D}});
     int32_t wq, wk, wv;
     if (d.fused_qkv) {
       const std::string n = hfp + "self_attn.qkv_proj.weight";
@@ -105,24 +111,29 @@ LoweredModel lower_model(const ModelDesc& d, int max_ctx) {
     int32_t k = b.op("linear", {h, wk}, b.act(lp + "k", kvw));
     int32_t v = b.op("linear", {h, wv}, b.act(lp + "v", kvw));
     if (d.qk_norm) {
-      q = b.op("rms_norm", {q, b.hf(hfp + "self_attn.q_norm.weight", {hd})}, b.act(lp + "q_normed", qw),
-               {{"eps", eps}, {"group", hd}});
-      k = b.op("rms_norm", {k, b.hf(hfp + "self_attn.k_norm.weight", {hd})}, b.act(lp + "k_normed", kvw),
-               {{"eps", eps}, {"group", hd}});
+      q = b.op("rms_norm", {q, b.hf(hfp + "self_attn.q_norm.weight", {hd})},
+               b.act(lp + "q_normed", qw), {{"eps", eps}, {"group", hd}});
+      k = b.op("rms_norm", {k, b.hf(hfp + "self_attn.k_norm.weight", {hd})},
+               b.act(lp + "k_normed", kvw), {{"eps", eps}, {"group", hd}});
     }
     q = rope_op(q, b.act(lp + "q_rot", qw), d.n_heads);
     k = rope_op(k, b.act(lp + "k_rot", kvw), d.n_kv_heads);
-    const int32_t kc = p.add_tensor({lp + "k_cache", DType::F32, TensorKind::KVCache, {max_ctx, kvw}, 0, 0});
-    const int32_t vc = p.add_tensor({lp + "v_cache", DType::F32, TensorKind::KVCache, {max_ctx, kvw}, 0, 0});
+    const int32_t kc =
+        p.add_tensor({lp + "k_cache", DType::F32, TensorKind::KVCache, {max_ctx, kvw}, 0, 0});
+    const int32_t vc =
+        p.add_tensor({lp + "v_cache", DType::F32, TensorKind::KVCache, {max_ctx, kvw}, 0, 0});
     m.origin.resize(p.tensors.size());
     int32_t a = b.op("attention", {q, k, v, kc, vc}, b.act(lp + "attn", qw),
-                     {{"n_heads", d.n_heads}, {"n_kv_heads", d.n_kv_heads}, {"head_dim", hd},
+                     {{"n_heads", d.n_heads},
+                      {"n_kv_heads", d.n_kv_heads},
+                      {"head_dim", hd},
                       {"scale", 1.0 / std::sqrt(static_cast<double>(hd))}});
-    int32_t o = b.op("linear", {a, b.hf(hfp + "self_attn.o_proj.weight", {D, qw})}, b.act(lp + "attn_out", D));
+    int32_t o = b.op("linear", {a, b.hf(hfp + "self_attn.o_proj.weight", {D, qw})},
+                     b.act(lp + "attn_out", D));
     x = b.op("add", {x, o}, b.act(lp + "x.attn", D));
     // MLP block (SwiGLU).
-    h = b.op("rms_norm", {x, b.hf(hfp + "post_attention_layernorm.weight", {D})}, b.act(lp + "ffn_norm", D),
-             {{"eps", eps}, {"group", D}});
+    h = b.op("rms_norm", {x, b.hf(hfp + "post_attention_layernorm.weight", {D})},
+             b.act(lp + "ffn_norm", D), {{"eps", eps}, {"group", D}});
     int32_t wg, wu;
     if (d.fused_gate_up) {
       const std::string n = hfp + "mlp.gate_up_proj.weight";
@@ -135,7 +146,8 @@ LoweredModel lower_model(const ModelDesc& d, int max_ctx) {
     int32_t g = b.op("linear", {h, wg}, b.act(lp + "gate", F));
     int32_t u = b.op("linear", {h, wu}, b.act(lp + "up", F));
     int32_t s = b.op("swiglu", {g, u}, b.act(lp + "swiglu", F));
-    int32_t dn = b.op("linear", {s, b.hf(hfp + "mlp.down_proj.weight", {D, F})}, b.act(lp + "ffn_out", D));
+    int32_t dn =
+        b.op("linear", {s, b.hf(hfp + "mlp.down_proj.weight", {D, F})}, b.act(lp + "ffn_out", D));
     x = b.op("add", {x, dn}, b.act(lp + "x.ffn", D));
   }
   int32_t last = b.op("last_row", {x}, b.act("x.last", D, 1));
@@ -150,7 +162,8 @@ LoweredModel lower_model(const ModelDesc& d, int max_ctx) {
   return m;
 }
 
-std::vector<float> read_weight_f32(const HfCheckpoint& ckpt, const LoweredModel& m, int32_t tensor) {
+std::vector<float> read_weight_f32(const HfCheckpoint& ckpt, const LoweredModel& m,
+                                   int32_t tensor) {
   const WeightOrigin& o = m.origin.at(static_cast<size_t>(tensor));
   if (o.hf_name.empty()) return o.values;
   const TensorView& v = ckpt.get(o.hf_name, o.hf_shape);

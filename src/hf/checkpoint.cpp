@@ -79,18 +79,24 @@ HfCheckpoint::HfCheckpoint(const std::string& dir) : dir_(dir) {
     shards_.push_back(std::make_unique<SafetensorsFile>(single));
     for (auto& [tname, t] : shards_[0]->tensors()) tensors_[tname] = &t;
   } else if (exists(dir + "/pytorch_model.bin") || exists(dir + "/pytorch_model.bin.index.json")) {
-    fail("{}: only a pickle checkpoint (pytorch_model.bin) is present; pickle files can run code and are refused. "
-         "Convert it to safetensors first", dir);
+    fail(
+        "{}: only a pickle checkpoint (pytorch_model.bin) is present; pickle files can run code "
+        "and are refused. "
+        "Convert it to safetensors first",
+        dir);
   } else {
     fail("{}: no model.safetensors or model.safetensors.index.json", dir);
   }
 }
 
-const TensorView& HfCheckpoint::get(const std::string& name, const std::vector<int64_t>& expect) const {
+const TensorView& HfCheckpoint::get(const std::string& name,
+                                    const std::vector<int64_t>& expect) const {
   auto it = tensors_.find(name);
-  if (it == tensors_.end()) fail("{}: missing tensor {} (expected shape {})", dir_, name, shape_str(expect));
+  if (it == tensors_.end())
+    fail("{}: missing tensor {} (expected shape {})", dir_, name, shape_str(expect));
   if (it->second->shape != expect)
-    fail("{}: tensor {} has shape {}, expected {}", it->second->file, name, shape_str(it->second->shape), shape_str(expect));
+    fail("{}: tensor {} has shape {}, expected {}", it->second->file, name,
+         shape_str(it->second->shape), shape_str(expect));
   return *it->second;
 }
 

@@ -1,4 +1,5 @@
-// A Hugging Face model directory: config, generation config, (sharded) safetensors, tokenizer files.
+// A Hugging Face model directory: config, generation config, (sharded) safetensors, tokenizer
+// files.
 #pragma once
 #include <map>
 #include <memory>

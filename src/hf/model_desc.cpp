@@ -11,9 +11,12 @@ using nlohmann::json;
 
 const char* arch_name(Arch a) {
   switch (a) {
-    case Arch::Llama: return "llama";
-    case Arch::Qwen3: return "qwen3";
-    case Arch::Phi3: return "phi3";
+    case Arch::Llama:
+      return "llama";
+    case Arch::Qwen3:
+      return "qwen3";
+    case Arch::Phi3:
+      return "phi3";
   }
   return "?";
 }
@@ -41,7 +44,8 @@ double get_num(const json& j, const char* key, const std::string& where, double 
   if (!v) fail("{}: missing key '{}'", where, key);
   if (!v->is_number()) fail("{}: key '{}' must be a number", where, key);
   double x = v->get<double>();
-  if (!(x >= lo && x <= hi)) fail("{}: key '{}' = {} is out of range [{}, {}]", where, key, x, lo, hi);
+  if (!(x >= lo && x <= hi))
+    fail("{}: key '{}' = {} is out of range [{}, {}]", where, key, x, lo, hi);
   return x;
 }
 
@@ -79,20 +83,31 @@ ModelDesc parse_config(const json& c, const json& gen, const std::string& where)
   if (!archs || !archs->is_array() || archs->empty() || !(*archs)[0].is_string())
     fail("{}: missing key 'architectures'", where);
   m.hf_class = (*archs)[0].get<std::string>();
-  if (m.hf_class == "LlamaForCausalLM") m.arch = Arch::Llama;
-  else if (m.hf_class == "Qwen3ForCausalLM") m.arch = Arch::Qwen3;
-  else if (m.hf_class == "Phi3ForCausalLM") m.arch = Arch::Phi3;
-  else fail("{}: unsupported architecture '{}' (supported: LlamaForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM)", where, m.hf_class);
+  if (m.hf_class == "LlamaForCausalLM")
+    m.arch = Arch::Llama;
+  else if (m.hf_class == "Qwen3ForCausalLM")
+    m.arch = Arch::Qwen3;
+  else if (m.hf_class == "Phi3ForCausalLM")
+    m.arch = Arch::Phi3;
+  else
+    fail(
+        "{}: unsupported architecture '{}' (supported: LlamaForCausalLM, Qwen3ForCausalLM, "
+        "Phi3ForCausalLM)",
+        where, m.hf_class);
 
   m.hidden = get_int(c, "hidden_size", where, 1, 1 << 16);
   m.n_layers = get_int(c, "num_hidden_layers", where, 1, 1024);
   m.n_heads = get_int(c, "num_attention_heads", where, 1, 1024);
-  m.n_kv_heads = find(c, "num_key_value_heads") ? get_int(c, "num_key_value_heads", where, 1, 1024) : m.n_heads;
+  m.n_kv_heads = find(c, "num_key_value_heads") ? get_int(c, "num_key_value_heads", where, 1, 1024)
+                                                : m.n_heads;
   if (m.n_heads % m.n_kv_heads != 0)
-    fail("{}: num_attention_heads {} is not a multiple of num_key_value_heads {}", where, m.n_heads, m.n_kv_heads);
-  if (find(c, "head_dim")) m.head_dim = get_int(c, "head_dim", where, 2, 1024);
+    fail("{}: num_attention_heads {} is not a multiple of num_key_value_heads {}", where, m.n_heads,
+         m.n_kv_heads);
+  if (find(c, "head_dim"))
+    m.head_dim = get_int(c, "head_dim", where, 2, 1024);
   else {
-    if (m.hidden % m.n_heads != 0) fail("{}: hidden_size is not a multiple of num_attention_heads", where);
+    if (m.hidden % m.n_heads != 0)
+      fail("{}: hidden_size is not a multiple of num_attention_heads", where);
     m.head_dim = m.hidden / m.n_heads;
   }
   if (m.head_dim % 2 != 0) fail("{}: head_dim {} must be even", where, m.head_dim);
@@ -100,12 +115,15 @@ ModelDesc parse_config(const json& c, const json& gen, const std::string& where)
   m.vocab = get_int(c, "vocab_size", where, 1, 1 << 24);
   m.max_pos = get_int(c, "max_position_embeddings", where, 1, 1 << 24);
   m.rms_eps = get_num(c, "rms_norm_eps", where, 0, 1);
-  m.tied_embeddings = find(c, "tie_word_embeddings") ? find(c, "tie_word_embeddings")->get<bool>() : false;
+  m.tied_embeddings =
+      find(c, "tie_word_embeddings") ? find(c, "tie_word_embeddings")->get<bool>() : false;
   for (const char* bias_key : {"attention_bias", "mlp_bias"}) {
     const json* b = find(c, bias_key);
-    if (b && b->is_boolean() && b->get<bool>()) fail("{}: '{}': true is not supported", where, bias_key);
+    if (b && b->is_boolean() && b->get<bool>())
+      fail("{}: '{}': true is not supported", where, bias_key);
   }
-  if (const json* act = find(c, "hidden_act"); act && act->is_string() && act->get<std::string>() != "silu")
+  if (const json* act = find(c, "hidden_act");
+      act && act->is_string() && act->get<std::string>() != "silu")
     fail("{}: hidden_act '{}' is not supported (only silu)", where, act->get<std::string>());
   m.qk_norm = m.arch == Arch::Qwen3;
   m.fused_qkv = m.fused_gate_up = m.arch == Arch::Phi3;
@@ -117,23 +135,31 @@ ModelDesc parse_config(const json& c, const json& gen, const std::string& where)
   const json& rj = rs ? *rs : empty;
   const std::string rwhere = where + (rp ? " rope_parameters" : rs ? " rope_scaling" : "");
   RopeDesc& r = m.rope;
-  if (find(rj, "rope_theta")) r.theta = get_num(rj, "rope_theta", rwhere, 1, 1e12);
-  else if (find(c, "rope_theta")) r.theta = get_num(c, "rope_theta", where, 1, 1e12);
+  if (find(rj, "rope_theta"))
+    r.theta = get_num(rj, "rope_theta", rwhere, 1, 1e12);
+  else if (find(c, "rope_theta"))
+    r.theta = get_num(c, "rope_theta", where, 1, 1e12);
   double partial = 1.0;
-  if (find(rj, "partial_rotary_factor")) partial = get_num(rj, "partial_rotary_factor", rwhere, 0, 1);
-  else if (find(c, "partial_rotary_factor")) partial = get_num(c, "partial_rotary_factor", where, 0, 1);
+  if (find(rj, "partial_rotary_factor"))
+    partial = get_num(rj, "partial_rotary_factor", rwhere, 0, 1);
+  else if (find(c, "partial_rotary_factor"))
+    partial = get_num(c, "partial_rotary_factor", where, 0, 1);
   r.rotary_dim = static_cast<int>(m.head_dim * partial);
-  if (r.rotary_dim < 2 || r.rotary_dim % 2 != 0) fail("{}: rotary dimension {} must be even and >= 2", where, r.rotary_dim);
+  if (r.rotary_dim < 2 || r.rotary_dim % 2 != 0)
+    fail("{}: rotary dimension {} must be even and >= 2", where, r.rotary_dim);
   std::string type = "default";
-  if (const json* t = find(rj, "rope_type")) type = t->get<std::string>();
-  else if (const json* t2 = find(rj, "type")) type = t2->get<std::string>();
+  if (const json* t = find(rj, "rope_type"))
+    type = t->get<std::string>();
+  else if (const json* t2 = find(rj, "type"))
+    type = t2->get<std::string>();
   r.type = type;
   if (type == "default") {
   } else if (type == "llama3") {
     r.factor = get_num(rj, "factor", rwhere, 1, 1e6);
     r.low_freq_factor = get_num(rj, "low_freq_factor", rwhere, 1e-6, 1e6);
     r.high_freq_factor = get_num(rj, "high_freq_factor", rwhere, 1e-6, 1e6);
-    if (r.high_freq_factor <= r.low_freq_factor) fail("{}: high_freq_factor must exceed low_freq_factor", rwhere);
+    if (r.high_freq_factor <= r.low_freq_factor)
+      fail("{}: high_freq_factor must exceed low_freq_factor", rwhere);
     r.original_max_pos = get_int(rj, "original_max_position_embeddings", rwhere, 1, 1 << 24);
   } else if (type == "longrope") {
     size_t n = static_cast<size_t>(r.rotary_dim / 2);
@@ -153,8 +179,11 @@ ModelDesc parse_config(const json& c, const json& gen, const std::string& where)
       factor = find(rj, "factor") ? get_num(rj, "factor", rwhere, 0, 1e6) : 1.0;
     }
     r.factor = factor;
-    if (find(rj, "attention_factor")) r.attention_factor = get_num(rj, "attention_factor", rwhere, 0, 1e3);
-    else r.attention_factor = factor <= 1.0 ? 1.0 : std::sqrt(1 + std::log(factor) / std::log(r.original_max_pos));
+    if (find(rj, "attention_factor"))
+      r.attention_factor = get_num(rj, "attention_factor", rwhere, 0, 1e3);
+    else
+      r.attention_factor =
+          factor <= 1.0 ? 1.0 : std::sqrt(1 + std::log(factor) / std::log(r.original_max_pos));
   } else {
     fail("{}: rope type '{}' is not supported (default, llama3, longrope)", rwhere, type);
   }
@@ -203,7 +232,8 @@ std::vector<float> rope_inv_freq(const RopeDesc& r, bool long_factors) {
       float adj = wavelen > low_wavelen ? f / static_cast<float>(r.factor) : f;
       bool medium = !(wavelen < high_wavelen) && !(wavelen > low_wavelen);
       if (medium) {
-        float smooth = (static_cast<float>(r.original_max_pos) / wavelen - static_cast<float>(r.low_freq_factor)) /
+        float smooth = (static_cast<float>(r.original_max_pos) / wavelen -
+                        static_cast<float>(r.low_freq_factor)) /
                        static_cast<float>(r.high_freq_factor - r.low_freq_factor);
         adj = (1 - smooth) * adj / static_cast<float>(r.factor) + smooth * adj;
       }
@@ -248,10 +278,14 @@ ModelDesc ModelDesc::from_json(const json& j) {
   try {
     ModelDesc m;
     std::string a = j.at("arch").get<std::string>();
-    if (a == "llama") m.arch = Arch::Llama;
-    else if (a == "qwen3") m.arch = Arch::Qwen3;
-    else if (a == "phi3") m.arch = Arch::Phi3;
-    else fail("model description: unknown arch '{}'", a);
+    if (a == "llama")
+      m.arch = Arch::Llama;
+    else if (a == "qwen3")
+      m.arch = Arch::Qwen3;
+    else if (a == "phi3")
+      m.arch = Arch::Phi3;
+    else
+      fail("model description: unknown arch '{}'", a);
     m.hf_class = j.at("hf_class").get<std::string>();
     m.hidden = json_int<int>(j.at("hidden"), "model description: hidden");
     m.n_layers = json_int<int>(j.at("n_layers"), "model description: n_layers");
@@ -281,13 +315,14 @@ ModelDesc ModelDesc::from_json(const json& j) {
     m.rope.long_factor = r.at("long_factor").get<std::vector<double>>();
     m.rope.attention_factor = r.at("attention_factor").get<double>();
     auto bad = [](int v, int hi) { return v < 1 || v > hi; };
-    if (bad(m.hidden, 1 << 16) || bad(m.n_layers, 1024) || bad(m.n_heads, 1024) || bad(m.n_kv_heads, 1024) ||
-        bad(m.head_dim, 1024) || bad(m.intermediate, 1 << 20) || bad(m.vocab, 1 << 24) || bad(m.max_pos, 1 << 24) ||
-        m.n_heads % m.n_kv_heads != 0 || m.rope.rotary_dim < 2 || m.rope.rotary_dim > m.head_dim ||
-        m.rope.rotary_dim % 2 != 0)
+    if (bad(m.hidden, 1 << 16) || bad(m.n_layers, 1024) || bad(m.n_heads, 1024) ||
+        bad(m.n_kv_heads, 1024) || bad(m.head_dim, 1024) || bad(m.intermediate, 1 << 20) ||
+        bad(m.vocab, 1 << 24) || bad(m.max_pos, 1 << 24) || m.n_heads % m.n_kv_heads != 0 ||
+        m.rope.rotary_dim < 2 || m.rope.rotary_dim > m.head_dim || m.rope.rotary_dim % 2 != 0)
       fail("model description: dimensions out of range");
-    if (m.rope.type == "longrope" && (m.rope.short_factor.size() != static_cast<size_t>(m.rope.rotary_dim / 2) ||
-                                      m.rope.long_factor.size() != m.rope.short_factor.size()))
+    if (m.rope.type == "longrope" &&
+        (m.rope.short_factor.size() != static_cast<size_t>(m.rope.rotary_dim / 2) ||
+         m.rope.long_factor.size() != m.rope.short_factor.size()))
       fail("model description: longrope factor lists have the wrong length");
     return m;
   } catch (const nlohmann::json::exception& e) {

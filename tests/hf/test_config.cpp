@@ -54,7 +54,8 @@ TEST(Config, Llama32) {
 }
 
 TEST(Config, Qwen3) {
-  json c = json::parse(R"({"architectures": ["Qwen3ForCausalLM"], "hidden_size": 1024, "num_hidden_layers": 28,
+  json c = json::parse(
+      R"({"architectures": ["Qwen3ForCausalLM"], "hidden_size": 1024, "num_hidden_layers": 28,
     "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 3072,
     "vocab_size": 151936, "max_position_embeddings": 40960, "rms_norm_eps": 1e-6, "tie_word_embeddings": true,
     "rope_theta": 1000000, "rope_scaling": null, "attention_bias": false, "eos_token_id": 151645})");
@@ -68,11 +69,13 @@ TEST(Config, Qwen3) {
 }
 
 TEST(Config, Phi4MiniLongrope) {
-  json c = json::parse(R"({"architectures": ["Phi3ForCausalLM"], "hidden_size": 3072, "num_hidden_layers": 32,
+  json c = json::parse(
+      R"({"architectures": ["Phi3ForCausalLM"], "hidden_size": 3072, "num_hidden_layers": 32,
     "num_attention_heads": 24, "num_key_value_heads": 8, "intermediate_size": 8192, "vocab_size": 200064,
     "max_position_embeddings": 131072, "original_max_position_embeddings": 4096, "rms_norm_eps": 1e-5,
     "partial_rotary_factor": 0.75, "rope_theta": 10000.0, "tie_word_embeddings": true})");
-  c["rope_scaling"] = {{"type", "longrope"}, {"short_factor", std::vector<double>(48, 1.0)},
+  c["rope_scaling"] = {{"type", "longrope"},
+                       {"short_factor", std::vector<double>(48, 1.0)},
                        {"long_factor", std::vector<double>(48, 2.0)}};
   ModelDesc m = parse_hf_config(c, json(), "config.json");
   EXPECT_EQ(m.arch, Arch::Phi3);

@@ -21,15 +21,16 @@ void embedding_f32(const int32_t* ids, int T, const float* table, int64_t V, int
   }
 }
 
-void embedding_f16(const int32_t* ids, int T, const uint16_t* table, int64_t V, int64_t D, float* y) {
+void embedding_f16(const int32_t* ids, int T, const uint16_t* table, int64_t V, int64_t D,
+                   float* y) {
   for (int t = 0; t < T; ++t) {
     check_id(ids[t], V);
     for (int64_t j = 0; j < D; ++j) y[t * D + j] = f16_to_f32(table[ids[t] * D + j]);
   }
 }
 
-void embedding_q4(const int32_t* ids, int T, const uint8_t* q, const float* scales, int64_t V, int64_t D,
-                  int64_t group, float* y) {
+void embedding_q4(const int32_t* ids, int T, const uint8_t* q, const float* scales, int64_t V,
+                  int64_t D, int64_t group, float* y) {
   const int64_t ng = D / group;
   for (int t = 0; t < T; ++t) {
     check_id(ids[t], V);
@@ -38,7 +39,8 @@ void embedding_q4(const int32_t* ids, int T, const uint8_t* q, const float* scal
   }
 }
 
-void rms_norm(const float* x, int T, int64_t N, const float* w, int64_t group, float eps, float* y) {
+void rms_norm(const float* x, int T, int64_t N, const float* w, int64_t group, float eps,
+              float* y) {
   for (int64_t r = 0; r < T * (N / group); ++r) {
     const float* xr = x + r * group;
     float* yr = y + r * group;
@@ -128,8 +130,8 @@ void linear_8da4w(const float* x, int T, int64_t K, const uint8_t* Wq, const flo
   }
 }
 
-void rope(const float* x, int T, int H, int head_dim, int rotary_dim, const float* inv_freq, int pos,
-          float attention_factor, float* y) {
+void rope(const float* x, int T, int H, int head_dim, int rotary_dim, const float* inv_freq,
+          int pos, float attention_factor, float* y) {
   const int half = rotary_dim / 2;
   for (int t = 0; t < T; ++t) {
     const float p = static_cast<float>(pos + t);
@@ -148,8 +150,8 @@ void rope(const float* x, int T, int H, int head_dim, int rotary_dim, const floa
   }
 }
 
-void attention(const float* q, const float* k, const float* v, int T, int pos, float* kcache, float* vcache,
-               bool f16_cache, int H, int Hkv, int head_dim, float scale, float* o) {
+void attention(const float* q, const float* k, const float* v, int T, int pos, float* kcache,
+               float* vcache, bool f16_cache, int H, int Hkv, int head_dim, float scale, float* o) {
   const int64_t kvw = static_cast<int64_t>(Hkv) * head_dim;
   for (int t = 0; t < T; ++t)
     for (int64_t j = 0; j < kvw; ++j) {
