@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,31 @@ GenerationOptions greedy(int n) {
   g.max_new_tokens = n;
   g.stop_at_eos = false;  // a fixed number of tokens whatever the random twin says
   return g;
+}
+
+// Two sessions of `m` with their calls interleaved and each continued once (n tokens per call),
+// and what a CPU session gives for the same prompts in single calls of 2n tokens (ref_a, ref_b);
+// sa is the first session (its stats and model).
+struct Interleaved {
+  std::vector<int32_t> a, b, ref_a, ref_b;
+  std::unique_ptr<Session> sa;
+};
+Interleaved interleave(const std::shared_ptr<Model>& m, const std::shared_ptr<Model>& cpu, int n) {
+  const std::string other = "Once upon a time";
+  Interleaved r;
+  Session ref(cpu);
+  r.ref_a = ref.generate(kPrompt, greedy(2 * n));
+  ref.reset();
+  r.ref_b = ref.generate(other, greedy(2 * n));
+  r.sa = std::make_unique<Session>(m);
+  Session b(m);
+  r.a = r.sa->generate(kPrompt, greedy(n));
+  r.b = b.generate(other, greedy(n));
+  const auto a2 = r.sa->generate(std::vector<int32_t>{}, greedy(n));  // continue
+  const auto b2 = b.generate(std::vector<int32_t>{}, greedy(n));
+  r.a.insert(r.a.end(), a2.begin(), a2.end());
+  r.b.insert(r.b.end(), b2.begin(), b2.end());
+  return r;
 }
 
 class Api : public ::testing::Test {
@@ -102,22 +128,10 @@ TEST_F(Api, TokenizerAccess) {
 // Two sessions on one Vulkan model (one upload of the weights, a KV cache each, 16 rows), their
 // calls interleaved and continued, give the CPU interpreter's greedy tokens for each prompt.
 TEST_F(Api, VulkanSessionsShareOneModel) {
-  const std::string other = "Once upon a time";
-  Session ref(cpu_);
-  const auto ref_a = ref.generate(kPrompt, greedy(4));
-  ref.reset();
-  const auto ref_b = ref.generate(other, greedy(4));
-
-  Session a(gpu_), b(gpu_);
-  auto a1 = a.generate(kPrompt, greedy(2));
-  auto b1 = b.generate(other, greedy(2));
-  const auto a2 = a.generate(std::vector<int32_t>{}, greedy(2));  // continue
-  const auto b2 = b.generate(std::vector<int32_t>{}, greedy(2));
-  a1.insert(a1.end(), a2.begin(), a2.end());
-  b1.insert(b1.end(), b2.begin(), b2.end());
-  EXPECT_EQ(a1, ref_a);
-  EXPECT_EQ(b1, ref_b);
-  EXPECT_EQ(a.model(), gpu_);
+  const Interleaved r = interleave(gpu_, cpu_, 2);
+  EXPECT_EQ(r.a, r.ref_a);
+  EXPECT_EQ(r.b, r.ref_b);
+  EXPECT_EQ(r.sa->model(), gpu_);
 }
 
 TEST_F(Api, CallbackStopsGeneration) {
@@ -167,23 +181,11 @@ TEST_F(Api, Stats) {
 // Two sessions on one model keep separate contexts: interleaved calls give what each prompt gives
 // alone, and a session continues across calls exactly as one longer call.
 TEST_F(Api, TwoSessionsOnOneModel) {
-  const std::string other = "Once upon a time";
-  Session ref(cpu_);
-  const auto ref_a = ref.generate(kPrompt, greedy(8));
-  ref.reset();
-  const auto ref_b = ref.generate(other, greedy(8));
-
-  Session a(cpu_), b(cpu_);
-  auto a1 = a.generate(kPrompt, greedy(4));
-  auto b1 = b.generate(other, greedy(4));
-  const auto a2 = a.generate(std::vector<int32_t>{}, greedy(4));  // continue
-  const auto b2 = b.generate(std::vector<int32_t>{}, greedy(4));
-  a1.insert(a1.end(), a2.begin(), a2.end());
-  b1.insert(b1.end(), b2.begin(), b2.end());
-  EXPECT_EQ(a1, ref_a);
-  EXPECT_EQ(b1, ref_b);
-  EXPECT_EQ(a.stats().prompt_tokens, 1);  // the last token of the first call
-  EXPECT_EQ(a.model(), cpu_);
+  const Interleaved r = interleave(cpu_, cpu_, 4);
+  EXPECT_EQ(r.a, r.ref_a);
+  EXPECT_EQ(r.b, r.ref_b);
+  EXPECT_EQ(r.sa->stats().prompt_tokens, 1);  // the last token of the first call
+  EXPECT_EQ(r.sa->model(), cpu_);
 }
 
 // The continuation with new prompt text equals one call on the concatenated ids.
