@@ -257,26 +257,48 @@ TEST(VulkanOps, Linear8da4wGroupsOf128) {
     check_linear(Lin::A8W4, 256, 45, T, DType::F32, {}, nullptr, XDist::Normal, 128);
   check_linear(Lin::A8W4, 128, 300, 1, DType::F32, {}, nullptr, XDist::Normal, 128);
 }
-// A norm read only by linear_8da4w ops quantizes its rows itself (rms_norm_quant) and the
-// linears skip their quantization pass. Against the same program where an add also reads the
-// norm (no fusion): the same normalized values, int8 scratch and linear outputs, bit for bit;
-// and the CPU reference within the matmul tolerance.
-void check_norm_then_8da4w(DType act, int T) {
+// An op whose output only linear_8da4w ops read quantizes its rows itself (rms_norm_quant,
+// swiglu_quant) and the linears skip their quantization pass; an add right before a norm is
+// computed by the norm's kernel (rms_norm_add_quant). Against the same program made unfusable (an
+// add also reads the output; an op between the add and the norm): the same values, int8 scratch
+// and linear outputs, bit for bit; and the CPU reference within the matmul tolerance.
+enum class Producer { Norm, AddNorm, Swiglu };
+void check_fused_producer(Producer pr, DType act, int T) {
   const int64_t K = 256, N = 40, G = 32;
   std::vector<std::vector<uint8_t>> outs[2];
   for (int fused = 0; fused < 2; ++fused) {
     std::mt19937 rng(7);
     Case c;
     auto x = rand_vec(rng, static_cast<size_t>(T * K), -3, 3),
+         x2 = rand_vec(rng, static_cast<size_t>(T * K), -3, 3),
          w = rand_vec(rng, static_cast<size_t>(K), 0.5f, 1.5f);
-    if (act == DType::F16) x = round_f16(x);
+    if (act == DType::F16) x = round_f16(x), x2 = round_f16(x2);
     auto enc = [&](const std::vector<float>& v) {
       return act == DType::F16 ? bytes_f16(v) : bytes_f32(v);
     };
     int32_t tx = c.add("x", act, TK::Activation, {-1, K}, enc(x));
+    int32_t tx2 = c.add("x2", act, TK::Activation, {-1, K}, enc(x2));
     int32_t tw = c.add("w", DType::F32, TK::Weight, {K}, bytes_f32(w));
     int32_t th = c.add("h", act, TK::Activation, {-1, K});
-    c.op("rms_norm", {tx, tw}, th, {{"eps", 1e-6}, {"group", K}});
+    int32_t tsum = -1;
+    std::vector<float> hn(x.size());  // the CPU's h
+    if (pr == Producer::Swiglu) {
+      c.op("swiglu", {tx, tx2}, th);
+      cpu::swiglu(x.data(), x2.data(), T * K, hn.data());
+    } else {
+      std::vector<float> sum = x;
+      if (pr == Producer::AddNorm) {
+        tsum = c.add("s", act, TK::Activation, {-1, K});
+        c.op("add", {tx, tx2}, tsum);
+        if (!fused) c.op("add", {tx2, tx2}, c.add("between", act, TK::Activation, {-1, K}));
+        cpu::add(x.data(), x2.data(), T * K, sum.data());
+        if (act == DType::F16) sum = round_f16(sum);
+      }
+      c.op("rms_norm", {tsum >= 0 ? tsum : tx, tw}, th, {{"eps", 1e-6}, {"group", K}});
+      cpu::rms_norm(sum.data(), T, K, w.data(), K, 1e-6f, hn.data());
+    }
+    if (act == DType::F16) hn = round_f16(hn);
+    const size_t producer = c.p.ops.size() - 1;
     auto q = rand_q4(rng, N, K);
     auto sc = rand_vec(rng, static_cast<size_t>(N * K / G), 0.01f, 0.1f);
     std::vector<int32_t> ws(static_cast<size_t>(N * K / G), 0);
@@ -284,26 +306,32 @@ void check_norm_then_8da4w(DType act, int T) {
       for (int64_t k = 0; k < K; ++k) ws[n * (K / G) + k / G] += cpu::q4_get(q.data(), K, n, k);
     int32_t tq = c.add("wq", DType::Q4, TK::Weight, {N, K}, q);
     int32_t ts = c.add("ws", DType::F32, TK::Weight, {N, K / G}, bytes_f32(sc));
-    int32_t tsum = c.add("wsum", DType::I32, TK::Weight, {N, K / G}, bytes_of(ws));
+    int32_t twsum = c.add("wsum", DType::I32, TK::Weight, {N, K / G}, bytes_of(ws));
     int32_t ty = c.add("y", act, TK::Activation, {-1, N});
     int32_t ty2 = c.add("y2", act, TK::Activation, {-1, N});
-    c.op("linear_8da4w", {th, tq, ts, tsum}, ty, {{"group", G}});
-    c.op("linear_8da4w", {th, tq, ts, tsum}, ty2, {{"group", G}});
-    if (!fused) c.op("add", {th, th}, c.add("hh", act, TK::Activation, {-1, K}));
+    c.op("linear_8da4w", {th, tq, ts, twsum}, ty, {{"group", G}});
+    c.op("linear_8da4w", {th, tq, ts, twsum}, ty2, {{"group", G}});
+    // Unfused: for the add, an op between it and the norm; otherwise another reader of h.
+    if (!fused && pr != Producer::AddNorm)
+      c.op("add", {th, th}, c.add("hh", act, TK::Activation, {-1, K}));
     OpRun r(c, T);
-    EXPECT_EQ(r.op(0).writes_scratch, fused == 1);  // the norm quantizes only when fused
-    EXPECT_EQ(r.op(1).quantizes, fused == 0);
-    EXPECT_FALSE(r.op(2).quantizes);
+    const bool quant = fused || pr == Producer::AddNorm;
+    EXPECT_EQ(r.op(producer).writes_scratch, quant);  // the producer quantizes only when fusable
+    EXPECT_EQ(r.op(producer + 1).quantizes, !quant);
+    EXPECT_FALSE(r.op(producer + 2).quantizes);
+    if (pr == Producer::AddNorm) {
+      EXPECT_EQ(r.op(0).fused_into_next, fused == 1);
+    }
     r.forward(T, 0);
     outs[fused] = {r.read_bytes(r.env().act_q, static_cast<size_t>(T * K)),
                    r.read_bytes(r.env().act_qp, static_cast<size_t>(T * 8))};
     auto h = r.read(th, T), y = r.read(ty, T), y2 = r.read(ty2, T);
     outs[fused].push_back(bytes_f32(h));
     outs[fused].push_back(bytes_f32(y));
+    if (tsum >= 0) outs[fused].push_back(bytes_f32(r.read(tsum, T)));
     EXPECT_EQ(y, y2) << "the second linear reads the same scratch";
-    std::vector<float> hn(x.size()), want(static_cast<size_t>(T * N));
-    cpu::rms_norm(x.data(), T, K, w.data(), K, 1e-6f, hn.data());
-    if (act == DType::F16) hn = round_f16(hn);
+    EXPECT_LE(nmse(h, hn), act == DType::F16 ? kF16Out : kElem) << "fused=" << fused;
+    std::vector<float> want(static_cast<size_t>(T * N));
     cpu::linear_8da4w(hn.data(), T, K, q.data(), sc.data(), ws.data(), N, G, want.data());
     if (act == DType::F16) want = round_f16(want);
     EXPECT_LE(nmse(y, want), kMat) << "fused=" << fused;
@@ -311,8 +339,16 @@ void check_norm_then_8da4w(DType act, int T) {
   for (size_t i = 0; i < outs[0].size(); ++i) EXPECT_EQ(outs[0][i], outs[1][i]) << "part " << i;
 }
 TEST(VulkanOps, RmsNormQuantizesForLinear8da4w) {
-  check_norm_then_8da4w(DType::F32, 3);
-  check_norm_then_8da4w(DType::F16, 1);
+  check_fused_producer(Producer::Norm, DType::F32, 3);
+  check_fused_producer(Producer::Norm, DType::F16, 1);
+}
+TEST(VulkanOps, ResidualAddFusesIntoTheNorm) {
+  check_fused_producer(Producer::AddNorm, DType::F32, 3);
+  check_fused_producer(Producer::AddNorm, DType::F16, 1);
+}
+TEST(VulkanOps, SwigluQuantizesForLinear8da4w) {
+  check_fused_producer(Producer::Swiglu, DType::F32, 3);
+  check_fused_producer(Producer::Swiglu, DType::F16, 1);
 }
 
 TEST(VulkanOps, LinearQ4W) {

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <numeric>
 
+#include <fmt/format.h>
+
 #include "core/error.h"
 
 namespace vkllm::vk {
@@ -213,6 +215,13 @@ bool feeds_only_8da4w(const Ctx& c, int32_t y) {
   return any;
 }
 
+// The index of the op being prepared in its program.
+size_t op_index(const Ctx& c) {
+  const size_t k = static_cast<size_t>(&c.op - c.p.ops.data());
+  c.need(k < c.p.ops.size(), "op is not part of the program being prepared");
+  return k;
+}
+
 std::unique_ptr<PreparedOp> prep_rms_norm(Ctx c) {
   const int32_t x = c.op.inputs[0], w = c.op.inputs[1], y = c.op.outputs[0];
   const int64_t N = c.width(x), G = c.attr_i("group");
@@ -224,19 +233,29 @@ std::unique_ptr<PreparedOp> prep_rms_norm(Ctx c) {
   c.need_float(y);
   // A norm over whole rows whose only readers are linear_8da4w ops quantizes for them.
   const bool quant = G == N && N % 4 == 0 && feeds_only_8da4w(c, y);
-  std::vector<BufRange> r = {c.whole(x), c.whole(w), c.whole(y)};
+  // The add that computes x, when fused here: the kernel reads its inputs and stores x itself.
+  const size_t k = op_index(c);
+  const Op* add = k > 0 && add_fuses_into_next(c.p, k - 1) ? &c.p.ops[k - 1] : nullptr;
+  const int32_t xin = add ? add->inputs[0] : x;
+  std::vector<BufRange> r = {c.whole(xin), c.whole(w), c.whole(y)};
+  std::vector<uint32_t> flags = {c.f16(xin), c.f16(y)};
+  if (add) {
+    r.insert(r.end(), {c.whole(add->inputs[1]), c.whole(x)});
+    flags.insert(flags.end(), {c.f16(add->inputs[1]), c.f16(x)});
+  }
   if (quant) {
     auto [q, qp] = act_scratch(c, N);
     r.insert(r.end(), {q, qp});
     c.env.quant_src = y;
   }
-  const Kernel& k =
-      c.kernel(quant ? "rms_norm_quant" : "rms_norm", quant ? 5 : 3, 3, {c.f16(x), c.f16(y)});
-  VkDescriptorSet set = c.env.kernels.make_set(k, r);
+  const Kernel& kern =
+      c.kernel(fmt::format("rms_norm{}{}", add ? "_add" : "", quant ? "_quant" : ""),
+               static_cast<uint32_t>(r.size()), 3, flags);
+  VkDescriptorSet set = c.env.kernels.make_set(kern, r);
   auto prepared = std::make_unique<PreparedOp>(
-      [=, &k](VkCommandBuffer cb, int T) {
+      [=, &kern](VkCommandBuffer cb, int T) {
         const uint32_t rows = c.rows(x, T) * u32(N / G);
-        dispatch_flat(cb, k, set, {u32(G), rows, fbits(eps)}, rows);
+        dispatch_flat(cb, kern, set, {u32(G), rows, fbits(eps)}, rows);
       },
       nullptr);
   prepared->writes_scratch = quant;
@@ -474,15 +493,34 @@ std::unique_ptr<PreparedOp> prep_elementwise(Ctx c) {
   }
   c.need(c.width(I[1]) == N && c.width(y) == N && c.per_token(I[0]) == c.per_token(I[1]),
          "shape mismatch");
-  const Kernel& k = c.kernel(c.op.family, 3, 1, {c.f16(I[0]), c.f16(I[1]), c.f16(y)});
-  VkDescriptorSet set =
-      c.env.kernels.make_set(k, std::vector<BufRange>{c.whole(I[0]), c.whole(I[1]), c.whole(y)});
-  return std::make_unique<PreparedOp>(
+  if (c.op.family == "add" && add_fuses_into_next(c.p, op_index(c))) {
+    auto fused = std::make_unique<PreparedOp>([](VkCommandBuffer, int) {}, nullptr);
+    fused->fused_into_next = true;  // the next op's kernel (rms_norm_add) computes the sum
+    return fused;
+  }
+  std::vector<BufRange> r = {c.whole(I[0]), c.whole(I[1]), c.whole(y)};
+  // A swiglu read only by linear_8da4w ops quantizes its rows for them (one workgroup per row).
+  const bool quant = c.op.family == "swiglu" && c.per_token(y) && c.per_token(I[0]) &&
+                     N % 4 == 0 && feeds_only_8da4w(c, y);
+  if (quant) {
+    auto [q, qp] = act_scratch(c, N);
+    r.insert(r.end(), {q, qp});
+    c.env.quant_src = y;
+  }
+  const Kernel& k = c.kernel(quant ? "swiglu_quant" : c.op.family,
+                             static_cast<uint32_t>(r.size()), quant ? 2 : 1,
+                             {c.f16(I[0]), c.f16(I[1]), c.f16(y)});
+  VkDescriptorSet set = c.env.kernels.make_set(k, r);
+  auto prepared = std::make_unique<PreparedOp>(
       [=, &k](VkCommandBuffer cb, int T) {
-        const uint64_t n = uint64_t(c.rows(I[0], T)) * N;
+        const uint32_t rows = c.rows(I[0], T);
+        if (quant) return dispatch_flat(cb, k, set, {u32(N), rows}, rows);
+        const uint64_t n = uint64_t(rows) * N;
         dispatch_flat(cb, k, set, {u32(n)}, ceil_div(n, 64));
       },
       nullptr);
+  prepared->writes_scratch = quant;
+  return prepared;
 }
 
 std::unique_ptr<PreparedOp> prep_argmax(Ctx c) {
@@ -522,6 +560,21 @@ void compute_barrier(VkCommandBuffer cb) {
 uint64_t act_quant_bytes_per_token(const Program& p, const Op& op) {
   if (op.family != "linear_8da4w") return 0;
   return static_cast<uint64_t>(p.tensors[op.inputs[0]].shape.back());
+}
+
+bool add_fuses_into_next(const Program& p, size_t k) {
+  if (k + 1 >= p.ops.size()) return false;
+  const Op &a = p.ops[k], &n = p.ops[k + 1];
+  if (a.family != "add" || n.family != "rms_norm" || a.inputs.size() != 2 ||
+      a.outputs.size() != 1 || n.inputs.empty() || n.inputs[0] != a.outputs[0])
+    return false;
+  // The residual stream: every operand a per-token [-1, N] row of the same width.
+  for (int32_t t : {a.inputs[0], a.inputs[1], a.outputs[0]}) {
+    const TensorDecl& d = p.tensors[t];
+    if (d.shape.size() != 2 || d.shape[0] >= 0 || d.shape[1] != p.tensors[a.outputs[0]].shape[1])
+      return false;
+  }
+  return true;
 }
 
 std::unique_ptr<PreparedOp> prepare_op(OpEnv& env, const Op& op) {

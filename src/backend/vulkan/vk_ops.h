@@ -51,6 +51,10 @@ class PreparedOp {
   // writes_scratch: an op that leaves its output quantized there for the linears that follow
   // (rms_norm_quant), as an ordinary write.
   bool quantizes = false, reads_scratch = false, writes_scratch = false;
+  // An op that records nothing because the next op records it along with its own work (an add
+  // fused into the rms_norm that reads its output: add_fuses_into_next). The executor plans the
+  // pair as one op.
+  bool fused_into_next = false;
   // Records the op's dispatches (with barriers between its own stages; none after the last).
   void record(VkCommandBuffer cb, int T) const { record_(cb, T); }
   // Host-side checks of the forward's inputs (token ids in range).
@@ -66,6 +70,12 @@ class PreparedOp {
 // Bytes of linear_8da4w scratch the op needs per token (0 for other families).
 uint64_t act_quant_bytes_per_token(const Program& p, const Op& op);
 
+// Is op k an add whose output only the next op, an rms_norm, reads first, so that the norm
+// kernel computes the sum itself (rms_norm_add)? The executor keeps the add's inputs alive through
+// the norm, so that no buffer the fused kernel writes shares memory with them.
+bool add_fuses_into_next(const Program& p, size_t k);
+
+// Prepares op `op`, which must be an element of env.program.ops (fusion looks at its neighbours).
 std::unique_ptr<PreparedOp> prepare_op(OpEnv& env, const Op& op);
 
 // A compute -> compute memory barrier (every shader write visible to later shader reads/writes).

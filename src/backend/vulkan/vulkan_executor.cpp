@@ -212,14 +212,17 @@ class VulkanExecutor final : public Executor {
   // so write-after-read matters too). The plan is static: buffers never change after setup.
   void plan_barriers(const OpEnv& env) {
     std::set<VkBuffer> dirty_w, dirty_r;
+    std::set<VkBuffer> r, w;  // of op k (and of the op fused into it)
     barrier_before_.assign(p_.ops.size(), false);
     for (size_t k = 0; k < p_.ops.size(); ++k) {
       const Op& op = p_.ops[k];
-      std::set<VkBuffer> r, w;
       for (int32_t t : op.inputs)
-        if (p_.tensors[t].kind != TensorKind::Weight) r.insert(bufs_[t].buf);
+        // Not what a fused op before it wrote: the shared kernel computes that in place.
+        if (p_.tensors[t].kind != TensorKind::Weight && !w.count(bufs_[t].buf))
+          r.insert(bufs_[t].buf);
       for (int32_t t : op.outputs) w.insert(bufs_[t].buf);
       if (op.family == "attention") w.insert({bufs_[op.inputs[3]].buf, bufs_[op.inputs[4]].buf});
+      if (ops_[k]->fused_into_next) continue;  // recorded by op k + 1: planned with it
       const std::set<VkBuffer> scratch = {env.act_q.buf, env.act_qp.buf};
       if (ops_[k]->reads_scratch) r.insert(scratch.begin(), scratch.end());
       if (ops_[k]->writes_scratch) w.insert(scratch.begin(), scratch.end());
@@ -240,6 +243,8 @@ class VulkanExecutor final : public Executor {
       }
       dirty_r.insert(r.begin(), r.end());
       dirty_w.insert(w.begin(), w.end());
+      r.clear();
+      w.clear();
     }
   }
 
@@ -255,12 +260,14 @@ class VulkanExecutor final : public Executor {
     const int32_t n = static_cast<int32_t>(p_.tensors.size());
     std::vector<int> first(n, -1), last(n, -1);
     for (int k = 0; k < static_cast<int>(p_.ops.size()); ++k) {
+      // An op fused into the next one reads its inputs as late as that one runs.
+      const int use = add_fuses_into_next(p_, static_cast<size_t>(k)) ? k + 1 : k;
       for (int32_t t : p_.ops[k].inputs) {
         if (p_.tensors[t].kind == TensorKind::Activation) {
           if (first[t] < 0)
             fail("program: activation {} is read by op {} before any op writes it",
                  p_.tensors[t].name, k);
-          last[t] = k;
+          last[t] = std::max(last[t], use);
         }
       }
       for (int32_t t : p_.ops[k].outputs) {
@@ -312,6 +319,8 @@ class VulkanExecutor final : public Executor {
       };
       for (int32_t t : p_.ops[k].inputs) release(t);
       for (int32_t t : p_.ops[k].outputs) release(t);
+      if (k > 0 && add_fuses_into_next(p_, static_cast<size_t>(k - 1)))
+        for (int32_t t : p_.ops[k - 1].inputs) release(t);
     }
     n_slots_ = slots.size();
     if (!bufs_[p_.next_token].buf)

@@ -4,12 +4,12 @@
 // qp[2t] = scale bits, qp[2t+1] = zero point.
 #define WG 256
 #include "common.glsl"
+#define QUANT_ROW_BINDING 1
 #include "quant.glsl"
 layout(constant_id = 1) const bool X16 = false;
 DECL_FBUF(0, x, readonly)
-layout(std430, binding = 1) writeonly buffer QX { uint qx[]; };
-layout(std430, binding = 2) writeonly buffer QP { uint qp[]; };
 layout(push_constant) uniform PC { uint K, T; } pc;
+float row_value(uint t, uint k) { return LOADF(x, X16, t * pc.K + k); }
 
 void main() {
   const uint t = flat_group(), tid = gl_LocalInvocationID.x;
@@ -28,18 +28,5 @@ void main() {
     lo = min(lo, v);
     hi = max(hi, v);
   }
-  float sc;
-  int zp;
-  quant_params(lo, hi, sc, zp);
-  if (tid == 0) {
-    qp[2 * t] = floatBitsToUint(sc);
-    qp[2 * t + 1] = uint(zp);
-  }
-  const float rcp = 1.0 / sc;
-  for (uint k4 = tid; k4 < pc.K / 4u; k4 += WG) {
-    uint packed = 0u;
-    [[unroll]] for (uint e = 0; e < 4u; ++e)
-      packed |= quant_value(LOADF(x, X16, base + 4u * k4 + e), sc, rcp, zp) << (8u * e);
-    qx[t * (pc.K / 4u) + k4] = packed;
-  }
+  quantize_row(t, pc.K, lo, hi);
 }

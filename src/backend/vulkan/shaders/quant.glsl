@@ -5,6 +5,9 @@
 // from div_rn, which is exact, and so does every quotient within 2^-10 of a .5 boundary (the
 // product by the reciprocal is a few ulp off, far less); a quotient beyond +-512 clamps either way.
 // The includer defines WG and calls quant_params with every thread of the workgroup.
+// With QUANT_ROW_BINDING defined, the includer is an op that quantizes its own output rows for the
+// linear_8da4w ops that read them (rms_norm_quant, swiglu_quant): it defines row_value and calls
+// quantize_row; the int8 scratch and the scales are bound at QUANT_ROW_BINDING and the next one.
 shared float q_lo[WG], q_hi[WG];
 
 // Correctly rounded a / b for a normal b > 0, by integer long division of the significands
@@ -69,3 +72,32 @@ uint quant_value(float xv, float sc, float rcp, int zp) {
   precise float v = roundEven(qf) + float(zp);
   return uint(int(clamp(v, -128.0, 127.0))) & 255u;
 }
+
+#ifdef QUANT_ROW_BINDING
+layout(std430, binding = QUANT_ROW_BINDING) writeonly buffer QX { uint qx[]; };
+layout(std430, binding = QUANT_ROW_BINDING + 1) writeonly buffer QP { uint qp[]; };
+
+// Element j of output row r exactly as the op stores it (defined by the includer; it may read the
+// op's inputs but not its output, which other threads of the workgroup write).
+float row_value(uint r, uint j);
+
+// Quantizes output row r of G values (G % 4 == 0) into the scratch, from each thread's partial
+// minimum and maximum of the row (both starting at 0). Every thread of the workgroup calls it.
+void quantize_row(uint r, uint G, float lo, float hi) {
+  const uint tid = gl_LocalInvocationID.x;
+  float sc;
+  int zp;
+  quant_params(lo, hi, sc, zp);
+  if (tid == 0) {
+    qp[2 * r] = floatBitsToUint(sc);
+    qp[2 * r + 1] = uint(zp);
+  }
+  const float rcp = 1.0 / sc;
+  for (uint k4 = tid; k4 < G / 4u; k4 += WG) {
+    uint packed = 0u;
+    [[unroll]] for (uint e = 0; e < 4u; ++e)
+      packed |= quant_value(row_value(r, 4u * k4 + e), sc, rcp, zp) << (8u * e);
+    qx[r * (G / 4u) + k4] = packed;
+  }
+}
+#endif
