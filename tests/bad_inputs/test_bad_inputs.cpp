@@ -211,6 +211,15 @@ TEST(BadInputs, ExportIndexNamesAPathOutsideTheFolder) {
   expect_export_refused(ck, "shard name '../../etc/passwd' is not a plain file name");
 }
 
+// Found by fuzz_st_index (fuzz/regressions/st_index/): "." names the folder itself.
+TEST(BadInputs, ExportIndexNamesTheFolderItself) {
+  TempDir d;
+  const std::string ck = tiny_checkpoint(d / "ck");
+  fs::remove(ck + "/model.safetensors");
+  write_file(ck + "/model.safetensors.index.json", R"({"weight_map": {"model.norm.weight": "."}})");
+  expect_export_refused(ck, "shard name '.' is not a plain file name");
+}
+
 TEST(BadInputs, ExportIndexNamesAMissingShard) {
   TempDir d;
   const std::string ck = tiny_checkpoint(d / "ck");
