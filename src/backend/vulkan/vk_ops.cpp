@@ -202,10 +202,6 @@ std::pair<BufRange, BufRange> act_scratch(Ctx& c, int64_t K) {
   return {{e.act_q.buf, 0, e.act_q.size}, {e.act_qp.buf, 0, e.act_qp.size}};
 }
 
-// The longest row a row kernel (rms_norm, swiglu_quant: 256 threads) keeps in registers, and so
-// can quantize for linear_8da4w ops: ROW_MAX of quant.glsl.
-constexpr int64_t kRowMax = 8 * 4 * 256;
-
 // Does the norm's output go only to linear_8da4w ops (as their input), so that the norm can
 // quantize it for them?
 bool feeds_only_8da4w(const Ctx& c, int32_t y) {
@@ -235,9 +231,8 @@ std::unique_ptr<PreparedOp> prep_rms_norm(Ctx c) {
          "bad group or weight");
   c.need_float(x);
   c.need_float(y);
-  // A norm over whole rows (that fit registers) whose only readers are linear_8da4w ops quantizes
-  // for them.
-  const bool quant = G == N && N % 4 == 0 && N <= kRowMax && feeds_only_8da4w(c, y);
+  // A norm over whole rows whose only readers are linear_8da4w ops quantizes for them.
+  const bool quant = G == N && N % 4 == 0 && feeds_only_8da4w(c, y);
   // The add that computes x, when fused here: the kernel reads its inputs and stores x itself.
   const size_t k = op_index(c);
   const Op* add = k > 0 && add_fuses_into_next(c.p, k - 1) ? &c.p.ops[k - 1] : nullptr;
@@ -506,7 +501,7 @@ std::unique_ptr<PreparedOp> prep_elementwise(Ctx c) {
   std::vector<BufRange> r = {c.whole(I[0]), c.whole(I[1]), c.whole(y)};
   // A swiglu read only by linear_8da4w ops quantizes its rows for them (one workgroup per row).
   const bool quant = c.op.family == "swiglu" && c.per_token(y) && c.per_token(I[0]) &&
-                     N % 4 == 0 && N <= kRowMax && feeds_only_8da4w(c, y);
+                     N % 4 == 0 && feeds_only_8da4w(c, y);
   if (quant) {
     auto [q, qp] = act_scratch(c, N);
     r.insert(r.end(), {q, qp});

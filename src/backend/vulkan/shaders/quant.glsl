@@ -4,12 +4,11 @@
 // is), and one ulp moves round(x / scale) across a .5 boundary, so the scale and zero point come
 // from div_rn, which is exact, and so does every quotient within 2^-10 of a .5 boundary (the
 // product by the reciprocal is a few ulp off, far less); a quotient beyond +-512 clamps either way.
-// The includer defines WG, enables GL_KHR_shader_subgroup_arithmetic and calls quant_params with
-// every thread of the workgroup.
+// The includer defines WG and calls quant_params with every thread of the workgroup.
 // With QUANT_ROW_BINDING defined, the includer is an op that quantizes its own output rows for the
 // linear_8da4w ops that read them (rms_norm_quant, swiglu_quant): it defines row_value and calls
 // quantize_row; the int8 scratch and the scales are bound at QUANT_ROW_BINDING and the next one.
-shared float q_lo[WG], q_hi[WG];  // one entry per subgroup
+shared float q_lo[WG], q_hi[WG];
 
 // Correctly rounded a / b for a normal b > 0, by integer long division of the significands
 // (fma is not required to be fused in Vulkan, so a residual correction would not be portable).
@@ -46,25 +45,22 @@ float div_rn(float a, float b) {
   return uintBitsToFloat(sgn | (uint(e) << 23) | (q & 0x7FFFFFu));
 }
 
-// Scale and zero point of a token from each thread's partial minimum and maximum (both start at
-// 0): subgroup reductions, then one barrier across the subgroups (exact in any order).
+// Scale and zero point of a token from each thread's partial minimum and maximum (both start at 0).
 void quant_params(float lo, float hi, out float sc, out int zp) {
-  lo = subgroupMin(lo);
-  hi = subgroupMax(hi);
-  if (subgroupElect()) {
-    q_lo[gl_SubgroupID] = lo;
-    q_hi[gl_SubgroupID] = hi;
-  }
+  const uint tid = gl_LocalInvocationID.x;
+  q_lo[tid] = lo;
+  q_hi[tid] = hi;
   barrier();
-  lo = q_lo[0];
-  hi = q_hi[0];
-  for (uint i = 1u; i < gl_NumSubgroups; ++i) {
-    lo = min(lo, q_lo[i]);
-    hi = max(hi, q_hi[i]);
+  [[unroll]] for (uint s = WG / 2; s > 0; s >>= 1) {
+    if (tid < s) {
+      q_lo[tid] = min(q_lo[tid], q_lo[tid + s]);
+      q_hi[tid] = max(q_hi[tid], q_hi[tid + s]);
+    }
+    barrier();
   }
-  precise float scale = div_rn(hi - lo, 255.0);
+  precise float scale = div_rn(q_hi[0] - q_lo[0], 255.0);
   scale = max(scale, 1.1920928955078125e-7);  // FLT_EPSILON, as torchao clamps the scale
-  precise float zpf = clamp(-128.0 - roundEven(div_rn(lo, scale)), -128.0, 127.0);
+  precise float zpf = clamp(-128.0 - roundEven(div_rn(q_lo[0], scale)), -128.0, 127.0);
   sc = scale;
   zp = int(zpf);
 }
@@ -77,35 +73,18 @@ uint quant_value(float xv, float sc, float rcp, int zp) {
   return uint(int(clamp(v, -128.0, 127.0))) & 255u;
 }
 
-// The four int8 codes of four values, packed as a uint (the first value in the low byte).
-uint quant_pack4(vec4 v, float sc, float rcp, int zp) {
-  return quant_value(v.x, sc, rcp, zp) | (quant_value(v.y, sc, rcp, zp) << 8) |
-         (quant_value(v.z, sc, rcp, zp) << 16) | (quant_value(v.w, sc, rcp, zp) << 24);
-}
-
-// Row kernels (one workgroup per row) keep a row of up to ROW_MAX values in registers, so that
-// every load of the row is issued at once: thread tid owns the 4-value chunks c = tid + i * WG
-// (values 4c .. 4c + 3), i < ROW_CHUNKS, in row_v[i]. The host fuses only rows that fit.
-#define ROW_CHUNKS 8u
-#define ROW_MAX (ROW_CHUNKS * 4u * WG)
-vec4 row_v[ROW_CHUNKS];
-
 #ifdef QUANT_ROW_BINDING
 layout(std430, binding = QUANT_ROW_BINDING) writeonly buffer QX { uint qx[]; };
 layout(std430, binding = QUANT_ROW_BINDING + 1) writeonly buffer QP { uint qp[]; };
 
-// Quantizes row r of G values (G % 4 == 0, G <= ROW_MAX), held in row_v exactly as the op stores
-// them, into the int8 scratch. Every thread of the workgroup calls it.
-void quantize_row(uint r, uint G) {
+// Element j of output row r exactly as the op stores it (defined by the includer; it may read the
+// op's inputs but not its output, which other threads of the workgroup write).
+float row_value(uint r, uint j);
+
+// Quantizes output row r of G values (G % 4 == 0) into the scratch, from each thread's partial
+// minimum and maximum of the row (both starting at 0). Every thread of the workgroup calls it.
+void quantize_row(uint r, uint G, float lo, float hi) {
   const uint tid = gl_LocalInvocationID.x;
-  float lo = 0.0, hi = 0.0;
-  [[unroll]] for (uint i = 0u; i < ROW_CHUNKS; ++i) {
-    if (4u * (tid + i * WG) < G) {
-      const vec4 v = row_v[i];
-      lo = min(lo, min(min(v.x, v.y), min(v.z, v.w)));
-      hi = max(hi, max(max(v.x, v.y), max(v.z, v.w)));
-    }
-  }
   float sc;
   int zp;
   quant_params(lo, hi, sc, zp);
@@ -114,9 +93,11 @@ void quantize_row(uint r, uint G) {
     qp[2 * r + 1] = uint(zp);
   }
   const float rcp = 1.0 / sc;
-  [[unroll]] for (uint i = 0u; i < ROW_CHUNKS; ++i) {
-    const uint c = tid + i * WG;
-    if (4u * c < G) qx[r * (G / 4u) + c] = quant_pack4(row_v[i], sc, rcp, zp);
+  for (uint k4 = tid; k4 < G / 4u; k4 += WG) {
+    uint packed = 0u;
+    [[unroll]] for (uint e = 0; e < 4u; ++e)
+      packed |= quant_value(row_value(r, 4u * k4 + e), sc, rcp, zp) << (8u * e);
+    qx[r * (G / 4u) + k4] = packed;
   }
 }
 #endif

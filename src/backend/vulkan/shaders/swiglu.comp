@@ -1,9 +1,7 @@
 #version 450
 // swiglu: y = gate * sigmoid(gate) * up, elementwise.
-// VKLLM_QUANT (swiglu_quant, when only linear_8da4w ops read y and a row fits ROW_MAX): one
-// workgroup per row of N values held in registers (quant.glsl), which also quantizes the row as
-// stored into the int8 scratch for them.
-#extension GL_KHR_shader_subgroup_arithmetic : require
+// VKLLM_QUANT (swiglu_quant, when only linear_8da4w ops read y): one workgroup per row of N
+// values, which also quantizes the row as stored into the int8 scratch (quant.glsl) for them.
 #ifdef VKLLM_QUANT
 #define WG 256
 #endif
@@ -29,24 +27,19 @@ float yv(uint i) {
 #define QUANT_ROW_BINDING 3
 #include "quant.glsl"
 layout(push_constant) uniform PC { uint N, rows; } pc;
+float row_value(uint r, uint j) { return yv(r * pc.N + j); }
 
 void main() {
   const uint r = flat_group(), tid = gl_LocalInvocationID.x;
   if (r >= pc.rows) return;  // uniform per workgroup
-  [[unroll]] for (uint i = 0u; i < ROW_CHUNKS; ++i) {
-    const uint j = r * pc.N + 4u * (tid + i * WG);
-    if (4u * (tid + i * WG) < pc.N) row_v[i] = vec4(yv(j), yv(j + 1u), yv(j + 2u), yv(j + 3u));
+  float lo = 0.0, hi = 0.0;
+  for (uint j = tid; j < pc.N; j += WG) {
+    const float v = yv(r * pc.N + j);
+    STOREF(y, Y16, r * pc.N + j, v);
+    lo = min(lo, v);
+    hi = max(hi, v);
   }
-  [[unroll]] for (uint i = 0u; i < ROW_CHUNKS; ++i) {
-    const uint j = r * pc.N + 4u * (tid + i * WG);
-    if (4u * (tid + i * WG) < pc.N) {
-      STOREF(y, Y16, j, row_v[i].x);
-      STOREF(y, Y16, j + 1u, row_v[i].y);
-      STOREF(y, Y16, j + 2u, row_v[i].z);
-      STOREF(y, Y16, j + 3u, row_v[i].w);
-    }
-  }
-  quantize_row(r, pc.N);
+  quantize_row(r, pc.N, lo, hi);
 }
 #else
 layout(push_constant) uniform PC { uint n; } pc;
