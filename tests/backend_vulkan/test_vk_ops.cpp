@@ -120,6 +120,10 @@ TEST(VulkanOps, RmsNorm) {
 TEST(VulkanOps, RmsNormPerHead) {
   check_rms_norm(200, 40, 7, DType::F32, DType::F32);
 }
+TEST(VulkanOps, RmsNormOddGroups) {
+  check_rms_norm(202, 101, 3, DType::F32, DType::F32);
+  check_rms_norm(3 * 7, 7, 2, DType::F16, DType::F16);
+}
 TEST(VulkanOps, RmsNormF16) {
   check_rms_norm(200, 40, 7, DType::F16, DType::F16);
 }
@@ -257,12 +261,12 @@ TEST(VulkanOps, Linear8da4wGroupsOf128) {
     check_linear(Lin::A8W4, 256, 45, T, DType::F32, {}, nullptr, XDist::Normal, 128);
   check_linear(Lin::A8W4, 128, 300, 1, DType::F32, {}, nullptr, XDist::Normal, 128);
 }
-// An op whose output only linear_8da4w ops read quantizes its rows itself (rms_norm_quant,
-// swiglu_quant) and the linears skip their quantization pass; an add right before a norm is
-// computed by the norm's kernel (rms_norm_add_quant). Against the same program made unfusable (an
-// add also reads the output; an op between the add and the norm): the same values, int8 scratch
-// and linear outputs, bit for bit; and the CPU reference within the matmul tolerance.
-enum class Producer { Norm, AddNorm, Swiglu };
+// A norm whose output only linear_8da4w ops read quantizes its rows itself (rms_norm_quant) and
+// the linears skip their quantization pass; an add right before a norm is computed by the norm's
+// kernel (rms_norm_add_quant). Against the same program made unfusable (an add also reads the
+// norm's output; an op between the add and the norm): the same values, int8 scratch and linear
+// outputs, bit for bit; and the CPU reference within the matmul tolerance.
+enum class Producer { Norm, AddNorm };
 void check_fused_producer(Producer pr, DType act, int T) {
   const int64_t K = 256, N = 40, G = 32;
   std::vector<std::vector<uint8_t>> outs[2];
@@ -282,21 +286,16 @@ void check_fused_producer(Producer pr, DType act, int T) {
     int32_t th = c.add("h", act, TK::Activation, {-1, K});
     int32_t tsum = -1;
     std::vector<float> hn(x.size());  // the CPU's h
-    if (pr == Producer::Swiglu) {
-      c.op("swiglu", {tx, tx2}, th);
-      cpu::swiglu(x.data(), x2.data(), T * K, hn.data());
-    } else {
-      std::vector<float> sum = x;
-      if (pr == Producer::AddNorm) {
-        tsum = c.add("s", act, TK::Activation, {-1, K});
-        c.op("add", {tx, tx2}, tsum);
-        if (!fused) c.op("add", {tx2, tx2}, c.add("between", act, TK::Activation, {-1, K}));
-        cpu::add(x.data(), x2.data(), T * K, sum.data());
-        if (act == DType::F16) sum = round_f16(sum);
-      }
-      c.op("rms_norm", {tsum >= 0 ? tsum : tx, tw}, th, {{"eps", 1e-6}, {"group", K}});
-      cpu::rms_norm(sum.data(), T, K, w.data(), K, 1e-6f, hn.data());
+    std::vector<float> sum = x;
+    if (pr == Producer::AddNorm) {
+      tsum = c.add("s", act, TK::Activation, {-1, K});
+      c.op("add", {tx, tx2}, tsum);
+      if (!fused) c.op("add", {tx2, tx2}, c.add("between", act, TK::Activation, {-1, K}));
+      cpu::add(x.data(), x2.data(), T * K, sum.data());
+      if (act == DType::F16) sum = round_f16(sum);
     }
+    c.op("rms_norm", {tsum >= 0 ? tsum : tx, tw}, th, {{"eps", 1e-6}, {"group", K}});
+    cpu::rms_norm(sum.data(), T, K, w.data(), K, 1e-6f, hn.data());
     if (act == DType::F16) hn = round_f16(hn);
     const size_t producer = c.p.ops.size() - 1;
     auto q = rand_q4(rng, N, K);
@@ -345,10 +344,6 @@ TEST(VulkanOps, RmsNormQuantizesForLinear8da4w) {
 TEST(VulkanOps, ResidualAddFusesIntoTheNorm) {
   check_fused_producer(Producer::AddNorm, DType::F32, 3);
   check_fused_producer(Producer::AddNorm, DType::F16, 1);
-}
-TEST(VulkanOps, SwigluQuantizesForLinear8da4w) {
-  check_fused_producer(Producer::Swiglu, DType::F32, 3);
-  check_fused_producer(Producer::Swiglu, DType::F16, 1);
 }
 
 TEST(VulkanOps, LinearQ4W) {

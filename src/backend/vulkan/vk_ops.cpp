@@ -498,29 +498,15 @@ std::unique_ptr<PreparedOp> prep_elementwise(Ctx c) {
     fused->fused_into_next = true;  // the next op's kernel (rms_norm_add) computes the sum
     return fused;
   }
-  std::vector<BufRange> r = {c.whole(I[0]), c.whole(I[1]), c.whole(y)};
-  // A swiglu read only by linear_8da4w ops quantizes its rows for them (one workgroup per row).
-  const bool quant = c.op.family == "swiglu" && c.per_token(y) && c.per_token(I[0]) &&
-                     N % 4 == 0 && feeds_only_8da4w(c, y);
-  if (quant) {
-    auto [q, qp] = act_scratch(c, N);
-    r.insert(r.end(), {q, qp});
-    c.env.quant_src = y;
-  }
-  const Kernel& k = c.kernel(quant ? "swiglu_quant" : c.op.family,
-                             static_cast<uint32_t>(r.size()), quant ? 2 : 1,
-                             {c.f16(I[0]), c.f16(I[1]), c.f16(y)});
-  VkDescriptorSet set = c.env.kernels.make_set(k, r);
-  auto prepared = std::make_unique<PreparedOp>(
+  const Kernel& k = c.kernel(c.op.family, 3, 1, {c.f16(I[0]), c.f16(I[1]), c.f16(y)});
+  VkDescriptorSet set =
+      c.env.kernels.make_set(k, std::vector<BufRange>{c.whole(I[0]), c.whole(I[1]), c.whole(y)});
+  return std::make_unique<PreparedOp>(
       [=, &k](VkCommandBuffer cb, int T) {
-        const uint32_t rows = c.rows(I[0], T);
-        if (quant) return dispatch_flat(cb, k, set, {u32(N), rows}, rows);
-        const uint64_t n = uint64_t(rows) * N;
+        const uint64_t n = uint64_t(c.rows(I[0], T)) * N;
         dispatch_flat(cb, k, set, {u32(n)}, ceil_div(n, 64));
       },
       nullptr);
-  prepared->writes_scratch = quant;
-  return prepared;
 }
 
 std::unique_ptr<PreparedOp> prep_argmax(Ctx c) {

@@ -6,7 +6,7 @@
 // product by the reciprocal is a few ulp off, far less); a quotient beyond +-512 clamps either way.
 // The includer defines WG and calls quant_params with every thread of the workgroup.
 // With QUANT_ROW_BINDING defined, the includer is an op that quantizes its own output rows for the
-// linear_8da4w ops that read them (rms_norm_quant, swiglu_quant): it defines row_value and calls
+// linear_8da4w ops that read them (rms_norm_quant): it defines row_value and calls
 // quantize_row; the int8 scratch and the scales are bound at QUANT_ROW_BINDING and the next one.
 shared float q_lo[WG], q_hi[WG];
 
