@@ -28,7 +28,8 @@ SafetensorsIndex parse_safetensors_index(const json& idx, const std::string& whe
   for (auto& [tname, file] : idx["weight_map"].items()) {
     if (!file.is_string()) fail("{}: weight_map entry for {} is not a string", where, tname);
     std::string f = file.get<std::string>();
-    // A file beside the index: not the folder itself ("."), no path, no NUL (open() would stop there).
+    // A file beside the index: not the folder itself ("."), no path, no NUL (open() would stop
+    // there).
     if (f.empty() || f == "." || f.find_first_of(std::string("/\0", 2)) != std::string::npos ||
         f.find("..") != std::string::npos)
       fail("{}: shard name '{}' is not a plain file name", where, f);

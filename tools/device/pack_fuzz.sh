@@ -12,7 +12,8 @@ rm -rf .fuzz && mkdir -p .fuzz/bin
 for f in "$build"/fuzz/fuzz_*; do
   [ -x "$f" ] && [ -f "$f" ] && strip -g -o ".fuzz/bin/$(basename "$f")" "$f"
 done
-git rev-parse --short HEAD > .fuzz/bin/COMMIT
+src=$(sed -n "s/^CMAKE_HOME_DIRECTORY:INTERNAL=//p" "$build/CMakeCache.txt")
+git -C "$src" rev-parse --short HEAD > .fuzz/bin/COMMIT  # the sources the build was made from
 tar -C .fuzz -cJf .fuzz/bin.tar.xz bin
 rm -rf .fuzz/bin
 du -sh .fuzz/bin.tar.xz

@@ -1,11 +1,11 @@
 // Preparation and recording of every op family of docs/ir.md (one shader file per family).
 #include "backend/vulkan/vk_ops.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <cstring>
 #include <numeric>
-
-#include <fmt/format.h>
 
 #include "core/error.h"
 
