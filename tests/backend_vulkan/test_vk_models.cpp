@@ -3,6 +3,10 @@
 // reference over a prompt and a greedy continuation, logits NMSE <= 5e-4.
 #include <gtest/gtest.h>
 
+#include <regex>
+#include <sstream>
+#include <string>
+
 #include "backend/vulkan/vulkan_executor.h"
 #include "runtime/reference.h"
 #include "testutil/tiny_checkpoint.h"
@@ -37,6 +41,52 @@ TEST_P(VulkanModels, GreedyTokensMatchCpu) {
   }
   gpu.reset();
   EXPECT_EQ(vk::validation_message_count(), msgs) << "Vulkan validation reported messages";
+}
+
+// VKLLM_PROFILE's table (printed when the executor ends): one row per op family and shape, whose
+// op counts add up to the program and whose decode times add up to the total.
+TEST(VulkanProfile, RowsByFamilyAndShapeAddUpToTheForward) {
+  HfCheckpoint ckpt(
+      testutil::write_tiny_checkpoint(testutil::temp_dir("vkp"), Arch::Llama, true, 5));
+  auto model = load_reference_model(ckpt, 64);
+  VulkanOptions opt = validated();
+  opt.profile = true;
+  auto gpu = make_vulkan_executor(model->lowered.program, model->weights, opt);
+  std::vector<float> logits(static_cast<size_t>(ckpt.desc().vocab));
+  std::vector<int32_t> prompt = {5, 17, 299, 0};
+  int32_t t = gpu->forward(prompt.data(), 4, 0, logits.data());
+  for (int pos = 4; pos < 7; ++pos) t = gpu->forward(&t, 1, pos, logits.data());
+  ::testing::internal::CaptureStderr();
+  gpu.reset();
+  const std::string out = ::testing::internal::GetCapturedStderr();
+  std::istringstream in(out);
+  std::string line;
+  size_t ops = 0, rows = 0, linear_rows = 0, fused_adds = 0;
+  double decode = 0, total = -1;
+  std::smatch m;
+  const std::regex row(
+      R"(^  (\S+(?: \(fused\))?(?: \d+<-\d+)?) +(\d+) +([0-9.]+) +([0-9.]+) +([0-9.]+)$)"),
+      tot(R"(^  total +(\d+) +([0-9.]+) +([0-9.]+) +\(1 prefill, 3 decode forwards\)$)");
+  while (std::getline(in, line)) {
+    if (std::regex_match(line, m, tot)) {
+      EXPECT_EQ(std::stoul(m[1]), model->lowered.program.ops.size());
+      total = std::stod(m[3]);
+    } else if (std::regex_match(line, m, row)) {
+      ++rows;
+      if (m[1].str().rfind("linear ", 0) == 0) ++linear_rows;
+      if (m[1].str().rfind("add (fused) ", 0) == 0) fused_adds += std::stoul(m[2]);
+      ops += std::stoul(m[2]);
+      decode += std::stod(m[4]);
+      // ms printed to 4 decimals (0.05 us), us per op to 2
+      EXPECT_NEAR(std::stod(m[5]), std::stod(m[4]) * 1e3 / std::stod(m[2]), 0.06) << line;
+    }
+  }
+  EXPECT_EQ(ops, model->lowered.program.ops.size()) << out;
+  EXPECT_GE(linear_rows, 2u) << "q/k/v/o and the MLP have different shapes:\n" << out;
+  EXPECT_GT(rows, linear_rows);
+  EXPECT_EQ(fused_adds, 3u) << "two layers: every residual add but the last feeds a norm";
+  ASSERT_GT(total, 0) << out;
+  EXPECT_NEAR(decode, total, 0.002 + 0.01 * total) << out;  // rows are printed to 4 decimals
 }
 
 INSTANTIATE_TEST_SUITE_P(Arch, VulkanModels,

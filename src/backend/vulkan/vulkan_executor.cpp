@@ -1,5 +1,7 @@
 #include "backend/vulkan/vulkan_executor.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
@@ -8,6 +10,9 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "backend/vulkan/vk_context.h"
 #include "backend/vulkan/vk_memory.h"
@@ -434,28 +439,48 @@ class VulkanExecutor final : public Executor {
                                    VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT));
     Profile& pr = T == 1 ? decode_ : prefill_;
     for (size_t k = 0; k + 1 < nq; ++k)
-      pr.ms[p_.ops[k].family] +=
+      pr.ms[profile_key(k)] +=
           static_cast<double>(ts[k + 1] - ts[k]) * ctx_->info().timestamp_period * 1e-6;
     pr.total += static_cast<double>(ts[nq - 1] - ts[0]) * ctx_->info().timestamp_period * 1e-6;
     ++pr.runs;
   }
 
+  // The profile's row of op k: its family and, where ops of one family differ in cost, the widths
+  // it maps (output <- input), e.g. "linear_8da4w 8192<-2048". An add fused into the next op has
+  // a row of its own, "add (fused)", with next to no time: its work is timed in the next op's row.
+  std::string profile_key(size_t k) const {
+    const Op& op = p_.ops[k];
+    auto width = [&](int32_t t) { return p_.tensors[t].shape.back(); };
+    const std::string family = op.family + (ops_[k]->fused_into_next ? " (fused)" : "");
+    if (op.family.rfind("linear", 0) == 0 || op.family == "rms_norm" || op.family == "swiglu" ||
+        op.family == "add")
+      return fmt::format("{} {}<-{}", family, width(op.outputs[0]), width(op.inputs[0]));
+    return family;
+  }
+
+  // Rows sorted by decode time: ops per forward, ms per forward (prefill, decode) and the decode
+  // time per op, so that a kernel's cost at each shape reads off directly.
   void print_profile() const {
+    std::map<std::string, int> count;
+    for (size_t k = 0; k < p_.ops.size(); ++k) ++count[profile_key(k)];
     std::fprintf(stderr,
                  "vkllm: vulkan profile: %zu ops, %zu barriers between ops, %zu activation "
-                 "buffers; GPU ms per forward by op family:\n  %-14s %12s %12s\n",
-                 ops_.size(), n_barriers_, n_slots_, "family", "prefill", "decode");
+                 "buffers; GPU time per forward by op family and shape:\n  %-28s %5s %12s %12s "
+                 "%14s\n",
+                 ops_.size(), n_barriers_, n_slots_, "family (out<-in width)", "ops", "prefill ms",
+                 "decode ms", "decode us/op");
     auto per = [](const Profile& p, const std::string& f) {
       auto it = p.ms.find(f);
       return p.runs && it != p.ms.end() ? it->second / p.runs : 0.0;
     };
-    std::set<std::string> fams;
-    for (const Profile* p : {&prefill_, &decode_})
-      for (auto& [f, ms] : p->ms) fams.insert(f);
-    for (const std::string& f : fams)
-      std::fprintf(stderr, "  %-14s %12.4f %12.4f\n", f.c_str(), per(prefill_, f), per(decode_, f));
-    std::fprintf(stderr, "  %-14s %12.4f %12.4f   (%d prefill, %d decode forwards)\n", "total",
-                 prefill_.runs ? prefill_.total / prefill_.runs : 0.0,
+    std::vector<std::pair<double, std::string>> rows;
+    for (const auto& [key, n] : count) rows.push_back({per(decode_, key), key});
+    std::sort(rows.rbegin(), rows.rend());
+    for (const auto& [dec, key] : rows)
+      std::fprintf(stderr, "  %-28s %5d %12.4f %12.4f %14.2f\n", key.c_str(), count.at(key),
+                   per(prefill_, key), dec, dec * 1e3 / count.at(key));
+    std::fprintf(stderr, "  %-28s %5zu %12.4f %12.4f   (%d prefill, %d decode forwards)\n", "total",
+                 p_.ops.size(), prefill_.runs ? prefill_.total / prefill_.runs : 0.0,
                  decode_.runs ? decode_.total / decode_.runs : 0.0, prefill_.runs, decode_.runs);
   }
 
