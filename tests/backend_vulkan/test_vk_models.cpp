@@ -3,6 +3,7 @@
 // reference over a prompt and a greedy continuation, logits NMSE <= 5e-4.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -87,6 +88,34 @@ TEST(VulkanProfile, RowsByFamilyAndShapeAddUpToTheForward) {
   EXPECT_EQ(fused_adds, 3u) << "two layers: every residual add but the last feeds a norm";
   ASSERT_GT(total, 0) << out;
   EXPECT_NEAR(decode, total, 0.002 + 0.01 * total) << out;  // rows are printed to 4 decimals
+}
+
+// The test-only switch VKLLM_TEST_CORRUPT_OP (the e2e gates' broken kernel) reaches ops fused
+// into the next one too: every add of the program, the three fused into norms included, is
+// zeroed in the one recorded forward, and the logits change.
+TEST(VulkanCorruptSwitch, ReachesAddsFusedIntoTheNextNorm) {
+  HfCheckpoint ckpt(
+      testutil::write_tiny_checkpoint(testutil::temp_dir("vkc"), Arch::Llama, true, 5));
+  auto model = load_reference_model(ckpt, 64);
+  size_t adds = 0;
+  for (const Op& op : model->lowered.program.ops) adds += op.family == "add";
+  ASSERT_EQ(adds, 4u);  // two layers, two residual adds each
+  std::vector<int32_t> prompt = {5, 17, 299, 0};
+  std::string said;
+  auto logits = [&](bool corrupt) {
+    if (corrupt) setenv("VKLLM_TEST_CORRUPT_OP", "add", 1);
+    auto gpu = make_vulkan_executor(model->lowered.program, model->weights, validated());
+    unsetenv("VKLLM_TEST_CORRUPT_OP");
+    std::vector<float> out(static_cast<size_t>(ckpt.desc().vocab));
+    gpu->forward(prompt.data(), 4, 0, out.data());
+    ::testing::internal::CaptureStderr();
+    gpu.reset();
+    said += ::testing::internal::GetCapturedStderr();
+    return out;
+  };
+  const std::vector<float> good = logits(false), bad = logits(true);
+  EXPECT_GT(nmse(bad, good), 1e-2);
+  EXPECT_NE(said.find("VKLLM_TEST_CORRUPT_OP=add zeroed 4 op outputs"), std::string::npos) << said;
 }
 
 INSTANTIATE_TEST_SUITE_P(Arch, VulkanModels,

@@ -187,6 +187,10 @@ class VulkanExecutor final : public Executor {
     g_held -= held_;
     VkDevice d = ctx_->device();
     vkDeviceWaitIdle(d);
+    if (!corrupt_family_.empty())
+      std::fprintf(stderr,
+                   "vkllm: VKLLM_TEST_CORRUPT_OP=%s zeroed %zu op outputs in recorded forwards\n",
+                   corrupt_family_.c_str(), n_corrupted_);
     if (queries_) {
       print_profile();
       vkDestroyQueryPool(d, queries_, nullptr);
@@ -392,7 +396,13 @@ class VulkanExecutor final : public Executor {
     for (size_t k = 0; k < ops_.size(); ++k) {
       if (barrier_before_[k]) compute_barrier(cb);
       ops_[k]->record(cb, T);
-      if (!corrupt_family_.empty() && p_.ops[k].family == corrupt_family_) corrupt_outputs(cb, k);
+      if (!corrupt_family_.empty()) {
+        // An op fused into the next one has run only once that one has: corrupt it then.
+        if (p_.ops[k].family == corrupt_family_ && !ops_[k]->fused_into_next)
+          corrupt_outputs(cb, k);
+        if (k > 0 && ops_[k - 1]->fused_into_next && p_.ops[k - 1].family == corrupt_family_)
+          corrupt_outputs(cb, k - 1);
+      }
       if (queries_)
         vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, queries_,
                             static_cast<uint32_t>(k + 1));
@@ -419,6 +429,7 @@ class VulkanExecutor final : public Executor {
   // Test-only switch for the gate-can-fail tests (tests/e2e): VKLLM_TEST_CORRUPT_OP=<op family>
   // zeroes every output of that family's ops after they run, like a broken kernel would.
   void corrupt_outputs(VkCommandBuffer cb, size_t k) {
+    ++n_corrupted_;
     VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
     mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
     mb.dstAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
@@ -513,6 +524,7 @@ class VulkanExecutor final : public Executor {
   Profile prefill_, decode_;
   uint64_t held_ = 0;
   std::string corrupt_family_;
+  size_t n_corrupted_ = 0;  // ops whose outputs the switch zeroed, over every recording
 };
 
 std::unique_ptr<Executor> VulkanLoaded::make_executor() {
