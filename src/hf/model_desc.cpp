@@ -277,15 +277,11 @@ json ModelDesc::to_json() const {
 ModelDesc ModelDesc::from_json(const json& j) {
   try {
     ModelDesc m;
-    std::string a = j.at("arch").get<std::string>();
-    if (a == "llama")
-      m.arch = Arch::Llama;
-    else if (a == "qwen3")
-      m.arch = Arch::Qwen3;
-    else if (a == "phi3")
-      m.arch = Arch::Phi3;
-    else
-      fail("model description: unknown arch '{}'", a);
+    const std::string a = j.at("arch").get<std::string>();
+    bool known = false;
+    for (Arch x : {Arch::Llama, Arch::Qwen3, Arch::Phi3})
+      if (a == arch_name(x)) m.arch = x, known = true;
+    if (!known) fail("model description: unknown arch '{}'", a);
     m.hf_class = j.at("hf_class").get<std::string>();
     m.hidden = json_int<int>(j.at("hidden"), "model description: hidden");
     m.n_layers = json_int<int>(j.at("n_layers"), "model description: n_layers");

@@ -66,6 +66,14 @@ TEST(Config, Qwen3) {
   EXPECT_EQ(m.rope.type, "default");
   EXPECT_EQ(m.eos_ids, (std::vector<int>{151645, 151643}));  // generation_config wins
   EXPECT_EQ(ModelDesc::from_json(m.to_json()).to_json(), m.to_json());
+  json unknown = m.to_json();
+  unknown["arch"] = "gpt2";
+  try {
+    ModelDesc::from_json(unknown);
+    ADD_FAILURE() << "an unknown arch was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown arch 'gpt2'"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Config, Phi4MiniLongrope) {

@@ -172,6 +172,7 @@ class VulkanExecutor final : public Executor {
       qi.queryType = VK_QUERY_TYPE_TIMESTAMP;
       qi.queryCount = static_cast<uint32_t>(p_.ops.size() + 1);
       VK_CHECK(vkCreateQueryPool(ctx_->device(), &qi, nullptr, &queries_));
+      for (size_t k = 0; k < p_.ops.size(); ++k) profile_keys_.push_back(profile_key(k));
     }
     held_ = alloc_.device_bytes();
     hold(held_);
@@ -450,7 +451,7 @@ class VulkanExecutor final : public Executor {
                                    VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT));
     Profile& pr = T == 1 ? decode_ : prefill_;
     for (size_t k = 0; k + 1 < nq; ++k)
-      pr.ms[profile_key(k)] +=
+      pr.ms[profile_keys_[k]] +=
           static_cast<double>(ts[k + 1] - ts[k]) * ctx_->info().timestamp_period * 1e-6;
     pr.total += static_cast<double>(ts[nq - 1] - ts[0]) * ctx_->info().timestamp_period * 1e-6;
     ++pr.runs;
@@ -473,7 +474,7 @@ class VulkanExecutor final : public Executor {
   // time per op, so that a kernel's cost at each shape reads off directly.
   void print_profile() const {
     std::map<std::string, int> count;
-    for (size_t k = 0; k < p_.ops.size(); ++k) ++count[profile_key(k)];
+    for (const std::string& key : profile_keys_) ++count[key];
     std::fprintf(stderr,
                  "vkllm: vulkan profile: %zu ops, %zu barriers between ops, %zu activation "
                  "buffers; GPU time per forward by op family and shape:\n  %-28s %5s %12s %12s "
@@ -522,6 +523,7 @@ class VulkanExecutor final : public Executor {
   VkFence fence_ = VK_NULL_HANDLE;
   VkQueryPool queries_ = VK_NULL_HANDLE;
   Profile prefill_, decode_;
+  std::vector<std::string> profile_keys_;  // profile_key of every op, when profiling
   uint64_t held_ = 0;
   std::string corrupt_family_;
   size_t n_corrupted_ = 0;  // ops whose outputs the switch zeroed, over every recording
