@@ -20,7 +20,8 @@ double Sampler::next_uniform() {  // splitmix64 -> [0, 1)
 }
 
 int32_t Sampler::sample(const float* logits, int64_t vocab) {
-  if (p_.temperature <= 0) return static_cast<int32_t>(std::max_element(logits, logits + vocab) - logits);
+  if (p_.temperature <= 0)
+    return static_cast<int32_t>(std::max_element(logits, logits + vocab) - logits);
   const float mx = *std::max_element(logits, logits + vocab);
   std::vector<std::pair<double, int32_t>> probs(static_cast<size_t>(vocab));
   double sum = 0;
@@ -29,7 +30,9 @@ int32_t Sampler::sample(const float* logits, int64_t vocab) {
     probs[i] = {e, static_cast<int32_t>(i)};
     sum += e;
   }
-  std::sort(probs.begin(), probs.end(), [](auto& a, auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); });
+  std::sort(probs.begin(), probs.end(), [](auto& a, auto& b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
+  });
   size_t keep = probs.size();
   if (p_.top_p < 1.0f) {
     double acc = 0;
@@ -51,20 +54,25 @@ int32_t Sampler::sample(const float* logits, int64_t vocab) {
   return probs[keep - 1].second;
 }
 
-std::vector<int32_t> generate(Executor& ex, const Program& program, const std::vector<int32_t>& prompt,
-                              int max_new_tokens, const SamplingParams& sp, const std::vector<int>& eos_ids,
-                              int start_pos, const std::function<bool(int32_t)>& on_token, GenerateStats* stats) {
+std::vector<int32_t> generate(Executor& ex, const Program& program,
+                              const std::vector<int32_t>& prompt, int max_new_tokens,
+                              const SamplingParams& sp, const std::vector<int>& eos_ids,
+                              int start_pos, const std::function<bool(int32_t)>& on_token,
+                              GenerateStats* stats) {
   using clock = std::chrono::steady_clock;
   if (prompt.empty()) fail("the prompt is empty (no tokens)");
   if (start_pos < 0 || start_pos + static_cast<int64_t>(prompt.size()) >= program.max_ctx)
-    fail("the prompt has {} tokens (after {} in context) but the context holds {} (use a shorter prompt or a larger --seq_len)",
-         prompt.size(), start_pos, program.max_ctx);
+    fail(
+        "the prompt has {} tokens (after {} in context) but the context holds {} (use a shorter "
+        "prompt or a larger --seq_len)",
+        prompt.size(), start_pos, program.max_ctx);
   const int64_t vocab = program.tensors[program.logits].shape.back();
   std::vector<float> logits(sp.temperature > 0 ? static_cast<size_t>(vocab) : 0);
   Sampler sampler(sp);
   GenerateStats st;
   st.prompt_tokens = static_cast<int>(prompt.size());
-  std::vector<int32_t> out;
+  std::vector<int32_t> out, ahead;  // ahead: greedy tokens decoded but not yet consumed
+  size_t ahead_at = 0;
   auto t0 = clock::now();
   int pos = start_pos;
   int32_t next = ex.forward(prompt.data(), static_cast<int>(prompt.size()), pos,
@@ -84,7 +92,21 @@ std::vector<int32_t> generate(Executor& ex, const Program& program, const std::v
       break;
     }
     if (static_cast<int>(out.size()) >= max_new_tokens || pos >= program.max_ctx) break;
-    next = ex.forward(&out.back(), 1, pos, sp.temperature > 0 ? logits.data() : nullptr);
+    if (sp.temperature > 0) {
+      next = ex.forward(&out.back(), 1, pos, logits.data());
+    } else {
+      // Greedy: the backend's argmax, several steps per submit where the backend keeps the token
+      // on the device and all of them can be used; consumed one at a time all the same.
+      if (ahead_at == ahead.size()) {
+        const int want =
+            std::min(max_new_tokens - static_cast<int>(out.size()), program.max_ctx - pos);
+        const int n = want >= ex.greedy_batch() ? ex.greedy_batch() : 1;
+        ahead.resize(static_cast<size_t>(n));
+        ex.decode_greedy(out.back(), pos, n, ahead.data());
+        ahead_at = 0;
+      }
+      next = ahead[ahead_at++];
+    }
     ++pos;
   }
   st.generated_tokens = static_cast<int>(out.size());

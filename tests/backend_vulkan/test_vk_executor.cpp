@@ -8,6 +8,7 @@
 #include "backend/cpu/kernels.h"
 #include "backend/vulkan/vulkan_executor.h"
 #include "core/error.h"
+#include "runtime/generate.h"
 #include "vk_harness.h"
 
 namespace vkllm::test {
@@ -23,6 +24,7 @@ struct ToyConfig {
   Emb emb = Emb::F32;
   DType act = DType::F32, cache = DType::F32;
   bool qk_norm = false, partial_long_rope = false;
+  int max_ctx = 48;
 };
 
 class MemWeights : public WeightSource {
@@ -44,7 +46,7 @@ constexpr int64_t V = 97, D = 64, H = 4, Hkv = 2, HD = 16, F = 96, G = 32;
 Toy build_toy(const ToyConfig& cfg, unsigned seed) {
   Toy toy;
   Program& p = toy.p;
-  p.max_ctx = 48;
+  p.max_ctx = cfg.max_ctx;
   std::mt19937 rng(seed);
   auto weight = [&](const std::string& name, DType dt, std::vector<int64_t> shape,
                     std::vector<uint8_t> bytes) {
@@ -223,6 +225,99 @@ TEST(VulkanExecutor, Fp16Program) {
 TEST(VulkanExecutor, Fp16WeightsQkNormPartialLongRope) {
   ToyConfig c{Lin::F16, Emb::Q4, DType::F16, DType::F32, true, true};
   compare(c, 6, 6);
+}
+
+// The decode step's fused runs (vk_fused.cpp) against the unfused program on the same device: the
+// int8 rows the fused prologues derive are the unfused ops' codes and the mat-vecs sum in the same
+// order, so every logit is bit-identical; and fusion must have fused (fewer kernels per step).
+// One table of cases: each storage combination the fused kernel specializes on.
+struct FusionCase {
+  const char* name;
+  ToyConfig cfg;
+};
+class VulkanFusion : public ::testing::TestWithParam<FusionCase> {};
+
+TEST_P(VulkanFusion, DecodeStepEqualsTheUnfusedProgram) {
+  Toy toy = build_toy(GetParam().cfg, 11);
+  const uint64_t msgs = vk::validation_message_count();
+  auto run = [&](bool fused, std::string* profile) {
+    if (!fused) setenv("VKLLM_NO_FUSION", "1", 1);
+    VulkanOptions o = validated();
+    o.profile = profile != nullptr;
+    auto gpu = make_vulkan_executor(toy.p, toy.w, o);
+    unsetenv("VKLLM_NO_FUSION");
+    std::vector<float> all, l(V);
+    // A prompt that ends past two of the decode attention's 64-key splits, so the fused
+    // attention merges three splits.
+    std::vector<int32_t> ids(134);
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((i * 37 + 11) % V);
+    const int n = GetParam().cfg.max_ctx > 160 ? static_cast<int>(ids.size()) : 5;
+    int32_t t = gpu->forward(ids.data(), n, 0, l.data());
+    all.insert(all.end(), l.begin(), l.end());
+    for (int pos = n; pos < n + 12; ++pos) {
+      t = gpu->forward(&t, 1, pos, l.data());
+      all.insert(all.end(), l.begin(), l.end());
+      all.push_back(static_cast<float>(t));
+    }
+    if (profile) ::testing::internal::CaptureStderr();
+    gpu.reset();
+    if (profile) *profile = ::testing::internal::GetCapturedStderr();
+    return all;
+  };
+  std::string pf, pu;
+  const std::vector<float> fused = run(true, &pf), unfused = run(false, &pu);
+  ASSERT_EQ(fused.size(), unfused.size());
+  size_t differ = 0;
+  for (size_t i = 0; i < fused.size(); ++i) differ += fused[i] != unfused[i];
+  EXPECT_EQ(differ, 0u) << "of " << fused.size() << " logits and tokens";
+  auto kernels = [](const std::string& s) {
+    const auto at = s.find("decode: ");
+    return at == std::string::npos ? -1 : std::stoi(s.substr(at + 8));
+  };
+  EXPECT_GT(kernels(pf), 0) << pf;
+  EXPECT_LT(kernels(pf), kernels(pu)) << pf << pu;
+  EXPECT_EQ(vk::validation_message_count(), msgs) << "Vulkan validation reported messages";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, VulkanFusion,
+    ::testing::Values(
+        FusionCase{"f32", {Lin::A8W4, Emb::Q4}},
+        FusionCase{"f32_splits", {Lin::A8W4, Emb::Q4, DType::F32, DType::F32, false, false, 200}},
+        FusionCase{"f16_qknorm_splits",
+                   {Lin::A8W4, Emb::F16, DType::F16, DType::F16, true, true, 200}},
+        FusionCase{"f16", {Lin::A8W4, Emb::F16, DType::F16, DType::F16}},
+        FusionCase{"f16_qknorm", {Lin::A8W4, Emb::Q4, DType::F16, DType::F32, true, true}}),
+    [](const auto& p) { return std::string(p.param.name); });
+
+// Greedy decode steps per submit (decode_greedy: the token stays on the device) give exactly the
+// tokens of one step per submit, on the Vulkan and the CPU backends, whatever the batch; and an
+// eos at any position of a batch ends generation there with the KV position right after it.
+TEST(VulkanExecutor, SeveralDecodeStepsPerSubmitEqualOneStepPerSubmit) {
+  Toy toy = build_toy({Lin::A8W4, Emb::Q4}, 12);
+  const std::vector<int32_t> prompt = {3, 14, 15, 92, 65};
+  auto gen = [&](const char* batch, const std::vector<int>& eos, GenerateStats* st) {
+    if (batch) setenv("VKLLM_DECODE_BATCH", batch, 1);
+    auto gpu = make_vulkan_executor(toy.p, toy.w, validated());
+    unsetenv("VKLLM_DECODE_BATCH");
+    return generate(*gpu, toy.p, prompt, 37, SamplingParams{}, eos, 0, nullptr, st);
+  };
+  auto cpu = make_cpu_executor(toy.p, toy.w);
+  const auto ref = generate(*cpu, toy.p, prompt, 37, SamplingParams{}, {}, 0, nullptr, nullptr);
+  ASSERT_EQ(ref.size(), 37u);
+  EXPECT_EQ(gen("1", {}, nullptr), ref);
+  EXPECT_EQ(gen("16", {}, nullptr), ref);
+  EXPECT_EQ(gen("4", {}, nullptr), ref);
+  // An eos at each position of the first two batches of 4 (the first generated token included).
+  for (size_t j = 0; j < 9; ++j) {
+    const int eos = ref[j];
+    const size_t first = static_cast<size_t>(std::find(ref.begin(), ref.end(), eos) - ref.begin());
+    GenerateStats st;
+    const auto out = gen("4", {eos}, &st);
+    EXPECT_EQ(out, std::vector<int32_t>(ref.begin(), ref.begin() + first)) << "eos at " << j;
+    EXPECT_TRUE(st.stopped_by_eos);
+    EXPECT_EQ(st.end_pos, static_cast<int>(prompt.size() + first)) << "eos at " << j;
+  }
 }
 
 TEST(VulkanExecutor, ContextOverflowIsAnError) {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Run THERE (the GPU machine, through the device tool, carry [".gl", ".dev"]):
-#   tools/device/run.sh TASK...   with TASK one of: info goldens vulkan-tests twins e2e perf profile bench
+#   tools/device/run.sh TASK...   with TASK one of: info goldens vulkan-tests twins e2e perf profile bench side profile-all
 # Brings the Vulkan loader, points at the NVIDIA ICD, unpacks the fixtures, runs the tasks and
 # prints a short table last. Results go to $OUT.
 set -uo pipefail
@@ -110,6 +110,42 @@ for task in "$@"; do
         python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print('| %s | %s | %.0f MiB | %.0f ± %.0f | %.1f ± %.1f | %.0f | %.0f |' % (sys.argv[2], j['recipe'], j['weight_mib'], j['pp']['median_tok_s'], j['pp']['stddev_tok_s'], j['tg']['median_tok_s'], j['tg']['stddev_tok_s'], j['load_ms'], j.get('peak_gpu_mb', 0)))" /tmp/bench.json "$preset" | tee -a "$OUT/bench.md"
         rm -f "$a"
       done ;;
+    side)
+      # The side-by-side of issue 16/17: vkllm bench (-p 512 -n 128 -r 5, 4,096-token context) on
+      # the three models' target recipes, then the peer (.peer/run.sh, llama.cpp Vulkan, Q4_0) on
+      # the same shapes in the same call, and the ratios. Needs .peer carried.
+      rc=0; : >"$OUT/side.txt"
+      for cell in llama-3.2-1b:llama3.2:quantized-8da4w-fp16:llama qwen3-0.6b:qwen3:quantized-8da4w-fp16-embedding:qwen \
+                  phi-4-mini:phi4mini:quantized-8da4w-embedding:phi; do
+        IFS=: read -r preset fam recipe peer <<<"$cell"
+        [ -d /tmp/full-$preset ] || "$BIN" synth --preset "$preset" -o /tmp/full-$preset --tokenizer-dir /tmp/fixtures/$fam -q >/dev/null
+        a=/tmp/$preset.$recipe.vkllm
+        [ -f "$a" ] || "$BIN" export /tmp/full-$preset --recipe "$recipe" --max-context 4096 -o "$a" -q 2>&1 | tail -1
+        "$BIN" bench -m "$a" -p 512 -n 128 -r 5 --output json > /tmp/bench.json 2>/dev/null || rc=1
+        python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print('VKLLM', sys.argv[2], 'pp512', round(j['pp']['median_tok_s']), '| tg128', round(j['tg']['median_tok_s'],1), '| gpu_mib', round(j.get('peak_gpu_mb',0)), '| load_ms', round(j['load_ms']))" /tmp/bench.json "$peer" | tee -a "$OUT/side.txt"
+      done
+      if [ -d .peer ]; then bash .peer/run.sh llama qwen phi 2>&1 | tee -a "$OUT/side.txt"; fi
+      python3 - "$OUT/side.txt" <<'PY' | tee -a "$OUT/side.txt"
+import sys, re
+v, p = {}, {}
+for line in open(sys.argv[1]):
+    m = re.match(r'(VKLLM|PEER) (\w+) pp512 ([0-9.]+) \| tg128 ([0-9.]+)', line)
+    if m: (v if m[1] == 'VKLLM' else p)[m[2]] = (float(m[3]), float(m[4]))
+for k in v:
+    if k in p: print('RATIO %-6s pp512 %.2fx  tg128 %.2fx  (vkllm %.0f / %.1f, peer %.0f / %.1f)' % (k, v[k][0]/p[k][0], v[k][1]/p[k][1], *v[k], *p[k]))
+PY
+      ;;
+    profile-all)
+      # VKLLM_PROFILE of the three side-by-side artifacts (made by `side`): a 512-token prefill
+      # and 64 decode steps each; the decode tables.
+      rc=0
+      python3 -c "print('The quick brown fox jumps over the lazy dog. ' * 51)" > /tmp/p512.txt
+      for a in /tmp/llama-3.2-1b.quantized-8da4w-fp16.vkllm /tmp/qwen3-0.6b.quantized-8da4w-fp16-embedding.vkllm /tmp/phi-4-mini.quantized-8da4w-embedding.vkllm; do
+        [ -f "$a" ] || continue
+        echo "== $a" >> "$OUT/profile-all.txt"
+        VKLLM_PROFILE=1 "$BIN" run -m "$a" -f /tmp/p512.txt -n 64 >/dev/null 2>>"$OUT/profile-all.txt" || rc=1
+      done
+      grep -A14 "profile, decode" "$OUT/profile-all.txt" | cut -c1-100 ;;
     *) echo "unknown task $task" >&2; rc=2 ;;
   esac
   summary+=("$(printf '%-14s rc=%-3s %4ss' "$task" "$rc" "$(( $(date +%s) - start ))")")

@@ -7,128 +7,14 @@
 #include <cstring>
 #include <numeric>
 
+#include "backend/vulkan/vk_ops_internal.h"
 #include "core/error.h"
 
 namespace vkllm::vk {
 
 namespace {
 
-uint32_t u32(int64_t v) {
-  return static_cast<uint32_t>(v);
-}
-uint32_t fbits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-
-// Records one dispatch of `count` workgroups (split over x and y, x <= 65535) or an explicit grid.
-void dispatch(VkCommandBuffer cb, const Kernel& k, VkDescriptorSet set,
-              const std::vector<uint32_t>& push, uint32_t gx, uint32_t gy = 1) {
-  vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, k.pipeline);
-  vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, k.layout, 0, 1, &set, 0, nullptr);
-  vkCmdPushConstants(cb, k.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0,
-                     static_cast<uint32_t>(push.size() * 4), push.data());
-  vkCmdDispatch(cb, gx, gy, 1);
-}
-void dispatch_flat(VkCommandBuffer cb, const Kernel& k, VkDescriptorSet set,
-                   const std::vector<uint32_t>& push, uint64_t count) {
-  if (count == 0) return;
-  const uint64_t gx = std::min<uint64_t>(count, 65535), gy = (count + gx - 1) / gx;
-  dispatch(cb, k, set, push, static_cast<uint32_t>(gx), static_cast<uint32_t>(gy));
-}
-uint32_t ceil_div(uint64_t a, uint64_t b) {
-  return static_cast<uint32_t>((a + b - 1) / b);
-}
-
-struct Ctx {
-  OpEnv& env;
-  const Op& op;
-  const Program& p;
-  const TensorDecl& decl(int32_t t) const { return p.tensors[t]; }
-  const TensorDecl& in(size_t i) const { return decl(op.inputs[i]); }
-  const TensorDecl& out() const { return decl(op.outputs[0]); }
-  int64_t width(int32_t t) const { return decl(t).shape.back(); }
-  bool per_token(int32_t t) const { return decl(t).shape[0] < 0; }
-  // Rows of a tensor in a forward of T tokens.
-  uint32_t rows(int32_t t, int T) const { return per_token(t) ? u32(T) : u32(decl(t).shape[0]); }
-  void need(bool ok, const char* what) const {
-    if (!ok)
-      fail("program: op {} ({} -> {}): {}", op.family, p.tensors[op.inputs[0]].name, out().name,
-           what);
-  }
-  bool f16(int32_t t) const { return decl(t).dtype == DType::F16; }
-  void need_float(int32_t t) const {
-    need(decl(t).dtype == DType::F32 || decl(t).dtype == DType::F16, "tensor must be f32 or f16");
-  }
-  // The whole buffer of a tensor as one binding (activations, caches, small weights).
-  BufRange whole(int32_t t) const {
-    const Buffer& b = env.buffer(t);
-    if (b.size > env.ctx.max_binding())
-      fail("tensor {} ({} bytes) is larger than one Vulkan storage binding ({} bytes)",
-           decl(t).name, b.size, env.ctx.max_binding());
-    return {b.buf, 0, b.size};
-  }
-  // Kernel variant: the _f16 module when any binding is fp16. tt: the mat-vec kernels' tokens per
-  // workgroup (matvec.glsl), specialization constant 8.
-  const Kernel& kernel(std::string name, uint32_t bindings, uint32_t push_words,
-                       const std::vector<uint32_t>& flags, uint32_t tt = 0) {
-    bool any16 = false;
-    for (uint32_t f : flags) any16 = any16 || f;
-    if (any16) {
-      if (!env.ctx.use_fp16())
-        fail(
-            "program tensor of op {} is fp16 but Vulkan device {} ({}) has no 16-bit storage{}; "
-            "choose another "
-            "device (--device) or a recipe without fp16",
-            op.family, env.ctx.info().index, env.ctx.info().name,
-            env.ctx.options().no_fp16 ? " (VKLLM_NO_FP16 is set)" : "");
-      name += "_f16";
-    }
-    if (!tt) return env.kernels.get(name, bindings, push_words * 4, flags);
-    std::vector<uint32_t> spec = flags;
-    spec.resize(7, 0);
-    spec.push_back(tt);
-    return env.kernels.get(name, bindings, push_words * 4, spec);
-  }
-  int64_t attr_i(const char* k) const {
-    need(op.attrs.contains(k) && op.attrs[k].is_number(), k);
-    return op.attrs[k].get<int64_t>();
-  }
-  float attr_f(const char* k) const {
-    need(op.attrs.contains(k) && op.attrs[k].is_number(), k);
-    return op.attrs[k].get<float>();
-  }
-};
-
-// Row chunks of weights [rows, ...] whose per-row byte sizes are `row_bytes`, so that each chunk of
-// every tensor fits one binding and starts at an aligned offset.
-struct RowChunk {
-  int64_t r0, rows;
-};
-std::vector<RowChunk> row_chunks(const Ctx& c, int64_t rows,
-                                 const std::vector<uint64_t>& row_bytes) {
-  const uint64_t align = std::max<uint32_t>(16, c.env.ctx.storage_align()),  // uvec4 views
-      maxb = c.env.ctx.max_binding();
-  uint64_t step = 1, max_rows = static_cast<uint64_t>(rows);
-  for (uint64_t rb : row_bytes) {
-    step = std::lcm(step, align / std::gcd(align, rb));
-    max_rows = std::min(max_rows, maxb / rb);
-  }
-  if (max_rows < static_cast<uint64_t>(rows)) max_rows = max_rows / step * step;
-  if (max_rows == 0) c.need(false, "one weight row does not fit a Vulkan storage binding");
-  std::vector<RowChunk> out;
-  for (int64_t r = 0; r < rows; r += static_cast<int64_t>(max_rows))
-    out.push_back({r, std::min<int64_t>(static_cast<int64_t>(max_rows), rows - r)});
-  return out;
-}
-BufRange chunk_range(const Ctx& c, int32_t t, uint64_t row_bytes, const RowChunk& ch) {
-  const Buffer& b = c.env.buffer(t);
-  const uint64_t off = static_cast<uint64_t>(ch.r0) * row_bytes;
-  const uint64_t len = std::min<uint64_t>(
-      (static_cast<uint64_t>(ch.rows) * row_bytes + 3) & ~uint64_t(3), b.size - off);
-  return {b.buf, off, len};
-}
+using namespace detail;
 
 PreparedOp::CheckFn id_check(const Ctx& c, int64_t V) {
   const std::string name = c.in(1).name;
@@ -258,7 +144,10 @@ std::unique_ptr<PreparedOp> prep_rms_norm(Ctx c) {
         dispatch_flat(cb, kern, set, {u32(G), rows, fbits(eps)}, rows);
       },
       nullptr);
-  prepared->writes_scratch = quant;
+  Phase ph{{c.buf(xin), c.buf(x)}, {c.buf(y)}};
+  if (add) ph = {{c.buf(xin), c.buf(add->inputs[1])}, {c.buf(x), c.buf(y)}};
+  if (quant) ph.writes.insert(ph.writes.end(), {c.env.act_q.buf, c.env.act_qp.buf});
+  prepared->phases = {ph};
   return prepared;
 }
 
@@ -347,14 +236,19 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
         }
       },
       nullptr);
-  prepared->reads_scratch = f == "linear_8da4w";
-  prepared->quantizes = kq != nullptr;
+  if (f == "linear_8da4w") {
+    const std::vector<VkBuffer> scratch = {c.env.act_q.buf, c.env.act_qp.buf};
+    if (kq) prepared->phases.push_back({{c.buf(x)}, scratch});
+    prepared->phases.push_back({scratch, {c.buf(y)}});
+  }
   return prepared;
 }
 
+}  // namespace
+
 // The rope op's cos/sin table: [max_ctx][R/2] pairs from the short inverse frequencies, then the
 // same from the long ones when the op has them (longrope); computed as cpu::rope computes them.
-BufRange rope_table(Ctx& c, const std::vector<int32_t>& invs, int R, float a) {
+BufRange detail::rope_table(Ctx& c, const std::vector<int32_t>& invs, int R, float a) {
   auto key = std::make_pair(invs, a);
   auto it = c.env.rope_tables.find(key);
   if (it == c.env.rope_tables.end()) {
@@ -383,6 +277,8 @@ BufRange rope_table(Ctx& c, const std::vector<int32_t>& invs, int R, float a) {
   }
   return {it->second.buf, 0, it->second.size};
 }
+
+namespace {
 
 std::unique_ptr<PreparedOp> prep_rope(Ctx c) {
   const int32_t x = c.op.inputs[0], y = c.op.outputs[0];
@@ -459,7 +355,7 @@ std::unique_ptr<PreparedOp> prep_attention(Ctx c) {
       ka,
       std::vector<BufRange>{c.whole(I[0]), c.whole(I[3]), c.whole(I[4]), c.whole(y), part, step});
   VkDescriptorSet sc = c.env.kernels.make_set(kc, std::vector<BufRange>{part, c.whole(y)});
-  return std::make_unique<PreparedOp>(
+  auto prepared = std::make_unique<PreparedOp>(
       [=, &ks, &ka, &kc](VkCommandBuffer cb, int T) {
         dispatch_flat(cb, ks, ss, {u32(T), u32(W)}, ceil_div(uint64_t(T) * W, 64));
         compute_barrier(cb);
@@ -472,6 +368,13 @@ std::unique_ptr<PreparedOp> prep_attention(Ctx c) {
         }
       },
       nullptr);
+  const VkBuffer kcb = c.buf(I[3]), vcb = c.buf(I[4]);
+  const Phase store{{c.buf(I[1]), c.buf(I[2])}, {kcb, vcb}};
+  prepared->phases = {store, {{c.buf(I[0]), kcb, vcb}, {c.buf(y)}}};
+  if (S > 1)
+    prepared->decode_phases = {
+        store, {{c.buf(I[0]), kcb, vcb}, {part.buf}}, {{part.buf}, {c.buf(y)}}};
+  return prepared;
 }
 
 std::unique_ptr<PreparedOp> prep_elementwise(Ctx c) {
@@ -524,16 +427,20 @@ std::unique_ptr<PreparedOp> prep_argmax(Ctx c) {
   const BufRange pr = {part.buf, 0, part.size};
   VkDescriptorSet set = c.env.kernels.make_set(k, std::vector<BufRange>{c.whole(x), pr});
   VkDescriptorSet fset = c.env.kernels.make_set(kf, std::vector<BufRange>{pr, c.whole(y)});
-  return std::make_unique<PreparedOp>(
+  auto prepared = std::make_unique<PreparedOp>(
       [=, &k, &kf](VkCommandBuffer cb, int) {
         dispatch(cb, k, set, {u32(V), chunk}, P);
         compute_barrier(cb);
         dispatch(cb, kf, fset, {P}, 1);
       },
       nullptr);
+  prepared->phases = {{{c.buf(x)}, {part.buf}}, {{part.buf}, {c.buf(y)}}};
+  return prepared;
 }
 
 }  // namespace
+
+std::unique_ptr<PreparedOp> prepare_op_kernels(OpEnv& env, const Op& op);
 
 void compute_barrier(VkCommandBuffer cb) {
   VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
@@ -563,7 +470,25 @@ bool add_fuses_into_next(const Program& p, size_t k) {
   return true;
 }
 
+uint64_t& dispatch_count() {
+  static thread_local uint64_t n = 0;
+  return n;
+}
+
 std::unique_ptr<PreparedOp> prepare_op(OpEnv& env, const Op& op) {
+  auto prepared = prepare_op_kernels(env, op);
+  if (prepared->phases.empty() && !prepared->fused_into_next) {
+    // One stage reading the op's non-weight inputs and writing its outputs.
+    Phase ph;
+    for (int32_t t : op.inputs)
+      if (env.program.tensors[t].kind != TensorKind::Weight) ph.reads.push_back(env.buffer(t).buf);
+    for (int32_t t : op.outputs) ph.writes.push_back(env.buffer(t).buf);
+    prepared->phases = {ph};
+  }
+  return prepared;
+}
+
+std::unique_ptr<PreparedOp> prepare_op_kernels(OpEnv& env, const Op& op) {
   Ctx c{env, op, env.program};
   const std::string& f = op.family;
   if (f == "embedding" || f == "embedding_q4") return prep_embedding(c);

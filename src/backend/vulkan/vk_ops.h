@@ -38,6 +38,12 @@ struct OpEnv {
   // Split-K attention partials of a decode step, shared by the attention ops (each one's combine
   // pass is done before the next one starts: a barrier always lies between layers).
   Buffer attn_part;
+  Buffer attn_counter;  // the fused decode attention's per-head split counters (zero between uses)
+};
+
+// One stage of a recorded op: the buffers it reads and writes.
+struct Phase {
+  std::vector<VkBuffer> reads, writes;
 };
 
 class PreparedOp {
@@ -45,12 +51,14 @@ class PreparedOp {
   using RecordFn = std::function<void(VkCommandBuffer, int T)>;
   using CheckFn = std::function<void(const int32_t* ids, int T)>;
   PreparedOp(RecordFn r, CheckFn c) : record_(std::move(r)), check_(std::move(c)) {}
-  // linear_8da4w: which of its stages it records. quantize: writes the int8 scratch, then a
-  // barrier, then the mat-vec reads it; reads_scratch alone: the mat-vec only (the scratch already
-  // holds its input). The executor's barrier plan reads these.
-  // writes_scratch: an op that leaves its output quantized there for the linears that follow
-  // (rms_norm_quant), as an ordinary write.
-  bool quantizes = false, reads_scratch = false, writes_scratch = false;
+  // What the op's recording reads and writes, as the executor's barrier plan and liveness see it:
+  // one Phase per stage, the op recording a barrier of its own between consecutive phases
+  // (weights and constant tables, never written, are left out). `phases` for forwards of
+  // several tokens; `decode_phases` for one token when its recording differs (else empty).
+  std::vector<Phase> phases, decode_phases;
+  const std::vector<Phase>& phases_for(bool decode) const {
+    return decode && !decode_phases.empty() ? decode_phases : phases;
+  }
   // An op that records nothing because the next op records it along with its own work (an add
   // fused into the rms_norm that reads its output: add_fuses_into_next). The executor plans the
   // pair as one op.
@@ -77,6 +85,9 @@ bool add_fuses_into_next(const Program& p, size_t k);
 
 // Prepares op `op`, which must be an element of env.program.ops (fusion looks at its neighbours).
 std::unique_ptr<PreparedOp> prepare_op(OpEnv& env, const Op& op);
+
+// Dispatches recorded so far by this thread (the profile's kernel count).
+uint64_t& dispatch_count();
 
 // A compute -> compute memory barrier (every shader write visible to later shader reads/writes).
 void compute_barrier(VkCommandBuffer cb);

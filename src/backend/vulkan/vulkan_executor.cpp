@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backend/vulkan/vk_context.h"
+#include "backend/vulkan/vk_fused.h"
 #include "backend/vulkan/vk_memory.h"
 #include "backend/vulkan/vk_ops.h"
 #include "backend/vulkan/vk_pipeline.h"
@@ -133,7 +134,12 @@ class VulkanExecutor final : public Executor {
         kernels_(*ctx_),
         bufs_(ld_->bufs),
         max_t_(ld_->max_t) {
-    allocate();
+    if (const char* c = std::getenv("VKLLM_TEST_CORRUPT_OP")) corrupt_family_ = c;
+    const char* nf = std::getenv("VKLLM_NO_FUSION");
+    const bool fusion = !(nf && std::string(nf) == "1");
+    const std::vector<FusedRun> runs =
+        fusion ? find_fused_runs(p_, corrupt_family_) : std::vector<FusedRun>{};
+    allocate(runs);
     step_ = alloc_.create(16, false, "step parameters");
     step_host_ = alloc_.create(16, true, "step parameters (host)");
     OpEnv env{*ctx_,
@@ -151,7 +157,24 @@ class VulkanExecutor final : public Executor {
     for (const Op& op : p_.ops)
       env.act_q_bytes = std::max(env.act_q_bytes, act_quant_bytes_per_token(p_, op) * max_t_);
     for (const Op& op : p_.ops) ops_.push_back(prepare_op(env, op));
-    plan_barriers(env);
+    // The two plans: forwards of several tokens record every op; one-token forwards record the
+    // fused runs as one step each (vk_fused.h) and the other ops alone.
+    for (size_t k = 0; k < ops_.size(); ++k)
+      prefill_.steps.push_back({k, k, ops_[k].get(), profile_key(k)});
+    for (size_t k = 0, r = 0; k < ops_.size();) {
+      if (r < runs.size() && runs[r].first == k) {
+        fused_.push_back(prepare_fused(env, runs[r], corrupt_family_));
+        decode_.steps.push_back(
+            {k, runs[r].last, fused_.back().get(),
+             fmt::format("{} {}", runs[r].pattern, widths(runs[r].first, runs[r].last))});
+        k = runs[r++].last + 1;
+      } else {
+        decode_.steps.push_back({k, k, ops_[k].get(), profile_key(k)});
+        ++k;
+      }
+    }
+    plan_barriers(prefill_, false);
+    plan_barriers(decode_, true);
     VkCommandPoolCreateInfo pci{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
     pci.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
     pci.queueFamilyIndex = ctx_->queue_family();
@@ -159,12 +182,13 @@ class VulkanExecutor final : public Executor {
     VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
     ai.commandPool = pool_;
     ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
-    ai.commandBufferCount = 3;
-    VkCommandBuffer cbs[3];
+    ai.commandBufferCount = 4;
+    VkCommandBuffer cbs[4];
     VK_CHECK(vkAllocateCommandBuffers(ctx_->device(), &ai, cbs));
     cb_ = cbs[0];
     decode_cb_[0] = cbs[1];
     decode_cb_[1] = cbs[2];
+    batch_cb_ = cbs[3];
     VkFenceCreateInfo fci{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
     VK_CHECK(vkCreateFence(ctx_->device(), &fci, nullptr, &fence_));
     if (ctx_->options().profile && ctx_->info().timestamps) {
@@ -172,8 +196,14 @@ class VulkanExecutor final : public Executor {
       qi.queryType = VK_QUERY_TYPE_TIMESTAMP;
       qi.queryCount = static_cast<uint32_t>(p_.ops.size() + 1);
       VK_CHECK(vkCreateQueryPool(ctx_->device(), &qi, nullptr, &queries_));
-      for (size_t k = 0; k < p_.ops.size(); ++k) profile_keys_.push_back(profile_key(k));
     }
+    // Greedy steps per submit: VKLLM_DECODE_BATCH (1: one step per submit), else 16; one step
+    // per submit while profiling (the profile times the steps of one forward).
+    batch_ = 16;
+    if (const char* b = std::getenv("VKLLM_DECODE_BATCH"))
+      batch_ = std::clamp(std::atoi(b), 1, 256);
+    if (queries_) batch_ = 1;
+    batch_tokens_ = alloc_.create(static_cast<uint64_t>(batch_) * 4, true, "greedy batch tokens");
     held_ = alloc_.device_bytes();
     hold(held_);
     {
@@ -181,7 +211,6 @@ class VulkanExecutor final : public Executor {
       g_device_name = ctx_->info().name;
       g_driver = ctx_->info().driver;
     }
-    if (const char* c = std::getenv("VKLLM_TEST_CORRUPT_OP")) corrupt_family_ = c;
   }
 
   ~VulkanExecutor() override {
@@ -217,44 +246,46 @@ class VulkanExecutor final : public Executor {
   }
 
  private:
-  // A barrier goes before an op only when it reads or writes a buffer that an op since the last
-  // barrier wrote, or writes one that such an op read (activation buffers are shared by liveness,
-  // so write-after-read matters too). The plan is static: buffers never change after setup.
-  void plan_barriers(const OpEnv& env) {
+  // What a forward records: steps (one op, or a fused run of ops), their barriers, and the
+  // profile's sums.
+  struct Step {
+    size_t first, last;  // program ops covered
+    const PreparedOp* op;
+    std::string key;  // the profile's row
+  };
+  struct Plan {
+    std::vector<Step> steps;
+    std::vector<bool> barrier_before;
+    size_t barriers = 0;      // between and inside steps
+    uint64_t dispatches = 0;  // of the last recording
+    std::map<std::string, double> ms;
+    double total = 0;
+    int runs = 0;
+  };
+
+  // A barrier goes before a step only when it reads or writes a buffer that a step since the last
+  // barrier wrote, or writes one that such a step read (activation buffers are shared by liveness,
+  // so write-after-read matters too); a step's later phases follow barriers it records itself. The
+  // plan is static: buffers never change after setup, and every step declares its accesses.
+  void plan_barriers(Plan& plan, bool decode) {
     std::set<VkBuffer> dirty_w, dirty_r;
-    std::set<VkBuffer> r, w;  // of op k (and of the op fused into it)
-    barrier_before_.assign(p_.ops.size(), false);
-    for (size_t k = 0; k < p_.ops.size(); ++k) {
-      const Op& op = p_.ops[k];
-      for (int32_t t : op.inputs)
-        // Not what a fused op before it wrote: the shared kernel computes that in place.
-        if (p_.tensors[t].kind != TensorKind::Weight && !w.count(bufs_[t].buf))
-          r.insert(bufs_[t].buf);
-      for (int32_t t : op.outputs) w.insert(bufs_[t].buf);
-      if (op.family == "attention") w.insert({bufs_[op.inputs[3]].buf, bufs_[op.inputs[4]].buf});
-      if (ops_[k]->fused_into_next) continue;  // recorded by op k + 1: planned with it
-      const std::set<VkBuffer> scratch = {env.act_q.buf, env.act_qp.buf};
-      if (ops_[k]->reads_scratch) r.insert(scratch.begin(), scratch.end());
-      if (ops_[k]->writes_scratch) w.insert(scratch.begin(), scratch.end());
-      // A quantizing op first writes the scratch from x (so the barrier before it waits for x
-      // and for the previous readers of the scratch), then has a barrier of its own that orders
-      // everything before its mat-vec: its output y needs nothing more.
-      const bool quant = ops_[k]->quantizes;
-      bool need = false;
-      for (VkBuffer b : r) need = need || (dirty_w.count(b) && !(quant && scratch.count(b)));
-      for (VkBuffer b : quant ? scratch : w) need = need || dirty_w.count(b) || dirty_r.count(b);
-      if (need) {
-        barrier_before_[k] = true;
-        ++n_barriers_;
+    plan.barrier_before.assign(plan.steps.size(), false);
+    plan.barriers = 0;
+    for (size_t i = 0; i < plan.steps.size(); ++i) {
+      const auto& phases = plan.steps[i].op->phases_for(decode);
+      for (size_t ph = 0; ph < phases.size(); ++ph) {
+        bool need = ph > 0;  // the step's own barrier
+        for (VkBuffer b : phases[ph].reads) need = need || dirty_w.count(b);
+        for (VkBuffer b : phases[ph].writes) need = need || dirty_w.count(b) || dirty_r.count(b);
+        if (need) {
+          if (ph == 0) plan.barrier_before[i] = true;
+          ++plan.barriers;
+          dirty_w.clear();
+          dirty_r.clear();
+        }
+        dirty_r.insert(phases[ph].reads.begin(), phases[ph].reads.end());
+        dirty_w.insert(phases[ph].writes.begin(), phases[ph].writes.end());
       }
-      if (need || quant) {  // the op's own barrier clears as much as one before it
-        dirty_w.clear();
-        dirty_r.clear();
-      }
-      dirty_r.insert(r.begin(), r.end());
-      dirty_w.insert(w.begin(), w.end());
-      r.clear();
-      w.clear();
     }
   }
 
@@ -266,23 +297,38 @@ class VulkanExecutor final : public Executor {
            elem_bytes(t.dtype);
   }
 
-  void allocate() {
+  // Liveness serves both plans: a tensor is born at the first op of the step that writes it and
+  // lives through the last op of every step that reads it (an add recorded by the next op reads
+  // its inputs as late as that op runs), so no buffer a step writes shares memory with one it
+  // reads, however its kernels order their work.
+  void allocate(const std::vector<FusedRun>& runs) {
     const int32_t n = static_cast<int32_t>(p_.tensors.size());
-    std::vector<int> first(n, -1), last(n, -1);
-    for (int k = 0; k < static_cast<int>(p_.ops.size()); ++k) {
-      // An op fused into the next one reads its inputs as late as that one runs.
-      const int use = add_fuses_into_next(p_, static_cast<size_t>(k)) ? k + 1 : k;
+    const int nops = static_cast<int>(p_.ops.size());
+    std::vector<int> step_first(nops), step_last(nops);
+    for (int k = 0; k < nops; ++k) step_first[k] = step_last[k] = k;
+    for (const FusedRun& r : runs)
+      for (size_t k = r.first; k <= r.last; ++k) {
+        step_first[k] = static_cast<int>(r.first);
+        step_last[k] = static_cast<int>(r.last);
+      }
+    std::vector<int> first(n, -1), last(n, -1), written(n, 0);
+    for (int k = 0; k < nops; ++k) {
+      const int use = std::max(step_last[k], add_fuses_into_next(p_, static_cast<size_t>(k))
+                                                 ? step_last[std::min(k + 1, nops - 1)]
+                                                 : k);
       for (int32_t t : p_.ops[k].inputs) {
         if (p_.tensors[t].kind == TensorKind::Activation) {
-          if (first[t] < 0)
+          if (!written[t])
             fail("program: activation {} is read by op {} before any op writes it",
                  p_.tensors[t].name, k);
           last[t] = std::max(last[t], use);
         }
       }
       for (int32_t t : p_.ops[k].outputs) {
-        if (first[t] >= 0) fail("program: activation {} is written twice", p_.tensors[t].name);
-        first[t] = last[t] = k;
+        if (written[t]) fail("program: activation {} is written twice", p_.tensors[t].name);
+        written[t] = 1;
+        first[t] = step_first[k];
+        last[t] = std::max(last[t], step_last[k]);
       }
     }
     const int end = static_cast<int>(p_.ops.size());
@@ -307,8 +353,16 @@ class VulkanExecutor final : public Executor {
     };
     std::vector<Slot> slots;
     std::vector<int> slot_of(n, -1);
+    std::vector<std::vector<int32_t>> born(static_cast<size_t>(end)),
+        dying(static_cast<size_t>(end) + 1);
+    for (int32_t t = 0; t < n; ++t)
+      if (first[t] >= 0) {
+        born[first[t]].push_back(t);
+        if (p_.tensors[t].kind == TensorKind::Activation)
+          dying[std::min(last[t], end)].push_back(t);
+      }
     for (int k = 0; k < end; ++k) {
-      for (int32_t t : p_.ops[k].outputs) {
+      for (int32_t t : born[k]) {
         const uint64_t need = tensor_bytes(p_.tensors[t]);
         int best = -1;
         for (int s = 0; s < static_cast<int>(slots.size()); ++s)
@@ -323,14 +377,8 @@ class VulkanExecutor final : public Executor {
         slot_of[t] = best;
         bufs_[t] = slots[best].buf;
       }
-      auto release = [&](int32_t t) {
-        if (p_.tensors[t].kind == TensorKind::Activation && last[t] == k && slot_of[t] >= 0)
-          slots[slot_of[t]].busy = false;
-      };
-      for (int32_t t : p_.ops[k].inputs) release(t);
-      for (int32_t t : p_.ops[k].outputs) release(t);
-      if (k > 0 && add_fuses_into_next(p_, static_cast<size_t>(k - 1)))
-        for (int32_t t : p_.ops[k - 1].inputs) release(t);
+      for (int32_t t : dying[k])
+        if (slot_of[t] >= 0) slots[slot_of[t]].busy = false;
     }
     n_slots_ = slots.size();
     if (!bufs_[p_.next_token].buf)
@@ -367,7 +415,7 @@ class VulkanExecutor final : public Executor {
     VK_CHECK(vkQueueSubmit(ctx_->queue(), 1, &si, fence_));
     VK_CHECK(vkWaitForFences(ctx_->device(), 1, &fence_, VK_TRUE, UINT64_MAX));
     VK_CHECK(vkResetFences(ctx_->device(), 1, &fence_));
-    if (queries_) collect_profile(static_cast<uint32_t>(ops_.size() + 1), T);
+    if (queries_) collect_profile(T == 1 ? decode_ : prefill_);
     if (!last) return 0;
     int32_t next;
     std::memcpy(&next, readback_.mapped, 4);
@@ -389,25 +437,13 @@ class VulkanExecutor final : public Executor {
     mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT;
     vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
                          0, 1, &mb, 0, nullptr, 0, nullptr);
-    const uint32_t nq = static_cast<uint32_t>(ops_.size() + 1);
+    Plan& plan = T == 1 ? decode_ : prefill_;
     if (queries_) {
+      const uint32_t nq = static_cast<uint32_t>(plan.steps.size() + 1);
       vkCmdResetQueryPool(cb, queries_, 0, nq);
       vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, queries_, 0);
     }
-    for (size_t k = 0; k < ops_.size(); ++k) {
-      if (barrier_before_[k]) compute_barrier(cb);
-      ops_[k]->record(cb, T);
-      if (!corrupt_family_.empty()) {
-        // An op fused into the next one has run only once that one has: corrupt it then.
-        if (p_.ops[k].family == corrupt_family_ && !ops_[k]->fused_into_next)
-          corrupt_outputs(cb, k);
-        if (k > 0 && ops_[k - 1]->fused_into_next && p_.ops[k - 1].family == corrupt_family_)
-          corrupt_outputs(cb, k - 1);
-      }
-      if (queries_)
-        vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, queries_,
-                            static_cast<uint32_t>(k + 1));
-    }
+    record_steps(cb, plan, T);
     if (last) {
       mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
       mb.dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT;
@@ -427,6 +463,88 @@ class VulkanExecutor final : public Executor {
     VK_CHECK(vkEndCommandBuffer(cb));
   }
 
+  // The plan's steps with their barriers (and, for tests, the corruption switch and the
+  // profile's timestamps).
+  void record_steps(VkCommandBuffer cb, Plan& plan, int T) {
+    const uint64_t d0 = dispatch_count();
+    for (size_t i = 0; i < plan.steps.size(); ++i) {
+      const Step& st = plan.steps[i];
+      if (plan.barrier_before[i]) compute_barrier(cb);
+      st.op->record(cb, T);
+      if (!corrupt_family_.empty())
+        for (size_t k = st.first; k <= st.last; ++k) {
+          // An op fused into the next one has run only once that one has: corrupt it then.
+          if (p_.ops[k].family == corrupt_family_ && !ops_[k]->fused_into_next)
+            corrupt_outputs(cb, k);
+          if (k > 0 && ops_[k - 1]->fused_into_next && p_.ops[k - 1].family == corrupt_family_)
+            corrupt_outputs(cb, k - 1);
+        }
+      if (queries_)
+        vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, queries_,
+                            static_cast<uint32_t>(i + 1));
+    }
+    plan.dispatches = dispatch_count() - d0;
+  }
+
+  // Greedy decode steps per submit (greedy_batch): the step's argmax stays on the device and
+  // feeds the next step's embedding (decode_advance.comp); the host reads the batch's tokens
+  // once. One command buffer, recorded on first use and replayed at any position.
+  int greedy_batch() const override { return batch_; }
+
+  void decode_greedy(int32_t first, int pos, int n, int32_t* out) override {
+    if (n != batch_ || n < 2 || pos < 0 || pos + n > p_.max_ctx)
+      return Executor::decode_greedy(first, pos, n, out);
+    for (auto& op : ops_) op->check(&first, 1);
+    std::memcpy(bufs_[p_.input_ids].mapped, &first, 4);
+    const uint32_t pos32 = static_cast<uint32_t>(pos);
+    std::memcpy(step_host_.mapped, &pos32, 4);
+    if (!batch_recorded_) {
+      record_batch();
+      batch_recorded_ = true;
+    }
+    VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+    si.commandBufferCount = 1;
+    si.pCommandBuffers = &batch_cb_;
+    VK_CHECK(vkQueueSubmit(ctx_->queue(), 1, &si, fence_));
+    VK_CHECK(vkWaitForFences(ctx_->device(), 1, &fence_, VK_TRUE, UINT64_MAX));
+    VK_CHECK(vkResetFences(ctx_->device(), 1, &fence_));
+    std::memcpy(out, batch_tokens_.mapped, static_cast<size_t>(n) * 4);
+  }
+
+  void record_batch() {
+    const Kernel& k = kernels_.get("decode_advance", 4, 4, {});
+    const BufRange ranges[] = {{step_.buf, 0, step_.size},
+                               {bufs_[p_.next_token].buf, 0, bufs_[p_.next_token].size},
+                               {bufs_[p_.input_ids].buf, 0, bufs_[p_.input_ids].size},
+                               {batch_tokens_.buf, 0, batch_tokens_.size}};
+    VkDescriptorSet set = kernels_.make_set(k, ranges);
+    VkCommandBuffer cb = batch_cb_;
+    VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+    VK_CHECK(vkBeginCommandBuffer(cb, &bi));
+    VkBufferCopy step_copy{0, 0, 16};
+    vkCmdCopyBuffer(cb, step_host_.buf, step_.buf, 1, &step_copy);
+    VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+    mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+    mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+    vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                         0, 1, &mb, 0, nullptr, 0, nullptr);
+    for (int i = 0; i < batch_; ++i) {
+      record_steps(cb, decode_, 1);
+      compute_barrier(cb);
+      vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, k.pipeline);
+      vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, k.layout, 0, 1, &set, 0, nullptr);
+      const uint32_t idx = static_cast<uint32_t>(i);
+      vkCmdPushConstants(cb, k.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, 4, &idx);
+      vkCmdDispatch(cb, 1, 1, 1);
+      compute_barrier(cb);
+    }
+    mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
+    mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+    vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1,
+                         &mb, 0, nullptr, 0, nullptr);
+    VK_CHECK(vkEndCommandBuffer(cb));
+  }
+
   // Test-only switch for the gate-can-fail tests (tests/e2e): VKLLM_TEST_CORRUPT_OP=<op family>
   // zeroes every output of that family's ops after they run, like a broken kernel would.
   void corrupt_outputs(VkCommandBuffer cb, size_t k) {
@@ -443,64 +561,65 @@ class VulkanExecutor final : public Executor {
                          0, 1, &mb, 0, nullptr, 0, nullptr);
   }
 
-  // VKLLM_PROFILE=1: GPU time per op family from timestamps around every op, kept apart for
-  // prefill (forwards of several tokens) and decode (one token), printed when the executor ends.
-  void collect_profile(uint32_t nq, int T) {
+  // VKLLM_PROFILE=1: GPU time per step from timestamps around every step, kept apart for prefill
+  // (forwards of several tokens) and decode (one token), printed when the executor ends.
+  void collect_profile(Plan& plan) {
+    const uint32_t nq = static_cast<uint32_t>(plan.steps.size() + 1);
     std::vector<uint64_t> ts(nq);
     VK_CHECK(vkGetQueryPoolResults(ctx_->device(), queries_, 0, nq, nq * 8, ts.data(), 8,
                                    VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT));
-    Profile& pr = T == 1 ? decode_ : prefill_;
+    const double period = ctx_->info().timestamp_period * 1e-6;
     for (size_t k = 0; k + 1 < nq; ++k)
-      pr.ms[profile_keys_[k]] +=
-          static_cast<double>(ts[k + 1] - ts[k]) * ctx_->info().timestamp_period * 1e-6;
-    pr.total += static_cast<double>(ts[nq - 1] - ts[0]) * ctx_->info().timestamp_period * 1e-6;
-    ++pr.runs;
+      plan.ms[plan.steps[k].key] += static_cast<double>(ts[k + 1] - ts[k]) * period;
+    plan.total += static_cast<double>(ts[nq - 1] - ts[0]) * period;
+    ++plan.runs;
   }
 
-  // The profile's row of op k: its family and, where ops of one family differ in cost, the widths
-  // it maps (output <- input), e.g. "linear_8da4w 8192<-2048". An add fused into the next op has
-  // a row of its own, "add (fused)", with next to no time: its work is timed in the next op's row.
+  // The output <- input widths of ops first..last ("8192<-2048"), for the profile's rows.
+  std::string widths(size_t first, size_t last) const {
+    return fmt::format("{}<-{}", p_.tensors[p_.ops[last].outputs[0]].shape.back(),
+                       p_.tensors[p_.ops[first].inputs[0]].shape.back());
+  }
+
+  // The profile's row of op k run alone: its family and, where ops of one family differ in cost,
+  // the widths it maps, e.g. "linear_8da4w 8192<-2048". An add fused into the next op has a row
+  // of its own, "add (fused)", with next to no time: its work is timed in the next op's row.
   std::string profile_key(size_t k) const {
     const Op& op = p_.ops[k];
-    auto width = [&](int32_t t) { return p_.tensors[t].shape.back(); };
     const std::string family = op.family + (ops_[k]->fused_into_next ? " (fused)" : "");
     if (op.family.rfind("linear", 0) == 0 || op.family == "rms_norm" || op.family == "swiglu" ||
         op.family == "add")
-      return fmt::format("{} {}<-{}", family, width(op.outputs[0]), width(op.inputs[0]));
+      return fmt::format("{} {}", family, widths(k, k));
     return family;
   }
 
-  // Rows sorted by decode time: ops per forward, ms per forward (prefill, decode) and the decode
-  // time per op, so that a kernel's cost at each shape reads off directly.
-  void print_profile() const {
+  // Per plan, rows sorted by time: steps per forward, ms per forward and us per step, so that a
+  // kernel's cost at each shape reads off directly; and the kernels and barriers of a forward.
+  void print_plan_profile(const Plan& plan, const char* what) const {
+    if (!plan.runs) return;
     std::map<std::string, int> count;
-    for (const std::string& key : profile_keys_) ++count[key];
+    for (const Step& st : plan.steps) ++count[st.key];
     std::fprintf(stderr,
-                 "vkllm: vulkan profile: %zu ops, %zu barriers between ops, %zu activation "
-                 "buffers; GPU time per forward by op family and shape:\n  %-28s %5s %12s %12s "
-                 "%14s\n",
-                 ops_.size(), n_barriers_, n_slots_, "family (out<-in width)", "ops", "prefill ms",
-                 "decode ms", "decode us/op");
-    auto per = [](const Profile& p, const std::string& f) {
-      auto it = p.ms.find(f);
-      return p.runs && it != p.ms.end() ? it->second / p.runs : 0.0;
-    };
+                 "vkllm: vulkan profile, %s: %zu kernels per %s step, %zu barriers (%zu steps, %zu "
+                 "activation buffers); GPU time per forward:\n  %-44s %5s %12s %12s\n",
+                 what, plan.dispatches, what, plan.barriers, plan.steps.size(), n_slots_,
+                 "step (out<-in width)", "count", "ms", "us each");
     std::vector<std::pair<double, std::string>> rows;
-    for (const auto& [key, n] : count) rows.push_back({per(decode_, key), key});
+    for (const auto& [key, n] : count) {
+      auto it = plan.ms.find(key);
+      rows.push_back({it == plan.ms.end() ? 0.0 : it->second / plan.runs, key});
+    }
     std::sort(rows.rbegin(), rows.rend());
-    for (const auto& [dec, key] : rows)
-      std::fprintf(stderr, "  %-28s %5d %12.4f %12.4f %14.2f\n", key.c_str(), count.at(key),
-                   per(prefill_, key), dec, dec * 1e3 / count.at(key));
-    std::fprintf(stderr, "  %-28s %5zu %12.4f %12.4f   (%d prefill, %d decode forwards)\n", "total",
-                 p_.ops.size(), prefill_.runs ? prefill_.total / prefill_.runs : 0.0,
-                 decode_.runs ? decode_.total / decode_.runs : 0.0, prefill_.runs, decode_.runs);
+    for (const auto& [ms, key] : rows)
+      std::fprintf(stderr, "  %-44s %5d %12.4f %12.2f\n", key.c_str(), count.at(key), ms,
+                   ms * 1e3 / count.at(key));
+    std::fprintf(stderr, "  %-44s %5zu %12.4f   (%d forwards)\n", "total", plan.steps.size(),
+                 plan.total / plan.runs, plan.runs);
   }
-
-  struct Profile {
-    std::map<std::string, double> ms;
-    double total = 0;
-    int runs = 0;
-  };
+  void print_profile() const {
+    print_plan_profile(prefill_, "prefill");
+    print_plan_profile(decode_, "decode");
+  }
 
   std::shared_ptr<VulkanLoaded> ld_;  // first member: the device outlives everything below
   const Program& p_;
@@ -510,20 +629,23 @@ class VulkanExecutor final : public Executor {
   Kernels kernels_;
   std::vector<Buffer> bufs_;
   std::vector<std::unique_ptr<PreparedOp>> ops_;
-  std::vector<bool> barrier_before_;
+  std::vector<std::unique_ptr<PreparedOp>> fused_;  // the decode plan's fused steps
+  Plan prefill_, decode_;
   Buffer readback_;
   uint64_t logits_n_ = 0;
-  size_t n_slots_ = 0, n_barriers_ = 0;
+  size_t n_slots_ = 0;
   int max_t_ = 1;
   VkCommandPool pool_ = VK_NULL_HANDLE;
   VkCommandBuffer cb_ = VK_NULL_HANDLE;  // forwards of several tokens, recorded each time
   VkCommandBuffer decode_cb_[2] = {};    // one-token forwards without / with logits
   bool decode_recorded_[2] = {false, false};
+  VkCommandBuffer batch_cb_ = VK_NULL_HANDLE;  // greedy_batch() decode steps
+  bool batch_recorded_ = false;
+  int batch_ = 1;
+  Buffer batch_tokens_;      // host-visible: the batch's tokens
   Buffer step_, step_host_;  // the forward's position: device, host copy
   VkFence fence_ = VK_NULL_HANDLE;
   VkQueryPool queries_ = VK_NULL_HANDLE;
-  Profile prefill_, decode_;
-  std::vector<std::string> profile_keys_;  // profile_key of every op, when profiling
   uint64_t held_ = 0;
   std::string corrupt_family_;
   size_t n_corrupted_ = 0;  // ops whose outputs the switch zeroed, over every recording

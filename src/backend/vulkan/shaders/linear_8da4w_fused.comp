@@ -1,0 +1,186 @@
+#version 450
+// The decode step's fused linear_8da4w (one token): every workgroup first computes the int8 row
+// of its input itself, from L2, in its prologue, then its R output rows, then an epilogue; so a
+// norm, the activation quantization and the residual add or SwiGLU after the mat-vec cost no
+// dispatch and no barrier of their own, and no kernel of the step runs in a single workgroup.
+//  prologue PRO = 0: x quantized as linear_8da4w_quant does;
+//           PRO = 1: x normalized as rms_norm (over the whole row) stores it, then quantized as
+//                    rms_norm_quant does (same reduction order: the same int8 codes);
+//  epilogue EPI = 0: y = W x, rounded to y's dtype;
+//           EPI = 1: y = r + (W x rounded to the mat-vec output's dtype), the residual add;
+//           EPI = 2: y = silu(g) * u with g = W x and u = U x (a second weight set, the up
+//                    projection), each rounded to its output's dtype as the unfused ops would.
+// The mat-vec itself is linear_8da4w's 32-weight-block walk (G % 32 == 0), exactly the CPU's
+// per-group formula; rows per workgroup R (push constant) are shared by its subgroups.
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#extension GL_KHR_shader_subgroup_shuffle : require
+#define WG 256
+#include "common.glsl"
+#include "quant.glsl"
+#ifdef VKLLM_IDOT
+#extension GL_EXT_spirv_intrinsics : require
+spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6016, 6018, 6019], id = 4453)
+int dotAccSat4x8(int a, int b, int acc, spirv_literal int fmt);
+int dot4(int a, int b, int acc) { return dotAccSat4x8(a, b, acc, 0); }
+#else
+int dot4(int a, int b, int acc) {
+  return acc + bitfieldExtract(a, 0, 8) * bitfieldExtract(b, 0, 8) +
+         bitfieldExtract(a, 8, 8) * bitfieldExtract(b, 8, 8) +
+         bitfieldExtract(a, 16, 8) * bitfieldExtract(b, 16, 8) +
+         bitfieldExtract(a, 24, 8) * bitfieldExtract(b, 24, 8);
+}
+#endif
+layout(constant_id = 1) const bool X16 = false;   // input row
+layout(constant_id = 2) const bool Y16 = false;   // output
+layout(constant_id = 3) const bool H16 = false;   // the norm's output (PRO 1), as it would be stored
+layout(constant_id = 4) const bool O16 = false;   // the mat-vec outputs (EPI 1, 2), as stored
+layout(constant_id = 5) const bool R16 = false;   // residual input (EPI 1)
+layout(constant_id = 6) const uint PRO = 0;
+layout(constant_id = 7) const uint EPI = 0;
+DECL_FBUF(0, x, readonly)
+layout(std430, binding = 1) readonly buffer NW { float nw[]; };  // norm weight (PRO 1)
+layout(std430, binding = 2) readonly buffer Q { uvec4 q[]; };    // K / 32 per row
+layout(std430, binding = 3) readonly buffer S { float s[]; };
+layout(std430, binding = 4) readonly buffer WS { int wsum[]; };
+layout(std430, binding = 5) readonly buffer Q2 { uvec4 q2[]; };  // EPI 2: the up projection
+layout(std430, binding = 6) readonly buffer S2 { float s2[]; };
+layout(std430, binding = 7) readonly buffer WS2 { int wsum2[]; };
+DECL_FBUF(8, y, writeonly)
+DECL_FBUF(9, r, readonly)  // EPI 1: the residual
+layout(push_constant) uniform PC { uint K, Nc, n0, G, R; float eps; } pc;
+
+const uint MAXV = 32u;  // values of the row per thread: K <= 32 * WG (checked by the host)
+shared uint qxs[MAXV * WG / 4u];
+shared float red[WG];
+
+float round_to(bool f16, float v) {
+#ifdef VKLLM_F16
+  if (f16) return float(float16_t(v));
+#endif
+  return v;
+}
+
+// The prologue: the row's int8 codes into qxs, its scale and zero point.
+void prologue(out float sx, out int zp) {
+  const uint tid = gl_LocalInvocationID.x, K = pc.K;
+  float v[MAXV];
+  [[unroll]] for (uint i = 0; i < MAXV; ++i) {
+    const uint j = tid + i * WG;
+    v[i] = j < K ? LOADF(x, X16, j) : 0.0;
+  }
+  if (PRO == 1u) {
+    // rms_norm.comp's sum: per thread, four-element vectors over j = tid + 4 WG m + {0..3} WG,
+    // then the remainder one by one; (x + y) + (z + w); subgroupAdd; subgroups in order.
+    vec4 ss = vec4(0.0);
+    uint m = 0u;
+    [[unroll]] for (uint i = 0; i + 3u < MAXV; i += 4u)
+      if (tid + (i + 3u) * WG < K) {
+        ss += vec4(v[i], v[i + 1u], v[i + 2u], v[i + 3u]) *
+              vec4(v[i], v[i + 1u], v[i + 2u], v[i + 3u]);
+        m = i + 4u;
+      }
+    [[unroll]] for (uint i = 0; i < MAXV; ++i)
+      if (i >= m && tid + i * WG < K) ss.x += v[i] * v[i];
+    const float part = subgroupAdd((ss.x + ss.y) + (ss.z + ss.w));
+    if (subgroupElect()) red[gl_SubgroupID] = part;
+    barrier();
+    float total = 0.0;
+    for (uint i = 0; i < gl_NumSubgroups; ++i) total += red[i];
+    const float inv = 1.0 / sqrt(total / float(K) + pc.eps);
+    [[unroll]] for (uint i = 0; i < MAXV; ++i) {
+      const uint j = tid + i * WG;
+      if (j < K) v[i] = round_to(H16, nw[j] * (v[i] * inv));
+    }
+  }
+  float lo = 0.0, hi = 0.0;
+  [[unroll]] for (uint i = 0; i < MAXV; ++i)
+    if (tid + i * WG < K) {
+      lo = min(lo, v[i]);
+      hi = max(hi, v[i]);
+    }
+  quant_params(lo, hi, sx, zp);
+  const float rcp = 1.0 / sx;
+  // Thread tid holds elements tid + i WG; a code word packs elements 4w .. 4w + 3: go through
+  // shared memory a byte at a time (atomics-free: each byte of a word from one thread, so stage
+  // the bytes in red-sized passes is unnecessary; build words from four threads' codes).
+  [[unroll]] for (uint i = 0; i < MAXV; ++i) {
+    const uint j = tid + i * WG;
+    if (i * WG < K) {
+      uint c = j < K ? quant_value(v[i], sx, rcp, zp) : 0u;
+      // Lanes 4a .. 4a + 3 of a subgroup hold four consecutive elements (WG and the subgroup
+      // size are multiples of 4): gather them with shuffles into one word.
+      const uint l = gl_SubgroupInvocationID, base = l & ~3u;
+      const uint w = subgroupShuffle(c, base) | (subgroupShuffle(c, base + 1u) << 8) |
+                     (subgroupShuffle(c, base + 2u) << 16) | (subgroupShuffle(c, base + 3u) << 24);
+      if ((l & 3u) == 0u && j < K) qxs[j >> 2] = w;
+    }
+  }
+  barrier();
+}
+
+// Integer dots of 32-weight block b of row n (weights qq) with the shared int8 row.
+int block_dot(uvec4 w, uint b) {
+  const uint xb = b * 8u;
+  int d = 0;
+  d = dot4(int(qxs[xb]), nibbles4_to_i8x4(w.x & 0xFFFFu), d);
+  d = dot4(int(qxs[xb + 1u]), nibbles4_to_i8x4(w.x >> 16), d);
+  d = dot4(int(qxs[xb + 2u]), nibbles4_to_i8x4(w.y & 0xFFFFu), d);
+  d = dot4(int(qxs[xb + 3u]), nibbles4_to_i8x4(w.y >> 16), d);
+  d = dot4(int(qxs[xb + 4u]), nibbles4_to_i8x4(w.z & 0xFFFFu), d);
+  d = dot4(int(qxs[xb + 5u]), nibbles4_to_i8x4(w.z >> 16), d);
+  d = dot4(int(qxs[xb + 6u]), nibbles4_to_i8x4(w.w & 0xFFFFu), d);
+  d = dot4(int(qxs[xb + 7u]), nibbles4_to_i8x4(w.w >> 16), d);
+  return d;
+}
+
+// One row of W x (second = false) or U x (second = true), summed over the subgroup.
+float row_dot(uint n, bool second, float sx, int zp) {
+  const uint lane = gl_SubgroupInvocationID, nb = pc.K / 32u, bpg = pc.G / 32u, ng = pc.K / pc.G;
+  float acc = 0.0;
+  if (bpg <= gl_SubgroupSize && (bpg & (bpg - 1u)) == 0u) {
+    for (uint b0 = 0; b0 < nb; b0 += gl_SubgroupSize) {
+      const uint b = b0 + lane;
+      int d = 0;
+      if (b < nb) d = block_dot(second ? q2[n * nb + b] : q[n * nb + b], b);
+      for (uint off = 1u; off < bpg; off <<= 1u) d += subgroupShuffleXor(d, off);
+      if (b < nb && (lane & (bpg - 1u)) == 0u) {
+        const uint gi = n * ng + b / bpg;
+        const float sc = second ? s2[gi] : s[gi];
+        const int ws = second ? wsum2[gi] : wsum[gi];
+        acc += sc * sx * float(d - zp * ws);
+      }
+    }
+  } else {
+    for (uint g = lane; g < ng; g += gl_SubgroupSize) {
+      int d = 0;
+      for (uint b = g * bpg; b < (g + 1u) * bpg; ++b)
+        d += block_dot(second ? q2[n * nb + b] : q[n * nb + b], b);
+      const uint gi = n * ng + g;
+      const float sc = second ? s2[gi] : s[gi];
+      const int ws = second ? wsum2[gi] : wsum[gi];
+      acc += sc * sx * float(d - zp * ws);
+    }
+  }
+  return subgroupAdd(acc);
+}
+
+void main() {
+  float sx;
+  int zp;
+  prologue(sx, zp);
+  const uint row0 = flat_group() * pc.R;
+  for (uint i = gl_SubgroupID; i < pc.R && row0 + i < pc.Nc; i += gl_NumSubgroups) {
+    const uint n = row0 + i, out_n = pc.n0 + n;
+    const float a = row_dot(n, false, sx, zp);
+    float val;
+    if (EPI == 1u) {
+      val = LOADF(r, R16, out_n) + round_to(O16, a);
+    } else if (EPI == 2u) {
+      const float g = round_to(O16, a), u = round_to(O16, row_dot(n, true, sx, zp));
+      val = g / (1.0 + exp(-g)) * u;
+    } else {
+      val = a;
+    }
+    if (subgroupElect()) STOREF(y, Y16, out_n, val);
+  }
+}

@@ -1,0 +1,466 @@
+// The decode step's fusion patterns and their prepared steps (vk_fused.h). Each pattern is a run
+// of ops around linear_8da4w mat-vecs that linear_8da4w_fused.comp computes in one dispatch per
+// mat-vec: a prologue that derives the int8 input row (quantization alone, or the RMS norm and
+// then the quantization) in every workgroup, and an epilogue (plain store, the residual add, or
+// SwiGLU of two mat-vecs). Every intermediate tensor of a run must be read only inside the run.
+#include "backend/vulkan/vk_fused.h"
+
+#include <optional>
+
+#include "backend/vulkan/vk_ops_internal.h"
+
+namespace vkllm::vk {
+
+namespace {
+
+using namespace detail;
+
+enum class Pro : uint32_t { Quant = 0, Norm = 1 };
+enum class Epi : uint32_t { Store = 0, Add = 1, Swiglu = 2 };
+
+// The table: tried in order at every op; the first that matches takes the run. Mat-vec runs
+// (linear_8da4w_fused.comp): a prologue, 1-3 mat-vecs reading its row, an epilogue. Attention
+// runs (attention_decode.comp): the per-head q/k norms and rope before the attention, and its
+// KV store and split merge, in one dispatch.
+enum class Kind { Matvec, Attention };
+struct Pattern {
+  const char* name;
+  Kind kind;
+  Pro pro = Pro::Quant;
+  int matvecs = 0;  // linear_8da4w ops reading the prologue's row
+  Epi epi = Epi::Store;
+  bool qk_norm = false, rope = false;  // attention runs
+};
+constexpr Pattern kPatterns[] = {
+    {"rms_norm+linear_8da4w x2+swiglu", Kind::Matvec, Pro::Norm, 2, Epi::Swiglu},
+    {"rms_norm+linear_8da4w x3", Kind::Matvec, Pro::Norm, 3, Epi::Store},
+    {"rms_norm+linear_8da4w x2", Kind::Matvec, Pro::Norm, 2, Epi::Store},
+    {"rms_norm+linear_8da4w", Kind::Matvec, Pro::Norm, 1, Epi::Store},
+    {"linear_8da4w+add", Kind::Matvec, Pro::Quant, 1, Epi::Add},
+    {"linear_8da4w", Kind::Matvec, Pro::Quant, 1, Epi::Store},
+    {"rms_norm x2+rope x2+attention", Kind::Attention, Pro::Quant, 0, Epi::Store, true, true},
+    {"rope x2+attention", Kind::Attention, Pro::Quant, 0, Epi::Store, false, true},
+    {"attention", Kind::Attention},
+};
+constexpr uint32_t kWG = 256, kMaxK = 32 * kWG;  // linear_8da4w_fused.comp: MAXV values a thread
+
+struct Match {
+  const Pattern* pat = nullptr;
+  size_t first = 0, last = 0;
+  // Attention runs: the ops, and the run's q / k inputs (before norm and rope).
+  const Op *qnorm = nullptr, *knorm = nullptr, *qrope = nullptr, *krope = nullptr, *attn = nullptr;
+  int32_t q = -1, k = -1;
+  const Op* norm = nullptr;  // Pro::Norm
+  int32_t x = -1;            // the prologue's input row
+  std::vector<const Op*> mv;
+  int32_t y = -1, residual = -1;  // the run's output; Epi::Add: the other operand of the add
+};
+
+class Matcher {
+ public:
+  explicit Matcher(const Program& p) : p_(p), readers_(p.tensors.size()) {
+    for (size_t k = 0; k < p.ops.size(); ++k)
+      for (int32_t t : p.ops[k].inputs) readers_[t].push_back(k);
+  }
+
+  std::optional<Match> at(size_t k, const Pattern& pat, const std::string& unfused) const {
+    auto m = pat.kind == Kind::Attention ? attention_at(k, pat) : matvec_at(k, pat);
+    if (m)
+      for (size_t i = m->first; i <= m->last; ++i)
+        if (op(i).family == unfused) return std::nullopt;
+    return m;
+  }
+
+ private:
+  // norm(q) norm(k) rope(q) rope(k) attention, or rope rope attention, or attention alone; every
+  // intermediate read by the next op of the run alone; one-token rows.
+  std::optional<Match> attention_at(size_t k, const Pattern& pat) const {
+    Match m;
+    m.pat = &pat;
+    m.first = k;
+    size_t j = k;
+    auto next = [&]() -> const Op* { return j < p_.ops.size() ? &op(j++) : nullptr; };
+    int32_t q = -1, kk = -1;
+    if (pat.qk_norm) {
+      m.qnorm = next();
+      m.knorm = next();
+      for (const Op* n : {m.qnorm, m.knorm})
+        if (!n || n->family != "rms_norm" || !n->attrs.contains("group") ||
+            !n->attrs["group"].is_number() || !only_in(n->outputs[0], j, j + 1))
+          return std::nullopt;
+      q = m.qnorm->outputs[0];
+      kk = m.knorm->outputs[0];
+      m.q = m.qnorm->inputs[0];
+      m.k = m.knorm->inputs[0];
+    }
+    if (pat.rope) {
+      m.qrope = next();
+      m.krope = next();
+      for (const Op* r : {m.qrope, m.krope})
+        if (!r || r->family != "rope" || !only_in(r->outputs[0], j, j)) return std::nullopt;
+      if (pat.qk_norm && (m.qrope->inputs[0] != q || m.krope->inputs[0] != kk)) return std::nullopt;
+      if (!pat.qk_norm) {
+        m.q = m.qrope->inputs[0];
+        m.k = m.krope->inputs[0];
+      }
+      // One table for both: the same frequencies and attributes but the head count.
+      std::vector<int32_t> tq(m.qrope->inputs.begin() + 1, m.qrope->inputs.end()),
+          tk(m.krope->inputs.begin() + 1, m.krope->inputs.end());
+      auto aq = m.qrope->attrs, ak = m.krope->attrs;
+      aq.erase("n_heads");
+      ak.erase("n_heads");
+      if (tq != tk || aq != ak) return std::nullopt;
+      q = m.qrope->outputs[0];
+      kk = m.krope->outputs[0];
+    }
+    m.attn = next();
+    if (!m.attn || m.attn->family != "attention" || m.attn->inputs.size() != 5) return std::nullopt;
+    if (pat.rope || pat.qk_norm) {
+      if (m.attn->inputs[0] != q || m.attn->inputs[1] != kk) return std::nullopt;
+    } else {
+      m.q = m.attn->inputs[0];
+      m.k = m.attn->inputs[1];
+    }
+    for (int32_t t : {m.q, m.k, m.attn->inputs[2], m.attn->outputs[0]})
+      if (!per_token(t) || !float_dtype(t)) return std::nullopt;
+    m.y = m.attn->outputs[0];
+    m.last = j - 1;
+    return m;
+  }
+
+  std::optional<Match> matvec_at(size_t k, const Pattern& pat) const {
+    Match m;
+    m.pat = &pat;
+    m.first = k;
+    size_t j = k;
+    if (pat.pro == Pro::Norm) {
+      const Op& n = op(j);
+      if (n.family != "rms_norm" || !n.attrs.contains("group") || !n.attrs["group"].is_number() ||
+          n.attrs["group"].get<int64_t>() != width(n.inputs[0]))
+        return std::nullopt;
+      m.norm = &n;
+      m.x = n.inputs[0];
+      ++j;
+    }
+    for (int i = 0; i < pat.matvecs; ++i, ++j) {
+      if (j >= p_.ops.size()) return std::nullopt;
+      const Op& l = op(j);
+      if (l.family != "linear_8da4w" || !fusable_matvec(l)) return std::nullopt;
+      if (!m.norm) m.x = l.inputs[0];  // Pro::Quant: one mat-vec, quantizing its own input
+      if (l.inputs[0] != (m.norm ? m.norm->outputs[0] : m.x)) return std::nullopt;
+      m.mv.push_back(&l);
+    }
+    // The norm's row is read by these mat-vecs alone.
+    if (m.norm && !only_in(m.norm->outputs[0], k, j - 1)) return std::nullopt;
+    m.last = j - 1;
+    if (pat.epi == Epi::Store) {
+      if (pat.matvecs == 1) m.y = m.mv[0]->outputs[0];
+    } else {
+      if (j >= p_.ops.size()) return std::nullopt;
+      const Op& e = op(j);
+      if (pat.epi == Epi::Add) {
+        const int32_t o = m.mv[0]->outputs[0];
+        if (e.family != "add" || e.inputs.size() != 2 || (e.inputs[0] != o && e.inputs[1] != o) ||
+            e.inputs[0] == e.inputs[1] || !only_in(o, j, j) || !same_row(o, e.outputs[0]))
+          return std::nullopt;
+        m.residual = e.inputs[0] == o ? e.inputs[1] : e.inputs[0];
+        if (!same_row(m.residual, o)) return std::nullopt;
+      } else {
+        const int32_t g = m.mv[0]->outputs[0], u = m.mv[1]->outputs[0];
+        if (e.family != "swiglu" || e.inputs.size() != 2 || e.inputs[0] != g || e.inputs[1] != u ||
+            !only_in(g, j, j) || !only_in(u, j, j) || !same_row(g, e.outputs[0]) ||
+            p_.tensors[m.mv[0]->inputs[1]].shape != p_.tensors[m.mv[1]->inputs[1]].shape)
+          return std::nullopt;
+      }
+      m.y = e.outputs[0];
+      m.last = j;
+    }
+    return m;
+  }
+
+  const Op& op(size_t k) const { return p_.ops[k]; }
+  int64_t width(int32_t t) const { return p_.tensors[t].shape.back(); }
+  // One row per token, or a single row (the last token's): one row in a one-token forward.
+  bool per_token(int32_t t) const {
+    const TensorDecl& d = p_.tensors[t];
+    return d.shape.size() == 2 && (d.shape[0] < 0 || d.shape[0] == 1);
+  }
+  bool same_row(int32_t a, int32_t b) const {
+    return per_token(a) && per_token(b) && width(a) == width(b);
+  }
+  bool float_dtype(int32_t t) const {
+    return p_.tensors[t].dtype == DType::F32 || p_.tensors[t].dtype == DType::F16;
+  }
+  // Read only by ops first..last (and not the program's logits: those are read back).
+  bool only_in(int32_t t, size_t first, size_t last) const {
+    if (t == p_.logits || t == p_.next_token) return false;
+    for (size_t r : readers_[t])
+      if (r < first || r > last) return false;
+    return true;
+  }
+  bool fusable_matvec(const Op& l) const {
+    if (l.inputs.size() != 4 || l.outputs.size() != 1 || !l.attrs.contains("group") ||
+        !l.attrs["group"].is_number())
+      return false;
+    const int64_t K = width(l.inputs[0]), G = l.attrs["group"].get<int64_t>();
+    return per_token(l.inputs[0]) && per_token(l.outputs[0]) && float_dtype(l.inputs[0]) &&
+           float_dtype(l.outputs[0]) && G > 0 && G % 32 == 0 && K % G == 0 &&
+           K <= static_cast<int64_t>(kMaxK);
+  }
+
+  const Program& p_;
+  std::vector<std::vector<size_t>> readers_;
+};
+
+// Rows per workgroup: enough workgroups to fill a GPU (each recomputes the prologue, so not one
+// per row), few on CPU devices where every workgroup costs a thread hand-off.
+uint32_t rows_per_group(const Context& ctx, int64_t N) {
+  if (ctx.info().type == "cpu") return static_cast<uint32_t>(std::clamp<int64_t>(N / 64, 16, 4096));
+  uint32_t R = 16;
+  while (R < 256 && N / R > 2048) R *= 2;
+  return R;
+}
+
+std::unique_ptr<PreparedOp> prepare_attention(OpEnv& env, const Match& m) {
+  const Program& p = env.program;
+  Ctx c{env, *m.attn, p};
+  const auto& I = m.attn->inputs;
+  const int H = static_cast<int>(c.attr_i("n_heads")),
+            Hkv = static_cast<int>(c.attr_i("n_kv_heads"));
+  const int hd = static_cast<int>(c.attr_i("head_dim"));
+  const float scale = c.attr_f("scale");
+  const int64_t W = int64_t(Hkv) * hd;
+  c.need(Hkv > 0 && H % Hkv == 0 && hd > 0 && hd <= 4 * 64 && c.width(m.q) == int64_t(H) * hd &&
+             c.width(m.k) == W && c.width(I[2]) == W && c.width(I[3]) == W && c.width(I[4]) == W &&
+             c.width(m.y) == int64_t(H) * hd,
+         "bad shape (head_dim must be <= 256)");
+  c.need(c.decl(I[3]).kind == TensorKind::KVCache && c.decl(I[4]).kind == TensorKind::KVCache &&
+             c.decl(I[3]).dtype == c.decl(I[4]).dtype && c.decl(I[3]).shape[0] >= p.max_ctx,
+         "bad KV caches");
+  c.need(c.f16(m.q) == c.f16(m.k) && c.f16(m.k) == c.f16(I[2]), "q, k and v must share one dtype");
+  // The normed and rotated rows' dtypes (rounded to as the unfused ops store them).
+  bool n16 = false, r16 = false;
+  float qeps = 0, keps = 0;
+  if (m.qnorm) {
+    for (const Op* n : {m.qnorm, m.knorm})
+      c.need(n->attrs["group"].get<int64_t>() == hd &&
+                 p.tensors[n->inputs[1]].shape == std::vector<int64_t>{hd},
+             "q/k norm group must be the head dim");
+    n16 = c.f16(m.qnorm->outputs[0]);
+    c.need(n16 == c.f16(m.knorm->outputs[0]), "q and k norms must share one dtype");
+    qeps = m.qnorm->attrs.value("eps", 1e-6f);
+    keps = m.knorm->attrs.value("eps", 1e-6f);
+  }
+  uint32_t R = 0, orig = UINT32_MAX;
+  BufRange table = c.whole(I[2]);  // a placeholder binding when there is no rope
+  if (m.qrope) {
+    Ctx rc{env, *m.qrope, p};
+    R = static_cast<uint32_t>(rc.attr_i("rotary_dim"));
+    c.need(static_cast<int>(rc.attr_i("head_dim")) == hd && R > 0 &&
+               R <= static_cast<uint32_t>(hd) && R % 2 == 0,
+           "bad rope");
+    std::vector<int32_t> invs(m.qrope->inputs.begin() + 1, m.qrope->inputs.end());
+    for (int32_t inv : invs)
+      c.need(p.tensors[inv].shape == std::vector<int64_t>{R / 2}, "bad rope table");
+    if (invs.size() == 2)
+      orig = u32(std::min<int64_t>(rc.attr_i("original_max_pos"), UINT32_MAX - 1));
+    table = rope_table(rc, invs, static_cast<int>(R), rc.attr_f("attention_factor"));
+    r16 = c.f16(m.qrope->outputs[0]);
+    c.need(r16 == c.f16(m.krope->outputs[0]), "rotated q and k must share one dtype");
+  }
+  // The splits of prep_attention's decode step.
+  constexpr uint32_t kSplits = 64, kMinKeys = 64;
+  const uint32_t ctx = u32(p.max_ctx);
+  const uint32_t C = std::max(kMinKeys, ceil_div(ceil_div(ctx, kSplits), 64) * 64),
+                 S = ceil_div(ctx, C);
+  const uint64_t part_bytes = uint64_t(H) * S * (hd + 2) * 4;
+  if (env.attn_part.size < part_bytes)
+    env.attn_part = env.alloc.create(part_bytes, false, "attention split partials");
+  if (env.attn_counter.size < uint64_t(H) * 4) {
+    env.attn_counter = env.alloc.create(uint64_t(H) * 4, false, "attention split counters");
+    env.alloc.fill(env.attn_counter, 0);
+  }
+  const uint32_t a16 = c.f16(m.q), c16 = c.f16(I[3]), y16 = c.f16(m.y);
+  const bool any16 = a16 || c16 || y16 || n16 || r16;
+  const Kernel& k =
+      env.kernels.get(std::string("attention_decode") + (any16 ? "_f16" : ""), 14, 11 * 4,
+                      {a16, c16, y16, m.qnorm != nullptr, m.qrope != nullptr, n16, r16});
+  const BufRange nq = m.qnorm ? c.whole(m.qnorm->inputs[1]) : c.whole(I[2]),
+                 nk = m.knorm ? c.whole(m.knorm->inputs[1]) : c.whole(I[2]);
+  const std::vector<BufRange> r = {c.whole(m.q),
+                                   c.whole(m.k),
+                                   c.whole(I[2]),
+                                   c.whole(I[3]),
+                                   c.whole(I[3]),
+                                   c.whole(I[4]),
+                                   c.whole(I[4]),
+                                   c.whole(m.y),
+                                   {env.attn_part.buf, 0, env.attn_part.size},
+                                   {env.attn_counter.buf, 0, env.attn_counter.size},
+                                   {env.step.buf, 0, env.step.size},
+                                   table,
+                                   nq,
+                                   nk};
+  VkDescriptorSet set = env.kernels.make_set(k, r);
+  const std::vector<uint32_t> push = {u32(H), u32(Hkv), u32(hd), fbits(scale), S,          C,
+                                      R,      orig,     ctx,     fbits(qeps),  fbits(keps)};
+  auto prepared = std::make_unique<PreparedOp>(
+      [=, &k](VkCommandBuffer cb, int) { dispatch_flat(cb, k, set, push, uint64_t(H) * S); },
+      nullptr);
+  const VkBuffer kc = c.buf(I[3]), vc = c.buf(I[4]);
+  prepared->phases = {{{c.buf(m.q), c.buf(m.k), c.buf(I[2]), kc, vc, env.attn_part.buf},
+                       {kc, vc, c.buf(m.y), env.attn_part.buf, env.attn_counter.buf}}};
+  return prepared;
+}
+
+std::unique_ptr<PreparedOp> prepare(OpEnv& env, const Match& m) {
+  if (m.pat->kind == Kind::Attention) return prepare_attention(env, m);
+  const Program& p = env.program;
+  Ctx c{env, *m.mv[0], p};
+  const bool f16x = c.f16(m.x);
+  // The mat-vecs' own outputs (Epi::Add, Swiglu: rounded as the unfused ops store them) and the
+  // norm's output dtype (the prologue rounds the normalized row as rms_norm stores it).
+  const bool h16 = m.norm && c.f16(m.norm->outputs[0]), o16 = c.f16(m.mv[0]->outputs[0]);
+  struct Dispatch {
+    VkDescriptorSet set;
+    std::vector<uint32_t> push;
+    uint32_t groups;
+  };
+  std::vector<Dispatch> ds;
+  const Kernel* kern = nullptr;
+  std::vector<VkBuffer> writes;
+  const int outs = m.pat->epi == Epi::Store ? m.pat->matvecs : 1;
+  for (int i = 0; i < outs; ++i) {
+    const Op& l = *m.mv[i];
+    const int32_t y = m.pat->epi == Epi::Store ? l.outputs[0] : m.y;
+    const int64_t K = c.width(m.x), N = p.tensors[l.inputs[1]].shape[0];
+    const int64_t G = l.attrs["group"].get<int64_t>();
+    c.need(c.width(l.inputs[0]) == K && c.width(l.outputs[0]) == N, "fused mat-vec shape");
+    const bool y16 = c.f16(y), r16 = m.residual >= 0 && c.f16(m.residual);
+    const std::vector<uint32_t> spec = {f16x,
+                                        y16,
+                                        h16,
+                                        o16,
+                                        r16,
+                                        static_cast<uint32_t>(m.pat->pro),
+                                        static_cast<uint32_t>(m.pat->epi)};
+    const bool any16 = f16x || y16 || h16 || o16 || r16;
+    if (any16 && !env.ctx.use_fp16()) c.need(false, "fp16 tensors need 16-bit storage");
+    const std::string name = std::string("linear_8da4w_fused") +
+                             (env.ctx.use_int_dot() ? "_idot" : "") + (any16 ? "_f16" : "");
+    kern = &env.kernels.get(name, 10, 6 * 4, spec);
+    const std::vector<uint64_t> rb = {static_cast<uint64_t>(K / 2),
+                                      static_cast<uint64_t>(K / G) * 4,
+                                      static_cast<uint64_t>(K / G) * 4};
+    const Op& up = m.pat->epi == Epi::Swiglu ? *m.mv[1] : l;
+    const float eps = m.norm ? m.norm->attrs.value("eps", 1e-6f) : 0.0f;
+    for (const RowChunk& ch : row_chunks(c, N, rb)) {
+      std::vector<BufRange> r = {c.whole(m.x), m.norm ? c.whole(m.norm->inputs[1]) : c.whole(m.x)};
+      for (const Op* w : {&l, &up})
+        for (int b = 0; b < 3; ++b) r.push_back(chunk_range(c, w->inputs[1 + b], rb[b], ch));
+      r.push_back(c.whole(y));
+      r.push_back(m.residual >= 0 ? c.whole(m.residual) : c.whole(m.x));
+      const uint32_t R = rows_per_group(env.ctx, ch.rows);
+      ds.push_back({env.kernels.make_set(*kern, r),
+                    {u32(K), u32(ch.rows), u32(ch.r0), u32(G), R, fbits(eps)},
+                    ceil_div(ch.rows, R)});
+    }
+    writes.push_back(c.buf(y));
+  }
+  const Kernel& k = *kern;
+  auto prepared = std::make_unique<PreparedOp>(
+      [ds, &k](VkCommandBuffer cb, int) {
+        for (const Dispatch& d : ds) dispatch_flat(cb, k, d.set, d.push, d.groups);
+      },
+      nullptr);
+  std::vector<VkBuffer> reads = {c.buf(m.x)};
+  if (m.residual >= 0) reads.push_back(c.buf(m.residual));
+  prepared->phases = {{reads, writes}};
+  return prepared;
+}
+
+}  // namespace
+
+std::vector<FusedRun> find_fused_runs(const Program& p, const std::string& unfused_family) {
+  Matcher matcher(p);
+  std::vector<FusedRun> runs;
+  for (size_t k = 0; k < p.ops.size();) {
+    std::optional<Match> m;
+    for (const Pattern& pat : kPatterns)
+      if ((m = matcher.at(k, pat, unfused_family))) break;
+    if (!m) {
+      ++k;
+      continue;
+    }
+    runs.push_back({m->first, m->last, m->pat->name});
+    k = m->last + 1;
+  }
+  // The unfused ops share state a run does not produce, so some ops fuse together or not at all:
+  // - an add that forwards of several tokens leave to the next norm (rms_norm_add) must be fused
+  //   with that norm here too, or computed by a run's epilogue: a norm run needs the add before it
+  //   covered by a run, and a run ending in such an add needs the norm's run after it;
+  // - the linear_8da4w readers of one tensor share one int8 scratch, written by the first of them
+  //   or by the norm that produces the tensor: all of them (and that norm) are in runs, or none.
+  std::vector<int> covered(p.ops.size(), 0);
+  auto cover = [&] {
+    std::fill(covered.begin(), covered.end(), 0);
+    for (const FusedRun& r : runs)
+      for (size_t k = r.first; k <= r.last; ++k) covered[k] = 1;
+  };
+  std::vector<std::vector<size_t>> scratch_groups;
+  for (size_t t = 0; t < p.tensors.size(); ++t) {
+    std::vector<size_t> g;
+    for (size_t k = 0; k < p.ops.size(); ++k) {
+      const Op& o = p.ops[k];
+      if (o.family == "linear_8da4w" && !o.inputs.empty() && o.inputs[0] == int32_t(t))
+        g.push_back(k);
+      if (o.family == "rms_norm" && !o.outputs.empty() && o.outputs[0] == int32_t(t))
+        g.push_back(k);
+    }
+    if (g.size() > 1) scratch_groups.push_back(g);
+  }
+  for (bool changed = true; changed;) {
+    changed = false;
+    cover();
+    for (const auto& g : scratch_groups) {
+      size_t n = 0;
+      for (size_t k : g) n += covered[k];
+      if (n == 0 || n == g.size()) continue;
+      for (size_t i = 0; i < runs.size() && !changed; ++i)
+        for (size_t k : g)
+          if (k >= runs[i].first && k <= runs[i].last) {
+            runs.erase(runs.begin() + static_cast<std::ptrdiff_t>(i));
+            changed = true;
+            break;
+          }
+      if (changed) break;
+    }
+    if (changed) continue;
+    for (size_t i = 0; i < runs.size(); ++i) {
+      const size_t a = runs[i].first;
+      const bool add_before = a > 0 && add_fuses_into_next(p, a - 1);
+      const bool covered_before = i > 0 && runs[i - 1].last == a - 1;
+      const bool add_last = add_fuses_into_next(p, runs[i].last);
+      const bool covered_after = i + 1 < runs.size() && runs[i + 1].first == runs[i].last + 1;
+      if ((add_before && !covered_before) || (add_last && !covered_after)) {
+        runs.erase(runs.begin() + static_cast<std::ptrdiff_t>(i));
+        changed = true;
+        break;
+      }
+    }
+  }
+  return runs;
+}
+
+std::unique_ptr<PreparedOp> prepare_fused(OpEnv& env, const FusedRun& run,
+                                          const std::string& unfused_family) {
+  Matcher matcher(env.program);
+  for (const Pattern& pat : kPatterns)
+    if (pat.name == run.pattern) {
+      auto m = matcher.at(run.first, pat, unfused_family);
+      if (m && m->last == run.last) return prepare(env, *m);
+    }
+  fail("vulkan backend: fused run {} at op {} no longer matches", run.pattern, run.first);
+}
+
+}  // namespace vkllm::vk

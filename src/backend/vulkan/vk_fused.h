@@ -1,0 +1,29 @@
+// The decode step's fusion: one declarative table of patterns (vk_fused.cpp) that turns runs of
+// program ops into one prepared step each, recorded for one-token forwards only. Forwards of
+// several tokens (prefill) record the ops one by one; the IR itself stays fine-grained and the CPU
+// reference interprets it as it is.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/vulkan/vk_ops.h"
+
+namespace vkllm::vk {
+
+// Ops first..last of the program, recorded as one step of a one-token forward.
+struct FusedRun {
+  size_t first = 0, last = 0;
+  std::string pattern;  // the table's name for it, e.g. "rms_norm+linear_8da4w x3"
+};
+
+// The program's fused runs for one-token forwards, in program order, none overlapping. Ops of
+// family `unfused_family` are never fused (the test corruption switch zeroes their real outputs).
+// Needs only the program: the executor plans buffer liveness from the runs before preparing them.
+std::vector<FusedRun> find_fused_runs(const Program& p, const std::string& unfused_family);
+
+// The prepared step of one run (its buffers allocated).
+std::unique_ptr<PreparedOp> prepare_fused(OpEnv& env, const FusedRun& run,
+                                          const std::string& unfused_family);
+
+}  // namespace vkllm::vk

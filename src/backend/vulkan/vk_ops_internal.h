@@ -1,0 +1,140 @@
+// Helpers shared by the op preparations (vk_ops.cpp) and the fused decode steps (vk_fused.cpp):
+// dispatch recording, the per-op context with its checks, and the row chunks of large weights.
+#pragma once
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "backend/vulkan/vk_ops.h"
+#include "core/error.h"
+
+namespace vkllm::vk::detail {
+
+inline uint32_t u32(int64_t v) {
+  return static_cast<uint32_t>(v);
+}
+inline uint32_t fbits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+// Records one dispatch of `count` workgroups (split over x and y, x <= 65535) or an explicit grid.
+inline void dispatch(VkCommandBuffer cb, const Kernel& k, VkDescriptorSet set,
+                     const std::vector<uint32_t>& push, uint32_t gx, uint32_t gy = 1) {
+  ++dispatch_count();
+  vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, k.pipeline);
+  vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, k.layout, 0, 1, &set, 0, nullptr);
+  vkCmdPushConstants(cb, k.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0,
+                     static_cast<uint32_t>(push.size() * 4), push.data());
+  vkCmdDispatch(cb, gx, gy, 1);
+}
+inline void dispatch_flat(VkCommandBuffer cb, const Kernel& k, VkDescriptorSet set,
+                          const std::vector<uint32_t>& push, uint64_t count) {
+  if (count == 0) return;
+  const uint64_t gx = std::min<uint64_t>(count, 65535), gy = (count + gx - 1) / gx;
+  dispatch(cb, k, set, push, static_cast<uint32_t>(gx), static_cast<uint32_t>(gy));
+}
+inline uint32_t ceil_div(uint64_t a, uint64_t b) {
+  return static_cast<uint32_t>((a + b - 1) / b);
+}
+
+struct Ctx {
+  OpEnv& env;
+  const Op& op;
+  const Program& p;
+  const TensorDecl& decl(int32_t t) const { return p.tensors[t]; }
+  const TensorDecl& in(size_t i) const { return decl(op.inputs[i]); }
+  const TensorDecl& out() const { return decl(op.outputs[0]); }
+  int64_t width(int32_t t) const { return decl(t).shape.back(); }
+  bool per_token(int32_t t) const { return decl(t).shape[0] < 0; }
+  // Rows of a tensor in a forward of T tokens.
+  uint32_t rows(int32_t t, int T) const { return per_token(t) ? u32(T) : u32(decl(t).shape[0]); }
+  void need(bool ok, const char* what) const {
+    if (!ok)
+      fail("program: op {} ({} -> {}): {}", op.family, p.tensors[op.inputs[0]].name, out().name,
+           what);
+  }
+  VkBuffer buf(int32_t t) const { return env.buffer(t).buf; }
+  bool f16(int32_t t) const { return decl(t).dtype == DType::F16; }
+  void need_float(int32_t t) const {
+    need(decl(t).dtype == DType::F32 || decl(t).dtype == DType::F16, "tensor must be f32 or f16");
+  }
+  // The whole buffer of a tensor as one binding (activations, caches, small weights).
+  BufRange whole(int32_t t) const {
+    const Buffer& b = env.buffer(t);
+    if (b.size > env.ctx.max_binding())
+      fail("tensor {} ({} bytes) is larger than one Vulkan storage binding ({} bytes)",
+           decl(t).name, b.size, env.ctx.max_binding());
+    return {b.buf, 0, b.size};
+  }
+  // Kernel variant: the _f16 module when any binding is fp16. tt: the mat-vec kernels' tokens per
+  // workgroup (matvec.glsl), specialization constant 8.
+  const Kernel& kernel(std::string name, uint32_t bindings, uint32_t push_words,
+                       const std::vector<uint32_t>& flags, uint32_t tt = 0) {
+    bool any16 = false;
+    for (uint32_t f : flags) any16 = any16 || f;
+    if (any16) {
+      if (!env.ctx.use_fp16())
+        fail(
+            "program tensor of op {} is fp16 but Vulkan device {} ({}) has no 16-bit storage{}; "
+            "choose another "
+            "device (--device) or a recipe without fp16",
+            op.family, env.ctx.info().index, env.ctx.info().name,
+            env.ctx.options().no_fp16 ? " (VKLLM_NO_FP16 is set)" : "");
+      name += "_f16";
+    }
+    if (!tt) return env.kernels.get(name, bindings, push_words * 4, flags);
+    std::vector<uint32_t> spec = flags;
+    spec.resize(7, 0);
+    spec.push_back(tt);
+    return env.kernels.get(name, bindings, push_words * 4, spec);
+  }
+  int64_t attr_i(const char* k) const {
+    need(op.attrs.contains(k) && op.attrs[k].is_number(), k);
+    return op.attrs[k].get<int64_t>();
+  }
+  float attr_f(const char* k) const {
+    need(op.attrs.contains(k) && op.attrs[k].is_number(), k);
+    return op.attrs[k].get<float>();
+  }
+};
+
+// Row chunks of weights [rows, ...] whose per-row byte sizes are `row_bytes`, so that each chunk of
+// every tensor fits one binding and starts at an aligned offset.
+struct RowChunk {
+  int64_t r0, rows;
+};
+inline std::vector<RowChunk> row_chunks(const Ctx& c, int64_t rows,
+                                        const std::vector<uint64_t>& row_bytes) {
+  const uint64_t align = std::max<uint32_t>(16, c.env.ctx.storage_align()),  // uvec4 views
+      maxb = c.env.ctx.max_binding();
+  uint64_t step = 1, max_rows = static_cast<uint64_t>(rows);
+  for (uint64_t rb : row_bytes) {
+    step = std::lcm(step, align / std::gcd(align, rb));
+    max_rows = std::min(max_rows, maxb / rb);
+  }
+  if (max_rows < static_cast<uint64_t>(rows)) max_rows = max_rows / step * step;
+  if (max_rows == 0) c.need(false, "one weight row does not fit a Vulkan storage binding");
+  std::vector<RowChunk> out;
+  for (int64_t r = 0; r < rows; r += static_cast<int64_t>(max_rows))
+    out.push_back({r, std::min<int64_t>(static_cast<int64_t>(max_rows), rows - r)});
+  return out;
+}
+inline BufRange chunk_range(const Ctx& c, int32_t t, uint64_t row_bytes, const RowChunk& ch) {
+  const Buffer& b = c.env.buffer(t);
+  const uint64_t off = static_cast<uint64_t>(ch.r0) * row_bytes;
+  const uint64_t len = std::min<uint64_t>(
+      (static_cast<uint64_t>(ch.rows) * row_bytes + 3) & ~uint64_t(3), b.size - off);
+  return {b.buf, off, len};
+}
+
+// The rope op's cos/sin table for inverse-frequency tensors invs and factor a (vk_ops.cpp), made
+// once per executor.
+BufRange rope_table(Ctx& c, const std::vector<int32_t>& invs, int R, float a);
+
+}  // namespace vkllm::vk::detail
