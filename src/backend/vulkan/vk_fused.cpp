@@ -5,6 +5,7 @@
 // SwiGLU of two mat-vecs). Every intermediate tensor of a run must be read only inside the run.
 #include "backend/vulkan/vk_fused.h"
 
+#include <cstdlib>
 #include <optional>
 
 #include "backend/vulkan/vk_ops_internal.h"
@@ -58,7 +59,8 @@ struct Match {
 
 class Matcher {
  public:
-  explicit Matcher(const Program& p) : p_(p), readers_(p.tensors.size()) {
+  Matcher(const Program& p, uint32_t subgroup_min)
+      : p_(p), readers_(p.tensors.size()), sg_min_(subgroup_min) {
     for (size_t k = 0; k < p.ops.size(); ++k)
       for (int32_t t : p.ops[k].inputs) readers_[t].push_back(k);
   }
@@ -203,22 +205,41 @@ class Matcher {
         !l.attrs["group"].is_number())
       return false;
     const int64_t K = width(l.inputs[0]), G = l.attrs["group"].get<int64_t>();
+    // A group's blocks are combined across a power of two of lanes, within one subgroup; a
+    // lane holds at most 32 blocks of a row.
+    const int64_t bpg = G / 32;
     return per_token(l.inputs[0]) && per_token(l.outputs[0]) && float_dtype(l.inputs[0]) &&
            float_dtype(l.outputs[0]) && G > 0 && G % 32 == 0 && K % G == 0 &&
-           K <= static_cast<int64_t>(kMaxK);
+           K <= static_cast<int64_t>(kMaxK) && (bpg & (bpg - 1)) == 0 && bpg <= sg_min_ &&
+           K / 32 <= 32 * static_cast<int64_t>(sg_min_);
   }
 
   const Program& p_;
   std::vector<std::vector<size_t>> readers_;
+  int64_t sg_min_;
 };
 
-// Rows per workgroup: enough workgroups to fill a GPU (each recomputes the prologue, so not one
-// per row), few on CPU devices where every workgroup costs a thread hand-off.
-uint32_t rows_per_group(const Context& ctx, int64_t N) {
-  if (ctx.info().type == "cpu") return static_cast<uint32_t>(std::clamp<int64_t>(N / 64, 16, 4096));
-  uint32_t R = 16;
-  while (R < 256 && N / R > 2048) R *= 2;
-  return R;
+// The mat-vec kernel's shape on this device: rows per subgroup in flight (RPS), 32-weight blocks
+// per lane (BPL, enough for the row at the smallest subgroup size), and the most workgroups (each
+// repeats the prologue, so no more than run at once on a GPU; few on CPU devices, where every
+// workgroup costs a thread hand-off). VKLLM_FUSED_RPS / VKLLM_FUSED_GROUPS override (measurement).
+struct Tuning {
+  uint32_t rps, bpl, subgroups, max_groups;
+};
+uint32_t env_u32(const char* name, uint32_t dflt) {
+  const char* v = std::getenv(name);
+  return v && std::atoi(v) > 0 ? static_cast<uint32_t>(std::atoi(v)) : dflt;
+}
+Tuning tuning(const Context& ctx, int64_t K, int64_t N) {
+  const bool cpu = ctx.info().type == "cpu";
+  const uint32_t sg = std::max<uint32_t>(1, ctx.info().subgroup_min);
+  Tuning t;
+  t.bpl = ceil_div(static_cast<uint64_t>(K / 32), sg);
+  t.rps = env_u32("VKLLM_FUSED_RPS", cpu ? 4 : 2);
+  t.subgroups = std::max<uint32_t>(1, kWG / std::max<uint32_t>(1, ctx.info().subgroup_size));
+  t.max_groups = env_u32("VKLLM_FUSED_GROUPS", cpu ? 64 : 1024);
+  (void)N;
+  return t;
 }
 
 std::unique_ptr<PreparedOp> prepare_attention(OpEnv& env, const Match& m) {
@@ -337,13 +358,16 @@ std::unique_ptr<PreparedOp> prepare(OpEnv& env, const Match& m) {
     const int64_t G = l.attrs["group"].get<int64_t>();
     c.need(c.width(l.inputs[0]) == K && c.width(l.outputs[0]) == N, "fused mat-vec shape");
     const bool y16 = c.f16(y), r16 = m.residual >= 0 && c.f16(m.residual);
+    const Tuning tn = tuning(env.ctx, K, N);
     const std::vector<uint32_t> spec = {f16x,
                                         y16,
                                         h16,
                                         o16,
                                         r16,
                                         static_cast<uint32_t>(m.pat->pro),
-                                        static_cast<uint32_t>(m.pat->epi)};
+                                        static_cast<uint32_t>(m.pat->epi),
+                                        tn.rps,
+                                        tn.bpl};
     const bool any16 = f16x || y16 || h16 || o16 || r16;
     if (any16 && !env.ctx.use_fp16()) c.need(false, "fp16 tensors need 16-bit storage");
     const std::string name = std::string("linear_8da4w_fused") +
@@ -360,10 +384,9 @@ std::unique_ptr<PreparedOp> prepare(OpEnv& env, const Match& m) {
         for (int b = 0; b < 3; ++b) r.push_back(chunk_range(c, w->inputs[1 + b], rb[b], ch));
       r.push_back(c.whole(y));
       r.push_back(m.residual >= 0 ? c.whole(m.residual) : c.whole(m.x));
-      const uint32_t R = rows_per_group(env.ctx, ch.rows);
       ds.push_back({env.kernels.make_set(*kern, r),
-                    {u32(K), u32(ch.rows), u32(ch.r0), u32(G), R, fbits(eps)},
-                    ceil_div(ch.rows, R)});
+                    {u32(K), u32(ch.rows), u32(ch.r0), u32(G), 0, fbits(eps)},
+                    std::min(tn.max_groups, ceil_div(ch.rows, tn.rps * tn.subgroups))});
     }
     writes.push_back(c.buf(y));
   }
@@ -379,15 +402,30 @@ std::unique_ptr<PreparedOp> prepare(OpEnv& env, const Match& m) {
   return prepared;
 }
 
+// VKLLM_NO_FUSE=a,b: patterns whose names contain a or b are not used (measurement).
+bool disabled(const Pattern& pat) {
+  const char* v = std::getenv("VKLLM_NO_FUSE");
+  if (!v) return false;
+  std::string list = v;
+  for (size_t at = 0; at <= list.size();) {
+    const size_t end = std::min(list.find(',', at), list.size());
+    const std::string part = list.substr(at, end - at);
+    if (!part.empty() && std::string(pat.name).find(part) != std::string::npos) return true;
+    at = end + 1;
+  }
+  return false;
+}
+
 }  // namespace
 
-std::vector<FusedRun> find_fused_runs(const Program& p, const std::string& unfused_family) {
-  Matcher matcher(p);
+std::vector<FusedRun> find_fused_runs(const Program& p, const std::string& unfused_family,
+                                      uint32_t subgroup_min) {
+  Matcher matcher(p, subgroup_min);
   std::vector<FusedRun> runs;
   for (size_t k = 0; k < p.ops.size();) {
     std::optional<Match> m;
     for (const Pattern& pat : kPatterns)
-      if ((m = matcher.at(k, pat, unfused_family))) break;
+      if (!disabled(pat) && (m = matcher.at(k, pat, unfused_family))) break;
     if (!m) {
       ++k;
       continue;
@@ -454,7 +492,7 @@ std::vector<FusedRun> find_fused_runs(const Program& p, const std::string& unfus
 
 std::unique_ptr<PreparedOp> prepare_fused(OpEnv& env, const FusedRun& run,
                                           const std::string& unfused_family) {
-  Matcher matcher(env.program);
+  Matcher matcher(env.program, env.ctx.info().subgroup_min);
   for (const Pattern& pat : kPatterns)
     if (pat.name == run.pattern) {
       auto m = matcher.at(run.first, pat, unfused_family);

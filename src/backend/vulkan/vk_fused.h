@@ -20,7 +20,9 @@ struct FusedRun {
 // The program's fused runs for one-token forwards, in program order, none overlapping. Ops of
 // family `unfused_family` are never fused (the test corruption switch zeroes their real outputs).
 // Needs only the program: the executor plans buffer liveness from the runs before preparing them.
-std::vector<FusedRun> find_fused_runs(const Program& p, const std::string& unfused_family);
+// subgroup_min: the device's smallest subgroup size (the mat-vec kernel's lane layout needs it).
+std::vector<FusedRun> find_fused_runs(const Program& p, const std::string& unfused_family,
+                                      uint32_t subgroup_min);
 
 // The prepared step of one run (its buffers allocated).
 std::unique_ptr<PreparedOp> prepare_fused(OpEnv& env, const FusedRun& run,

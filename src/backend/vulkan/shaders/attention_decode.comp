@@ -204,15 +204,24 @@ void main() {
   barrier();
   if (last_split == 0u) return;
   memoryBarrierBuffer();
+  // attention.comp's combine over the head's splits: every partial's (m, l) loaded at once into
+  // shared memory, then the weights exp(m_s - max), then each dim's sum in split order.
   const uint hb = h * pc.S * stride;
+  for (uint s = tid; s < splits; s += WG) {
+    ps[s] = part[hb + s * stride];
+    ss[s] = part[hb + s * stride + 1u];
+  }
+  barrier();
   float mm = -3.0e38;
-  for (uint s = 0; s < splits; ++s) mm = max(mm, part[hb + s * stride]);
+  for (uint s = 0; s < splits; ++s) mm = max(mm, ps[s]);
   float ll = 0.0;
-  for (uint s = 0; s < splits; ++s) ll += part[hb + s * stride + 1u] * exp(part[hb + s * stride] - mm);
+  for (uint s = 0; s < splits; ++s) ll += ss[s] * exp(ps[s] - mm);
+  barrier();
+  for (uint s = tid; s < splits; s += WG) ps[s] = exp(ps[s] - mm);
+  barrier();
   for (uint i = tid; i < pc.hd; i += WG) {
     float a = 0.0;
-    for (uint s = 0; s < splits; ++s)
-      a += part[hb + s * stride + 2u + i] * exp(part[hb + s * stride] - mm);
+    for (uint s = 0; s < splits; ++s) a += part[hb + s * stride + 2u + i] * ps[s];
     STOREF(o, Y16, h * pc.hd + i, a / ll);
   }
   if (tid == 0u) counter[h] = 0u;

@@ -11,7 +11,7 @@
 //           EPI = 2: y = silu(g) * u with g = W x and u = U x (a second weight set, the up
 //                    projection), each rounded to its output's dtype as the unfused ops would.
 // The mat-vec itself is linear_8da4w's 32-weight-block walk (G % 32 == 0), exactly the CPU's
-// per-group formula; rows per workgroup R (push constant) are shared by its subgroups.
+// per-group formula. A workgroup takes batches of RPS rows per subgroup, strided by the grid.
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
 #define WG 256
@@ -37,6 +37,11 @@ layout(constant_id = 4) const bool O16 = false;   // the mat-vec outputs (EPI 1,
 layout(constant_id = 5) const bool R16 = false;   // residual input (EPI 1)
 layout(constant_id = 6) const uint PRO = 0;
 layout(constant_id = 7) const uint EPI = 0;
+// Rows per subgroup in flight and 32-weight blocks per lane per row: every weight, scale and
+// weight-sum load of a subgroup's rows is issued before the prologue, so its DRAM latency hides
+// behind the prologue's and the whole workgroup waits for memory once per batch of rows.
+layout(constant_id = 8) const uint RPS = 2;
+layout(constant_id = 9) const uint BPL = 2;
 DECL_FBUF(0, x, readonly)
 layout(std430, binding = 1) readonly buffer NW { float nw[]; };  // norm weight (PRO 1)
 layout(std430, binding = 2) readonly buffer Q { uvec4 q[]; };    // K / 32 per row
@@ -47,10 +52,10 @@ layout(std430, binding = 6) readonly buffer S2 { float s2[]; };
 layout(std430, binding = 7) readonly buffer WS2 { int wsum2[]; };
 DECL_FBUF(8, y, writeonly)
 DECL_FBUF(9, r, readonly)  // EPI 1: the residual
-layout(push_constant) uniform PC { uint K, Nc, n0, G, R; float eps; } pc;
+layout(push_constant) uniform PC { uint K, Nc, n0, G, unused; float eps; } pc;
 
 const uint MAXV = 32u;  // values of the row per thread: K <= 32 * WG (checked by the host)
-shared uint qxs[MAXV * WG / 4u];
+shared uvec4 qxs[MAXV * WG / 16u];  // the int8 row, 16 codes a vector
 shared float red[WG];
 
 float round_to(bool f16, float v) {
@@ -112,75 +117,97 @@ void prologue(out float sx, out int zp) {
       const uint l = gl_SubgroupInvocationID, base = l & ~3u;
       const uint w = subgroupShuffle(c, base) | (subgroupShuffle(c, base + 1u) << 8) |
                      (subgroupShuffle(c, base + 2u) << 16) | (subgroupShuffle(c, base + 3u) << 24);
-      if ((l & 3u) == 0u && j < K) qxs[j >> 2] = w;
+      if ((l & 3u) == 0u && j < K) qxs[j >> 4][(j >> 2) & 3u] = w;
     }
   }
   barrier();
 }
 
-// Integer dots of 32-weight block b of row n (weights qq) with the shared int8 row.
+// Integer dot of 32-weight block b (nibbles w) with the shared int8 row (two 16-byte reads).
 int block_dot(uvec4 w, uint b) {
-  const uint xb = b * 8u;
+  const uvec4 xa = qxs[2u * b], xc = qxs[2u * b + 1u];
   int d = 0;
-  d = dot4(int(qxs[xb]), nibbles4_to_i8x4(w.x & 0xFFFFu), d);
-  d = dot4(int(qxs[xb + 1u]), nibbles4_to_i8x4(w.x >> 16), d);
-  d = dot4(int(qxs[xb + 2u]), nibbles4_to_i8x4(w.y & 0xFFFFu), d);
-  d = dot4(int(qxs[xb + 3u]), nibbles4_to_i8x4(w.y >> 16), d);
-  d = dot4(int(qxs[xb + 4u]), nibbles4_to_i8x4(w.z & 0xFFFFu), d);
-  d = dot4(int(qxs[xb + 5u]), nibbles4_to_i8x4(w.z >> 16), d);
-  d = dot4(int(qxs[xb + 6u]), nibbles4_to_i8x4(w.w & 0xFFFFu), d);
-  d = dot4(int(qxs[xb + 7u]), nibbles4_to_i8x4(w.w >> 16), d);
+  d = dot4(int(xa.x), nibbles4_to_i8x4(w.x & 0xFFFFu), d);
+  d = dot4(int(xa.y), nibbles4_to_i8x4(w.x >> 16), d);
+  d = dot4(int(xa.z), nibbles4_to_i8x4(w.y & 0xFFFFu), d);
+  d = dot4(int(xa.w), nibbles4_to_i8x4(w.y >> 16), d);
+  d = dot4(int(xc.x), nibbles4_to_i8x4(w.z & 0xFFFFu), d);
+  d = dot4(int(xc.y), nibbles4_to_i8x4(w.z >> 16), d);
+  d = dot4(int(xc.z), nibbles4_to_i8x4(w.w & 0xFFFFu), d);
+  d = dot4(int(xc.w), nibbles4_to_i8x4(w.w >> 16), d);
   return d;
 }
 
-// One row of W x (second = false) or U x (second = true), summed over the subgroup.
-float row_dot(uint n, bool second, float sx, int zp) {
+// A subgroup's rows in flight: nibbles, scale and weight sum of each lane's blocks (lane + i SG).
+uvec4 wq[RPS][BPL];
+float ws_s[RPS][BPL];
+int ws_w[RPS][BPL];
+uvec4 uq[EPI == 2u ? RPS : 1u][EPI == 2u ? BPL : 1u];
+float us_s[EPI == 2u ? RPS : 1u][EPI == 2u ? BPL : 1u];
+int us_w[EPI == 2u ? RPS : 1u][EPI == 2u ? BPL : 1u];
+
+void fetch(uint r, uint n) {
   const uint lane = gl_SubgroupInvocationID, nb = pc.K / 32u, bpg = pc.G / 32u, ng = pc.K / pc.G;
-  float acc = 0.0;
-  if (bpg <= gl_SubgroupSize && (bpg & (bpg - 1u)) == 0u) {
-    for (uint b0 = 0; b0 < nb; b0 += gl_SubgroupSize) {
-      const uint b = b0 + lane;
-      int d = 0;
-      if (b < nb) d = block_dot(second ? q2[n * nb + b] : q[n * nb + b], b);
-      for (uint off = 1u; off < bpg; off <<= 1u) d += subgroupShuffleXor(d, off);
-      if (b < nb && (lane & (bpg - 1u)) == 0u) {
-        const uint gi = n * ng + b / bpg;
-        const float sc = second ? s2[gi] : s[gi];
-        const int ws = second ? wsum2[gi] : wsum[gi];
-        acc += sc * sx * float(d - zp * ws);
-      }
+  [[unroll]] for (uint i = 0; i < BPL; ++i) {
+    const uint b = lane + i * gl_SubgroupSize;
+    const bool ok = n < pc.Nc && b < nb;
+    const uint gi = n * ng + b / bpg;
+    wq[r][i] = ok ? q[n * nb + b] : uvec4(0u);
+    ws_s[r][i] = ok ? s[gi] : 0.0;
+    ws_w[r][i] = ok ? wsum[gi] : 0;
+    if (EPI == 2u) {
+      uq[r][i] = ok ? q2[n * nb + b] : uvec4(0u);
+      us_s[r][i] = ok ? s2[gi] : 0.0;
+      us_w[r][i] = ok ? wsum2[gi] : 0;
     }
-  } else {
-    for (uint g = lane; g < ng; g += gl_SubgroupSize) {
-      int d = 0;
-      for (uint b = g * bpg; b < (g + 1u) * bpg; ++b)
-        d += block_dot(second ? q2[n * nb + b] : q[n * nb + b], b);
-      const uint gi = n * ng + g;
-      const float sc = second ? s2[gi] : s[gi];
-      const int ws = second ? wsum2[gi] : wsum[gi];
-      acc += sc * sx * float(d - zp * ws);
+  }
+}
+
+// Row r of the fetched rows (second: the up projection's), summed over the subgroup: the CPU's
+// per-group formula, each group's integer dot combined across its lanes first (xor shuffles).
+float row_dot(uint r, bool second, float sx, int zp) {
+  const uint lane = gl_SubgroupInvocationID, nb = pc.K / 32u, bpg = pc.G / 32u;
+  float acc = 0.0;
+  [[unroll]] for (uint i = 0; i < BPL; ++i) {
+    const uint b = lane + i * gl_SubgroupSize;
+    int d = 0;
+    if (b < nb) d = block_dot(second ? uq[EPI == 2u ? r : 0u][EPI == 2u ? i : 0u] : wq[r][i], b);
+    for (uint off = 1u; off < bpg; off <<= 1u) d += subgroupShuffleXor(d, off);
+    if (b < nb && (lane & (bpg - 1u)) == 0u) {
+      const float sc = second ? us_s[EPI == 2u ? r : 0u][EPI == 2u ? i : 0u] : ws_s[r][i];
+      const int w = second ? us_w[EPI == 2u ? r : 0u][EPI == 2u ? i : 0u] : ws_w[r][i];
+      acc += sc * sx * float(d - zp * w);
     }
   }
   return subgroupAdd(acc);
 }
 
 void main() {
+  // Batches of R = RPS * subgroups rows, strided by the grid (the host caps the grid so that the
+  // prologue is not repeated by more workgroups than run at once).
+  const uint NS = gl_NumSubgroups, sg = gl_SubgroupID, R = RPS * NS;
+  const uint stride = gl_NumWorkGroups.x * gl_NumWorkGroups.y * R;
+  uint row0 = flat_group() * R;
+  [[unroll]] for (uint r = 0; r < RPS; ++r) fetch(r, row0 + sg + r * NS);
   float sx;
   int zp;
   prologue(sx, zp);
-  const uint row0 = flat_group() * pc.R;
-  for (uint i = gl_SubgroupID; i < pc.R && row0 + i < pc.Nc; i += gl_NumSubgroups) {
-    const uint n = row0 + i, out_n = pc.n0 + n;
-    const float a = row_dot(n, false, sx, zp);
-    float val;
-    if (EPI == 1u) {
-      val = LOADF(r, R16, out_n) + round_to(O16, a);
-    } else if (EPI == 2u) {
-      const float g = round_to(O16, a), u = round_to(O16, row_dot(n, true, sx, zp));
-      val = g / (1.0 + exp(-g)) * u;
-    } else {
-      val = a;
+  for (; row0 < pc.Nc; row0 += stride) {
+    if (row0 != flat_group() * R)
+      [[unroll]] for (uint r = 0; r < RPS; ++r) fetch(r, row0 + sg + r * NS);
+    [[unroll]] for (uint r = 0; r < RPS; ++r) {
+      const uint n = row0 + sg + r * NS, out_n = pc.n0 + n;
+      const float a = row_dot(r, false, sx, zp);
+      float val;
+      if (EPI == 1u) {
+        val = n < pc.Nc ? LOADF(r, R16, out_n) + round_to(O16, a) : 0.0;
+      } else if (EPI == 2u) {
+        const float g = round_to(O16, a), u = round_to(O16, row_dot(r, true, sx, zp));
+        val = g / (1.0 + exp(-g)) * u;
+      } else {
+        val = a;
+      }
+      if (n < pc.Nc && subgroupElect()) STOREF(y, Y16, out_n, val);
     }
-    if (subgroupElect()) STOREF(y, Y16, out_n, val);
   }
 }
