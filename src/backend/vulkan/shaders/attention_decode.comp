@@ -13,6 +13,7 @@
 // Every intermediate is rounded to the dtype the unfused program stores it in, so the output is
 // bit-identical with the unfused ops on the same device.
 #extension GL_KHR_shader_subgroup_arithmetic : require
+#define WG 256
 #include "common.glsl"
 layout(constant_id = 1) const bool A16 = false;   // q, k, v activations (the run's inputs)
 layout(constant_id = 2) const bool C16 = false;   // caches
@@ -41,7 +42,7 @@ layout(push_constant) uniform PC {
   uint S, C, R, orig, ctx;
   float qeps, keps;
 } pc;
-shared float qs[4 * WG], ks[4 * WG], vs[4 * WG], tmp[4 * WG];
+shared float qs[256], ks[256], vs[256], tmp[256];  // head_dim <= 256
 shared float red[WG];  // one entry per subgroup
 shared float ps[WG];
 shared float ss[WG];  // the tile's scores
@@ -138,7 +139,12 @@ void main() {
   float m = -3.0e38, l = 0.0;
   float acc[4] = float[4](0.0, 0.0, 0.0, 0.0);
   for (uint base = c * pc.C; base < n; base += WG) {
-    for (uint jj = gl_SubgroupID; jj < WG; jj += 2u * gl_NumSubgroups) {
+    // Scores as attention.comp computes them (a subgroup a key, lanes across the head dims), the
+    // tile's keys spread over 256 threads' subgroups: a short chain of loads per subgroup.
+    ss[tid] = -3.0e38;
+    barrier();
+    const uint cnt_keys = min(uint(WG), n - base);
+    for (uint jj = gl_SubgroupID; jj < cnt_keys; jj += 2u * gl_NumSubgroups) {
       const uint j0 = base + jj, j1 = j0 + gl_NumSubgroups;
       float p0 = 0.0, p1 = 0.0;
       for (uint i = gl_SubgroupInvocationID; i < pc.hd; i += gl_SubgroupSize) {

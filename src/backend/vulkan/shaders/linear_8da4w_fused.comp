@@ -54,9 +54,9 @@ DECL_FBUF(8, y, writeonly)
 DECL_FBUF(9, r, readonly)  // EPI 1: the residual
 layout(push_constant) uniform PC { uint K, Nc, n0, G, unused; float eps; } pc;
 
-const uint MAXV = 32u;  // values of the row per thread: K <= 32 * WG (checked by the host)
-shared uvec4 qxs[MAXV * WG / 16u];  // the int8 row, 16 codes a vector
-shared float red[WG];
+const uint MAXV = 32u;  // K <= 32 * WG (checked by the host)
+shared uint qxs[MAXV * WG / 4u];  // the int8 row, four codes a word
+shared float red[WG], red_lo[WG], red_hi[WG];
 
 float round_to(bool f16, float v) {
 #ifdef VKLLM_F16
@@ -65,67 +65,76 @@ float round_to(bool f16, float v) {
   return v;
 }
 
-// The prologue: the row's int8 codes into qxs, its scale and zero point.
+// Element j of the row the prologue quantizes (PRO 1: normalized as rms_norm stores it).
+float pval(uint j, float inv) {
+  const float xv = LOADF(x, X16, j);
+  return PRO == 1u ? round_to(H16, nw[j] * (xv * inv)) : xv;
+}
+
+// The prologue: the row's int8 codes into qxs, its scale and zero point. Structured as
+// rms_norm_quant: the sum of squares in rms_norm.comp's order, then the minimum and maximum, then
+// each thread's words of four codes (the row is re-read from L1/L2 rather than held).
 void prologue(out float sx, out int zp) {
   const uint tid = gl_LocalInvocationID.x, K = pc.K;
-  float v[MAXV];
-  [[unroll]] for (uint i = 0; i < MAXV; ++i) {
-    const uint j = tid + i * WG;
-    v[i] = j < K ? LOADF(x, X16, j) : 0.0;
-  }
+  float inv = 1.0;
   if (PRO == 1u) {
-    // rms_norm.comp's sum: per thread, four-element vectors over j = tid + 4 WG m + {0..3} WG,
-    // then the remainder one by one; (x + y) + (z + w); subgroupAdd; subgroups in order.
     vec4 ss = vec4(0.0);
-    uint m = 0u;
-    [[unroll]] for (uint i = 0; i + 3u < MAXV; i += 4u)
-      if (tid + (i + 3u) * WG < K) {
-        ss += vec4(v[i], v[i + 1u], v[i + 2u], v[i + 3u]) *
-              vec4(v[i], v[i + 1u], v[i + 2u], v[i + 3u]);
-        m = i + 4u;
-      }
-    [[unroll]] for (uint i = 0; i < MAXV; ++i)
-      if (i >= m && tid + i * WG < K) ss.x += v[i] * v[i];
+    uint j = tid;
+    for (; j + 3u * WG < K; j += 4u * WG) {
+      const vec4 v = vec4(LOADF(x, X16, j), LOADF(x, X16, j + WG), LOADF(x, X16, j + 2u * WG),
+                          LOADF(x, X16, j + 3u * WG));
+      ss += v * v;
+    }
+    for (; j < K; j += WG) {
+      const float v = LOADF(x, X16, j);
+      ss.x += v * v;
+    }
     const float part = subgroupAdd((ss.x + ss.y) + (ss.z + ss.w));
     if (subgroupElect()) red[gl_SubgroupID] = part;
     barrier();
     float total = 0.0;
     for (uint i = 0; i < gl_NumSubgroups; ++i) total += red[i];
-    const float inv = 1.0 / sqrt(total / float(K) + pc.eps);
-    [[unroll]] for (uint i = 0; i < MAXV; ++i) {
-      const uint j = tid + i * WG;
-      if (j < K) v[i] = round_to(H16, nw[j] * (v[i] * inv));
-    }
+    inv = 1.0 / sqrt(total / float(K) + pc.eps);
   }
   float lo = 0.0, hi = 0.0;
-  [[unroll]] for (uint i = 0; i < MAXV; ++i)
-    if (tid + i * WG < K) {
-      lo = min(lo, v[i]);
-      hi = max(hi, v[i]);
+  for (uint w = tid; w < K / 4u; w += WG)
+    [[unroll]] for (uint e = 0; e < 4u; ++e) {
+      const float v = pval(4u * w + e, inv);
+      lo = min(lo, v);
+      hi = max(hi, v);
     }
-  quant_params(lo, hi, sx, zp);
+  // quant.glsl's quant_params, with the minimum and maximum reduced by subgroups (exact).
+  lo = subgroupMin(lo);
+  hi = subgroupMax(hi);
+  if (subgroupElect()) {
+    red_lo[gl_SubgroupID] = lo;
+    red_hi[gl_SubgroupID] = hi;
+  }
+  barrier();
+  for (uint i = 0; i < gl_NumSubgroups; ++i) {
+    lo = min(lo, red_lo[i]);
+    hi = max(hi, red_hi[i]);
+  }
+  precise float scale = div_rn(hi - lo, 255.0);
+  scale = max(scale, 1.1920928955078125e-7);  // FLT_EPSILON, as torchao clamps the scale
+  precise float zpf = clamp(-128.0 - roundEven(div_rn(lo, scale)), -128.0, 127.0);
+  sx = scale;
+  zp = int(zpf);
   const float rcp = 1.0 / sx;
-  // Thread tid holds elements tid + i WG; a code word packs elements 4w .. 4w + 3: go through
-  // shared memory a byte at a time (atomics-free: each byte of a word from one thread, so stage
-  // the bytes in red-sized passes is unnecessary; build words from four threads' codes).
-  [[unroll]] for (uint i = 0; i < MAXV; ++i) {
-    const uint j = tid + i * WG;
-    if (i * WG < K) {
-      uint c = j < K ? quant_value(v[i], sx, rcp, zp) : 0u;
-      // Lanes 4a .. 4a + 3 of a subgroup hold four consecutive elements (WG and the subgroup
-      // size are multiples of 4): gather them with shuffles into one word.
-      const uint l = gl_SubgroupInvocationID, base = l & ~3u;
-      const uint w = subgroupShuffle(c, base) | (subgroupShuffle(c, base + 1u) << 8) |
-                     (subgroupShuffle(c, base + 2u) << 16) | (subgroupShuffle(c, base + 3u) << 24);
-      if ((l & 3u) == 0u && j < K) qxs[j >> 4][(j >> 2) & 3u] = w;
-    }
+  for (uint w = tid; w < K / 4u; w += WG) {
+    uint packed = 0u;
+    [[unroll]] for (uint e = 0; e < 4u; ++e)
+      packed |= quant_value(pval(4u * w + e, inv), sx, rcp, zp) << (8u * e);
+    qxs[w] = packed;
   }
   barrier();
 }
 
-// Integer dot of 32-weight block b (nibbles w) with the shared int8 row (two 16-byte reads).
+// Integer dot of 32-weight block b (nibbles w) with the shared int8 row.
 int block_dot(uvec4 w, uint b) {
-  const uvec4 xa = qxs[2u * b], xc = qxs[2u * b + 1u];
+  const uint xb = 8u * b;
+  const uvec4 xa = uvec4(qxs[xb], qxs[xb + 1u], qxs[xb + 2u], qxs[xb + 3u]),
+              xc = uvec4(qxs[xb + 4u], qxs[xb + 5u], qxs[xb + 6u], qxs[xb + 7u]);
   int d = 0;
   d = dot4(int(xa.x), nibbles4_to_i8x4(w.x & 0xFFFFu), d);
   d = dot4(int(xa.y), nibbles4_to_i8x4(w.x >> 16), d);
