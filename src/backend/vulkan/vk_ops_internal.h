@@ -75,7 +75,7 @@ struct Ctx {
   // Kernel variant: the _f16 module when any binding is fp16. tt: the mat-vec kernels' tokens per
   // workgroup (matvec.glsl), specialization constant 8.
   const Kernel& kernel(std::string name, uint32_t bindings, uint32_t push_words,
-                       const std::vector<uint32_t>& flags, uint32_t tt = 0) {
+                       const std::vector<uint32_t>& flags, uint32_t tt = 0, uint32_t bpl = 0) {
     bool any16 = false;
     for (uint32_t f : flags) any16 = any16 || f;
     if (any16) {
@@ -92,6 +92,7 @@ struct Ctx {
     std::vector<uint32_t> spec = flags;
     spec.resize(7, 0);
     spec.push_back(tt);
+    if (bpl) spec.push_back(bpl);  // constant 9: linear_8da4w's blocks per lane (decode)
     return env.kernels.get(name, bindings, push_words * 4, spec);
   }
   int64_t attr_i(const char* k) const {

@@ -27,6 +27,8 @@ int dot4(int a, int b, int acc) {
 }
 #endif
 layout(constant_id = 1) const bool Y16 = false;
+// 32-weight blocks per lane of a row at the device's smallest subgroup size (decode variant).
+layout(constant_id = 9) const uint BPL = 1;
 #ifdef VKLLM_B32
 layout(std430, binding = 0) readonly buffer QX { uvec4 qx[]; };  // K / 16 per token
 layout(std430, binding = 2) readonly buffer Q { uvec4 q[]; };    // K / 32 per row
@@ -90,7 +92,37 @@ void main() {
     [[unroll]] for (uint i = 0; i < TT; ++i) acc[i] = 0.0;
 #ifdef VKLLM_B32
     const uint nb = pc.K / 32u, bpg = pc.G / 32u;
-    if (bpg <= gl_SubgroupSize && (bpg & (bpg - 1u)) == 0u) {
+    if (TT == 1u && bpg <= gl_SubgroupSize && (bpg & (bpg - 1u)) == 0u) {
+      // A decode step: every load of the row (nibbles, int8 activations, scales, weight sums of
+      // the lane's BPL blocks) issued before any is used, then the same sums in the same order.
+      uvec4 w[BPL], xa[BPL], xc[BPL];
+      float sc[BPL];
+      int wsv[BPL];
+      [[unroll]] for (uint i = 0; i < BPL; ++i) {
+        const uint b = lane + i * gl_SubgroupSize;
+        const bool ok = b < nb;
+        const uint gi = n * ng + b / bpg;
+        w[i] = ok ? q[n * nb + b] : uvec4(0u);
+        xa[i] = ok ? qx[t0 * (2u * nb) + 2u * b] : uvec4(0u);
+        xc[i] = ok ? qx[t0 * (2u * nb) + 2u * b + 1u] : uvec4(0u);
+        sc[i] = ok ? s[gi] : 0.0;
+        wsv[i] = ok ? wsum[gi] : 0;
+      }
+      [[unroll]] for (uint i = 0; i < BPL; ++i) {
+        const uint b = lane + i * gl_SubgroupSize;
+        int d = 0;
+        d = dot4(int(xa[i].x), nibbles4_to_i8x4(w[i].x & 0xFFFFu), d);
+        d = dot4(int(xa[i].y), nibbles4_to_i8x4(w[i].x >> 16), d);
+        d = dot4(int(xa[i].z), nibbles4_to_i8x4(w[i].y & 0xFFFFu), d);
+        d = dot4(int(xa[i].w), nibbles4_to_i8x4(w[i].y >> 16), d);
+        d = dot4(int(xc[i].x), nibbles4_to_i8x4(w[i].z & 0xFFFFu), d);
+        d = dot4(int(xc[i].y), nibbles4_to_i8x4(w[i].z >> 16), d);
+        d = dot4(int(xc[i].z), nibbles4_to_i8x4(w[i].w & 0xFFFFu), d);
+        d = dot4(int(xc[i].w), nibbles4_to_i8x4(w[i].w >> 16), d);
+        for (uint off = 1u; off < bpg; off <<= 1u) d += subgroupShuffleXor(d, off);
+        if (b < nb && (lane & (bpg - 1u)) == 0u) acc[0] += sc[i] * sx[0] * float(d - zp[0] * wsv[i]);
+      }
+    } else if (bpg <= gl_SubgroupSize && (bpg & (bpg - 1u)) == 0u) {
       // Lanes take consecutive 32-weight blocks (one 16-byte load each, adjacent lanes adjacent
       // bytes); the bpg lanes of one group add their integer dots with xor shuffles, exactly.
       for (uint b0 = 0; b0 < nb; b0 += gl_SubgroupSize) {
