@@ -242,10 +242,12 @@ TEST_P(VulkanFusion, DecodeStepEqualsTheUnfusedProgram) {
   const uint64_t msgs = vk::validation_message_count();
   auto run = [&](bool fused, std::string* profile) {
     if (!fused) setenv("VKLLM_NO_FUSION", "1", 1);
+    if (fused) setenv("VKLLM_FUSE", "all", 1);  // the mat-vec runs too (off by default)
     VulkanOptions o = validated();
     o.profile = profile != nullptr;
     auto gpu = make_vulkan_executor(toy.p, toy.w, o);
     unsetenv("VKLLM_NO_FUSION");
+    unsetenv("VKLLM_FUSE");
     std::vector<float> all, l(V);
     // A prompt that ends past two of the decode attention's 64-key splits, so the fused
     // attention merges three splits.

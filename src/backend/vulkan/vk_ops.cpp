@@ -186,10 +186,10 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
   auto variant = [&](uint32_t tt) -> const Kernel& {
     if (f == "linear") return c.kernel("linear", 3, 6, {c.f16(x), c.f16(W), c.f16(y)}, tt);
     if (f == "linear_q4w") return c.kernel("linear_q4w", 4, 7, {c.f16(x), c.f16(y)}, tt);
-    const uint32_t bpl =
-        G % 32 == 0 && tt == 1
-            ? ceil_div(static_cast<uint64_t>(K / 32), std::max<uint32_t>(1, c.env.ctx.info().subgroup_min))
-            : 0;
+    const uint32_t bpl = G % 32 == 0 && tt == 1
+                             ? ceil_div(static_cast<uint64_t>(K / 32),
+                                        std::max<uint32_t>(1, c.env.ctx.info().subgroup_min))
+                             : 0;
     return c.kernel(std::string(G % 32 == 0 ? "linear_8da4w_b32" : "linear_8da4w") +
                         (c.env.ctx.use_int_dot() ? "_idot" : ""),
                     6, 7, {c.f16(y)}, tt, bpl);
