@@ -8,6 +8,7 @@
 #include <regex>
 #include <sstream>
 
+#include "core/error.h"
 #include "core/mapped_file.h"
 #include "runtime/agreement.h"
 #include "runtime/reference.h"
@@ -19,8 +20,8 @@ namespace {
 
 // Wraps an executor and damages its result: `scale` multiplies every logit (NMSE grows),
 // `shift` makes it return the token after its own argmax (a choice its logits do not support),
-// `bump` adds 30 to logit row `bump` and returns the argmax of the damaged logits (the issue-21
-// backend: one wrong row, whole-vocabulary NMSE ~1e-4).
+// `bump` raises logit row `bump` 1 above the maximum and returns the argmax of the damaged logits
+// (the issue-21 backend, +30 on one row of a twin's logits, scaled to this model's logits).
 class Damaged final : public Executor {
  public:
   Damaged(std::unique_ptr<Executor> e, int64_t vocab, float scale, bool shift, int bump = -1)
@@ -30,7 +31,7 @@ class Damaged final : public Executor {
     int32_t t = e_->forward(ids, T, pos, l.data());
     for (auto& v : l) v *= scale_;
     if (bump_ >= 0) {
-      l[static_cast<size_t>(bump_)] += 30.0f;
+      l[static_cast<size_t>(bump_)] = *std::max_element(l.begin(), l.end()) + 1.0f;
       t = static_cast<int32_t>(std::max_element(l.begin(), l.end()) - l.begin());
     }
     if (logits) std::copy(l.begin(), l.end(), logits);
@@ -78,8 +79,8 @@ TEST(Agreement, LogitsFarFromTheReferenceFail) {
   o.max_new_tokens = 4;
   const Agreement g = check_agreement(a, *b, nullptr, f.prompt, f.vocab, o);
   EXPECT_FALSE(g.ok);
-  EXPECT_NE(g.reason.find("logits NMSE"), std::string::npos) << g.reason;
-  EXPECT_EQ(g.steps, 1);
+  EXPECT_EQ(g.reason.rfind("step 0: logits NMSE", 0), 0u) << g.reason;
+  EXPECT_EQ(g.steps, 4);  // every step is measured; the first failure is the reason
 }
 
 TEST(Agreement, ATokenItsLogitsDoNotSupportFails) {
@@ -95,10 +96,11 @@ TEST(Agreement, ATokenItsLogitsDoNotSupportFails) {
   EXPECT_EQ(g.worst_topk_diff, 0.0);  // its logits are the reference's: only the rule sees it
 }
 
-// The issue-21 backend: +30 on one logit row, so that row is chosen at every step. Its
-// whole-vocabulary NMSE stays small; the reference's margin and the top-k difference fail it
-// under every recipe's bounds, the loosest included.
-TEST(Agreement, OneLogitRowOffBy30FailsUnderEveryRecipe) {
+// The issue-21 backend: one logit row raised above the others, so that row is chosen at every
+// step. Its whole-vocabulary NMSE stays small; the reference's margin and the top-k difference
+// fail it under every recipe's bounds, the loosest included (the +30 row on a real twin:
+// Perturbations.EveryCaseIsCaughtByTheGatesThatMustCatchIt).
+TEST(Agreement, OneRaisedLogitRowFailsUnderEveryRecipe) {
   Fixture f;
   for (const auto& bounds : agreement_bounds_table()) {
     Damaged a(f.m->make_executor(), f.vocab, 1.0f, false, 100);
@@ -109,7 +111,7 @@ TEST(Agreement, OneLogitRowOffBy30FailsUnderEveryRecipe) {
     const Agreement g = check_agreement(a, *b, nullptr, f.prompt, f.vocab, o);
     EXPECT_FALSE(g.ok) << bounds.recipe;
     EXPECT_EQ(g.tokens, std::vector<int32_t>(8, 100));
-    EXPECT_GE(g.worst_topk_diff, 29.9);
+    EXPECT_GT(g.worst_topk_diff, bounds.max_topk_diff) << bounds.recipe;
     EXPECT_GT(g.worst_tie_margin, bounds.max_tie_margin) << bounds.recipe;
   }
 }
