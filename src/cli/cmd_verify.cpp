@@ -25,18 +25,8 @@ struct VerifyArgs {
   bool json = false;
   std::string agree_prompt_file, device;
   int agree_tokens = 50;
-  double max_nmse = 0;  // 0: by recipe (default_max_nmse)
+  double max_nmse = 0;  // 0: by recipe (agreement_bounds)
 };
-
-// The logits NMSE --agree accepts by default, from what the recipe rounds (docs/vulkan.md):
-// float summation order alone gives ~1e-11; fp16 activations ~1e-6; one int8 activation
-// rounding flip in an 8da4w recipe, carried through the KV cache, up to ~2e-3 on the twins.
-// A wrong kernel gives ~1.
-double default_max_nmse(const std::string& recipe) {
-  if (recipe.find("8da4w") != std::string::npos) return 1e-2;
-  if (recipe.find("fp16") != std::string::npos) return 1e-4;
-  return 1e-8;
-}
 
 // Vulkan against the CPU reference on the artifact's own program and weights.
 nlohmann::json agreement(const VerifyArgs& a, const ArtifactReader& r) {
@@ -56,8 +46,9 @@ nlohmann::json agreement(const VerifyArgs& a, const ArtifactReader& r) {
   auto cpu = make_cpu_executor(r.program(), r), cpu2 = make_cpu_executor(r.program(), r);
   AgreementOptions o;
   o.max_new_tokens = a.agree_tokens;
-  const double limit = a.max_nmse > 0 ? a.max_nmse : default_max_nmse(r.recipe_name());
-  o.max_logits_nmse = limit;
+  // The recipe's bounds (src/runtime/agreement.cpp, measured: docs/gates.md).
+  o.bounds = agreement_bounds(r.recipe_name());
+  if (a.max_nmse > 0) o.bounds.max_nmse = a.max_nmse;
   o.eos_ids.assign(r.desc().eos_ids.begin(), r.desc().eos_ids.end());
   const auto& logits = r.program().tensors[r.program().logits];
   const Agreement g = check_agreement(*vk, *cpu, cpu2.get(), prompt, logits.shape.back(), o);
@@ -66,12 +57,18 @@ nlohmann::json agreement(const VerifyArgs& a, const ArtifactReader& r) {
           {"steps", g.steps},
           {"exact", g.exact},
           {"near_ties", g.near_ties},
+          {"max_near_ties", g.max_near_ties},
           {"worst_tie_margin", g.worst_tie_margin},
+          {"max_tie_margin", o.bounds.max_tie_margin},
+          {"worst_topk_diff", g.worst_topk_diff},
+          {"max_topk_diff", o.bounds.max_topk_diff},
+          {"top_k", kAgreementTopK},
           {"worst_logits_nmse", g.worst_nmse},
-          {"max_logits_nmse", limit},
+          {"max_logits_nmse", o.bounds.max_nmse},
           {"greedy_tokens_equal", g.tokens_equal()},
           {"tokens", g.tokens},
           {"logits_nmse", g.nmse},
+          {"topk_diff", g.topk_diff},
           {"reference_tokens", g.reference_tokens}};
 #else
   (void)r;
@@ -135,11 +132,14 @@ void run(const VerifyArgs& a) {
     if (s.contains("agreement")) {
       const auto& g = s["agreement"];
       std::printf(
-          "  agreement  Vulkan vs CPU, %d greedy steps: %d same token, %d near ties (worst margin "
-          "%.3g), worst logits NMSE %.3g (limit %.3g); greedy tokens %s\n",
+          "  agreement  Vulkan vs CPU, %d greedy steps: %d same token, %d near ties (limit %d, "
+          "worst CPU margin %.3g, limit %.3g), worst top-%d logit diff %.3g (limit %.3g), worst "
+          "logits NMSE %.3g (limit %.3g); greedy tokens %s\n",
           g["steps"].get<int>(), g["exact"].get<int>(), g["near_ties"].get<int>(),
-          g["worst_tie_margin"].get<double>(), g["worst_logits_nmse"].get<double>(),
-          g["max_logits_nmse"].get<double>(),
+          g["max_near_ties"].get<int>(), g["worst_tie_margin"].get<double>(),
+          g["max_tie_margin"].get<double>(), g["top_k"].get<int>(),
+          g["worst_topk_diff"].get<double>(), g["max_topk_diff"].get<double>(),
+          g["worst_logits_nmse"].get<double>(), g["max_logits_nmse"].get<double>(),
           g["greedy_tokens_equal"].get<bool>() ? "identical" : "differ after a near tie");
     }
   }
@@ -164,13 +164,14 @@ void add_verify(CLI::App& app) {
   cmd->add_flag("--json", a->json, "Print the report as JSON on stdout");
   cmd->add_option("--agree", a->agree_prompt_file,
                   "Also decode this prompt file greedily on Vulkan and on the CPU reference and "
-                  "check that they agree (every Vulkan token the CPU's argmax or a near tie)")
+                  "check that they agree (the recipe's bounds, docs/gates.md: every Vulkan token "
+                  "the CPU's argmax or a capped number of near ties, top-k logits and NMSE close)")
       ->check(CLI::ExistingFile);
   cmd->add_option("-n,--agree-tokens", a->agree_tokens, "New tokens for --agree")
       ->check(CLI::Range(1, 1 << 20));
-  cmd->add_option("--max-nmse", a->max_nmse,
-                  "Largest logits NMSE --agree accepts (default by recipe: 1e-2 with int8 "
-                  "activations, 1e-4 with fp16, 1e-8 otherwise)");
+  cmd->add_option(
+      "--max-nmse", a->max_nmse,
+      "Largest logits NMSE --agree accepts (default: the recipe's bound, docs/gates.md)");
   cmd->add_option("--device", a->device, "Vulkan device index or name substring for --agree");
   cmd->callback([a] { run(*a); });
 }

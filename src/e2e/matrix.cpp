@@ -148,7 +148,8 @@ class CellRun {
 
   // `vkllm run` of `model` with the cell's prompt; the ids it writes are returned in ids.
   bool runner(StageResult& s, const std::string& model, const std::string& backend, int n,
-              json& ids, json& stats) {
+              json& ids, json& stats, const std::string& log = "") {
+    const std::string name = log.empty() ? s.name : log;
     std::vector<std::string> a = {"run",
                                   "-m",
                                   model,
@@ -161,20 +162,20 @@ class CellRun {
                                   "--backend",
                                   backend,
                                   "--ids_file",
-                                  ids_path(s.name)};
+                                  ids_path(name)};
     if (backend == "vulkan" && !o_.device.empty()) a.insert(a.end(), {"--device", o_.device});
-    const ChildResult res = child(s, a);
-    s.logs.push_back(log_rel_ + "/" + s.name + ".ids.json");
+    const ChildResult res = child(s, a, {}, name);
+    s.logs.push_back(log_rel_ + "/" + name + ".ids.json");
     if (!res.ok()) return fail_stage(s, child_failure(res));
     stats = stats_line(err_text_);
     if (stats.is_null()) return fail_stage(s, "no vkllm-stats line at the end of stderr");
-    ids = parse_json(read_or_empty(ids_path(s.name)));
+    ids = parse_json(read_or_empty(ids_path(name)));
     if (!ids.is_object() || !ids.contains("generated_ids") || !ids["generated_ids"].is_array())
-      return fail_stage(s, "no token ids written to " + ids_path(s.name));
+      return fail_stage(s, "no token ids written to " + ids_path(name));
     if (stats.value("validation_messages", 0) > 0)
       return fail_stage(
           s, fmt::format("the Vulkan validation layer reported {} messages (see {}.stderr)",
-                         stats.value("validation_messages", 0), s.name));
+                         stats.value("validation_messages", 0), name));
     return true;
   }
 
@@ -195,9 +196,11 @@ class CellRun {
     return pass_stage(s, fmt::format("{} files, {} downloaded", files, downloaded));
   }
 
-  // Twin mode: the fp32 twin (the pulled folder, lowered in fp32, CPU backend) continues the
-  // prompt exactly as transformers did (tests/goldens/<twin>.json, made on the GPU machine).
-  // Once per model and revision: later cells of the same model reuse the result.
+  // Twin mode: the fp32 twin continues the prompt exactly as transformers did
+  // (tests/goldens/<twin>.json, made on the GPU machine), twice: the pulled folder lowered in fp32
+  // on the CPU reference backend, and its non-quantized artifact greedily on Vulkan (whose
+  // arithmetic is exact enough: float summation order only). Once per model and revision: later
+  // cells of the same model reuse the result.
   bool golden() {
     if (!hub_) return true;
     StageResult& s = stage("golden");
@@ -221,32 +224,42 @@ class CellRun {
     const json g = parse_json(read_or_empty(gpath));
     if (!g.is_object() || !g.contains("continuation_ids") || !g.contains("prompt_ids"))
       return fail_stage(s, gpath + ": missing or not a golden file");
-    const std::string want_sha =
-        g.value("files_sha256", json::object()).value("model.safetensors", "");
-    for (const auto& f : pulled_.value("files", json::array()))
-      if (f.value("name", "") == "model.safetensors" && f.value("etag", "") != want_sha)
-        return fail_stage(
-            s, fmt::format("the served twin's model.safetensors (sha256 {}) is not the one "
-                           "the golden was made from ({})",
-                           f.value("etag", ""), want_sha));
+    if (auto why = golden_pin_mismatch(g, pulled_.value("files", json::array())); !why.empty())
+      return fail_stage(s, why);
     const auto cont = g["continuation_ids"].get<std::vector<int>>();
     const int n = std::min<int>(o_.golden_tokens, static_cast<int>(cont.size()));
+    // Both runs' ids against the golden's; "" when they are equal, else why not.
+    const auto differs = [&](const json& ids, const std::string& what) -> std::string {
+      if (ids["prompt_ids"] != g["prompt_ids"])
+        return fmt::format(
+            "prompt ids differ from the golden's ({} vs {} ids): {} tokenizes differently",
+            ids["prompt_ids"].size(), g["prompt_ids"].size(), r_.cell.prompt_file);
+      const auto got = ids["generated_ids"].get<std::vector<int>>();
+      for (int k = 0; k < n; ++k)
+        if (k >= static_cast<int>(got.size()) || got[k] != cont[k])
+          return fmt::format(
+              "{} differs from the transformers golden at step {}: {} vs golden {}", what, k,
+              k < static_cast<int>(got.size()) ? std::to_string(got[k]) : "(stopped)", cont[k]);
+      return "";
+    };
     json ids, stats;
     if (!runner(s, snapshot_, "cpu", n, ids, stats)) return false;
-    if (ids["prompt_ids"] != g["prompt_ids"])
-      return fail_stage(
-          s, fmt::format(
-                 "prompt ids differ from the golden's ({} vs {} ids): {} tokenizes differently",
-                 ids["prompt_ids"].size(), g["prompt_ids"].size(), r_.cell.prompt_file));
-    const auto got = ids["generated_ids"].get<std::vector<int>>();
-    for (int k = 0; k < n; ++k)
-      if (k >= static_cast<int>(got.size()) || got[k] != cont[k])
-        return fail_stage(
-            s,
-            fmt::format(
-                "fp32 twin differs from the transformers golden at step {}: {} vs golden {}", k,
-                k < static_cast<int>(got.size()) ? std::to_string(got[k]) : "(stopped)", cont[k]));
-    return pass_stage(s, fmt::format("fp32 twin = transformers golden ({}/{} ids)", n, n));
+    if (auto why = differs(ids, "fp32 twin"); !why.empty()) return fail_stage(s, why);
+    // The same on Vulkan: the twin's non-quantized artifact.
+    const std::string fp32 = out_ + "/artifacts/golden-" + r_.cell.twin + ".vkllm";
+    const ChildResult res =
+        child(s, {"export", snapshot_, "--recipe", "non-quantized", "-o", fp32, "--json"}, {},
+              "golden-export");
+    if (!res.ok()) return fail_stage(s, "export of the fp32 artifact: " + child_failure(res));
+    const bool ran = runner(s, fp32, "vulkan", n, ids, stats, "golden-vulkan");
+    std::error_code ec;
+    if (!o_.keep_artifacts) fs::remove(fp32, ec);
+    if (!ran) return false;
+    if (auto why = differs(ids, "the fp32 artifact on Vulkan"); !why.empty())
+      return fail_stage(s, why);
+    return pass_stage(s, fmt::format("fp32 twin = transformers golden ({}/{} ids) on the CPU "
+                                     "(folder) and on Vulkan (non-quantized artifact)",
+                                     n, n));
   }
 
   bool export_artifact() {
@@ -321,11 +334,15 @@ class CellRun {
                         "checked (same artifact, prompt and greedy decoding)");
     const int steps = g.value("steps", 0), exact = g.value("exact", 0);
     return pass_stage(
-        s, fmt::format("Vulkan vs CPU: {}/{} steps the same token, {} near ties (worst margin "
-                       "{:.3f}), logits NMSE <= {:.2g} (bound {:g}){}",
-                       exact, steps, g.value("near_ties", 0), g.value("worst_tie_margin", 0.0),
-                       g.value("worst_logits_nmse", 0.0), g.value("max_logits_nmse", 0.0),
-                       g.value("greedy_tokens_equal", false) ? "; greedy runs identical" : ""));
+        s, fmt::format(
+               "Vulkan vs CPU logits, CPU teacher-forced on Vulkan's tokens: {}/{} steps "
+               "the CPU's argmax, {} near ties (<= {}, worst CPU margin {:.3g} <= {:g}), "
+               "top-{} logits within {:.3g} (<= {:g}), NMSE <= {:.2g} (<= {:g}){}",
+               exact, steps, g.value("near_ties", 0), g.value("max_near_ties", 0),
+               g.value("worst_tie_margin", 0.0), g.value("max_tie_margin", 0.0),
+               g.value("top_k", 0), g.value("worst_topk_diff", 0.0), g.value("max_topk_diff", 0.0),
+               g.value("worst_logits_nmse", 0.0), g.value("max_logits_nmse", 0.0),
+               g.value("greedy_tokens_equal", false) ? "; free greedy runs identical" : ""));
   }
 
   // Twin mode: the recipe's quality gate against the fp32 twin (docs/quality.md).
@@ -374,6 +391,26 @@ void write_outputs(const MatrixResult& r) {
 }
 
 }  // namespace
+
+std::string golden_pin_mismatch(const json& golden, const json& pulled_files) {
+  // Both documents are read defensively: a wrong type is a mismatch, not an exception.
+  const auto str = [](const json& o, const char* k) {
+    return o.is_object() && o.contains(k) && o[k].is_string() ? o[k].get<std::string>() : "";
+  };
+  const json pins =
+      golden.is_object() && golden.contains("files_sha256") ? golden["files_sha256"] : json();
+  const std::string want_sha = str(pins, "model.safetensors");
+  if (want_sha.empty()) return "the golden pins no sha256 of model.safetensors";
+  for (const auto& f : pulled_files.is_array() ? pulled_files : json::array()) {
+    if (str(f, "name") != "model.safetensors") continue;
+    if (str(f, "etag") == want_sha) return "";
+    return fmt::format(
+        "the served twin's model.safetensors (sha256 {}) is not the one the golden was made "
+        "from ({})",
+        str(f, "etag"), want_sha);
+  }
+  return "the pulled snapshot has no model.safetensors, whose sha256 the golden pins";
+}
 
 const std::vector<std::string>& stage_names() {
   static const std::vector<std::string> n = {"pull", "golden", "export", "verify",

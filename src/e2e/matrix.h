@@ -4,8 +4,10 @@
 //
 // Real mode gates on the answer (DESIGN.md section 2). Twin mode (--twins) serves each cell's
 // tiny twin under the cell's model id and pinned revision from the loopback test hub, and gates on
-// independent references: the fp32 twin's greedy ids == the transformers golden, Vulkan ids ==
-// CPU-backend ids on the same artifact, and the recipe's quality gate against the fp32 twin.
+// independent references: the fp32 twin's greedy ids == the transformers golden (on the CPU and,
+// as a non-quantized artifact, on Vulkan), Vulkan's greedy decoding of the cell's artifact judged
+// by the CPU reference's logits (`verify --agree`, docs/gates.md), and the recipe's quality gate
+// against the fp32 twin.
 // Gates per stage: e2e/README.md.
 #pragma once
 #include <functional>
@@ -71,6 +73,11 @@ struct MatrixResult {
   bool all_pass() const;
   nlohmann::json to_json() const;
 };
+
+// The golden stage's check that the pulled twin is the one the golden was made from: "" when the
+// pulled files (`vkllm pull --json`'s "files") hold model.safetensors with the sha256 the golden
+// pins (files_sha256), else why not (no pin, no such file, another hash).
+std::string golden_pin_mismatch(const nlohmann::json& golden, const nlohmann::json& pulled_files);
 
 // Runs the selected cells and writes results.tsv, results.json, report.html and logs/ under
 // out_dir. Cell failures are recorded, not thrown; a bad cells file, an unusable out_dir or a

@@ -119,10 +119,10 @@ data also in results.tsv and results.json next to this file.</footer>
       : "Each cell is pulled at its pinned revision, then:"));
   var ul = el("ul");
   var items = twin ? [
-      "golden: the fp32 twin's greedy ids equal the Hugging Face transformers golden (CPU reference backend)",
+      "golden: the fp32 twin's greedy ids equal the Hugging Face transformers golden, on the CPU reference backend (the pulled folder) and on Vulkan (the twin's non-quantized artifact); the served weights' sha256 is the golden's",
       "export + verify: the recipe's artifact, every op on the GPU backend, the size limit where the cell has one",
       "run: vkllm run on Vulkan, temperature 0, " + d.max_new_tokens + " new tokens, exit status 0, no validation message",
-      "cpu: the CPU reference backend on the same artifact picks the same greedy tokens as Vulkan, or differs only at near-ties of its logits (e2e/README.md)",
+      "cpu: vkllm verify --agree: the CPU reference, teacher-forced along Vulkan's greedy tokens on the same artifact, has each Vulkan token as its argmax or within the recipe's near-tie margin of it (a capped number of such steps), Vulkan's top-k logits within the recipe's bound of the CPU's and the logits NMSE under its bound (docs/gates.md); the tokens checked are the run stage's. The two backends' free greedy texts may part after a near tie",
       "quality: mean KL and top-1 agreement against the fp32 twin within the recipe's gate (docs/quality.md)"] : [
       "export + verify: the recipe's artifact, every op on the GPU backend, the size limit where the cell has one",
       "run: vkllm run on Vulkan, temperature 0, " + d.max_new_tokens + " new tokens, exit status 0",

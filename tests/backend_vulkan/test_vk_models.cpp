@@ -1,8 +1,11 @@
 // The Vulkan interpreter on the programs the exporter's lowering emits for the three
 // architectures (small random Hugging Face checkpoints): the same greedy tokens as the CPU
-// reference over a prompt and a greedy continuation, logits NMSE <= 5e-4.
+// reference over a prompt and a greedy continuation, logits NMSE within the fp32 programs' bound
+// (testutil::kModelExactNmse, set from measurement: docs/gates.md).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <regex>
@@ -11,6 +14,7 @@
 
 #include "backend/vulkan/vulkan_executor.h"
 #include "runtime/reference.h"
+#include "testutil/op_tolerance.h"
 #include "testutil/tiny_checkpoint.h"
 #include "vk_harness.h"
 
@@ -33,14 +37,17 @@ TEST_P(VulkanModels, GreedyTokensMatchCpu) {
   int32_t tc = cpu->forward(prompt.data(), static_cast<int>(prompt.size()), 0, lc.data());
   int32_t tg = gpu->forward(prompt.data(), static_cast<int>(prompt.size()), 0, lg.data());
   ASSERT_EQ(tg, tc);
-  EXPECT_LE(nmse(lg, lc), 5e-4);
+  EXPECT_LE(nmse(lg, lc), testutil::kModelExactNmse);
+  double worst = nmse(lg, lc);
   int pos = static_cast<int>(prompt.size());
   for (int i = 0; i < 12; ++i, ++pos) {
     tc = cpu->forward(&tc, 1, pos, lc.data());
     tg = gpu->forward(&tg, 1, pos, lg.data());
     ASSERT_EQ(tg, tc) << "step " << i;
-    EXPECT_LE(nmse(lg, lc), 5e-4) << "step " << i;
+    EXPECT_LE(nmse(lg, lc), testutil::kModelExactNmse) << "step " << i;
+    worst = std::max(worst, nmse(lg, lc));
   }
+  std::printf("[nmse] model %.3g %.3g\n", worst, testutil::kModelExactNmse);
   gpu.reset();
   EXPECT_EQ(vk::validation_message_count(), msgs) << "Vulkan validation reported messages";
 }

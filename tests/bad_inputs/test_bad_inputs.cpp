@@ -417,9 +417,16 @@ std::vector<std::string> run_args(const std::string& model, std::vector<std::str
   return a;
 }
 
+// A refused `vkllm run` also prints nothing on stdout (no partial text a caller could take).
+std::string check_run_refusal(const RunResult& r, int exit_code, const std::string& message) {
+  std::string why = check_refusal(r, exit_code, message);
+  if (!r.out.empty()) why += (why.empty() ? "" : "; ") + ("stdout not empty: '" + r.out + "'");
+  return why;
+}
+
 TEST(BadInputs, RunEmptyPrompt) {
-  EXPECT_EQ(check_refusal(run_vkllm(run_args(fixtures().artifact, {"-p", ""})), 2,
-                          "no prompt: give --prompt TEXT or --prompt_file FILE"),
+  EXPECT_EQ(check_run_refusal(run_vkllm(run_args(fixtures().artifact, {"-p", ""})), 2,
+                              "no prompt: give --prompt TEXT or --prompt_file FILE"),
             "");
 }
 
@@ -428,7 +435,7 @@ TEST(BadInputs, RunTenMegabytePrompt) {
   std::string p;
   while (p.size() < (10u << 20)) p += "The capital of France is Paris. ";
   write_file(d / "p.txt", p);
-  EXPECT_EQ(check_refusal(
+  EXPECT_EQ(check_run_refusal(
                 run_vkllm(run_args(fixtures().artifact, {"-f", d / "p.txt", "--backend", "cpu"})),
                 5, "tokens but the context holds 2048"),
             "");
@@ -459,23 +466,23 @@ TEST(BadInputs, RunNoVulkanDriver) {
   RunOptions o;
   o.env = {{"VK_DRIVER_FILES", "/nonexistent/icd.json"},
            {"VK_ICD_FILENAMES", "/nonexistent/icd.json"}};
-  EXPECT_EQ(check_refusal(run_vkllm(run_args(fixtures().artifact, {"-p", "Hi"}), o), 4,
-                          "cannot create a Vulkan instance: VK_ERROR_INCOMPATIBLE_DRIVER"),
+  EXPECT_EQ(check_run_refusal(run_vkllm(run_args(fixtures().artifact, {"-p", "Hi"}), o), 4,
+                              "cannot create a Vulkan instance: VK_ERROR_INCOMPATIBLE_DRIVER"),
             "");
 }
 
 TEST(BadInputs, RunNoSuchDevice) {
   RunOptions o;
   o.env = {{"VKLLM_DEVICE", "no-such"}};
-  EXPECT_EQ(check_refusal(run_vkllm(run_args(fixtures().artifact, {"-p", "Hi"}), o), 4,
-                          "no Vulkan device name contains 'no-such' (devices: 0: "),
+  EXPECT_EQ(check_run_refusal(run_vkllm(run_args(fixtures().artifact, {"-p", "Hi"}), o), 4,
+                              "no Vulkan device name contains 'no-such' (devices: 0: "),
             "");
 }
 
 TEST(BadInputs, RunDeviceIndexOutOfRange) {
-  EXPECT_EQ(check_refusal(run_vkllm(run_args(fixtures().artifact,
-                                             {"-p", "Hi", "--device", "123456789012345678901"})),
-                          4, "Vulkan device index 123456789012345678901 does not exist"),
+  EXPECT_EQ(check_run_refusal(run_vkllm(run_args(fixtures().artifact, {"-p", "Hi", "--device",
+                                                                       "123456789012345678901"})),
+                              4, "Vulkan device index 123456789012345678901 does not exist"),
             "");
 }
 
@@ -483,24 +490,25 @@ TEST(BadInputs, RunDeviceIndexOutOfRange) {
 TEST(BadInputs, RunFp16RecipeOnADeviceWithoutFp16) {
   RunOptions o;
   o.env = {{"VKLLM_NO_FP16", "1"}};
-  EXPECT_EQ(check_refusal(run_vkllm(run_args(fixtures().artifact, {"-p", "Hi"}), o), 4,
-                          "has no 16-bit storage (VKLLM_NO_FP16 is set); choose another device "
-                          "(--device) or a recipe without fp16"),
+  EXPECT_EQ(check_run_refusal(run_vkllm(run_args(fixtures().artifact, {"-p", "Hi"}), o), 4,
+                              "has no 16-bit storage (VKLLM_NO_FP16 is set); choose another device "
+                              "(--device) or a recipe without fp16"),
             "");
 }
 
 TEST(BadInputs, RunGpuMemoryExhausted) {
   RunOptions o;
   o.env = {{"VKLLM_VK_MEMORY_BUDGET", "1048576"}};
-  EXPECT_EQ(check_refusal(run_vkllm(run_args(fixtures().artifact, {"-p", "Hi"}), o), 3,
-                          "out of GPU memory; choose another device with --device or VKLLM_DEVICE"),
-            "");
+  EXPECT_EQ(
+      check_run_refusal(run_vkllm(run_args(fixtures().artifact, {"-p", "Hi"}), o), 3,
+                        "out of GPU memory; choose another device with --device or VKLLM_DEVICE"),
+      "");
 }
 
 TEST(BadInputs, RunArtifactFromAFutureVersion) {
   TempDir d;
-  EXPECT_EQ(check_refusal(run_vkllm(run_args(future_version(d), {"-p", "Hi"})), 3,
-                          "artifact format version 2 is not supported"),
+  EXPECT_EQ(check_run_refusal(run_vkllm(run_args(future_version(d), {"-p", "Hi"})), 3,
+                              "artifact format version 2 is not supported"),
             "");
 }
 
@@ -508,20 +516,20 @@ TEST(BadInputs, RunTruncatedArtifact) {
   TempDir d;
   const std::string a = artifact_copy(d);
   fs::resize_file(a, 10000);
-  EXPECT_EQ(check_refusal(run_vkllm(run_args(a, {"-p", "Hi"})), 3, "truncated artifact"), "");
+  EXPECT_EQ(check_run_refusal(run_vkllm(run_args(a, {"-p", "Hi"})), 3, "truncated artifact"), "");
 }
 
 TEST(BadInputs, RunContextLongerThanTheArtifacts) {
   EXPECT_EQ(
-      check_refusal(run_vkllm(run_args(fixtures().artifact, {"-p", "Hi", "--seq_len", "9999"})), 3,
-                    "context length 9999 exceeds the artifact's 2048"),
+      check_run_refusal(run_vkllm(run_args(fixtures().artifact, {"-p", "Hi", "--seq_len", "9999"})),
+                        3, "context length 9999 exceeds the artifact's 2048"),
       "");
 }
 
 // A path longer than the system accepts (ENAMETOOLONG) where a folder or artifact is expected.
 TEST(BadInputs, RunModelPathTooLong) {
   const std::string p = "/tmp/" + std::string(300, 'x') + "/" + std::string(5000, 'y');
-  EXPECT_EQ(check_refusal(run_vkllm(run_args(p, {"-p", "Hi"})), 1, ": File name too long"), "");
+  EXPECT_EQ(check_run_refusal(run_vkllm(run_args(p, {"-p", "Hi"})), 1, ": File name too long"), "");
 }
 
 // ---- tokenize, pull ----------------------------------------------------------------------------

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "e2e/cells.h"
+#include "e2e/matrix.h"
 
 using namespace vkllm;
 namespace fs = std::filesystem;
@@ -159,4 +160,28 @@ TEST(Cells, AnswerGateIsLiteralCaseInsensitiveWholeWord) {
   EXPECT_FALSE(contains_word("Parisé", "Paris"));
   EXPECT_FALSE(contains_word("P aris", "Paris"));
   EXPECT_FALSE(contains_word("", "Paris"));
+}
+
+// The golden stage's pin check (src/e2e/matrix.h): the pulled twin must hold model.safetensors
+// with the golden's sha256; a snapshot without the file fails as one with another hash does.
+TEST(GoldenPin, TheSnapshotMustHoldThePinnedFile) {
+  const nlohmann::json golden = {{"files_sha256", {{"model.safetensors", "abc"}}}};
+  const nlohmann::json good = nlohmann::json::array(
+      {{{"name", "config.json"}, {"etag", "x"}}, {{"name", "model.safetensors"}, {"etag", "abc"}}});
+  EXPECT_EQ(vkllm::golden_pin_mismatch(golden, good), "");
+  const nlohmann::json other =
+      nlohmann::json::array({{{"name", "model.safetensors"}, {"etag", "abd"}}});
+  EXPECT_NE(vkllm::golden_pin_mismatch(golden, other).find("(sha256 abd) is not the one"),
+            std::string::npos);
+  const nlohmann::json missing = nlohmann::json::array({{{"name", "config.json"}, {"etag", "x"}}});
+  EXPECT_EQ(vkllm::golden_pin_mismatch(golden, missing),
+            "the pulled snapshot has no model.safetensors, whose sha256 the golden pins");
+  EXPECT_EQ(vkllm::golden_pin_mismatch(golden, nlohmann::json::array()),
+            "the pulled snapshot has no model.safetensors, whose sha256 the golden pins");
+  EXPECT_EQ(vkllm::golden_pin_mismatch(nlohmann::json::object(), good),
+            "the golden pins no sha256 of model.safetensors");
+  EXPECT_EQ(vkllm::golden_pin_mismatch({{"files_sha256", "abc"}}, good),
+            "the golden pins no sha256 of model.safetensors");
+  EXPECT_EQ(vkllm::golden_pin_mismatch(golden, nlohmann::json::array({42, {{"name", 7}}})),
+            "the pulled snapshot has no model.safetensors, whose sha256 the golden pins");
 }

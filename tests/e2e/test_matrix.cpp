@@ -93,12 +93,15 @@ TEST(E2eTwins, AllSevenCellsPassOnTheVulkanDevice) {
       for (const auto& log : s["logs"])
         EXPECT_TRUE(fs::exists(r.dir + "/" + log.get<std::string>())) << log;
     }
-    // The gates really ran: golden ids, equal Vulkan/CPU tokens, the quality measurement.
-    EXPECT_NE(
-        stage(c, "golden")["note"].get<std::string>().find("= transformers golden (32/32 ids)"),
-        std::string::npos);
-    // verify --agree ran: every step within the NMSE bound, the same token or a near tie.
-    EXPECT_EQ(stage(c, "cpu")["note"].get<std::string>().rfind("Vulkan vs CPU: ", 0), 0u)
+    // The gates really ran: golden ids on the CPU and on Vulkan, verify --agree, quality.
+    EXPECT_NE(stage(c, "golden")["note"].get<std::string>().find(
+                  "= transformers golden (32/32 ids) on the CPU (folder) and on Vulkan"),
+              std::string::npos)
+        << stage(c, "golden")["note"];
+    // verify --agree ran: Vulkan's tokens and logits within the recipe's bounds (docs/gates.md).
+    EXPECT_EQ(stage(c, "cpu")["note"].get<std::string>().rfind(
+                  "Vulkan vs CPU logits, CPU teacher-forced on Vulkan's tokens: ", 0),
+              0u)
         << stage(c, "cpu")["note"];
     EXPECT_NE(stage(c, "quality")["note"].get<std::string>().find("KL "), std::string::npos);
     EXPECT_GT(c["artifact_bytes"].get<uint64_t>(), 1000000u);
@@ -181,6 +184,22 @@ TEST(E2eGates, AWrongGoldenFailsTheGoldenGate) {
   EXPECT_EQ(c1["stage"], "golden");
   EXPECT_NE(c1["reason"].get<std::string>().find(
                 "golden: fp32 twin differs from the transformers golden at step 5"),
+            std::string::npos)
+      << c1["reason"];
+  EXPECT_FALSE(stage(c1, "export")["ran"].get<bool>());
+}
+
+// The golden stage also runs the twin's non-quantized artifact on Vulkan: a broken fp32 kernel
+// (VKLLM_TEST_CORRUPT_OP zeroes rope's outputs; the CPU run of the folder is not affected) fails
+// it against the transformers golden before any recipe is exported.
+TEST(E2eGates, ABrokenFp32KernelFailsTheGoldenStageOnVulkan) {
+  const E2eRun r =
+      run_e2e("corrupt-rope", {"--twins", "--cells", "1"}, {{"VKLLM_TEST_CORRUPT_OP", "rope"}});
+  EXPECT_EQ(r.code, 1) << r.err;
+  const json& c1 = cell(r, 1);
+  EXPECT_EQ(c1["stage"], "golden");
+  EXPECT_NE(c1["reason"].get<std::string>().find(
+                "golden: the fp32 artifact on Vulkan differs from the transformers golden at step"),
             std::string::npos)
       << c1["reason"];
   EXPECT_FALSE(stage(c1, "export")["ran"].get<bool>());

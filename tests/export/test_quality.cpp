@@ -5,9 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <map>
+#include <regex>
+#include <sstream>
 
 #include "artifact/reader.h"
 #include "artifact/writer.h"
+#include "core/mapped_file.h"
 #include "e2e/quality.h"
 #include "export/exporter.h"
 #include "hf/checkpoint.h"
@@ -97,8 +101,30 @@ TEST(Quality, EveryRecipeOnTheTinyTwins) {
         std::printf("| %s | (control: nibbles swapped) | %.5f | %.5f | %.3f |\n", twin.c_str(),
                     b.kl_mean, b.kl_max, b.top1);
         EXPECT_FALSE(g.passes(b)) << twin;
-        EXPECT_TRUE(b.kl_mean > 3 * g.kl_mean_max || b.top1 < g.top1_min - 0.2) << twin;
+        // ... by a wide margin on both measures (measured: KL ~24 nats, top-1 0).
+        EXPECT_GT(b.kl_mean, 3 * g.kl_mean_max) << twin;
+        EXPECT_LT(b.top1, g.top1_min) << twin;
       }
     }
+  }
+}
+
+// docs/quality.md's gate table is the code's (quality_gate_for): one row per recipe.
+TEST(Quality, DocGateTableMatchesTheCode) {
+  const std::string doc = read_text_file(std::string(VKLLM_SOURCE_DIR) + "/docs/quality.md");
+  const size_t at = doc.find("### Gates");
+  ASSERT_NE(at, std::string::npos);
+  std::map<std::string, std::pair<double, double>> rows;
+  const std::regex re(R"(^\| ([a-z0-9-]+) \| ([0-9.e+-]+) \| ([0-9.e+-]+) \|)");
+  std::istringstream in(doc.substr(at));
+  for (std::string line; std::getline(in, line);) {
+    std::smatch m;
+    if (std::regex_search(line, m, re)) rows[m[1]] = {std::stod(m[2]), std::stod(m[3])};
+  }
+  ASSERT_EQ(rows.size(), recipe_names().size());
+  for (const auto& r : recipe_names()) {
+    ASSERT_TRUE(rows.count(r)) << r;
+    EXPECT_EQ(rows[r].first, quality_gate_for(r).kl_mean_max) << r;
+    EXPECT_EQ(rows[r].second, quality_gate_for(r).top1_min) << r;
   }
 }

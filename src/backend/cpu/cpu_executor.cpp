@@ -2,8 +2,10 @@
 // Activations live in fp32 vectors; tensors declared F16 are rounded through fp16 on store so
 // that the CPU mirrors the GPU's fp16 storage exactly.
 #include <cstring>
+#include <utility>
 #include <vector>
 
+#include "backend/cpu/cpu_hook.h"
 #include "backend/cpu/kernels.h"
 #include "core/error.h"
 #include "core/half.h"
@@ -15,7 +17,8 @@ namespace {
 
 class CpuExecutor final : public Executor {
  public:
-  CpuExecutor(const Program& p, const WeightSource& w) : p_(p), w_(w), buf_(p.tensors.size()) {
+  CpuExecutor(const Program& p, const WeightSource& w, CpuOpHook hook = {})
+      : p_(p), w_(w), buf_(p.tensors.size()), hook_(std::move(hook)) {
     p_.validate();
     for (size_t i = 0; i < p.tensors.size(); ++i) {
       const TensorDecl& t = p.tensors[i];
@@ -39,7 +42,7 @@ class CpuExecutor final : public Executor {
     T_ = T;
     pos_ = pos;
     ids_.assign(ids, ids + T);
-    for (const Op& op : p_.ops) run(op);
+    for (k_ = 0; k_ < p_.ops.size(); ++k_) run(p_.ops[k_]);
     const auto& lg = buf_[p_.logits];
     if (logits_out) std::memcpy(logits_out, lg.data(), lg.size() * sizeof(float));
     return next_;
@@ -65,6 +68,14 @@ class CpuExecutor final : public Executor {
   float attr_f(const Op& op, const char* k) const { return op.attrs.at(k).get<float>(); }
   void need(bool ok, const Op& op, const char* what) const {
     if (!ok) fail("program: op {} {}", op.family, what);
+  }
+
+  // The test-only hook (cpu_hook.h), after the op wrote its output and before F16 rounding.
+  void after_op(const Op& op) {
+    if (!hook_) return;
+    CpuOpState st{p_, w_, k_, T_, pos_, buf_, ids_.data()};
+    hook_(st);
+    if (op.family == "argmax") next_ = static_cast<int32_t>(buf_[op.outputs[0]].at(0));
   }
 
   void run(const Op& op) {
@@ -132,10 +143,12 @@ class CpuExecutor final : public Executor {
     } else if (f == "argmax") {
       next_ = cpu::argmax(in(I[0]), width(I[0]));
       out(o)[0] = static_cast<float>(next_);
+      after_op(op);
       return;
     } else {
       fail("cpu backend: op family '{}' is not implemented", f);
     }
+    after_op(op);
     if (decl(o).dtype == DType::F16)
       for (float& v : buf_[o]) v = round_f16(v);
   }
@@ -145,13 +158,20 @@ class CpuExecutor final : public Executor {
   std::vector<std::vector<float>> buf_;
   std::vector<int32_t> ids_;
   int T_ = 0, pos_ = 0;
+  size_t k_ = 0;
   int32_t next_ = 0;
+  CpuOpHook hook_;
 };
 
 }  // namespace
 
 std::unique_ptr<Executor> make_cpu_executor(const Program& program, const WeightSource& weights) {
   return std::make_unique<CpuExecutor>(program, weights);
+}
+
+std::unique_ptr<Executor> make_cpu_executor_with_hook(const Program& program,
+                                                      const WeightSource& weights, CpuOpHook hook) {
+  return std::make_unique<CpuExecutor>(program, weights, std::move(hook));
 }
 
 }  // namespace vkllm
