@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "artifact/load.h"
 #include "artifact/reader.h"
 #include "core/error.h"
 #include "hf/checkpoint.h"
@@ -87,13 +88,8 @@ void Model::Impl::open_artifact(const std::string& path) {
          path, options.context_length, max_ctx);
   if (options.context_length > 0 && options.context_length < max_ctx)
     resized = with_context(artifact->program(), options.context_length);
-  if (!artifact->has_file("tokenizer.json")) fail("{}: the artifact embeds no tokenizer", path);
-  tok = std::make_unique<Tokenizer>(
-      Tokenizer::from_text(std::string(artifact->file("tokenizer.json")),
-                           artifact->has_file("tokenizer_config.json")
-                               ? std::string(artifact->file("tokenizer_config.json"))
-                               : "{}",
-                           path));
+  // The tokenizer, the chat template, the embedded files: the load check verify and export run.
+  tok = std::make_unique<Tokenizer>(load_artifact(*artifact).tokenizer);
   info.recipe = artifact->recipe_name();
   info.weight_bytes = artifact->data_size();
 }
