@@ -70,8 +70,10 @@ void Model::Impl::open_hf_dir(const std::string& dir) {
   const int ctx =
       options.context_length > 0 ? options.context_length : std::min(desc.max_pos, 4096);
   reference = load_reference_model(ckpt, ctx);
-  tok = std::make_unique<Tokenizer>(
-      Tokenizer::from_files(ckpt.tokenizer_json_path(), ckpt.tokenizer_config_path()));
+  // tokenizer_config.json is optional, as in export and in an artifact (no file: no specials).
+  const std::string cfg = ckpt.tokenizer_config_path();
+  tok = std::make_unique<Tokenizer>(Tokenizer::from_files(
+      ckpt.tokenizer_json_path(), std::filesystem::exists(cfg) ? cfg : std::string()));
   info.recipe = "non-quantized";
   for (auto& w : reference->weights.data) info.weight_bytes += w.size();
 }
