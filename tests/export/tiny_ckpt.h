@@ -1,6 +1,6 @@
 // Small Hugging Face checkpoints written by the tests themselves (config.json, model.safetensors,
-// a small tokenizer.json that loads), for the three architectures, with seeded weights scaled so the
-// logits have clear margins.
+// a small tokenizer.json that loads), for the three architectures, with seeded weights scaled so
+// the logits have clear margins.
 #pragma once
 #include <unistd.h>
 
