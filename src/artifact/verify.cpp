@@ -5,6 +5,7 @@
 #include <cstring>
 #include <map>
 
+#include "artifact/load.h"
 #include "core/error.h"
 #include "core/half.h"
 #include "export/exporter.h"
@@ -51,6 +52,16 @@ VerifyReport verify_artifact(const ArtifactReader& r, const VerifyOptions& o) {
     rep.ok = false;
     rep.reasons.push_back(std::move(why));
   };
+  // Loading: what Model::open does with the artifact beyond the reader (artifact/load.h).
+  std::string load_error;
+  try {
+    load_artifact(r);
+  } catch (const Error& e) {
+    load_error = e.what();
+    const std::string prefix = r.path() + ": ";
+    if (load_error.rfind(prefix, 0) == 0) load_error.erase(0, prefix.size());
+    bad("the runtime refuses to load it: " + load_error);
+  }
   const std::string recorded = r.recipe_name();
   const std::string recipe = o.recipe.empty() ? recorded : o.recipe;
   const RecipeTraits t = recipe_traits(recipe);
@@ -148,6 +159,8 @@ VerifyReport verify_artifact(const ArtifactReader& r, const VerifyOptions& o) {
       {"layers", r.desc().n_layers},      {"hidden", r.desc().hidden},
       {"vocab", r.desc().vocab},          {"tied_embeddings", r.desc().tied_embeddings}};
   rep.summary["embedded_files"] = r.file_names();
+  rep.summary["loads"] = load_error.empty();
+  if (!load_error.empty()) rep.summary["load_error"] = load_error;
   rep.summary["ok"] = rep.ok;
   rep.summary["reasons"] = rep.reasons;
   return rep;

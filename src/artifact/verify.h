@@ -1,4 +1,5 @@
-// `vkllm verify`: checks an artifact against what its recipe promises (every op delegated to the
+// `vkllm verify`: checks that an artifact loads (the load check of Model::open, artifact/load.h)
+// and delivers what its recipe promises (every op delegated to the
 // GPU backend, the op families the recipe needs, fp16 storage, the size limit).
 #pragma once
 #include <cstdint>

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "artifact/format.h"
+#include "artifact/load.h"
 #include "artifact/program_check.h"
 #include "core/error.h"
 
@@ -72,9 +73,14 @@ uint64_t planned_artifact_size(ArtifactContent content, const std::vector<int32_
 }
 
 ArtifactWriter::ArtifactWriter(const std::string& path, ArtifactContent content,
-                               const std::vector<int32_t>& order)
-    : c_(std::move(content)), order_(order), out_(path) {
+                               const std::vector<int32_t>& order, LoadCheck check)
+    : c_(std::move(content)), order_(order), out_(path), out_path_(path), check_(check) {
   Layout L = make_layout(c_, order_, path);
+  if (check_ == LoadCheck::Loads) {
+    std::vector<std::pair<std::string, std::string_view>> files;
+    for (const EmbeddedFile& f : c_.files) files.emplace_back(f.name, f.text);
+    load_artifact_parts(path, c_.desc, files);
+  }
   const std::string& text = L.meta;
   data_offset_ = L.data_offset;
   data_size_ = L.data_size;
@@ -142,16 +148,23 @@ void ArtifactWriter::finish() {
   out_.write(&t, sizeof t);
   if (out_.offset() != file_size_)
     fail("artifact writer: wrote {} bytes, planned {}", out_.offset(), file_size_);
+  if (check_ == LoadCheck::Loads) {
+    // The bytes on disk, named as the output, with the options Model::open reads them with.
+    const MappedFile written = out_.map_written();
+    ReadOptions ro;
+    ro.check_data_hash = false;
+    load_artifact(ArtifactReader(MappedFile::view(written.bytes(), out_path_), ro));
+  }
   out_.commit();
 }
 
 void write_artifact(const std::string& path, ArtifactContent content,
-                    const std::vector<std::vector<uint8_t>>& weights) {
+                    const std::vector<std::vector<uint8_t>>& weights, LoadCheck check) {
   std::vector<int32_t> order;
   for (size_t i = 0; i < content.program.tensors.size(); ++i)
     if (content.program.tensors[i].kind == TensorKind::Weight)
       order.push_back(static_cast<int32_t>(i));
-  ArtifactWriter w(path, std::move(content), order);
+  ArtifactWriter w(path, std::move(content), order, check);
   for (int32_t i : order) {
     const auto& b = weights.at(static_cast<size_t>(i));
     if (b.size() != w.program().tensors[i].nbytes)

@@ -1,6 +1,11 @@
 // Streaming artifact writer: lays out the data section up front (offsets follow from shapes and
 // dtypes), writes header + metadata + embedded files, then takes the weights' bytes in the planned
-// order, chunk by chunk, hashing as it goes. The file appears at its path only on finish().
+// order, chunk by chunk, hashing as it goes. The file appears at its path only on finish(), and
+// only when it loads: the load check of artifact/load.h runs on the content before anything is
+// written (a tokenizer that does not load fails in a second, not after the weights), and
+// finish() reads the written file back as Model::open does (ArtifactReader, then the load check)
+// before the rename. Whatever the runtime would refuse is refused here with the message the
+// runtime gives (naming the output path), and nothing is left at the path.
 #pragma once
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -27,16 +32,21 @@ struct ArtifactContent {
   std::vector<EmbeddedFile> files;
 };
 
+// Whether the writer checks that the artifact loads (the default), or not (tests that write
+// damaged artifacts on purpose).
+enum class LoadCheck { Loads, None };
+
 class ArtifactWriter {
  public:
   // `order`: every weight of the program exactly once, in the order their bytes will be given.
   ArtifactWriter(const std::string& path, ArtifactContent content,
-                 const std::vector<int32_t>& order);
+                 const std::vector<int32_t>& order, LoadCheck check = LoadCheck::Loads);
   const Program& program() const { return c_.program; }
   uint64_t file_size() const { return file_size_; }  // the final size, known up front
   // The next bytes of the current weight (a weight may arrive in several calls).
   void append(const void* data, size_t n);
-  // Checks that every weight was complete, writes the trailer and renames into place.
+  // Checks that every weight was complete, writes the trailer, checks that the file loads and
+  // renames it into place.
   void finish();
 
  private:
@@ -46,6 +56,8 @@ class ArtifactWriter {
   ArtifactContent c_;
   std::vector<int32_t> order_;
   AtomicFile out_;
+  std::string out_path_;
+  LoadCheck check_;
   Xxh64 hash_;
   uint64_t data_offset_ = 0, data_size_ = 0, file_size_ = 0;
   size_t cur_ = 0;
@@ -58,6 +70,7 @@ uint64_t planned_artifact_size(ArtifactContent content, const std::vector<int32_
 // Convenience: writes a whole artifact whose weights are in memory (tests, small models).
 // weights[i] holds the bytes of program tensor i (ignored for non-weights).
 void write_artifact(const std::string& path, ArtifactContent content,
-                    const std::vector<std::vector<uint8_t>>& weights);
+                    const std::vector<std::vector<uint8_t>>& weights,
+                    LoadCheck check = LoadCheck::Loads);
 
 }  // namespace vkllm

@@ -1,13 +1,15 @@
 // vkllm export <hf-dir> --recipe R -o model.vkllm: the streaming exporter (src/export/exporter.h).
+// The artifact is put at -o only when it loads as `vkllm run` loads it (the load check of
+// src/artifact/load.h, run by the writer); otherwise the runtime's one-line message, exit 1.
 #include <unistd.h>
 
 #include <cstdio>
 #include <memory>
 
 #include "cli/commands.h"
-#include "hub/hub.h"
 #include "core/error.h"
 #include "export/exporter.h"
+#include "hub/hub.h"
 
 namespace vkllm::cli {
 
@@ -88,7 +90,10 @@ void add_export(CLI::App& app) {
                   "Hugging Face model folder (config.json, *.safetensors, tokenizer.json)")
       ->required();
   cmd->add_option("-r,--recipe", a->recipe.recipe, "Recipe: " + recipe_list())->required();
-  cmd->add_option("-o,--output", a->output, "Output artifact path (written atomically)");
+  cmd->add_option(
+      "-o,--output", a->output,
+      "Output artifact path (written atomically, and only if it loads as `vkllm run` would "
+      "load it)");
   cmd->add_option("--group-size", a->recipe.group_size, "Int4 group size of the linear layers")
       ->default_val(128);
   cmd->add_option("--embedding-bits", a->recipe.embedding_bits,

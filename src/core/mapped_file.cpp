@@ -122,6 +122,11 @@ void AtomicFile::write_zeros(size_t n) {
   }
 }
 
+MappedFile AtomicFile::map_written() const {
+  if (fd_ < 0 || committed_) fail("{}: the output is not open", path_);
+  return MappedFile(unnamed_ ? "/proc/self/fd/" + std::to_string(fd_) : tmp_);
+}
+
 void AtomicFile::commit() {
   if (::fsync(fd_) != 0) fail("{}: fsync failed: {}", path_, std::strerror(errno));
   if (unnamed_) {

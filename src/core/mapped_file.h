@@ -51,6 +51,9 @@ class AtomicFile {
   void write(const void* data, size_t n);
   void write_zeros(size_t n);
   uint64_t offset() const { return offset_; }
+  // Maps the bytes written so far, read-only, before commit() (a check of the output before it
+  // is put in place). The mapping's path is the file's /proc/self/fd name or its temp name.
+  MappedFile map_written() const;
   void commit();
 
  private:

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "artifact/load.h"
 #include "artifact/reader.h"
 #include "core/error.h"
 #include "hf/checkpoint.h"
@@ -69,8 +70,10 @@ void Model::Impl::open_hf_dir(const std::string& dir) {
   const int ctx =
       options.context_length > 0 ? options.context_length : std::min(desc.max_pos, 4096);
   reference = load_reference_model(ckpt, ctx);
-  tok = std::make_unique<Tokenizer>(
-      Tokenizer::from_files(ckpt.tokenizer_json_path(), ckpt.tokenizer_config_path()));
+  // tokenizer_config.json is optional, as in export and in an artifact (no file: no specials).
+  const std::string cfg = ckpt.tokenizer_config_path();
+  tok = std::make_unique<Tokenizer>(Tokenizer::from_files(
+      ckpt.tokenizer_json_path(), std::filesystem::exists(cfg) ? cfg : std::string()));
   info.recipe = "non-quantized";
   for (auto& w : reference->weights.data) info.weight_bytes += w.size();
 }
@@ -87,13 +90,8 @@ void Model::Impl::open_artifact(const std::string& path) {
          path, options.context_length, max_ctx);
   if (options.context_length > 0 && options.context_length < max_ctx)
     resized = with_context(artifact->program(), options.context_length);
-  if (!artifact->has_file("tokenizer.json")) fail("{}: the artifact embeds no tokenizer", path);
-  tok = std::make_unique<Tokenizer>(
-      Tokenizer::from_text(std::string(artifact->file("tokenizer.json")),
-                           artifact->has_file("tokenizer_config.json")
-                               ? std::string(artifact->file("tokenizer_config.json"))
-                               : "{}",
-                           path));
+  // The tokenizer, the chat template, the embedded files: the load check verify and export run.
+  tok = std::make_unique<Tokenizer>(load_artifact(*artifact).tokenizer);
   info.recipe = artifact->recipe_name();
   info.weight_bytes = artifact->data_size();
 }

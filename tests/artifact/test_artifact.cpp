@@ -320,6 +320,7 @@ TEST_F(ArtifactFiles, WriterRejectsInconsistentContent) {
   c.desc = r.desc();
   c.recipe = r.recipe();
   c.program = r.program();
+  for (const std::string& n : r.file_names()) c.files.push_back({n, std::string(r.file(n))});
   std::vector<std::vector<uint8_t>> w(c.program.tensors.size());
   for (size_t i = 0; i < w.size(); ++i)
     if (c.program.tensors[i].kind == TensorKind::Weight) {

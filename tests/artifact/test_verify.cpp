@@ -153,6 +153,7 @@ TEST_F(Verify, NoAttention) {
   ArtifactContent c;
   c.desc = a.desc();
   c.recipe = a.recipe();
+  for (const std::string& n : a.file_names()) c.files.push_back({n, std::string(a.file(n))});
   Program& p = c.program;
   p.max_ctx = 8;
   const int64_t V = a.desc().vocab, D = a.desc().hidden;

@@ -159,7 +159,7 @@ std::string check_no_output(const std::string& dir, const std::string& name) {
 
 std::string tiny_checkpoint(const std::string& dir) {
   testutil::write_tiny_checkpoint(dir, Arch::Llama);
-  write_file(dir + "/tokenizer.json", R"({"model": {"type": "BPE", "vocab": {}, "merges": []}})");
+  write_file(dir + "/tokenizer.json", testutil::tiny_tokenizer_json());
   return dir;
 }
 

@@ -65,8 +65,8 @@ struct Fixtures {
 };
 const Fixtures& fixtures();
 
-// A small HF folder (testutil::write_tiny_checkpoint: Llama, vocab 300) with a placeholder
-// tokenizer.json, for the export cases that break one file of it.
+// A small HF folder (testutil::write_tiny_checkpoint: Llama, vocab 300) with a small tokenizer.json
+// that loads (testutil::tiny_tokenizer_json), for the export cases that break one file of it.
 std::string tiny_checkpoint(const std::string& dir);
 
 // Rewrites a safetensors file: `edit` changes the parsed header (tensor entries, metadata); the

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/half.h"
+#include "testutil/tiny_checkpoint.h"
 
 using nlohmann::json;
 
@@ -125,8 +126,7 @@ int main(int argc, char** argv) {
   std::ofstream(dir + "/model.safetensors.index.json")
       << json{{"metadata", {{"total_size", total}}}, {"weight_map", wmap}}.dump(1);
   std::ofstream(dir + "/config.json") << cfg.dump(2);
-  std::ofstream(dir + "/tokenizer.json")
-      << R"({"version": "1.0", "model": {"type": "BPE", "vocab": {}, "merges": []}})";
+  std::ofstream(dir + "/tokenizer.json") << testutil::tiny_tokenizer_json();
   std::printf("%s: %d shards, %.2f GB of bf16\n", dir.c_str(), shard, total / 1e9);
   return 0;
 }

@@ -35,7 +35,7 @@ std::vector<std::vector<float>> run_logits(const std::string& path,
 }
 
 // The tiny twins of `vkllm synth` (real vocabularies, head_dim and config keys), without their
-// tokenizer (a placeholder tokenizer.json: only ids are used here).
+// tokenizer (a small one that loads: only ids are used here).
 std::string make_twin(const std::string& dir, const std::string& preset) {
   SynthOptions so;
   so.preset = preset;
@@ -43,8 +43,7 @@ std::string make_twin(const std::string& dir, const std::string& preset) {
   so.no_tokenizer = true;
   so.threads = 1;
   synth_write(so);
-  write_text(dir + "/tokenizer.json",
-             R"({"version": "1.0", "model": {"type": "BPE", "vocab": {}, "merges": []}})");
+  write_text(dir + "/tokenizer.json", testutil::tiny_tokenizer_json());
   return dir;
 }
 
@@ -55,6 +54,7 @@ std::string break_packing(const std::string& in, const std::string& out) {
   c.desc = r.desc();
   c.recipe = r.recipe();
   c.program = r.program();
+  for (const std::string& n : r.file_names()) c.files.push_back({n, std::string(r.file(n))});
   std::vector<std::vector<uint8_t>> w(c.program.tensors.size());
   for (size_t i = 0; i < w.size(); ++i) {
     const TensorDecl& t = c.program.tensors[i];

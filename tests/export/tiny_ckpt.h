@@ -1,6 +1,6 @@
 // Small Hugging Face checkpoints written by the tests themselves (config.json, model.safetensors,
-// a placeholder tokenizer.json), for the three architectures, with seeded weights scaled so the
-// logits have clear margins.
+// a small tokenizer.json that loads), for the three architectures, with seeded weights scaled so
+// the logits have clear margins.
 #pragma once
 #include <unistd.h>
 
@@ -15,6 +15,7 @@
 
 #include "core/half.h"
 #include "hf/safetensors.h"
+#include "testutil/tiny_checkpoint.h"
 
 namespace vkllm::testing {
 
@@ -137,9 +138,8 @@ inline std::string make_checkpoint(const std::string& dir, const TinySpec& s) {
   if (!s.tied) add("lm_head.weight", {V, D}, s.head_std, 0.0f);
   write_safetensors(dir + "/model.safetensors", ts);
   write_text(dir + "/config.json", tiny_config(s).dump(2));
-  write_text(dir + "/tokenizer.json",
-             R"({"version": "1.0", "model": {"type": "BPE", "vocab": {}, "merges": []}})");
-  write_text(dir + "/tokenizer_config.json", R"({"bos_token": "<s>", "eos_token": "</s>"})");
+  write_text(dir + "/tokenizer.json", testutil::tiny_tokenizer_json());
+  write_text(dir + "/tokenizer_config.json", testutil::tiny_tokenizer_config_json());
   return dir;
 }
 

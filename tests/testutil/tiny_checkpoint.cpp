@@ -13,6 +13,7 @@
 #include "core/half.h"
 #include "core/mapped_file.h"
 #include "hf/safetensors.h"
+#include "tokenizer/utf8.h"
 
 namespace vkllm::testutil {
 
@@ -126,6 +127,29 @@ std::string write_tiny_checkpoint(const std::string& dir, Arch arch, bool tied, 
   if (!tied) ts.push_back(bf16_tensor("lm_head.weight", {V, Dm}, rng, ws * 4));
   write_safetensors(dir + "/model.safetensors", ts, {{"format", "pt"}});
   return dir;
+}
+
+std::string tiny_tokenizer_json() {
+  nlohmann::json vocab = nlohmann::json::object();
+  for (int b = 0; b < 256; ++b) {
+    std::string s;
+    utf8::append(s, utf8::byte_to_char()[static_cast<size_t>(b)]);
+    vocab[s] = b;
+  }
+  nlohmann::json added = nlohmann::json::array();
+  for (int id : {256, 257})
+    added.push_back({{"id", id}, {"content", id == 256 ? "<s>" : "</s>"}, {"special", true}});
+  return nlohmann::json{
+      {"version", "1.0"},
+      {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", nlohmann::json::array()}}},
+      {"added_tokens", added},
+      {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
+      {"decoder", {{"type", "ByteLevel"}}}}
+      .dump();
+}
+
+std::string tiny_tokenizer_config_json() {
+  return R"({"bos_token": "<s>", "eos_token": "</s>"})";
 }
 
 }  // namespace vkllm::testutil

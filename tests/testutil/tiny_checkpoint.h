@@ -13,6 +13,12 @@ namespace vkllm::testutil {
 // tied: tie_word_embeddings. Returns dir.
 std::string write_tiny_checkpoint(const std::string& dir, Arch arch, bool tied = true, uint64_t seed = 1);
 
+// A small tokenizer that loads (Tokenizer::from_text): byte-level BPE, the 256 byte tokens (ids
+// 0-255), special tokens <s> (256) and </s> (257). Checkpoints of any vocab can embed it (export
+// refuses a tokenizer that does not load); the matching tokenizer_config.json names <s> and </s>.
+std::string tiny_tokenizer_json();
+std::string tiny_tokenizer_config_json();
+
 // Lowercase hex sha256 of a file's bytes.
 std::string sha256_file_hex(const std::string& path);
 

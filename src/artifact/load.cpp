@@ -1,0 +1,42 @@
+#include "artifact/load.h"
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+
+namespace vkllm {
+
+namespace {
+
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+}  // namespace
+
+ArtifactLoad load_artifact_parts(
+    const std::string& path, const ModelDesc& desc,
+    const std::vector<std::pair<std::string, std::string_view>>& files) {
+  const std::string_view* tokenizer = nullptr;
+  const std::string_view* tokenizer_config = nullptr;
+  for (const auto& [name, bytes] : files) {
+    // The generation and model configs are provenance copies (the runtime reads the model
+    // description), but a damaged copy is a damaged artifact.
+    if (ends_with(name, ".json") && !nlohmann::json::accept(bytes))
+      fail("{}: the embedded {} is not valid JSON", path, name);
+    if (name == "tokenizer.json" && !tokenizer) tokenizer = &bytes;
+    if (name == "tokenizer_config.json" && !tokenizer_config) tokenizer_config = &bytes;
+  }
+  if (!tokenizer) fail("{}: the artifact embeds no tokenizer", path);
+  Tokenizer tok = Tokenizer::from_text(
+      std::string(*tokenizer), tokenizer_config ? std::string(*tokenizer_config) : "{}", path);
+  return {std::move(tok), chat_family_for(desc.arch)};
+}
+
+ArtifactLoad load_artifact(const ArtifactReader& r) {
+  std::vector<std::pair<std::string, std::string_view>> files;
+  for (const std::string& name : r.file_names()) files.emplace_back(name, r.file(name));
+  return load_artifact_parts(r.path(), r.desc(), files);
+}
+
+}  // namespace vkllm
