@@ -53,8 +53,9 @@ void run(const ExportArgs& args) {
     lora_src = resolve_lora_source(a.lora, po);
     if (a.source.empty()) a.source = lora_base_of(lora_src.dir);
   } else if (a.source.empty()) {
-    fail("export: the base model (a folder or a model id) is required unless --lora names an "
-         "adapter that records its base");
+    fail(
+        "export: the base model (a folder or a model id) is required unless --lora names an "
+        "adapter that records its base");
   }
   a.source = model_dir_or_pull(a.source, po);  // a model id (org/name[@rev]) is pulled first
   if (!a.lora.empty()) lora = open_lora_merge(lora_src, a.source, a.lora_scale);
@@ -77,7 +78,8 @@ void run(const ExportArgs& args) {
   const bool bar = !a.quiet && !a.json && ::isatty(STDERR_FILENO);
   std::function<void(const ExportProgress&)> cb;
   if (bar) cb = progress_bar;
-  ExportResult r = export_checkpoint(a.source, a.output, a.recipe, cb, int64_t(8) << 20, lora.get());
+  ExportResult r =
+      export_checkpoint(a.source, a.output, a.recipe, cb, int64_t(8) << 20, lora.get());
   if (a.json) {
     nlohmann::json j = r.summary;
     if (lora) j["lora"] = lora->metadata();

@@ -118,8 +118,8 @@ ExportResult plan_checkpoint(const std::string& hf_dir, const RecipeOptions& o,
   const ExportPlan plan = plan_export(lower_model(d, effective_context(d, o)), o);
   ExportResult r;
   r.recipe = o.recipe;
-  r.file_size = planned_artifact_size(make_content(plan, embedded_files(hf_dir, false), hf_dir, lora),
-                                      write_order(plan));
+  r.file_size = planned_artifact_size(
+      make_content(plan, embedded_files(hf_dir, false), hf_dir, lora), write_order(plan));
   r.summary = program_summary(plan.program);
   r.summary["recipe"] = plan.recipe;
   return r;
@@ -141,8 +141,7 @@ ExportResult export_checkpoint(const std::string& hf_dir, const std::string& out
   if (lora) lora->check_base(ck);
 
   const std::vector<int32_t> order = write_order(plan);
-  ArtifactWriter w(out_path, make_content(plan, embedded_files(hf_dir, true), hf_dir, lora),
-                 order);
+  ArtifactWriter w(out_path, make_content(plan, embedded_files(hf_dir, true), hf_dir, lora), order);
 
   ExportProgress pr;
   pr.jobs = plan.jobs.size();

@@ -42,9 +42,10 @@ LoraMerge::LoraMerge(const std::string& adapter_dir, const ModelDesc& base, doub
     const bool is_a = name.size() > 14 && name.compare(name.size() - 14, 14, ".lora_A.weight") == 0;
     const bool is_b = name.size() > 14 && name.compare(name.size() - 14, 14, ".lora_B.weight") == 0;
     if (name.rfind(kPrefix, 0) != 0 || !(is_a || is_b))
-      fail("{}/adapter_model.safetensors: tensor {} is not a LoRA weight vkllm can merge "
-           "(expected base_model.model.<module>.lora_A.weight or .lora_B.weight)",
-           adapter_dir, name);
+      fail(
+          "{}/adapter_model.safetensors: tensor {} is not a LoRA weight vkllm can merge "
+          "(expected base_model.model.<module>.lora_A.weight or .lora_B.weight)",
+          adapter_dir, name);
     const size_t p = std::string(kPrefix).size();
     const std::string module = name.substr(p, name.size() - 14 - p);
     auto& slot = by_module[module];
@@ -61,13 +62,15 @@ LoraMerge::LoraMerge(const std::string& adapter_dir, const ModelDesc& base, doub
     const bool hit = all_linear ? (m.linear && !m.split_of_fused) : lora_targets(c, m.name);
     if (!hit) continue;
     if (m.name == "lm_head" || m.name == "model.embed_tokens")
-      fail("{}: target_modules selects {}: LoRA on the embedding or the output head is not "
-           "supported (docs/lora.md)",
-           where, m.name);
+      fail(
+          "{}: target_modules selects {}: LoRA on the embedding or the output head is not "
+          "supported (docs/lora.md)",
+          where, m.name);
     if (!m.linear)
-      fail("{}: target_modules selects {}, which is not a Linear layer of {} (LoRA merges into "
-           "Linear weights only)",
-           where, m.name, arch);
+      fail(
+          "{}: target_modules selects {}, which is not a Linear layer of {} (LoRA merges into "
+          "Linear weights only)",
+          where, m.name, arch);
     selected.push_back(&m);
   }
   // Every listed target names a module of the base (peft would skip a name that matches
@@ -77,9 +80,10 @@ LoraMerge::LoraMerge(const std::string& adapter_dir, const ModelDesc& base, doub
       bool any = false;
       for (const auto& m : modules) any = any || lora_name_matches(m.name, n);
       if (!any)
-        fail("{}: target module '{}' is not a module of the base ({}): an adapter for another "
-             "model?",
-             where, n, arch);
+        fail(
+            "{}: target module '{}' is not a module of the base ({}): an adapter for another "
+            "model?",
+            where, n, arch);
     }
   if (selected.empty())
     fail("{}: target_modules selects no module of the base ({}): an adapter for another model?",
@@ -90,21 +94,24 @@ LoraMerge::LoraMerge(const std::string& adapter_dir, const ModelDesc& base, doub
   for (const auto& [module, ab] : by_module) {
     if (chosen.count(module)) continue;
     if (!base_names.count(module))
-      fail("{}/adapter_model.safetensors: the adapter has weights for {}, which the base ({}) "
-           "does not have: an adapter for another model?",
-           adapter_dir, module, arch);
-    fail("{}/adapter_model.safetensors: the adapter has weights for {}, which its "
-         "target_modules / layers_to_transform do not select (peft would not apply them)",
-         adapter_dir, module);
+      fail(
+          "{}/adapter_model.safetensors: the adapter has weights for {}, which the base ({}) "
+          "does not have: an adapter for another model?",
+          adapter_dir, module, arch);
+    fail(
+        "{}/adapter_model.safetensors: the adapter has weights for {}, which its "
+        "target_modules / layers_to_transform do not select (peft would not apply them)",
+        adapter_dir, module);
   }
 
   for (const BaseModule* m : selected) {
     auto it = by_module.find(m->name);
     if (it == by_module.end() || !it->second.first || !it->second.second)
-      fail("{}/adapter_model.safetensors: target_modules selects {} but the file has no {}.{} for "
-           "it",
-           adapter_dir, m->name, kPrefix + m->name,
-           it == by_module.end() || !it->second.first ? "lora_A.weight" : "lora_B.weight");
+      fail(
+          "{}/adapter_model.safetensors: target_modules selects {} but the file has no {}.{} for "
+          "it",
+          adapter_dir, m->name, kPrefix + m->name,
+          it == by_module.end() || !it->second.first ? "lora_A.weight" : "lora_B.weight");
     LoraDelta d;
     d.module = m->name;
     d.hf_tensor = m->hf_tensor;
@@ -119,10 +126,11 @@ LoraMerge::LoraMerge(const std::string& adapter_dir, const ModelDesc& base, doub
     d.b = it->second.second;
     const std::vector<int64_t> ea = {d.r, d.in}, eb = {d.out, d.r};
     if (d.a->shape != ea || d.b->shape != eb)
-      fail("{}/adapter_model.safetensors: {} has lora_A {} and lora_B {}; the base's {} is "
-           "[{}, {}] and its rank is {}{}, so expected lora_A {} and lora_B {}",
-           adapter_dir, m->name, shape_str(d.a->shape), shape_str(d.b->shape), m->name, d.out,
-           d.in, d.r, rp ? " from rank_pattern" : "", shape_str(ea), shape_str(eb));
+      fail(
+          "{}/adapter_model.safetensors: {} has lora_A {} and lora_B {}; the base's {} is "
+          "[{}, {}] and its rank is {}{}, so expected lora_A {} and lora_B {}",
+          adapter_dir, m->name, shape_str(d.a->shape), shape_str(d.b->shape), m->name, d.out, d.in,
+          d.r, rp ? " from rank_pattern" : "", shape_str(ea), shape_str(eb));
     deltas_.push_back(d);
   }
 
@@ -164,7 +172,8 @@ void LoraMerge::add_rows(const std::string& hf_tensor, int64_t row0, int64_t row
     if (d.hf_tensor != hf_tensor) continue;
     const int64_t lo = std::max(row0, d.row_begin), hi = std::min(row0 + rows, d.row_begin + d.out);
     if (lo >= hi) continue;
-    if (cols != d.in) fail("internal: {} merged with {} columns, expected {}", d.module, cols, d.in);
+    if (cols != d.in)
+      fail("internal: {} merged with {} columns, expected {}", d.module, cols, d.in);
     // lora_A whole (r x in) and the rows of lora_B this range needs, as fp32.
     a.resize(static_cast<size_t>(d.r * d.in));
     d.a->read_f32(0, d.r * d.in, a.data());
@@ -216,15 +225,17 @@ std::string lora_base_of(const std::string& adapter_dir) {
   const LoraAdapter a(adapter_dir);
   const std::string& b = a.config().base_model;
   if (b.empty())
-    fail("{}/adapter_config.json: no base_model_name_or_path, so the base must be given "
-         "(vkllm export BASE --lora ADAPTER)",
-         adapter_dir);
+    fail(
+        "{}/adapter_config.json: no base_model_name_or_path, so the base must be given "
+        "(vkllm export BASE --lora ADAPTER)",
+        adapter_dir);
   std::error_code ec;
   if (std::filesystem::is_directory(b, ec)) return b;
   if (!looks_like_repo_id(b))
-    fail("{}/adapter_config.json: base_model_name_or_path '{}' is neither a model id nor a folder "
-         "here; give the base (vkllm export BASE --lora ADAPTER)",
-         adapter_dir, b);
+    fail(
+        "{}/adapter_config.json: base_model_name_or_path '{}' is neither a model id nor a folder "
+        "here; give the base (vkllm export BASE --lora ADAPTER)",
+        adapter_dir, b);
   return a.config().revision.empty() ? b : b + "@" + a.config().revision;
 }
 

@@ -50,7 +50,8 @@ double number_of(const ojson& v, const std::string& what) {
 
 bool bool_of(const ojson& j, const char* key, const std::string& where) {
   if (!present(j, key)) return false;
-  if (!j[key].is_boolean()) fail("{}: {} must be true or false (got {})", where, key, j[key].dump());
+  if (!j[key].is_boolean())
+    fail("{}: {} must be true or false (got {})", where, key, j[key].dump());
   return j[key].get<bool>();
 }
 
@@ -107,8 +108,8 @@ class Pattern {
   // Matches at the start (and, with full, through the end); *group1 receives capture 1.
   bool match(const std::string& s, bool full, std::string* group1 = nullptr) const {
     const uint32_t opts = PCRE2_ANCHORED | (full ? PCRE2_ENDANCHORED : 0);
-    const int rc = pcre2_match(code_, reinterpret_cast<PCRE2_SPTR>(s.data()), s.size(), 0, opts,
-                               data_, ctx_);
+    const int rc =
+        pcre2_match(code_, reinterpret_cast<PCRE2_SPTR>(s.data()), s.size(), 0, opts, data_, ctx_);
     if (rc == PCRE2_ERROR_NOMATCH) return false;
     if (rc < 0) {
       PCRE2_UCHAR msg[256];
@@ -130,7 +131,8 @@ class Pattern {
 };
 
 bool ends_with_component(const std::string& key, const std::string& name) {
-  return key.size() > name.size() && key.compare(key.size() - name.size(), name.size(), name) == 0 &&
+  return key.size() > name.size() &&
+         key.compare(key.size() - name.size(), name.size(), name) == 0 &&
          key[key.size() - name.size() - 1] == '.';
 }
 
@@ -210,7 +212,9 @@ std::vector<BaseModule> lora_base_modules(const ModelDesc& d) {
   std::vector<BaseModule> m;
   auto plain = [&](const std::string& n) { m.push_back({n, false, "", 0, 0, 0, false}); };
   auto lin = [&](const std::string& n, const std::string& t, int64_t row, int64_t out, int64_t in,
-                 bool split) { m.push_back({n, true, t + ".weight", row, out, in, split}); };
+                 bool split) {
+    m.push_back({n, true, t + ".weight", row, out, in, split});
+  };
   plain("model");
   plain("model.embed_tokens");
   plain("model.layers");
@@ -270,27 +274,31 @@ LoraConfig parse_lora_config(const ojson& j, const std::string& where) {
     fail("{}: peft_type {} is not LORA: only LoRA adapters can be merged (docs/lora.md)", where,
          type);
   if (bool_of(j, "use_dora", where))
-    fail("{}: use_dora: DoRA adapters rescale every column by a learned magnitude; vkllm merges "
-         "plain LoRA only",
-         where);
+    fail(
+        "{}: use_dora: DoRA adapters rescale every column by a learned magnitude; vkllm merges "
+        "plain LoRA only",
+        where);
   if (present(j, "modules_to_save") &&
       !(j["modules_to_save"].is_array() && j["modules_to_save"].empty()))
-    fail("{}: modules_to_save {}: the adapter replaces whole modules with trained copies, which "
-         "vkllm does not merge",
-         where, j["modules_to_save"].dump());
+    fail(
+        "{}: modules_to_save {}: the adapter replaces whole modules with trained copies, which "
+        "vkllm does not merge",
+        where, j["modules_to_save"].dump());
   if (present(j, "bias")) {
     const std::string bias = string_of(j, "bias", where);
     if (bias != "none")
-      fail("{}: bias \"{}\": the adapter trains biases, which the base models have none of; only "
-           "bias \"none\" is merged",
-           where, bias);
+      fail(
+          "{}: bias \"{}\": the adapter trains biases, which the base models have none of; only "
+          "bias \"none\" is merged",
+          where, bias);
   }
   if (bool_of(j, "lora_bias", where))
     fail("{}: lora_bias: the adapter's lora_B has a bias, which vkllm does not merge", where);
   if (present(j, "trainable_token_indices"))
-    fail("{}: trainable_token_indices: the adapter trains embedding rows, which vkllm does not "
-         "merge",
-         where);
+    fail(
+        "{}: trainable_token_indices: the adapter trains embedding rows, which vkllm does not "
+        "merge",
+        where);
   if (present(j, "layer_replication"))
     fail("{}: layer_replication: the adapter duplicates layers, which vkllm does not support",
          where);
@@ -298,9 +306,10 @@ LoraConfig parse_lora_config(const ojson& j, const std::string& where) {
       !(j["target_parameters"].is_array() && j["target_parameters"].empty()))
     fail("{}: target_parameters: LoRA on raw parameters is not supported", where);
   if (present(j, "alora_invocation_tokens"))
-    fail("{}: alora_invocation_tokens: an activated LoRA applies only after its invocation tokens "
-         "and cannot be merged into the weights",
-         where);
+    fail(
+        "{}: alora_invocation_tokens: an activated LoRA applies only after its invocation tokens "
+        "and cannot be merged into the weights",
+        where);
 
   c.base_model = string_of(j, "base_model_name_or_path", where);
   c.revision = string_of(j, "revision", where);
@@ -385,10 +394,11 @@ LoraAdapter::LoraAdapter(const std::string& dir) : dir_(dir) {
   const std::string st = dir + "/adapter_model.safetensors";
   if (!fs::exists(st, ec)) {
     if (fs::exists(dir + "/adapter_model.bin", ec))
-      fail("{}: only a pickle adapter (adapter_model.bin) is present; pickle files can run code "
-           "and are refused. Save it as safetensors (peft: save_pretrained(safe_serialization="
-           "True))",
-           dir);
+      fail(
+          "{}: only a pickle adapter (adapter_model.bin) is present; pickle files can run code "
+          "and are refused. Save it as safetensors (peft: save_pretrained(safe_serialization="
+          "True))",
+          dir);
     fail("{}: no adapter_model.safetensors", dir);
   }
   st_ = std::make_unique<SafetensorsFile>(st);

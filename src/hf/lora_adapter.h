@@ -69,7 +69,6 @@ struct BaseModule {
 };
 std::vector<BaseModule> lora_base_modules(const ModelDesc& d);
 
-
 class LoraAdapter {
  public:
   // Opens dir/adapter_config.json and dir/adapter_model.safetensors (a pickle

@@ -7,9 +7,9 @@
 #pragma once
 #include <cstdint>
 #include <functional>
-#include <utility>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace vkllm {
@@ -80,9 +80,9 @@ struct SynthLoraOptions {
   double lora_alpha = 16;
   bool use_rslora = false;
   std::vector<std::pair<std::string, int>> rank_pattern;  // pattern -> rank, in order
-  std::vector<std::string> target_modules;  // empty: every Linear of a layer
-  std::string base_model;                   // base_model_name_or_path; empty: the preset's hf_model
-  double strength = 0.5;                    // delta RMS relative to 1/sqrt(fan_in)
+  std::vector<std::string> target_modules;                // empty: every Linear of a layer
+  std::string base_model;  // base_model_name_or_path; empty: the preset's hf_model
+  double strength = 0.5;   // delta RMS relative to 1/sqrt(fan_in)
 };
 // Writes the adapter (atomic files, the folder created); returns the files written.
 std::vector<std::string> synth_lora_write(const SynthLoraOptions& o);

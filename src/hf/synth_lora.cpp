@@ -52,8 +52,8 @@ std::vector<std::string> synth_lora_write(const SynthLoraOptions& o) {
   const SynthPreset& p = find_synth_preset(o.preset);
   if (o.out_dir.empty()) fail("synth: no output directory given for the adapter");
   if (o.r < 1 || o.r > 4096) fail("synth: LoRA rank {} is out of range [1, 4096]", o.r);
-  const ModelDesc d = parse_hf_config(synth_config_json(p), synth_generation_config_json(p),
-                                      p.name + " config");
+  const ModelDesc d =
+      parse_hf_config(synth_config_json(p), synth_generation_config_json(p), p.name + " config");
   std::vector<std::string> targets = o.target_modules;
   if (targets.empty()) {
     if (d.fused_qkv)
@@ -97,9 +97,13 @@ std::vector<std::string> synth_lora_write(const SynthLoraOptions& o) {
     const double a_std = 1.0 / std::sqrt(double(m.in));
     const double b_std = o.strength / (scaling * std::sqrt(double(r)));
     const std::string base = "base_model.model." + m.name;
-    ts.push_back({base + ".lora_A.weight", StDType::F32, {r, m.in},
+    ts.push_back({base + ".lora_A.weight",
+                  StDType::F32,
+                  {r, m.in},
                   uniform_f32(base + ".lora_A", o.seed, r * m.in, a_std * std::sqrt(3.0))});
-    ts.push_back({base + ".lora_B.weight", StDType::F32, {m.out, r},
+    ts.push_back({base + ".lora_B.weight",
+                  StDType::F32,
+                  {m.out, r},
                   uniform_f32(base + ".lora_B", o.seed, m.out * r, b_std * std::sqrt(3.0))});
   }
   if (ts.empty()) fail("synth: target_modules select no module of {}", p.name);

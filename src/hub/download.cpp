@@ -344,9 +344,10 @@ PullResult Puller::run() {
     need(kAdapterConfig);
     if (!siblings_.count(kAdapterWeights)) {
       if (siblings_.count(kAdapterPickle))
-        fail("{}@{}: the adapter is only a pickle file ({}); pickle files can run code and are "
-             "refused",
-             spec_.repo, spec_.revision, kAdapterPickle);
+        fail(
+            "{}@{}: the adapter is only a pickle file ({}); pickle files can run code and are "
+            "refused",
+            spec_.repo, spec_.revision, kAdapterPickle);
       need(kAdapterWeights);
     }
     for (const char* name : {kAdapterConfig, kAdapterWeights}) res.files.push_back(fetch(name));

@@ -37,8 +37,9 @@ std::string adapter(const TempDir& d, const std::function<void(ojson&)>& edit = 
 void expect_lora_refused(const TempDir& d, const std::string& lora, const std::string& message,
                          std::vector<std::string> extra = {}) {
   TempDir out;
-  std::vector<std::string> args = {"export", tiny_checkpoint(d / "ck"), "--lora", lora,
-                                   "--recipe", "quantized-8da4w", "-o", out / "m.vkllm", "-q"};
+  std::vector<std::string> args = {"export",   tiny_checkpoint(d / "ck"), "--lora", lora,
+                                   "--recipe", "quantized-8da4w",         "-o",     out / "m.vkllm",
+                                   "-q"};
   args.insert(args.end(), extra.begin(), extra.end());
   const RunResult r = run_vkllm(args);
   EXPECT_EQ(check_refusal(r, 1, message), "");
@@ -60,8 +61,9 @@ TEST(BadLora, Dora) {
 
 TEST(BadLora, ModulesToSave) {
   TempDir d;
-  expect_lora_refused(d, adapter(d, [](ojson& c) { c["modules_to_save"] = ojson::array({"lm_head"}); }),
-                      "modules_to_save [\"lm_head\"]");
+  expect_lora_refused(
+      d, adapter(d, [](ojson& c) { c["modules_to_save"] = ojson::array({"lm_head"}); }),
+      "modules_to_save [\"lm_head\"]");
 }
 
 TEST(BadLora, TrainedBiases) {
@@ -72,7 +74,11 @@ TEST(BadLora, TrainedBiases) {
 
 TEST(BadLora, TargetModuleTheBaseLacks) {
   TempDir d;
-  expect_lora_refused(d, adapter(d, [](ojson& c) { c["target_modules"] = {"q_proj", "v_proj", "c_attn"}; }),
+  expect_lora_refused(d,
+                      adapter(d,
+                              [](ojson& c) {
+                                c["target_modules"] = {"q_proj", "v_proj", "c_attn"};
+                              }),
                       "target module 'c_attn' is not a module of the base");
 }
 
@@ -110,14 +116,15 @@ TEST(BadLora, NotAFolder) {
 
 TEST(BadLora, ScaleNotFinite) {
   TempDir d;
-  expect_lora_refused(d, adapter(d), "--lora-scale must be a finite number", {"--lora-scale", "inf"});
+  expect_lora_refused(d, adapter(d), "--lora-scale must be a finite number",
+                      {"--lora-scale", "inf"});
 }
 
 TEST(BadLora, NoBaseAndTheAdapterNamesNone) {
   TempDir d, out;
   const std::string a = adapter(d, [](ojson& c) { c.erase("base_model_name_or_path"); });
-  const RunResult r =
-      run_vkllm({"export", "--lora", a, "--recipe", "quantized-8da4w", "-o", out / "m.vkllm", "-q"});
+  const RunResult r = run_vkllm(
+      {"export", "--lora", a, "--recipe", "quantized-8da4w", "-o", out / "m.vkllm", "-q"});
   EXPECT_EQ(check_refusal(r, 1, "no base_model_name_or_path, so the base must be given"), "");
   EXPECT_EQ(check_no_output(out.path, "m.vkllm"), "");
 }

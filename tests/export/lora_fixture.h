@@ -22,7 +22,7 @@ struct TestLoraModule {
   std::string hf_tensor;  // the base tensor it changes
   int64_t row_begin = 0, out = 0, in = 0;
   int r = 4;
-  double scaling = 0;  // what the merge must use (alpha / r or alpha / sqrt r, times S)
+  double scaling = 0;        // what the merge must use (alpha / r or alpha / sqrt r, times S)
   std::vector<double> a, b;  // [r, in], [out, r] (the values as stored)
 };
 
@@ -43,7 +43,8 @@ inline void write_test_adapter(const std::string& dir, const nlohmann::ordered_j
                     double sd) {
     const int64_t n = shape[0] * shape[1];
     v.resize(static_cast<size_t>(n));
-    TensorToWrite t{name, dtype, shape, std::vector<uint8_t>(static_cast<size_t>(n) * st_dtype_size(dtype))};
+    TensorToWrite t{name, dtype, shape,
+                    std::vector<uint8_t>(static_cast<size_t>(n) * st_dtype_size(dtype))};
     for (int64_t i = 0; i < n; ++i) {
       float f = static_cast<float>(sd * nd(rng));
       if (dtype == StDType::F32) {
@@ -67,14 +68,21 @@ inline void write_test_adapter(const std::string& dir, const nlohmann::ordered_j
 }
 
 // A peft-like adapter_config.json.
-inline nlohmann::ordered_json test_lora_config(int r, double alpha, nlohmann::ordered_json targets) {
-  return {{"base_model_name_or_path", "test/base"}, {"bias", "none"},
-          {"fan_in_fan_out", false},                 {"lora_alpha", alpha},
-          {"lora_dropout", 0.0},                     {"modules_to_save", nullptr},
-          {"peft_type", "LORA"},                     {"r", r},
+inline nlohmann::ordered_json test_lora_config(int r, double alpha,
+                                               nlohmann::ordered_json targets) {
+  return {{"base_model_name_or_path", "test/base"},
+          {"bias", "none"},
+          {"fan_in_fan_out", false},
+          {"lora_alpha", alpha},
+          {"lora_dropout", 0.0},
+          {"modules_to_save", nullptr},
+          {"peft_type", "LORA"},
+          {"r", r},
           {"rank_pattern", nlohmann::ordered_json::object()},
-          {"target_modules", targets},               {"task_type", "CAUSAL_LM"},
-          {"use_dora", false},                       {"use_rslora", false}};
+          {"target_modules", targets},
+          {"task_type", "CAUSAL_LM"},
+          {"use_dora", false},
+          {"use_rslora", false}};
 }
 
 // Writes to merged_dir the base checkpoint (base_dir/model.safetensors) with every module's

@@ -47,8 +47,8 @@ double nmse(const std::vector<float>& ref, const std::vector<float>& got) {
 }
 
 // Greedy decode of `steps` tokens after `prompt`; every step's logits.
-std::vector<std::vector<float>> decode(Executor& ex, std::vector<int32_t> prompt, int steps,
-                                       int V, std::vector<int32_t>* ids) {
+std::vector<std::vector<float>> decode(Executor& ex, std::vector<int32_t> prompt, int steps, int V,
+                                       std::vector<int32_t>* ids) {
   std::vector<std::vector<float>> out;
   std::vector<float> l(static_cast<size_t>(V));
   int32_t next = ex.forward(prompt.data(), static_cast<int>(prompt.size()), 0, l.data());
@@ -124,14 +124,20 @@ TEST(LoraConfig, RankAndAlphaPatternsFirstMatchInFileOrder) {
 }
 
 TEST(LoraConfig, RefusesWhatCannotBeMerged) {
-  EXPECT_NE(error_of([] { config({{"peft_type", "IA3"}}); }).find("peft_type IA3 is not LORA"),
+  EXPECT_NE(error_of([] {
+              config({{"peft_type", "IA3"}});
+            }).find("peft_type IA3 is not LORA"),
             std::string::npos);
   EXPECT_NE(error_of([] { config({{"use_dora", true}}); }).find("use_dora"), std::string::npos);
-  EXPECT_NE(error_of([] { config({{"modules_to_save", {"lm_head"}}}); }).find("modules_to_save"),
+  EXPECT_NE(error_of([] {
+              config({{"modules_to_save", {"lm_head"}}});
+            }).find("modules_to_save"),
             std::string::npos);
   EXPECT_NE(error_of([] { config({{"bias", "all"}}); }).find("bias \"all\""), std::string::npos);
   EXPECT_NE(error_of([] { config({{"r", 0}}); }).find("r = 0 is out of range"), std::string::npos);
-  EXPECT_NE(error_of([] { config({{"r", 1e300}}); }).find("r must be an integer"),
+  EXPECT_NE(error_of([] {
+              config({{"r", 1e300}});
+            }).find("r must be an integer"),
             std::string::npos);
   EXPECT_NE(error_of([] { config({{"rank_pattern", ojson{{"q_proj", -1}}}}); }), "");
   EXPECT_EQ(error_of([] { config({{"modules_to_save", ojson::array()}}); }), "");
@@ -149,8 +155,8 @@ struct Case {
 
 // The modules of a TinySpec model the case's adapter changes, with their shapes and scalings.
 std::vector<TestLoraModule> modules_for(const Case& c, const TinySpec& s, ojson* cfg) {
-  const int64_t D = s.hidden, q = int64_t(s.heads) * s.head_dim, kv = int64_t(s.kv_heads) * s.head_dim,
-                F = s.inter;
+  const int64_t D = s.hidden, q = int64_t(s.heads) * s.head_dim,
+                kv = int64_t(s.kv_heads) * s.head_dim, F = s.inter;
   const int r = 8;
   const double alpha = 12;
   std::vector<std::string> names;
@@ -160,30 +166,36 @@ std::vector<TestLoraModule> modules_for(const Case& c, const TinySpec& s, ojson*
     names = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
   *cfg = test_lora_config(r, alpha, names);
   (*cfg)["use_rslora"] = c.rslora;
-  if (c.rank_pattern) (*cfg)["rank_pattern"] = ojson{{"layers.1.self_attn.o_proj", 4}, {"down_proj", 16}};
+  if (c.rank_pattern)
+    (*cfg)["rank_pattern"] = ojson{{"layers.1.self_attn.o_proj", 4}, {"down_proj", 16}};
   if (c.rank_pattern) (*cfg)["alpha_pattern"] = ojson{{"down_proj", 5.0}};
   std::vector<TestLoraModule> mods;
   for (int l = 0; l < s.layers; ++l) {
     const std::string L = "model.layers." + std::to_string(l) + ".";
     for (const auto& n : names) {
       TestLoraModule m;
-      const std::string sub = (n.find("proj") != std::string::npos &&
-                               (n == "gate_proj" || n == "up_proj" || n == "down_proj" ||
-                                n == "gate_up_proj"))
-                                  ? "mlp."
-                                  : "self_attn.";
+      const bool mlp =
+          n == "gate_proj" || n == "up_proj" || n == "down_proj" || n == "gate_up_proj";
+      const std::string sub = mlp ? "mlp." : "self_attn.";
       m.module = L + sub + n;
       m.hf_tensor = L + sub + n + ".weight";
       m.in = D;
       if (n == "q_proj") m.out = q;
       if (n == "k_proj" || n == "v_proj") m.out = kv;
       if (n == "qkv_proj") m.out = q + 2 * kv;
-      if (n == "o_proj") { m.out = D; m.in = q; }
+      if (n == "o_proj") {
+        m.out = D;
+        m.in = q;
+      }
       if (n == "gate_proj" || n == "up_proj") m.out = F;
       if (n == "gate_up_proj") m.out = 2 * F;
-      if (n == "down_proj") { m.out = D; m.in = F; }
+      if (n == "down_proj") {
+        m.out = D;
+        m.in = F;
+      }
       if (c.arch == "phi3" && c.split_fused) {
-        if (n == "q_proj" || n == "k_proj" || n == "v_proj") m.hf_tensor = L + "self_attn.qkv_proj.weight";
+        if (n == "q_proj" || n == "k_proj" || n == "v_proj")
+          m.hf_tensor = L + "self_attn.qkv_proj.weight";
         if (n == "k_proj") m.row_begin = q;
         if (n == "v_proj") m.row_begin = q + kv;
         if (n == "gate_proj" || n == "up_proj") m.hf_tensor = L + "mlp.gate_up_proj.weight";
@@ -192,7 +204,10 @@ std::vector<TestLoraModule> modules_for(const Case& c, const TinySpec& s, ojson*
       m.r = r;
       double a = alpha;
       if (c.rank_pattern && m.module == "model.layers.1.self_attn.o_proj") m.r = 4;
-      if (c.rank_pattern && n == "down_proj") { m.r = 16; a = 5.0; }
+      if (c.rank_pattern && n == "down_proj") {
+        m.r = 16;
+        a = 5.0;
+      }
       m.scaling = c.scale * a / (c.rslora ? std::sqrt(double(m.r)) : double(m.r));
       mods.push_back(m);
     }
@@ -264,7 +279,8 @@ TEST_P(LoraMergeTest, ExportedMergeEqualsDenseFp64Merge) {
 
 INSTANTIATE_TEST_SUITE_P(
     Archs, LoraMergeTest,
-    ::testing::Values(Case{"llama", "llama"}, Case{"qwen3_rslora_bf16", "qwen3", true, false, false, true},
+    ::testing::Values(Case{"llama", "llama"},
+                      Case{"qwen3_rslora_bf16", "qwen3", true, false, false, true},
                       Case{"llama_rank_pattern_scale", "llama", false, true, false, false, 0.6},
                       Case{"phi3_fused", "phi3", false, true},
                       Case{"phi3_separate_qkv_gate_up", "phi3", false, false, true}),
@@ -347,8 +363,11 @@ TEST(LoraSynth, TwinAdapterFitsItsTwin) {
         parse_hf_config(synth_config_json(p), synth_generation_config_json(p), preset);
     LoraMerge m(o.out_dir, d, 1.0, {});
     EXPECT_EQ(m.deltas().size(), size_t(p.layers) * (d.fused_qkv ? 4 : 7)) << preset;
-    for (const auto& delta : m.deltas())
-      if (delta.module.find("down_proj") != std::string::npos) EXPECT_EQ(delta.r, 4);
+    for (const auto& delta : m.deltas()) {
+      if (delta.module.find("down_proj") != std::string::npos) {
+        EXPECT_EQ(delta.r, 4);
+      }
+    }
     // Same options, same bytes.
     o.out_dir += "-again";
     synth_lora_write(o);

@@ -22,7 +22,9 @@ using nlohmann::json;
 
 namespace {
 
-std::string golden_dir() { return std::string(VKLLM_SOURCE_DIR) + "/tests/goldens/lora"; }
+std::string golden_dir() {
+  return std::string(VKLLM_SOURCE_DIR) + "/tests/goldens/lora";
+}
 
 double nmse(const float* ref, const float* got, size_t n) {
   double num = 0, den = 0;
@@ -50,7 +52,8 @@ TEST(LoraGoldens, CoverEveryTwin) {
 
 TEST_P(LoraGoldenTest, MergedArtifactEqualsPeftMergeAndUnload) {
   const json& c = GetParam();
-  const json g = json::parse(read_text_file(golden_dir() + "/" + c.at("golden").get<std::string>()));
+  const json g =
+      json::parse(read_text_file(golden_dir() + "/" + c.at("golden").get<std::string>()));
   const std::string twin = g.at("twin");
   const std::string tmp = testutil::temp_dir("lora-golden");
   const std::string dir = tmp + "/" + twin;
@@ -100,7 +103,8 @@ TEST_P(LoraGoldenTest, MergedArtifactEqualsPeftMergeAndUnload) {
         EXPECT_LE(e, 1e-6) << "position " << pos;
       }
     got.push_back(next);
-    next = ex->forward(&cont[step], 1, P + static_cast<int>(step), logits.data());  // teacher forcing
+    next =
+        ex->forward(&cont[step], 1, P + static_cast<int>(step), logits.data());  // teacher forcing
   }
   EXPECT_EQ(got, cont);
   std::error_code ec;
