@@ -305,6 +305,16 @@ LoraConfig parse_lora_config(const ojson& j, const std::string& where) {
   if (present(j, "target_parameters") &&
       !(j["target_parameters"].is_array() && j["target_parameters"].empty()))
     fail("{}: target_parameters: LoRA on raw parameters is not supported", where);
+  if (bool_of(j, "use_qalora", where))
+    fail(
+        "{}: use_qalora: a QA-LoRA adapter applies to group-pooled inputs and is not a plain "
+        "delta of the weights",
+        where);
+  if (present(j, "arrow_config"))
+    fail(
+        "{}: arrow_config: Arrow routes between several LoRA experts per token and cannot be "
+        "merged into one set of weights",
+        where);
   if (present(j, "alora_invocation_tokens"))
     fail(
         "{}: alora_invocation_tokens: an activated LoRA applies only after its invocation tokens "

@@ -140,7 +140,21 @@ TEST(LoraConfig, RefusesWhatCannotBeMerged) {
             }).find("r must be an integer"),
             std::string::npos);
   EXPECT_NE(error_of([] { config({{"rank_pattern", ojson{{"q_proj", -1}}}}); }), "");
+  EXPECT_NE(error_of([] { config({{"use_qalora", true}}); }).find("use_qalora"), std::string::npos);
+  EXPECT_NE(error_of([] {
+              config({{"alora_invocation_tokens", {1, 2}}});
+            }).find("activated LoRA"),
+            std::string::npos);
+  // What peft writes for a plain adapter is accepted.
   EXPECT_EQ(error_of([] { config({{"modules_to_save", ojson::array()}}); }), "");
+  EXPECT_EQ(error_of([] {
+              config({{"use_qalora", false},
+                      {"arrow_config", nullptr},
+                      {"lora_bias", false},
+                      {"target_parameters", nullptr},
+                      {"loftq_config", ojson::object()}});
+            }),
+            "");
 }
 
 // ---- the merge against a dense fp64 merge ----------------------------------------------------
