@@ -9,6 +9,7 @@
 #include "cli/commands.h"
 #include "core/error.h"
 #include "export/exporter.h"
+#include "export/lora.h"
 #include "hub/hub.h"
 
 namespace vkllm::cli {
@@ -19,6 +20,8 @@ struct ExportArgs {
   std::string source, output;
   RecipeOptions recipe;
   bool json = false, plan = false, quiet = false;
+  std::string lora;  // --lora ADAPTER (docs/lora.md)
+  double lora_scale = 1.0;
 };
 
 std::string recipe_list() {
@@ -45,9 +48,21 @@ void run(const ExportArgs& args) {
   ExportArgs a = args;
   PullOptions po;
   po.progress = !a.quiet && !a.json;
+  // --lora: the adapter first (a folder or a hub id); without BASE, the base it names.
+  std::unique_ptr<LoraMerge> lora;
+  LoraSource lora_src;
+  if (!a.lora.empty()) {
+    lora_src = resolve_lora_source(a.lora, po);
+    if (a.source.empty()) a.source = lora_base_of(lora_src.dir);
+  } else if (a.source.empty()) {
+    fail(
+        "export: the base model (a folder or a model id) is required unless --lora names an "
+        "adapter that records its base");
+  }
   a.source = model_dir_or_pull(a.source, po);  // a model id (org/name[@rev]) is pulled first
+  if (!a.lora.empty()) lora = open_lora_merge(lora_src, a.source, a.lora_scale);
   if (a.plan) {
-    ExportResult r = plan_checkpoint(a.source, a.recipe);
+    ExportResult r = plan_checkpoint(a.source, a.recipe, lora.get());
     if (a.json) {
       nlohmann::json j = r.summary;
       j["file_size"] = r.file_size;
@@ -65,9 +80,11 @@ void run(const ExportArgs& args) {
   const bool bar = !a.quiet && !a.json && ::isatty(STDERR_FILENO);
   std::function<void(const ExportProgress&)> cb;
   if (bar) cb = progress_bar;
-  ExportResult r = export_checkpoint(a.source, a.output, a.recipe, cb);
+  ExportResult r =
+      export_checkpoint(a.source, a.output, a.recipe, cb, int64_t(8) << 20, lora.get());
   if (a.json) {
     nlohmann::json j = r.summary;
+    if (lora) j["lora"] = lora->metadata();
     j["output"] = r.path;
     j["file_size"] = r.file_size;
     j["seconds"] = r.seconds;
@@ -77,6 +94,7 @@ void run(const ExportArgs& args) {
     std::printf("wrote %s: %.1f MiB, recipe %s, %zu ops, %.1f s, peak RSS %.0f MiB\n",
                 r.path.c_str(), r.file_size / 1048576.0, r.recipe.c_str(),
                 r.summary["ops"].get<size_t>(), r.seconds, r.peak_rss / 1048576.0);
+    if (lora) std::printf("merged LoRA %s\n", lora_summary_line(lora->metadata()).c_str());
   }
 }
 
@@ -87,8 +105,8 @@ void add_export(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "export", "Export a Hugging Face checkpoint to one quantized .vkllm artifact");
   cmd->add_option("source", a->source,
-                  "Hugging Face model folder (config.json, *.safetensors, tokenizer.json)")
-      ->required();
+                  "Hugging Face model folder (config.json, *.safetensors, tokenizer.json) or model "
+                  "id; may be omitted with --lora (the adapter's base_model_name_or_path)");
   cmd->add_option("-r,--recipe", a->recipe.recipe, "Recipe: " + recipe_list())->required();
   cmd->add_option(
       "-o,--output", a->output,
@@ -105,6 +123,13 @@ void add_export(CLI::App& app) {
   cmd->add_option("--max-context", a->recipe.max_context,
                   "KV cache length (capped by the model's max_position_embeddings)")
       ->default_val(2048);
+  cmd->add_option("--lora", a->lora,
+                  "Merge this LoRA adapter (peft / Unsloth folder or hub id: adapter_config.json "
+                  "+ adapter_model.safetensors) into the base in fp32 before quantizing "
+                  "(docs/lora.md)");
+  cmd->add_option("--lora-scale", a->lora_scale,
+                  "Multiplier S of the adapter's delta: W + S * (alpha / r) * B A")
+      ->default_val(1.0);
   cmd->add_flag("--json", a->json, "Print a JSON summary on stdout");
   cmd->add_flag("--plan", a->plan,
                 "Only plan: print the exact artifact size from config.json, write nothing");

@@ -15,6 +15,7 @@ namespace {
 
 struct SynthArgs {
   bool list = false, json = false, quiet = false;
+  std::string lora_dir, lora_base;  // --lora DIR: also the twin adapter (docs/lora.md)
   SynthOptions o;
   std::string max_shard = "2GB";
 };
@@ -105,6 +106,14 @@ void run(SynthArgs& a) {
   }
   SynthResult r = synth_write(a.o);
   if (tty) std::fprintf(stderr, "\n");
+  if (!a.lora_dir.empty()) {
+    SynthLoraOptions lo;
+    lo.preset = a.o.preset;
+    lo.out_dir = a.lora_dir;
+    lo.seed = a.o.seed;
+    lo.base_model = a.lora_base;
+    for (auto& f : synth_lora_write(lo)) r.files.push_back(a.lora_dir + "/" + f);
+  }
   if (a.json) {
     nlohmann::json j = r.to_json();
     j["preset"] = a.o.preset;
@@ -146,6 +155,11 @@ void add_synth(CLI::App& app) {
                   "Largest shard before splitting, as transformers' max_shard_size (default 2GB)");
   cmd->add_option("--threads", args->o.threads, "Generator threads (default: all cores)")
       ->check(CLI::Range(0, 256));
+  cmd->add_option("--lora", args->lora_dir,
+                  "Also write the preset's deterministic LoRA adapter (peft layout, r 8, alpha 16, "
+                  "every Linear of each layer) into this folder");
+  cmd->add_option("--lora-base", args->lora_base,
+                  "base_model_name_or_path the adapter records (default: the preset's model id)");
   cmd->add_flag("--json", args->json, "Machine-readable output (for --list and for the summary)");
   cmd->add_flag("--quiet,-q", args->quiet, "No progress line");
   cmd->callback([args] { run(*args); });

@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "core/error.h"
 #include "core/mapped_file.h"
+#include "export/lora.h"
 #include "runtime/agreement.h"
 #include "tokenizer/tokenizer.h"
 #ifdef VKLLM_WITH_VULKAN
@@ -88,6 +89,8 @@ void run(const VerifyArgs& a) {
   try {
     ArtifactReader r(a.path);  // checks the whole-file hash too
     rep = verify_artifact(r, o);
+    if (r.metadata().contains("producer") && r.metadata()["producer"].contains("lora"))
+      rep.summary["lora"] = r.metadata()["producer"]["lora"];  // a merged adapter (docs/lora.md)
     if (!a.agree_prompt_file.empty()) {
       rep.summary["agreement"] = agreement(a, r);
       if (!rep.summary["agreement"]["ok"].get<bool>()) {
@@ -129,6 +132,7 @@ void run(const VerifyArgs& a) {
     std::printf("  families   %s\n", fam.c_str());
     std::printf("  weights    %s\n", dt.c_str());
     std::printf("  integrity  xxh64 of the whole file checked\n");
+    if (s.contains("lora")) std::printf("  lora       %s\n", lora_summary_line(s["lora"]).c_str());
     if (s.contains("agreement")) {
       const auto& g = s["agreement"];
       std::printf(

@@ -11,6 +11,7 @@
 
 #include "artifact/writer.h"
 #include "core/error.h"
+#include "export/lora.h"
 #include "hf/checkpoint.h"
 
 namespace vkllm {
@@ -49,7 +50,7 @@ std::vector<EmbeddedFile> embedded_files(const std::string& dir, bool need_token
 }
 
 ArtifactContent make_content(const ExportPlan& plan, std::vector<EmbeddedFile> files,
-                             const std::string& source) {
+                             const std::string& source, const LoraMerge* lora) {
   ArtifactContent c;
   c.desc = plan.desc;
   c.recipe = plan.recipe;
@@ -59,6 +60,7 @@ ArtifactContent make_content(const ExportPlan& plan, std::vector<EmbeddedFile> f
   const std::time_t now = std::time(nullptr);
   std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
   c.producer = {{"tool", "vkllm"}, {"version", "0.1.0"}, {"source", source}, {"created_utc", when}};
+  if (lora) c.producer["lora"] = lora->metadata();
   return c;
 }
 
@@ -107,7 +109,8 @@ nlohmann::json program_summary(const Program& p) {
           {"max_context", p.max_ctx}};
 }
 
-ExportResult plan_checkpoint(const std::string& hf_dir, const RecipeOptions& o) {
+ExportResult plan_checkpoint(const std::string& hf_dir, const RecipeOptions& o,
+                             const LoraMerge* lora) {
   const std::string cfg = hf_dir + "/config.json", gen = hf_dir + "/generation_config.json";
   const nlohmann::json gj =
       ::access(gen.c_str(), R_OK) == 0 ? read_json_file(gen) : nlohmann::json();
@@ -115,8 +118,8 @@ ExportResult plan_checkpoint(const std::string& hf_dir, const RecipeOptions& o) 
   const ExportPlan plan = plan_export(lower_model(d, effective_context(d, o)), o);
   ExportResult r;
   r.recipe = o.recipe;
-  r.file_size = planned_artifact_size(make_content(plan, embedded_files(hf_dir, false), hf_dir),
-                                      write_order(plan));
+  r.file_size = planned_artifact_size(
+      make_content(plan, embedded_files(hf_dir, false), hf_dir, lora), write_order(plan));
   r.summary = program_summary(plan.program);
   r.summary["recipe"] = plan.recipe;
   return r;
@@ -125,7 +128,7 @@ ExportResult plan_checkpoint(const std::string& hf_dir, const RecipeOptions& o) 
 ExportResult export_checkpoint(const std::string& hf_dir, const std::string& out_path,
                                const RecipeOptions& o,
                                const std::function<void(const ExportProgress&)>& progress,
-                               int64_t chunk_elems) {
+                               int64_t chunk_elems, const LoraMerge* lora) {
   const auto t0 = std::chrono::steady_clock::now();
   HfCheckpoint ck(hf_dir);
   const LoweredModel lowered = lower_model(ck.desc(), effective_context(ck.desc(), o));
@@ -135,9 +138,10 @@ ExportResult export_checkpoint(const std::string& hf_dir, const std::string& out
     const WeightOrigin& org = lowered.origin.at(static_cast<size_t>(j.source));
     if (!org.hf_name.empty()) ck.get(org.hf_name, org.hf_shape);
   }
+  if (lora) lora->check_base(ck);
 
   const std::vector<int32_t> order = write_order(plan);
-  ArtifactWriter w(out_path, make_content(plan, embedded_files(hf_dir, true), hf_dir), order);
+  ArtifactWriter w(out_path, make_content(plan, embedded_files(hf_dir, true), hf_dir, lora), order);
 
   ExportProgress pr;
   pr.jobs = plan.jobs.size();
@@ -169,6 +173,7 @@ ExportResult export_checkpoint(const std::string& hf_dir, const std::string& out
         const TensorView& v = ck.get(org.hf_name, org.hf_shape);
         const int64_t begin = (org.row_begin + r0) * cols;
         v.read_f32(begin, nr * cols, src.data());
+        if (lora) lora->add_rows(org.hf_name, org.row_begin + r0, nr, cols, src.data());
         const uint64_t esz = st_dtype_size(v.dtype);
         release_pages(v.data + begin * esz, static_cast<uint64_t>(nr * cols) * esz);
       }

@@ -12,6 +12,8 @@
 
 namespace vkllm {
 
+class LoraMerge;
+
 struct ExportProgress {
   size_t job = 0, jobs = 0;             // weight jobs done / total
   uint64_t bytes = 0, total_bytes = 0;  // artifact weight bytes written / total
@@ -29,12 +31,17 @@ struct ExportResult {
 
 // Plans the export from config.json alone (no weights needed): the exact artifact size (given the
 // tokenizer files present in the folder) and the summary; path and timings are left empty.
-ExportResult plan_checkpoint(const std::string& hf_dir, const RecipeOptions& o);
+// With lora, the size includes the adapter's metadata.
+ExportResult plan_checkpoint(const std::string& hf_dir, const RecipeOptions& o,
+                             const LoraMerge* lora = nullptr);
 
+// With lora (src/export/lora.h), every weight the adapter changes is merged in fp32 as its rows
+// stream by, before the recipe converts them; the artifact records the adapter (producer.lora).
 ExportResult export_checkpoint(const std::string& hf_dir, const std::string& out_path,
                                const RecipeOptions& o,
                                const std::function<void(const ExportProgress&)>& progress = {},
-                               int64_t chunk_elems = int64_t(8) << 20);
+                               int64_t chunk_elems = int64_t(8) << 20,
+                               const LoraMerge* lora = nullptr);
 
 // Op family counts and weight bytes by dtype of a program (export and verify summaries).
 nlohmann::json program_summary(const Program& p);

@@ -9,6 +9,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace vkllm {
@@ -67,6 +68,24 @@ struct SynthResult {
 
 // Writes the checkpoint; throws Error with one clear line on any problem.
 SynthResult synth_write(const SynthOptions& o);
+
+// A deterministic LoRA adapter for a preset, in peft's save_pretrained layout (adapter_config.json
+// + adapter_model.safetensors, fp32 lora_A [r, in] and lora_B [out, r]), with non-zero A and B
+// scaled so the merged model clearly differs from the base (docs/lora.md).
+struct SynthLoraOptions {
+  std::string preset;
+  std::string out_dir;
+  uint64_t seed = 0;
+  int r = 8;
+  double lora_alpha = 16;
+  bool use_rslora = false;
+  std::vector<std::pair<std::string, int>> rank_pattern;  // pattern -> rank, in order
+  std::vector<std::string> target_modules;                // empty: every Linear of a layer
+  std::string base_model;  // base_model_name_or_path; empty: the preset's hf_model
+  double strength = 0.5;   // delta RMS relative to 1/sqrt(fan_in)
+};
+// Writes the adapter (atomic files, the folder created); returns the files written.
+std::vector<std::string> synth_lora_write(const SynthLoraOptions& o);
 
 // Where the tokenizer fixtures of `family` are looked for when no folder is given, in order.
 std::vector<std::string> synth_fixture_candidates(const std::string& family);

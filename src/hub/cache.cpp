@@ -252,8 +252,14 @@ std::vector<std::string> index_shards(const std::string& repo, const std::string
   return {shards.begin(), shards.end()};
 }
 
-std::vector<std::string> missing_in_snapshot(const std::string& repo, const std::string& snap) {
+std::vector<std::string> missing_in_snapshot(const std::string& repo, const std::string& snap,
+                                             bool adapter) {
   std::vector<std::string> missing;
+  if (adapter) {
+    for (const char* f : {kAdapterConfig, kAdapterWeights})
+      if (!is_regular_file(snap + "/" + f)) missing.push_back(f);
+    return missing;
+  }
   if (!is_regular_file(snap + "/" + kConfig)) missing.push_back(kConfig);
   if (!is_regular_file(snap + "/" + kWeights)) {
     std::string index = snap + "/" + kIndex;

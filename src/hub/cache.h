@@ -15,6 +15,10 @@ inline constexpr const char* kWeights = "model.safetensors";
 inline constexpr const char* kIndex = "model.safetensors.index.json";
 inline constexpr const char* kTokenizer = "tokenizer.json";
 inline constexpr const char* kTokenizerConfig = "tokenizer_config.json";
+// A LoRA adapter's files (PullOptions::adapter).
+inline constexpr const char* kAdapterConfig = "adapter_config.json";
+inline constexpr const char* kAdapterWeights = "adapter_model.safetensors";
+inline constexpr const char* kAdapterPickle = "adapter_model.bin";
 
 std::string repo_folder(const std::string& repo);  // "models--org--name"
 bool is_commit_hash(const std::string& s);         // 40 lowercase hex digits
@@ -52,7 +56,9 @@ bool exists_nofollow(const std::string& path);
 std::vector<std::string> index_shards(const std::string& repo, const std::string& index_path,
                                       const std::string& text);
 
-// Files the snapshot lacks for export (required ones only), in a stable order.
-std::vector<std::string> missing_in_snapshot(const std::string& repo, const std::string& snap);
+// Files the snapshot lacks for export (required ones only), in a stable order; with adapter,
+// those of a LoRA adapter.
+std::vector<std::string> missing_in_snapshot(const std::string& repo, const std::string& snap,
+                                             bool adapter = false);
 
 }  // namespace vkllm::hub_detail

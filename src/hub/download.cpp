@@ -32,7 +32,8 @@ struct Fd {
   }
 };
 
-// sha256 of the file, or git's blob sha1 ("blob <size>\0" + bytes) when git_blob.
+}  // namespace
+
 std::string hash_file(const std::string& path, bool git_blob) {
   Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
   if (f.fd < 0) fail("{}: cannot open: {}", path, std::strerror(errno));
@@ -60,6 +61,8 @@ std::string hash_file(const std::string& path, bool git_blob) {
   for (unsigned i = 0; i < len; ++i) hex += fmt::format("{:02x}", md[i]);
   return hex;
 }
+
+namespace {
 
 // Per-file progress line on stderr (a terminal only), redrawn at most ten times a second.
 class ProgressBar {
@@ -109,6 +112,12 @@ class Puller {
   [[noreturn]] void fail_http(const std::string& what, const HttpResponse& r,
                               const std::string& file = "");
   void resolve_revision();
+  void pull_model_files(PullResult& res);
+  void need(const char* name) const {
+    if (!siblings_.count(name))
+      fail("{}@{}: the repository has no {} (vkllm needs it)", spec_.repo, spec_.revision, name);
+  }
+  void record_ref();
   PulledFile fetch(const std::string& name);
   void download_blob(const std::string& name, const std::string& url, const std::string& etag,
                      uint64_t size, bool size_known);
@@ -331,10 +340,25 @@ PullResult Puller::run() {
   res.revision = spec_.revision;
   res.commit = commit_;
   res.snapshot_dir = repo_dir_ + "/snapshots/" + commit_;
-  auto need = [&](const char* name) {
-    if (!siblings_.count(name))
-      fail("{}@{}: the repository has no {} (vkllm needs it)", spec_.repo, spec_.revision, name);
-  };
+  if (opts_.adapter) {
+    need(kAdapterConfig);
+    if (!siblings_.count(kAdapterWeights)) {
+      if (siblings_.count(kAdapterPickle))
+        fail(
+            "{}@{}: the adapter is only a pickle file ({}); pickle files can run code and are "
+            "refused",
+            spec_.repo, spec_.revision, kAdapterPickle);
+      need(kAdapterWeights);
+    }
+    for (const char* name : {kAdapterConfig, kAdapterWeights}) res.files.push_back(fetch(name));
+  } else {
+    pull_model_files(res);
+  }
+  record_ref();
+  return res;
+}
+
+void Puller::pull_model_files(PullResult& res) {
   need(kConfig);
   need(kTokenizer);
   bool single = siblings_.count(kWeights) != 0;
@@ -356,6 +380,9 @@ PullResult Puller::run() {
       res.files.push_back(fetch(shard));
     }
   }
+}
+
+void Puller::record_ref() {
   // refs/<branch or tag> -> commit, as huggingface_hub does (not for commit ids).
   if (!is_commit_hash(spec_.revision)) {
     std::string ref = repo_dir_ + "/refs/" + spec_.revision;
@@ -371,7 +398,6 @@ PullResult Puller::run() {
       }
     }
   }
-  return res;
 }
 
 }  // namespace

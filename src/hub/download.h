@@ -40,4 +40,7 @@ class HttpClient {
 
 PullResult pull_online(const RepoSpec& spec, const PullOptions& opts);
 
+// sha256 of the file, or git's blob sha1 ("blob <size>\0" + bytes) when git_blob.
+std::string hash_file(const std::string& path, bool git_blob);
+
 }  // namespace vkllm::hub_detail

@@ -114,7 +114,7 @@ PullResult hub_find_cached(const std::string& spec, const PullOptions& opts) {
   std::string snap = repo_dir + "/snapshots/" + commit;
   if (::stat(snap.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
     fail("{}: commit {} is not in the cache (no {})", where, commit, snap);
-  std::vector<std::string> missing = missing_in_snapshot(rs.repo, snap);
+  std::vector<std::string> missing = missing_in_snapshot(rs.repo, snap, opts.adapter);
   if (!missing.empty()) {
     std::string list;
     for (const auto& m : missing) list += (list.empty() ? "" : ", ") + m;
@@ -126,6 +126,14 @@ PullResult hub_find_cached(const std::string& spec, const PullOptions& opts) {
   r.commit = commit;
   r.snapshot_dir = snap;
   r.offline = true;
+  if (opts.adapter) {
+    for (const char* f : {kAdapterConfig, kAdapterWeights}) {
+      std::string p = snap + "/" + f;
+      ::stat(p.c_str(), &st);
+      r.files.push_back({f, p, "", static_cast<uint64_t>(st.st_size), false});
+    }
+    return r;
+  }
   for (const char* f :
        {kConfig, kGenerationConfig, kWeights, kIndex, kTokenizer, kTokenizerConfig}) {
     std::string p = snap + "/" + f;
@@ -141,6 +149,15 @@ PullResult hub_find_cached(const std::string& spec, const PullOptions& opts) {
     }
   }
   return r;
+}
+
+std::string sha256_file_hex(const std::string& path) {
+#ifdef VKLLM_WITH_CURL
+  return hash_file(path, false);
+#else
+  (void)path;
+  return "";
+#endif
 }
 
 std::string model_dir_or_pull(const std::string& arg, const PullOptions& opts) {

@@ -25,6 +25,9 @@ struct PullOptions {
   int retry_base_ms = 500;  // backoff: base * 2^attempt, capped at 8 s
   int connect_timeout_s = 10;
   int stall_timeout_s = 0;  // abort a transfer idle this long; 0: HF_HUB_DOWNLOAD_TIMEOUT or 10
+  // A LoRA adapter repository: pulls adapter_config.json and adapter_model.safetensors (a
+  // pickle adapter_model.bin is refused) instead of a model's files (docs/lora.md).
+  bool adapter = false;
 };
 
 struct PulledFile {
@@ -76,5 +79,8 @@ std::string model_dir_or_pull(const std::string& arg, const PullOptions& opts = 
 // The offline half of hub_pull: the cached snapshot of spec, or an Error naming what is missing.
 // Never touches the network; works in builds without libcurl.
 PullResult hub_find_cached(const std::string& spec, const PullOptions& opts = {});
+
+// Lowercase hex sha256 of a file; "" in builds without OpenSSL (VKLLM_WITH_CURL=OFF).
+std::string sha256_file_hex(const std::string& path);
 
 }  // namespace vkllm
