@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/gen_flags.h"
 #include "core/device_error.h"
 #include "core/error.h"
 #include "core/mapped_file.h"
@@ -28,9 +29,9 @@ enum ExitCode { kOther = 1, kPrompt = 2, kModel = 3, kDevice = 4, kContext = 5 }
 
 struct RunArgs {
   std::string model, tokenizer, prompt, prompt_file, device, backend = "vulkan", ids_file;
-  float temperature = 0.0f, top_p = 1.0f;
-  uint64_t seed = 0;
-  int max_new_tokens = 128, seq_len = 0, warmup = 0;
+  GenFlags gen;
+  LlamaMainFlags llama_main;
+  int seq_len = 0, warmup = 0, num_bos = 0, num_eos = 0;
   bool chat = false, no_stats = false;
 };
 
@@ -68,6 +69,10 @@ void write_ids(const std::string& path, const std::vector<int32_t>& prompt,
 
 void run(const RunArgs& a) {
   using clock = std::chrono::steady_clock;
+  step(kOther, [&] {
+    a.llama_main.check();
+    return 0;
+  });
   std::string prompt = step(kPrompt, [&] {
     std::string p = a.prompt_file.empty() ? a.prompt : read_text_file(a.prompt_file);
     if (p.empty())
@@ -88,7 +93,23 @@ void run(const RunArgs& a) {
   });
   const double load_ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
   if (a.chat) prompt = model->chat_prompt(prompt);
-  const std::vector<int32_t> ids = step(kPrompt, [&] { return model->encode(prompt, false); });
+  const std::vector<int32_t> ids = step(kPrompt, [&] {
+    std::vector<int32_t> v;
+    if (a.num_bos > 0) {  // llama_main: BOS tokens before the prompt, EOS tokens after it
+      const auto bos = model->encode("", true);
+      if (bos.size() != 1)
+        fail("--num_bos {}: this model's tokenizer has no BOS token to add", a.num_bos);
+      v.assign(static_cast<size_t>(a.num_bos), bos[0]);
+    }
+    const auto text = model->encode(prompt, false);
+    v.insert(v.end(), text.begin(), text.end());
+    if (a.num_eos > 0) {
+      if (model->info().eos_ids.empty())
+        fail("--num_eos {}: this model has no end-of-sequence token", a.num_eos);
+      v.insert(v.end(), static_cast<size_t>(a.num_eos), model->info().eos_ids.front());
+    }
+    return v;
+  });
   const int ctx = a.seq_len > 0 ? std::min(a.seq_len, model->info().context_length)
                                 : model->info().context_length;
   step(kContext, [&] {
@@ -101,11 +122,8 @@ void run(const RunArgs& a) {
           ids.size(), ctx, a.seq_len > 0 ? " or a larger --seq_len" : "");
     return 0;
   });
-  GenerationOptions go;
-  go.max_new_tokens = std::min<int64_t>(a.max_new_tokens, ctx - static_cast<int64_t>(ids.size()));
-  go.temperature = a.temperature;
-  go.top_p = a.top_p;
-  go.seed = a.seed;
+  GenerationOptions go = a.gen.options();
+  go.max_new_tokens = std::min<int64_t>(go.max_new_tokens, ctx - static_cast<int64_t>(ids.size()));
   // One session (on Vulkan: one weight upload) serves the warm-up runs and the measured one.
   auto session = step(kDevice, [&] { return std::make_unique<Session>(model); });
   const auto t_ready = clock::now();
@@ -115,12 +133,13 @@ void run(const RunArgs& a) {
     session->generate(ids, w);
     session->reset();
   }
-  const std::vector<int32_t> out =
-      session->generate(ids, go, [](int32_t, const std::string& piece) {
-        std::fwrite(piece.data(), 1, piece.size(), stdout);
-        std::fflush(stdout);
-        return true;
-      });
+  const std::vector<int32_t> out = step(kOther, [&] {
+    return session->generate(ids, go, [](int32_t, const std::string& piece) {
+      std::fwrite(piece.data(), 1, piece.size(), stdout);
+      std::fflush(stdout);
+      return true;
+    });
+  });
   if (::isatty(STDOUT_FILENO)) std::fputc('\n', stdout);
   std::fflush(stdout);
   const auto& st = session->stats();
@@ -143,6 +162,7 @@ void run(const RunArgs& a) {
         {"prefill_tok_s", st.prefill_tok_s()},
         {"decode_tok_s", st.decode_tok_s()},
         {"stopped_by_eos", st.stopped_by_eos},
+        {"stopped_by_stop", st.stopped_by_stop},
         {"peak_host_mb", peak_rss_mb()},
         {"peak_gpu_mb", static_cast<double>(gpu_bytes) / 1048576.0},
         {"validation_messages", validation},
@@ -171,13 +191,12 @@ void add_run(CLI::App& app) {
   cmd->add_option("-p,--prompt", a->prompt, "Prompt text");
   cmd->add_option("-f,--prompt_file", a->prompt_file,
                   "Read the prompt from a file (overrides --prompt)");
-  cmd->add_option("-n,--max_new_tokens", a->max_new_tokens,
-                  "Maximum number of new tokens (stops earlier at an eos id)")
-      ->check(CLI::Range(0, 1 << 20));
-  cmd->add_option("--temperature", a->temperature, "Sampling temperature (0 = greedy)")
-      ->check(CLI::Range(0.0, 100.0));
-  cmd->add_option("--top_p", a->top_p, "Nucleus sampling threshold")->check(CLI::Range(0.0, 1.0));
-  cmd->add_option("--seed", a->seed, "Sampling seed");
+  add_generation_flags(cmd, a->gen);
+  cmd->add_option("--num_bos", a->num_bos, "BOS tokens to put before the prompt (llama_main's)")
+      ->check(CLI::Range(0, 16));
+  cmd->add_option("--num_eos", a->num_eos, "EOS tokens to put after the prompt (llama_main's)")
+      ->check(CLI::Range(0, 16));
+  add_llama_main_flags(cmd, a->llama_main);
   cmd->add_option("--seq_len", a->seq_len,
                   "Context length: prompt + new tokens (default: the artifact's)")
       ->check(CLI::Range(0, 1 << 24));

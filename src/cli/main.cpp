@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   vkllm::cli::add_export(app);
   vkllm::cli::add_verify(app);
   vkllm::cli::add_run(app);
+  vkllm::cli::add_chat(app);
   vkllm::cli::add_bench(app);
   vkllm::cli::add_e2e(app);
   vkllm::cli::add_tokenize(app);

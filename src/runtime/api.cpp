@@ -1,6 +1,8 @@
 // The public API (include/vkllm/vkllm.h) over the internal modules: artifact or HF folder ->
 // program + weights loaded once + tokenizer (Model::Impl, model_impl.cpp); each session owns an
 // executor (KV cache, activations) made from the model's loaded program.
+#include <algorithm>
+#include <cmath>
 #include <mutex>
 
 #include "core/error.h"
@@ -54,9 +56,15 @@ std::string Model::chat_prompt(const std::vector<ChatTurn>& conversation) const 
 struct Session::Impl {
   std::shared_ptr<Model> model;
   std::unique_ptr<Executor> executor;
-  int pos = 0;                   // KV cache rows filled
-  std::vector<int32_t> pending;  // returned tokens not yet in the KV cache (fed first next time)
+  // The context: ids[0, pos) are in the KV cache; ids[pos, end) were returned but not fed yet
+  // (the last generated token; fed first next time).
+  std::vector<int32_t> ids;
+  int pos = 0;
   GenerationStats stats;
+
+  // Keeps `keep` (<= pos) KV rows, feeds `input` after them and generates.
+  std::vector<int32_t> run(int keep, std::vector<int32_t> input, const GenerationOptions& opts,
+                           const TokenCallback& on_token);
 };
 
 Session::Session(std::shared_ptr<Model> model) : impl_(std::make_unique<Impl>()) {
@@ -74,11 +82,15 @@ Session::~Session() {
 
 void Session::reset() {
   impl_->pos = 0;
-  impl_->pending.clear();
+  impl_->ids.clear();
 }
 
 int Session::context_tokens() const {
-  return impl_->pos + static_cast<int>(impl_->pending.size());
+  return static_cast<int>(impl_->ids.size());
+}
+
+std::vector<int32_t> Session::context() const {
+  return impl_->ids;
 }
 
 const GenerationStats& Session::stats() const {
@@ -98,40 +110,122 @@ std::vector<int32_t> Session::generate(const std::string& prompt, const Generati
 std::vector<int32_t> Session::generate(const std::vector<int32_t>& prompt,
                                        const GenerationOptions& opts,
                                        const TokenCallback& on_token) {
-  Model::Impl& m = *impl_->model->impl_;
-  if (opts.max_new_tokens < 0) fail("max_new_tokens is {}; it must be >= 0", opts.max_new_tokens);
-  if (!(opts.temperature >= 0) || !(opts.top_p >= 0 && opts.top_p <= 1))
-    fail("temperature {} must be >= 0 and top_p {} in [0, 1]", opts.temperature, opts.top_p);
-  for (int32_t id : prompt)
+  std::vector<int32_t> input(impl_->ids.begin() + impl_->pos, impl_->ids.end());
+  input.insert(input.end(), prompt.begin(), prompt.end());
+  return impl_->run(impl_->pos, std::move(input), opts, on_token);
+}
+
+std::vector<int32_t> Session::generate_reusing(const std::vector<int32_t>& context,
+                                               const GenerationOptions& opts,
+                                               const TokenCallback& on_token) {
+  if (context.empty()) fail("the context to generate after is empty (no tokens)");
+  const auto& ids = impl_->ids;
+  size_t common = 0;
+  while (common < ids.size() && common < context.size() && ids[common] == context[common]) ++common;
+  // At least one token is fed: the logits come from its forward.
+  const int keep =
+      static_cast<int>(std::min({common, context.size() - 1, static_cast<size_t>(impl_->pos)}));
+  return impl_->run(keep, std::vector<int32_t>(context.begin() + keep, context.end()), opts,
+                    on_token);
+}
+
+std::vector<int32_t> Session::generate_reusing(const std::string& context,
+                                               const GenerationOptions& opts,
+                                               const TokenCallback& on_token) {
+  const Model& m = *impl_->model;
+  if (!impl_->ids.empty()) {
+    const std::string have = m.decode(impl_->ids);
+    if (context.size() > have.size() && context.compare(0, have.size(), have) == 0) {
+      std::vector<int32_t> all = impl_->ids;
+      const auto rest = m.encode(context.substr(have.size()), false);
+      all.insert(all.end(), rest.begin(), rest.end());
+      return generate_reusing(all, opts, on_token);
+    }
+  }
+  return generate_reusing(m.encode(context, false), opts, on_token);
+}
+
+namespace {
+
+void check_options(const GenerationOptions& o) {
+  if (o.max_new_tokens < 0) fail("max_new_tokens is {}; it must be >= 0", o.max_new_tokens);
+  if (!(o.temperature >= 0 && std::isfinite(o.temperature)) || !(o.top_p >= 0 && o.top_p <= 1))
+    fail("temperature {} must be >= 0 and top_p {} in [0, 1]", o.temperature, o.top_p);
+  if (o.top_k < 0) fail("top_k is {}; it must be >= 0 (0: off)", o.top_k);
+  if (!(o.min_p >= 0 && o.min_p <= 1)) fail("min_p {} must be in [0, 1]", o.min_p);
+  if (!(o.repetition_penalty > 0 && std::isfinite(o.repetition_penalty)))
+    fail("repetition_penalty {} must be > 0 (1: off)", o.repetition_penalty);
+  if (!std::isfinite(o.presence_penalty) || !std::isfinite(o.frequency_penalty))
+    fail("presence_penalty {} and frequency_penalty {} must be finite", o.presence_penalty,
+         o.frequency_penalty);
+}
+
+}  // namespace
+
+std::vector<int32_t> Session::Impl::run(int keep, std::vector<int32_t> input,
+                                        const GenerationOptions& opts,
+                                        const TokenCallback& on_token) {
+  Model::Impl& m = *model->impl_;
+  check_options(opts);
+  for (int32_t id : input)
     if (id < 0 || id >= m.info.vocab_size)
       fail("prompt token id {} is outside the vocabulary [0, {})", id, m.info.vocab_size);
-  std::vector<int32_t> input = impl_->pending;
-  input.insert(input.end(), prompt.begin(), prompt.end());
   if (input.empty())
     fail("the prompt is empty and the session has no generated token to continue from");
-  SamplingParams sp{opts.temperature, opts.top_p, opts.seed};
+  const int64_t max_ctx = m.program().max_ctx;
+  if (keep + static_cast<int64_t>(input.size()) >= max_ctx)  // before any KV row changes
+    fail("the prompt has {} tokens (after {} in context) but the context holds {}", input.size(),
+         keep, max_ctx);
+  SamplingParams sp;
+  sp.temperature = opts.temperature;
+  sp.top_p = opts.top_p;
+  sp.seed = opts.seed;
+  sp.top_k = opts.top_k;
+  sp.min_p = opts.min_p;
+  sp.repetition_penalty = opts.repetition_penalty;
+  sp.presence_penalty = opts.presence_penalty;
+  sp.frequency_penalty = opts.frequency_penalty;
+  Sampler sampler(sp);
+  sampler.add_context(std::vector<int32_t>(ids.begin(), ids.begin() + keep));
+  sampler.add_context(input);
   std::vector<int> eos;
   if (opts.stop_at_eos) eos.assign(m.info.eos_ids.begin(), m.info.eos_ids.end());
   StreamDecoder dec(m.tokenizer());
+  StopMatcher stop(opts.stop);
   GenerateStats st;
   std::vector<int32_t> out;
-  {
+  try {
     std::lock_guard<std::mutex> lock(m.run_mu);
     out = vkllm::generate(
-        *impl_->executor, m.program(), input, opts.max_new_tokens, sp, eos, impl_->pos,
-        [&](int32_t id) { return on_token ? on_token(id, dec.push(id)) : true; }, &st);
+        *executor, m.program(), input, opts.max_new_tokens, sampler, sp.needs_logits(), eos, keep,
+        [&](int32_t id) {
+          std::string piece = dec.push(id);
+          if (!stop.empty()) piece = stop.push(piece);
+          const bool go_on = on_token ? on_token(id, piece) : true;
+          return go_on && !stop.stopped();
+        },
+        &st);
+  } catch (...) {  // the KV rows past `keep` may have been overwritten
+    ids.resize(static_cast<size_t>(keep));
+    pos = keep;
+    throw;
   }
-  if (on_token) {
-    std::string tail = dec.flush();
-    if (!tail.empty()) on_token(-1, tail);
+  std::string tail = dec.flush();
+  if (!stop.empty()) {
+    tail = stop.push(tail);
+    tail += stop.flush();
   }
+  if (on_token && !tail.empty()) on_token(-1, tail);
   // The loop feeds every returned token but the last one back; that one goes first next time.
-  const size_t fed = static_cast<size_t>(st.end_pos - impl_->pos) - input.size();
-  impl_->pos = st.end_pos;
-  impl_->pending.assign(out.begin() + static_cast<std::ptrdiff_t>(std::min(fed, out.size())),
-                        out.end());
-  impl_->stats = GenerationStats{st.prompt_tokens, st.generated_tokens, st.prefill_ms,
-                                 st.decode_ms,     st.stopped_by_eos,   st.stopped_by_callback};
+  ids.resize(static_cast<size_t>(keep));
+  ids.insert(ids.end(), input.begin(), input.end());
+  ids.insert(ids.end(), out.begin(), out.end());
+  pos = st.end_pos;
+  stats = GenerationStats{st.prompt_tokens, st.generated_tokens, st.prefill_ms,
+                          st.decode_ms,     st.stopped_by_eos,   st.stopped_by_callback};
+  stats.stopped_by_stop = stop.stopped();
+  if (stats.stopped_by_stop) stats.stopped_by_callback = false;
+  stats.reused_tokens = keep;
   return out;
 }
 

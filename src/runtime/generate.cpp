@@ -19,6 +19,40 @@ double Sampler::next_uniform() {  // splitmix64 -> [0, 1)
   return static_cast<double>(z >> 11) * (1.0 / 9007199254740992.0);
 }
 
+void Sampler::add_context(const std::vector<int32_t>& ids) {
+  if (p_.repetition_penalty == 1.0f) return;
+  for (int32_t id : ids) ++context_[id];
+}
+
+void Sampler::apply_penalties(float* logits, int64_t vocab) const {
+  const auto in_vocab = [&](int32_t id) { return id >= 0 && id < vocab; };
+  if (p_.repetition_penalty != 1.0f) {
+    const float r = p_.repetition_penalty;
+    auto penalize = [&](int32_t id) {
+      if (!in_vocab(id)) return;
+      float& l = logits[id];
+      l = l > 0 ? l / r : l * r;
+    };
+    for (const auto& [id, n] : context_) penalize(id);
+    for (const auto& [id, n] : generated_)
+      if (!context_.count(id)) penalize(id);  // each distinct token once
+  }
+  if (p_.presence_penalty != 0.0f || p_.frequency_penalty != 0.0f)
+    for (const auto& [id, n] : generated_)
+      if (in_vocab(id))
+        logits[id] -= p_.presence_penalty + p_.frequency_penalty * static_cast<float>(n);
+}
+
+int32_t Sampler::pick(int32_t greedy, float* logits, int64_t vocab) {
+  int32_t id = greedy;
+  if (p_.needs_logits()) {
+    apply_penalties(logits, vocab);
+    id = sample(logits, vocab);
+  }
+  ++generated_[id];
+  return id;
+}
+
 int32_t Sampler::sample(const float* logits, int64_t vocab) {
   if (p_.temperature <= 0)
     return static_cast<int32_t>(std::max_element(logits, logits + vocab) - logits);
@@ -30,19 +64,35 @@ int32_t Sampler::sample(const float* logits, int64_t vocab) {
     probs[i] = {e, static_cast<int32_t>(i)};
     sum += e;
   }
-  std::sort(probs.begin(), probs.end(), [](auto& a, auto& b) {
+  const auto by_prob = [](auto& a, auto& b) {
     return a.first > b.first || (a.first == b.first && a.second < b.second);
-  });
+  };
   size_t keep = probs.size();
+  if (p_.top_k > 0 && static_cast<size_t>(p_.top_k) < probs.size()) {
+    keep = static_cast<size_t>(p_.top_k);
+    std::partial_sort(probs.begin(), probs.begin() + static_cast<std::ptrdiff_t>(keep), probs.end(),
+                      by_prob);
+    probs.resize(keep);
+    sum = 0;
+    for (const auto& pr : probs) sum += pr.first;
+  } else {
+    std::sort(probs.begin(), probs.end(), by_prob);
+  }
   if (p_.top_p < 1.0f) {
     double acc = 0;
-    for (size_t i = 0; i < probs.size(); ++i) {
+    for (size_t i = 0; i < keep; ++i) {
       acc += probs[i].first / sum;
       if (acc >= p_.top_p) {
         keep = i + 1;
         break;
       }
     }
+  }
+  if (p_.min_p > 0.0f) {  // probs[0] is the most likely (its unnormalized weight is 1)
+    const double floor = static_cast<double>(p_.min_p) * probs[0].first;
+    size_t k = 1;
+    while (k < keep && probs[k].first >= floor) ++k;
+    keep = k;
   }
   double kept = 0;
   for (size_t i = 0; i < keep; ++i) kept += probs[i].first;
@@ -54,9 +104,44 @@ int32_t Sampler::sample(const float* logits, int64_t vocab) {
   return probs[keep - 1].second;
 }
 
+StopMatcher::StopMatcher(std::vector<std::string> stops) : stops_(std::move(stops)) {
+  for (const auto& s : stops_)
+    if (s.empty()) fail("a stop string is empty");
+}
+
+std::string StopMatcher::push(std::string_view piece) {
+  if (stopped_) return {};
+  held_ += piece;
+  size_t at = std::string::npos;
+  for (const auto& s : stops_) at = std::min(at, held_.find(s));
+  if (at != std::string::npos) {
+    std::string out = held_.substr(0, at);
+    held_.clear();
+    stopped_ = true;
+    return out;
+  }
+  // Hold back the longest tail of held_ that begins some stop string.
+  size_t keep = 0;
+  for (const auto& s : stops_)
+    for (size_t k = std::min(s.size() - 1, held_.size()); k > keep; --k)
+      if (held_.compare(held_.size() - k, k, s, 0, k) == 0) {
+        keep = k;
+        break;
+      }
+  std::string out = held_.substr(0, held_.size() - keep);
+  held_.erase(0, held_.size() - keep);
+  return out;
+}
+
+std::string StopMatcher::flush() {
+  std::string out;
+  out.swap(held_);
+  return stopped_ ? std::string() : out;
+}
+
 std::vector<int32_t> generate(Executor& ex, const Program& program,
                               const std::vector<int32_t>& prompt, int max_new_tokens,
-                              const SamplingParams& sp, const std::vector<int>& eos_ids,
+                              Sampler& sampler, bool needs_logits, const std::vector<int>& eos_ids,
                               int start_pos, const std::function<bool(int32_t)>& on_token,
                               GenerateStats* stats) {
   using clock = std::chrono::steady_clock;
@@ -67,21 +152,20 @@ std::vector<int32_t> generate(Executor& ex, const Program& program,
         "prompt or a larger --seq_len)",
         prompt.size(), start_pos, program.max_ctx);
   const int64_t vocab = program.tensors[program.logits].shape.back();
-  std::vector<float> logits(sp.temperature > 0 ? static_cast<size_t>(vocab) : 0);
-  Sampler sampler(sp);
+  std::vector<float> logits(needs_logits ? static_cast<size_t>(vocab) : 0);
+  float* logits_out = needs_logits ? logits.data() : nullptr;
   GenerateStats st;
   st.prompt_tokens = static_cast<int>(prompt.size());
   std::vector<int32_t> out, ahead;  // ahead: greedy tokens decoded but not yet consumed
   size_t ahead_at = 0;
   auto t0 = clock::now();
   int pos = start_pos;
-  int32_t next = ex.forward(prompt.data(), static_cast<int>(prompt.size()), pos,
-                            sp.temperature > 0 ? logits.data() : nullptr);
+  int32_t greedy = ex.forward(prompt.data(), static_cast<int>(prompt.size()), pos, logits_out);
   pos += static_cast<int>(prompt.size());
   auto t1 = clock::now();
   st.prefill_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
   while (max_new_tokens > 0) {
-    if (sp.temperature > 0) next = sampler.sample(logits.data(), vocab);
+    const int32_t next = sampler.pick(greedy, logits_out, vocab);
     if (std::find(eos_ids.begin(), eos_ids.end(), next) != eos_ids.end()) {
       st.stopped_by_eos = true;
       break;
@@ -92,8 +176,8 @@ std::vector<int32_t> generate(Executor& ex, const Program& program,
       break;
     }
     if (static_cast<int>(out.size()) >= max_new_tokens || pos >= program.max_ctx) break;
-    if (sp.temperature > 0) {
-      next = ex.forward(&out.back(), 1, pos, logits.data());
+    if (needs_logits) {
+      greedy = ex.forward(&out.back(), 1, pos, logits_out);
     } else {
       // Greedy: the backend's argmax, several steps per submit where the backend keeps the token
       // on the device and all of them can be used; consumed one at a time all the same.
@@ -105,7 +189,7 @@ std::vector<int32_t> generate(Executor& ex, const Program& program,
         ex.decode_greedy(out.back(), pos, n, ahead.data());
         ahead_at = 0;
       }
-      next = ahead[ahead_at++];
+      greedy = ahead[ahead_at++];
     }
     ++pos;
   }
@@ -114,6 +198,17 @@ std::vector<int32_t> generate(Executor& ex, const Program& program,
   st.decode_ms = std::chrono::duration<double, std::milli>(clock::now() - t1).count();
   if (stats) *stats = st;
   return out;
+}
+
+std::vector<int32_t> generate(Executor& ex, const Program& program,
+                              const std::vector<int32_t>& prompt, int max_new_tokens,
+                              const SamplingParams& sp, const std::vector<int>& eos_ids,
+                              int start_pos, const std::function<bool(int32_t)>& on_token,
+                              GenerateStats* stats) {
+  Sampler sampler(sp);
+  sampler.add_context(prompt);
+  return generate(ex, program, prompt, max_new_tokens, sampler, sp.needs_logits(), eos_ids,
+                  start_pos, on_token, stats);
 }
 
 }  // namespace vkllm

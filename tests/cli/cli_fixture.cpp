@@ -86,7 +86,8 @@ const SharedTwin& shared_twin() {
   static SharedTwin t = [] {
     const std::string root = std::string(VKLLM_BINARY_DIR) + "/tests/cli/shared-twin";
     fs::create_directories(root);
-    SharedTwin s{root + "/tiny-qwen3", root + "/tiny-qwen3-fp32-ctx64.vkllm"};
+    SharedTwin s{root + "/tiny-qwen3", root + "/tiny-qwen3-fp32-ctx64.vkllm",
+                 root + "/tiny-qwen3-fp32-ctx1024.vkllm"};
     const int fd = ::open((root + "/.lock").c_str(), O_RDWR | O_CREAT, 0644);
     if (fd < 0 || ::flock(fd, LOCK_EX) != 0) throw std::runtime_error("cannot lock " + root);
     const std::string stamp = binary_stamp(), stamp_file = root + "/.made-by";
@@ -95,8 +96,10 @@ const SharedTwin& shared_twin() {
       Proc a = run_vkllm({"synth", "--preset", "tiny-qwen3", "-o", s.dir, "-q"});
       Proc b = run_vkllm({"export", s.dir, "--recipe", "non-quantized", "--max-context", "64", "-o",
                           s.artifact, "-q"});
-      if (a.code != 0 || b.code != 0)
-        throw std::runtime_error("shared twin: synth/export failed: " + a.err + b.err);
+      Proc c = run_vkllm({"export", s.dir, "--recipe", "non-quantized", "--max-context", "1024",
+                          "-o", s.artifact_long, "-q"});
+      if (a.code != 0 || b.code != 0 || c.code != 0)
+        throw std::runtime_error("shared twin: synth/export failed: " + a.err + b.err + c.err);
       std::ofstream(stamp_file) << stamp;
     }
     ::close(fd);

@@ -21,8 +21,9 @@ Proc run_vkllm(const std::vector<std::string>& args,
                double timeout_s = 600);
 
 struct SharedTwin {
-  std::string dir;       // the tiny-qwen3 Hugging Face folder
-  std::string artifact;  // its non-quantized artifact, --max-context 64
+  std::string dir;            // the tiny-qwen3 Hugging Face folder
+  std::string artifact;       // its non-quantized artifact, --max-context 64
+  std::string artifact_long;  // the same with --max-context 1024 (long replies: vkllm chat)
 };
 // Made under the build tree on first use (a file lock serializes concurrent tests); remade when the
 // vkllm binary changes.

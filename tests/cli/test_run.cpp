@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "cli_fixture.h"
 #include "core/mapped_file.h"
@@ -200,4 +201,72 @@ TEST(Run, SeqLenCapsPromptPlusNewTokens) {
   ASSERT_EQ(r.code, 0) << r.err;
   const json j = ids_of(ids);
   EXPECT_EQ(j["prompt_ids"].size() + j["generated_ids"].size(), 20u);
+}
+
+// The generation flags end to end: --stop cuts the printed text before the stop string (the
+// tokenizer's decoding of the greedy ids is the reference), --top_k 1 at any temperature is the
+// greedy reply, a seed reproduces a sampled reply, --num_eos appends eos ids to the prompt.
+TEST(Run, GenerationFlags) {
+  const std::string art = shared_twin().artifact;
+  const auto run_ids = [&](std::vector<std::string> extra, Proc* proc = nullptr) {
+    const std::string ids = scratch_dir() + "/ids.json";
+    std::vector<std::string> args = {"run",   "-m",     art,  "--backend", "cpu",        "-p",
+                                     kPrompt, "--chat", "-n", "12",        "--ids_file", ids};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const Proc r = run_vkllm(args);
+    EXPECT_EQ(r.code, 0) << r.err;
+    if (proc) *proc = r;
+    return r.code == 0 ? ids_of(ids) : json();
+  };
+  Proc g;
+  const json greedy = run_ids({"--ignore_eos"}, &g);
+  const auto gen = greedy["generated_ids"].get<std::vector<int32_t>>();
+  ASSERT_EQ(gen.size(), 12u);
+  const std::string text = twin_tokenizer().decode(gen);
+  EXPECT_EQ(g.out, text);
+  // --stop: the text of tokens 4 and 5 (across their boundary).
+  const std::string stop = twin_tokenizer().decode(std::vector<int32_t>{gen[4], gen[5]});
+  Proc s;
+  const json stopped = run_ids({"--ignore_eos", "--stop", "\x01unused", "--stop", stop}, &s);
+  EXPECT_EQ(s.out, text.substr(0, text.find(stop)));
+  EXPECT_TRUE(stats_of(s)["stopped_by_stop"].get<bool>());
+  EXPECT_LE(stopped["generated_ids"].size(), 6u);
+  // --top_k 1 / --min_p 1: greedy at any temperature; a seed reproduces a sampled reply.
+  EXPECT_EQ(run_ids({"--ignore_eos", "--temperature", "5", "--top_k", "1"})["generated_ids"],
+            greedy["generated_ids"]);
+  EXPECT_EQ(run_ids({"--ignore_eos", "--temperature", "5", "--min_p", "1"})["generated_ids"],
+            greedy["generated_ids"]);
+  const json a = run_ids({"--ignore_eos", "--temperature", "1.5", "--seed", "77"});
+  const json b = run_ids({"--ignore_eos", "--temperature", "1.5", "--seed", "77"});
+  EXPECT_EQ(a["generated_ids"], b["generated_ids"]);
+  EXPECT_NE(a["generated_ids"], greedy["generated_ids"]);
+  // Penalties change the greedy reply; --repeat_penalty is llama.cpp's name for the same flag.
+  EXPECT_NE(run_ids({"--ignore_eos", "--frequency_penalty", "5", "--presence_penalty", "5",
+                     "--repeat_penalty", "2"})["generated_ids"],
+            greedy["generated_ids"]);
+  // --num_eos 2: the prompt ends with two of the model's eos id; --num_bos 0 is a no-op.
+  const auto p =
+      run_ids({"--num_eos", "2", "--num_bos", "0"})["prompt_ids"].get<std::vector<int32_t>>();
+  ASSERT_GE(p.size(), 3u);
+  EXPECT_EQ(p[p.size() - 1], 151645);
+  EXPECT_EQ(p[p.size() - 2], 151645);
+  EXPECT_EQ(p.size(), greedy["prompt_ids"].size() + 2);
+  // llama_main's defaults are accepted.
+  run_ids({"--cpu_threads", "-1", "--method_name", "forward"});
+}
+
+// llama_main's flags that mean nothing here are refused, each with one line naming it and why.
+TEST(Run, LlamaMainFlagsRefusedWithTheReason) {
+  const std::string art = shared_twin().artifact;
+  for (const auto& [flag, value, why, code] :
+       std::vector<std::tuple<std::string, std::string, std::string, int>>{
+           {"--cpu_threads", "4", "single-threaded", 1},
+           {"--data_paths", "/tmp/w.ptd", "holds its weights", 1},
+           {"--method_name", "prefill", "one program", 1},
+           {"--etdump_path", "/tmp/t.etdp", "VKLLM_PROFILE", 1},
+           {"--num_bos", "1", "no BOS token", 2}}) {  // Qwen3's tokenizer adds no BOS
+    const Proc r = run_vkllm({"run", "-m", art, "-p", "Hi", flag, value});
+    expect_one_line_failure(r, code, why);
+    EXPECT_NE(r.err.find(flag + " " + value), std::string::npos) << r.err;
+  }
 }

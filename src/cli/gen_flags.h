@@ -1,0 +1,33 @@
+// The generation flags `vkllm run` and `vkllm chat` share (sampling, penalties, stop strings, eos)
+// and ExecuTorch llama_main's remaining flags: each does what it means here or is refused.
+#pragma once
+#include <CLI/CLI.hpp>
+#include <string>
+#include <vector>
+
+#include "vkllm/vkllm.h"
+
+namespace vkllm::cli {
+
+struct GenFlags {
+  GenerationOptions opts;  // max_new_tokens, temperature, top_p, top_k, min_p, penalties, stop
+  bool ignore_eos = false;
+  GenerationOptions options() const;  // opts with stop_at_eos = !ignore_eos
+};
+
+// Adds -n/--max_new_tokens, --temperature, --top_p, --top_k, --min_p, --repetition_penalty,
+// --presence_penalty, --frequency_penalty, --stop (repeatable), --ignore_eos, --seed.
+void add_generation_flags(CLI::App* cmd, GenFlags& g);
+
+// llama_main's flags that have no counterpart in vkllm beyond what they mean: --cpu_threads,
+// --data_paths, --method_name, --etdump_path. check() throws vkllm::Error with one line naming
+// the flag and why it is refused; the accepted values (the defaults) do nothing.
+struct LlamaMainFlags {
+  int cpu_threads = -1;
+  std::vector<std::string> data_paths;
+  std::string method_name = "forward", etdump_path;
+  void check() const;
+};
+void add_llama_main_flags(CLI::App* cmd, LlamaMainFlags& f);
+
+}  // namespace vkllm::cli
