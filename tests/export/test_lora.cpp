@@ -84,6 +84,19 @@ TEST(LoraConfig, RegexMatchesTheWholeName) {
   EXPECT_NE(error_of([] { lora_targets(config({{"target_modules", "(unclosed"}}), "x"); }), "");
 }
 
+// Unsloth writes target_modules as one regex of this shape (Python re syntax: \b, (?:...),
+// lazy .*?, [\d]{1,}); PCRE2 reads it the same way.
+TEST(LoraConfig, UnslothStyleRegex) {
+  const LoraConfig c = config(
+      {{"target_modules",
+        R"((?:.*?(?:vision|image).*?(?:attn|mlp).*?(?:q_proj|v_proj).*?)|(?:\bmodel\.layers\.[\d]{1,}\.(?:self_attn|mlp)\.(?:(?:q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj))))"}});
+  EXPECT_TRUE(lora_targets(c, "model.layers.12.self_attn.k_proj"));
+  EXPECT_TRUE(lora_targets(c, "model.layers.0.mlp.down_proj"));
+  EXPECT_FALSE(lora_targets(c, "model.layers.0.mlp"));
+  EXPECT_FALSE(lora_targets(c, "model.layers.0.self_attn.qkv_proj"));
+  EXPECT_FALSE(lora_targets(c, "lm_head"));
+}
+
 TEST(LoraConfig, LayersToTransformFilterNamesOnly) {
   const LoraConfig c = config({{"layers_to_transform", {1, 3}}});
   EXPECT_FALSE(lora_targets(c, "model.layers.0.self_attn.q_proj"));

@@ -33,6 +33,7 @@ import struct
 import sys
 import time
 
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import make_goldens as mg  # noqa: E402  (same folder: tokenizer and model loaders, FAMILIES)
 
