@@ -126,7 +126,7 @@ int main(int argc, char** argv) {
   std::ofstream(dir + "/model.safetensors.index.json")
       << json{{"metadata", {{"total_size", total}}}, {"weight_map", wmap}}.dump(1);
   std::ofstream(dir + "/config.json") << cfg.dump(2);
-  std::ofstream(dir + "/tokenizer.json") << testutil::tiny_tokenizer_json();
+  std::ofstream(dir + "/tokenizer.json") << vkllm::testutil::tiny_tokenizer_json();
   std::printf("%s: %d shards, %.2f GB of bf16\n", dir.c_str(), shard, total / 1e9);
   return 0;
 }
