@@ -2,6 +2,7 @@
 
 #include <httplib.h>
 #include <signal.h>
+#include <sys/socket.h>
 
 #include <atomic>
 #include <chrono>
@@ -116,6 +117,12 @@ class Server {
     // Connections kept alive hold a thread each: room for every waiting request plus some.
     const size_t threads = static_cast<size_t>(o_.queue) + 8;
     svr_.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+    // SO_REUSEADDR only: cpp-httplib's default also sets SO_REUSEPORT, which lets a second server
+    // bind a port already serving (and silently share its connections).
+    svr_.set_socket_options([](int sock) {
+      int yes = 1;
+      setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    });
     svr_.set_payload_max_length(o_.max_body);
     svr_.set_read_timeout(10, 0);
     svr_.set_write_timeout(10, 0);
