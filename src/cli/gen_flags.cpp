@@ -35,7 +35,7 @@ void add_generation_flags(CLI::App* cmd, GenFlags& g) {
   cmd->add_option("--stop", o.stop,
                   "Stop when the reply contains this text (repeatable; matched across tokens, "
                   "never printed)")
-      ->expected(1)
+      ->allow_extra_args(false)
       ->check([](const std::string& s) { return s.empty() ? "a stop string is empty" : ""; });
   cmd->add_flag("--ignore_eos", g.ignore_eos,
                 "Do not stop at the model's end-of-sequence tokens (they are generated as text)");

@@ -17,6 +17,9 @@ int main(int argc, char** argv) {
   vkllm::cli::add_verify(app);
   vkllm::cli::add_run(app);
   vkllm::cli::add_chat(app);
+#ifdef VKLLM_WITH_SERVE
+  vkllm::cli::add_serve(app);
+#endif
   vkllm::cli::add_bench(app);
   vkllm::cli::add_e2e(app);
   vkllm::cli::add_tokenize(app);

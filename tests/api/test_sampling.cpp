@@ -230,9 +230,9 @@ TEST(Sampling, StopStringsSpanTokensAndAreNeverPrinted) {
 
 TEST(Sampling, StopMatcherHoldsBackOnlyWhatMayStartAStopString) {
   StopMatcher m({"lo Wo", "xyz"});
-  EXPECT_EQ(m.push("Hel"), "He");    // "l" may begin "lo Wo"
-  EXPECT_EQ(m.push("lo W"), "l");    // so may "lo W"
-  EXPECT_EQ(m.push("x"), "lo W");    // "lo Wx" cannot; "x" may begin "xyz"
+  EXPECT_EQ(m.push("Hel"), "He");  // "l" may begin "lo Wo"
+  EXPECT_EQ(m.push("lo W"), "l");  // so may "lo W"
+  EXPECT_EQ(m.push("x"), "lo W");  // "lo Wx" cannot; "x" may begin "xyz"
   EXPECT_EQ(m.push("yq lo Wo!"), "xyq ");
   EXPECT_TRUE(m.stopped());
   EXPECT_EQ(m.push("more"), "");

@@ -1,0 +1,24 @@
+// `vkllm serve`: an OpenAI-compatible HTTP server (cpp-httplib) over one model and one session.
+// Requests wait in a first-come first-served queue for the model; each reuses the KV cache of
+// the longest prefix it shares with the previous request's context (docs/serve.md).
+#pragma once
+#include <cstddef>
+#include <string>
+
+namespace vkllm::serve {
+
+struct ServeOptions {
+  std::string model_path, model_name, host = "127.0.0.1", api_key, backend = "vulkan", device;
+  int port = 8080;  // 0: any free port (the one chosen is printed)
+  int ctx = 0;      // KV cache rows (0: the artifact's)
+  int queue = 16;   // requests that may wait for the model; more are answered 503
+  size_t max_body = 1 << 20;
+  bool log = true;  // one stderr line per request
+};
+
+// Serves until SIGINT or SIGTERM (the running reply finishes, waiting ones get 503), then returns
+// 0. Prints "vkllm: serving NAME on http://HOST:PORT" on stderr once listening. Throws
+// vkllm::Error when the model cannot be opened or the address cannot be bound.
+int run_server(const ServeOptions& options);
+
+}  // namespace vkllm::serve
