@@ -60,7 +60,9 @@ Agreement check_agreement(Executor& test, Executor& reference, Executor* referen
   if (prompt.empty()) fail("agreement check needs a non-empty prompt");
   const AgreementBounds& b = opt.bounds;
   Agreement a;
-  a.max_near_ties = static_cast<int>(std::ceil(b.max_near_tie_fraction * opt.max_new_tokens));
+  // Rounded up; the small slack keeps e.g. 0.3 x 50 at 15 whatever the last bit of 0.3 is.
+  a.max_near_ties =
+      static_cast<int>(std::ceil(b.max_near_tie_fraction * opt.max_new_tokens - 1e-9));
   std::vector<float> lt(static_cast<size_t>(vocab)), lr(static_cast<size_t>(vocab));
   std::vector<int32_t> ids = prompt;
   int pos = 0;

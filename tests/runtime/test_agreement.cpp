@@ -7,6 +7,7 @@
 #include <map>
 #include <regex>
 #include <sstream>
+#include <tuple>
 
 #include "core/error.h"
 #include "core/mapped_file.h"
@@ -153,4 +154,18 @@ TEST(AgreementBounds, DocTableMatchesTheCode) {
         << b.recipe;
   }
   EXPECT_THROW(agreement_bounds("no-such-recipe"), Error);
+}
+
+// The cap is the fraction of the requested steps rounded up: 0.3 of 50 is 15 (not 16 from the
+// last bit of 0.3), 0.1 of 12 is 2.
+TEST(Agreement, NearTieCapIsTheFractionRoundedUp) {
+  Fixture f;
+  for (auto [fraction, steps, cap] : {std::tuple{0.3, 50, 15}, {0.1, 12, 2}, {0.1, 50, 5}}) {
+    auto a = f.m->make_executor(), b = f.m->make_executor();
+    AgreementOptions o;
+    o.bounds = {"test", 0, fraction, 0, 0, ""};
+    o.max_new_tokens = steps;
+    EXPECT_EQ(check_agreement(*a, *b, nullptr, f.prompt, f.vocab, o).max_near_ties, cap)
+        << fraction << " x " << steps;
+  }
 }

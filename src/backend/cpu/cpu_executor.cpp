@@ -75,7 +75,12 @@ class CpuExecutor final : public Executor {
     if (!hook_) return;
     CpuOpState st{p_, w_, k_, T_, pos_, buf_, ids_.data()};
     hook_(st);
-    if (op.family == "argmax") next_ = static_cast<int32_t>(buf_[op.outputs[0]].at(0));
+    if (op.family == "argmax") {
+      const float t = buf_[op.outputs[0]].at(0);
+      if (!(t >= 0 && t < static_cast<float>(width(op.inputs[0]))))
+        fail("cpu hook: argmax set to {}, outside the logits", t);
+      next_ = static_cast<int32_t>(t);
+    }
   }
 
   void run(const Op& op) {
