@@ -235,10 +235,9 @@ struct Twins {
     SynthOptions so;
     so.preset = "tiny-qwen3";
     so.out_dir = ckpt = dir + "/tiny-qwen3";
-    so.no_tokenizer = true;  // only ids are used: a placeholder tokenizer.json
+    so.no_tokenizer = true;  // only ids are used: a small tokenizer that loads (export checks)
     synth_write(so);
-    std::ofstream(ckpt + "/tokenizer.json")
-        << R"({"version": "1.0", "model": {"type": "BPE", "vocab": {}, "merges": []}})";
+    std::ofstream(ckpt + "/tokenizer.json") << testutil::tiny_tokenizer_json();
     for (const char* r : {"non-quantized", "quantized-int4-weight-only", "quantized-8da4w"}) {
       RecipeOptions o;
       o.recipe = r;
