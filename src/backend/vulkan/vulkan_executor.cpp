@@ -410,12 +410,7 @@ class VulkanExecutor final : public Executor {
       VK_CHECK(vkResetCommandBuffer(cb_, 0));
       record(cb_, T, last, logits_out != nullptr, VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT);
     }
-    VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
-    si.commandBufferCount = 1;
-    si.pCommandBuffers = &cb;
-    VK_CHECK(vkQueueSubmit(ctx_->queue(), 1, &si, fence_));
-    VK_CHECK(vkWaitForFences(ctx_->device(), 1, &fence_, VK_TRUE, UINT64_MAX));
-    VK_CHECK(vkResetFences(ctx_->device(), 1, &fence_));
+    submit_and_wait(cb);
     if (queries_) collect_profile(T == 1 ? decode_ : prefill_);
     if (!last) return 0;
     int32_t next;
@@ -464,6 +459,16 @@ class VulkanExecutor final : public Executor {
     VK_CHECK(vkEndCommandBuffer(cb));
   }
 
+  // One submit of cb, waited for on the executor's fence.
+  void submit_and_wait(VkCommandBuffer cb) {
+    VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+    si.commandBufferCount = 1;
+    si.pCommandBuffers = &cb;
+    VK_CHECK(vkQueueSubmit(ctx_->queue(), 1, &si, fence_));
+    VK_CHECK(vkWaitForFences(ctx_->device(), 1, &fence_, VK_TRUE, UINT64_MAX));
+    VK_CHECK(vkResetFences(ctx_->device(), 1, &fence_));
+  }
+
   // The plan's steps with their barriers (and, for tests, the corruption switch and the
   // profile's timestamps).
   void record_steps(VkCommandBuffer cb, Plan& plan, int T) {
@@ -503,12 +508,7 @@ class VulkanExecutor final : public Executor {
       record_batch();
       batch_recorded_ = true;
     }
-    VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
-    si.commandBufferCount = 1;
-    si.pCommandBuffers = &batch_cb_;
-    VK_CHECK(vkQueueSubmit(ctx_->queue(), 1, &si, fence_));
-    VK_CHECK(vkWaitForFences(ctx_->device(), 1, &fence_, VK_TRUE, UINT64_MAX));
-    VK_CHECK(vkResetFences(ctx_->device(), 1, &fence_));
+    submit_and_wait(batch_cb_);
     std::memcpy(out, batch_tokens_.mapped, static_cast<size_t>(n) * 4);
   }
 
