@@ -235,7 +235,7 @@ uint32_t env_u32(const char* name, uint32_t dflt) {
   const char* v = std::getenv(name);
   return v && std::atoi(v) > 0 ? static_cast<uint32_t>(std::atoi(v)) : dflt;
 }
-Tuning tuning(const Context& ctx, int64_t K, int64_t N) {
+Tuning tuning(const Context& ctx, int64_t K) {
   const bool cpu = ctx.info().type == "cpu";
   const uint32_t sg = std::max<uint32_t>(1, ctx.info().subgroup_min);
   Tuning t;
@@ -243,7 +243,6 @@ Tuning tuning(const Context& ctx, int64_t K, int64_t N) {
   t.rps = env_u32("VKLLM_FUSED_RPS", cpu ? 4 : 2);
   t.subgroups = std::max<uint32_t>(1, kWG / std::max<uint32_t>(1, ctx.info().subgroup_size));
   t.max_groups = env_u32("VKLLM_FUSED_GROUPS", cpu ? 64 : 1024);
-  (void)N;
   return t;
 }
 
@@ -295,13 +294,8 @@ std::unique_ptr<PreparedOp> prepare_attention(OpEnv& env, const Match& m) {
     c.need(r16 == c.f16(m.krope->outputs[0]), "rotated q and k must share one dtype");
   }
   // The splits of prep_attention's decode step.
-  constexpr uint32_t kSplits = 64, kMinKeys = 64;
   const uint32_t ctx = u32(p.max_ctx);
-  const uint32_t C = std::max(kMinKeys, ceil_div(ceil_div(ctx, kSplits), 64) * 64),
-                 S = ceil_div(ctx, C);
-  const uint64_t part_bytes = uint64_t(H) * S * (hd + 2) * 4;
-  if (env.attn_part.size < part_bytes)
-    env.attn_part = env.alloc.create(part_bytes, false, "attention split partials");
+  const auto [C, S] = attention_splits(env, H, hd);
   if (env.attn_counter.size < uint64_t(H) * 4) {
     env.attn_counter = env.alloc.create(uint64_t(H) * 4, false, "attention split counters");
     env.alloc.fill(env.attn_counter, 0);
@@ -363,7 +357,7 @@ std::unique_ptr<PreparedOp> prepare(OpEnv& env, const Match& m) {
     const int64_t G = l.attrs["group"].get<int64_t>();
     c.need(c.width(l.inputs[0]) == K && c.width(l.outputs[0]) == N, "fused mat-vec shape");
     const bool y16 = c.f16(y), r16 = m.residual >= 0 && c.f16(m.residual);
-    const Tuning tn = tuning(env.ctx, K, N);
+    const Tuning tn = tuning(env.ctx, K);
     const std::vector<uint32_t> spec = {f16x,
                                         y16,
                                         h16,

@@ -344,13 +344,8 @@ std::unique_ptr<PreparedOp> prep_attention(Ctx c) {
   // tile, S <= 64; parts past the current position stay empty) and merges them in a second pass:
   // a single token has too few (t, h) pairs to fill a GPU, and each part is a serial chain of
   // tiles. Prefill has enough pairs: S = 1.
-  constexpr uint32_t kSplits = 64, kMinKeys = 64;
   const uint32_t ctx = u32(c.p.max_ctx);
-  const uint32_t C = std::max(kMinKeys, ceil_div(ceil_div(ctx, kSplits), 64) * 64),
-                 S = ceil_div(ctx, C);
-  const uint64_t part_bytes = uint64_t(H) * S * (hd + 2) * 4;
-  if (c.env.attn_part.size < part_bytes)
-    c.env.attn_part = c.env.alloc.create(part_bytes, false, "attention split partials");
+  const auto [C, S] = attention_splits(c.env, H, hd);
   const BufRange part = {c.env.attn_part.buf, 0, c.env.attn_part.size},
                  step = {c.env.step.buf, 0, c.env.step.size};
   VkDescriptorSet ss = c.env.kernels.make_set(

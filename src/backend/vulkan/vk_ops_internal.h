@@ -134,6 +134,22 @@ inline BufRange chunk_range(const Ctx& c, int32_t t, uint64_t row_bytes, const R
   return {b.buf, off, len};
 }
 
+// A decode step's attention splits: the context in S parts of C keys (C a multiple of the 64-key
+// tile, S <= 64), and the shared partials buffer sized for H heads of head_dim hd.
+struct AttentionSplits {
+  uint32_t C, S;
+};
+inline AttentionSplits attention_splits(OpEnv& env, int H, int hd) {
+  constexpr uint32_t kSplits = 64, kMinKeys = 64;
+  const uint32_t ctx = u32(env.program.max_ctx);
+  const uint32_t C = std::max(kMinKeys, ceil_div(ceil_div(ctx, kSplits), 64) * 64),
+                 S = ceil_div(ctx, C);
+  const uint64_t part_bytes = uint64_t(H) * S * (hd + 2) * 4;
+  if (env.attn_part.size < part_bytes)
+    env.attn_part = env.alloc.create(part_bytes, false, "attention split partials");
+  return {C, S};
+}
+
 // The rope op's cos/sin table for inverse-frequency tensors invs and factor a (vk_ops.cpp), made
 // once per executor.
 BufRange rope_table(Ctx& c, const std::vector<int32_t>& invs, int R, float a);
