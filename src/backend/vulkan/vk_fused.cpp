@@ -295,7 +295,8 @@ std::unique_ptr<PreparedOp> prepare_attention(OpEnv& env, const Match& m) {
   }
   // The splits of prep_attention's decode step.
   const uint32_t ctx = u32(p.max_ctx);
-  const auto [C, S] = attention_splits(env, H, hd);
+  const AttentionSplits splits = attention_splits(env, H, hd);
+  const uint32_t C = splits.C, S = splits.S;  // plain names: lambdas capture them
   if (env.attn_counter.size < uint64_t(H) * 4) {
     env.attn_counter = env.alloc.create(uint64_t(H) * 4, false, "attention split counters");
     env.alloc.fill(env.attn_counter, 0);

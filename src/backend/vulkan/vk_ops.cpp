@@ -345,7 +345,8 @@ std::unique_ptr<PreparedOp> prep_attention(Ctx c) {
   // a single token has too few (t, h) pairs to fill a GPU, and each part is a serial chain of
   // tiles. Prefill has enough pairs: S = 1.
   const uint32_t ctx = u32(c.p.max_ctx);
-  const auto [C, S] = attention_splits(c.env, H, hd);
+  const AttentionSplits splits = attention_splits(c.env, H, hd);
+  const uint32_t C = splits.C, S = splits.S;  // plain names: lambdas capture them
   const BufRange part = {c.env.attn_part.buf, 0, c.env.attn_part.size},
                  step = {c.env.step.buf, 0, c.env.step.size};
   VkDescriptorSet ss = c.env.kernels.make_set(
