@@ -240,9 +240,11 @@ class VulkanFusion : public ::testing::TestWithParam<FusionCase> {};
 TEST_P(VulkanFusion, DecodeStepEqualsTheUnfusedProgram) {
   Toy toy = build_toy(GetParam().cfg, 11);
   const uint64_t msgs = vk::validation_message_count();
-  auto run = [&](bool fused, std::string* profile) {
-    if (!fused) setenv("VKLLM_NO_FUSION", "1", 1);
-    if (fused) setenv("VKLLM_FUSE", "all", 1);  // the mat-vec runs too (off by default)
+  // mode 0: nothing fused; 1: the default runs (tail and attention runs); 2: every pattern (the
+  // mat-vec runs too, off by default).
+  auto run = [&](int mode, std::string* profile) {
+    if (mode == 0) setenv("VKLLM_NO_FUSION", "1", 1);
+    if (mode == 2) setenv("VKLLM_FUSE", "all", 1);
     VulkanOptions o = validated();
     o.profile = profile != nullptr;
     auto gpu = make_vulkan_executor(toy.p, toy.w, o);
@@ -266,18 +268,22 @@ TEST_P(VulkanFusion, DecodeStepEqualsTheUnfusedProgram) {
     if (profile) *profile = ::testing::internal::GetCapturedStderr();
     return all;
   };
-  std::string pf, pu;
-  const std::vector<float> fused = run(true, &pf), unfused = run(false, &pu);
-  ASSERT_EQ(fused.size(), unfused.size());
-  size_t differ = 0;
-  for (size_t i = 0; i < fused.size(); ++i) differ += fused[i] != unfused[i];
-  EXPECT_EQ(differ, 0u) << "of " << fused.size() << " logits and tokens";
   auto kernels = [](const std::string& s) {
     const auto at = s.find("decode: ");
     return at == std::string::npos ? -1 : std::stoi(s.substr(at + 8));
   };
-  EXPECT_GT(kernels(pf), 0) << pf;
-  EXPECT_LT(kernels(pf), kernels(pu)) << pf << pu;
+  std::string pu;
+  const std::vector<float> unfused = run(0, &pu);
+  for (int mode : {1, 2}) {
+    std::string pf;
+    const std::vector<float> fused = run(mode, &pf);
+    ASSERT_EQ(fused.size(), unfused.size());
+    size_t differ = 0;
+    for (size_t i = 0; i < fused.size(); ++i) differ += fused[i] != unfused[i];
+    EXPECT_EQ(differ, 0u) << "mode " << mode << ": of " << fused.size() << " logits and tokens";
+    EXPECT_GT(kernels(pf), 0) << pf;
+    EXPECT_LT(kernels(pf), kernels(pu)) << "mode " << mode << "\n" << pf << pu;
+  }
   EXPECT_EQ(vk::validation_message_count(), msgs) << "Vulkan validation reported messages";
 }
 

@@ -23,7 +23,12 @@ enum class Epi : uint32_t { Store = 0, Add = 1, Swiglu = 2 };
 // (linear_8da4w_fused.comp): a prologue, 1-3 mat-vecs reading its row, an epilogue. Attention
 // runs (attention_decode.comp): the per-head q/k norms and rope before the attention, and its
 // KV store and split merge, in one dispatch.
-enum class Kind { Matvec, Attention };
+// Tail runs (linear_8da4w.comp's VKLLM_TAIL): the unfused decode mat-vecs reading the shared int8
+// scratch, and the one-row op after them (the residual add and the next norm, or SwiGLU) run by the
+// last workgroup to finish, which also quantizes that row into the scratch for its linear_8da4w
+// readers as the unfused ops do: no prologue, and one dispatch and barrier fewer per run.
+enum class Kind { Matvec, Attention, Tail };
+enum class Tail : uint32_t { Norm = 0, Swiglu = 1 };
 struct Pattern {
   const char* name;
   Kind kind;
@@ -35,8 +40,13 @@ struct Pattern {
   // on the H200 than the unfused mat-vecs they replace (docs/perf.md, 2026-12-01), so they are
   // kept, tested and measurable, but off by default.
   bool by_default = true;
+  Tail tail = Tail::Norm;  // tail runs
 };
 constexpr Pattern kPatterns[] = {
+    {"linear_8da4w+add+rms_norm tail", Kind::Tail, Pro::Quant, 1, Epi::Store, false, false, true,
+     Tail::Norm},
+    {"linear_8da4w x2+swiglu tail", Kind::Tail, Pro::Quant, 2, Epi::Store, false, false, true,
+     Tail::Swiglu},
     {"rms_norm+linear_8da4w x2+swiglu", Kind::Matvec, Pro::Norm, 2, Epi::Swiglu, false, false,
      false},
     {"rms_norm+linear_8da4w x3", Kind::Matvec, Pro::Norm, 3, Epi::Store, false, false, false},
@@ -56,7 +66,8 @@ struct Match {
   // Attention runs: the ops, and the run's q / k inputs (before norm and rope).
   const Op *qnorm = nullptr, *knorm = nullptr, *qrope = nullptr, *krope = nullptr, *attn = nullptr;
   int32_t q = -1, k = -1;
-  const Op* norm = nullptr;  // Pro::Norm
+  const Op* norm = nullptr;  // Pro::Norm, Tail::Norm
+  const Op* add = nullptr;   // Tail::Norm
   int32_t x = -1;            // the prologue's input row
   std::vector<const Op*> mv;
   int32_t y = -1, residual = -1;  // the run's output; Epi::Add: the other operand of the add
@@ -71,7 +82,9 @@ class Matcher {
   }
 
   std::optional<Match> at(size_t k, const Pattern& pat, const std::string& unfused) const {
-    auto m = pat.kind == Kind::Attention ? attention_at(k, pat) : matvec_at(k, pat);
+    auto m = pat.kind == Kind::Attention ? attention_at(k, pat)
+             : pat.kind == Kind::Tail    ? tail_at(k, pat)
+                                         : matvec_at(k, pat);
     if (m)
       for (size_t i = m->first; i <= m->last; ++i)
         if (op(i).family == unfused) return std::nullopt;
@@ -132,6 +145,47 @@ class Matcher {
       if (!per_token(t) || !float_dtype(t)) return std::nullopt;
     m.y = m.attn->outputs[0];
     m.last = j - 1;
+    return m;
+  }
+
+  // linear_8da4w, add, rms_norm (the add fusing into the norm, the mat-vec's output read by the add
+  // alone), or two linear_8da4w of one input and the swiglu of their outputs (read by it alone).
+  std::optional<Match> tail_at(size_t k, const Pattern& pat) const {
+    if (k + 2 >= p_.ops.size()) return std::nullopt;
+    Match m;
+    m.pat = &pat;
+    m.first = k;
+    m.last = k + 2;
+    for (int i = 0; i < pat.matvecs; ++i) {
+      const Op& l = op(k + i);
+      if (l.family != "linear_8da4w" || !tail_matvec(l) || (i > 0 && l.inputs[0] != m.x))
+        return std::nullopt;
+      m.x = l.inputs[0];
+      m.mv.push_back(&l);
+    }
+    const Op& e = op(k + pat.matvecs);
+    if (pat.tail == Tail::Norm) {
+      const int32_t o = m.mv[0]->outputs[0];
+      if (e.family != "add" || !add_fuses_into_next(p_, k + 1) ||
+          (e.inputs[0] != o && e.inputs[1] != o) || e.inputs[0] == e.inputs[1] ||
+          !only_in(o, k + 1, k + 1))
+        return std::nullopt;
+      const Op& n = op(k + 2);
+      if (!n.attrs.contains("group") || !n.attrs["group"].is_number() ||
+          n.attrs["group"].get<int64_t>() != width(n.inputs[0]) || !per_token(n.outputs[0]))
+        return std::nullopt;
+      m.residual = e.inputs[0] == o ? e.inputs[1] : e.inputs[0];
+      m.add = &e;
+      m.norm = &n;
+      m.y = n.outputs[0];
+    } else {
+      const int32_t g = m.mv[0]->outputs[0], u = m.mv[1]->outputs[0];
+      if (e.family != "swiglu" || e.inputs.size() != 2 || e.inputs[0] != g || e.inputs[1] != u ||
+          !only_in(g, k + 2, k + 2) || !only_in(u, k + 2, k + 2) || !same_row(g, e.outputs[0]) ||
+          p_.tensors[m.mv[0]->inputs[1]].shape != p_.tensors[m.mv[1]->inputs[1]].shape)
+        return std::nullopt;
+      m.y = e.outputs[0];
+    }
     return m;
   }
 
@@ -204,6 +258,17 @@ class Matcher {
     for (size_t r : readers_[t])
       if (r < first || r > last) return false;
     return true;
+  }
+  // The unfused kernel's decode variant (32-weight blocks, a group's blocks across a power of two
+  // of lanes of one subgroup).
+  bool tail_matvec(const Op& l) const {
+    if (l.inputs.size() != 4 || l.outputs.size() != 1 || !l.attrs.contains("group") ||
+        !l.attrs["group"].is_number())
+      return false;
+    const int64_t K = width(l.inputs[0]), G = l.attrs["group"].get<int64_t>(), bpg = G / 32;
+    return per_token(l.inputs[0]) && per_token(l.outputs[0]) && float_dtype(l.inputs[0]) &&
+           float_dtype(l.outputs[0]) && G > 0 && G % 32 == 0 && K % G == 0 &&
+           (bpg & (bpg - 1)) == 0 && bpg <= sg_min_;
   }
   bool fusable_matvec(const Op& l) const {
     if (l.inputs.size() != 4 || l.outputs.size() != 1 || !l.attrs.contains("group") ||
@@ -297,15 +362,18 @@ std::unique_ptr<PreparedOp> prepare_attention(OpEnv& env, const Match& m) {
   const uint32_t ctx = u32(p.max_ctx);
   const AttentionSplits splits = attention_splits(env, H, hd);
   const uint32_t C = splits.C, S = splits.S;  // plain names: lambdas capture them
-  if (env.attn_counter.size < uint64_t(H) * 4) {
-    env.attn_counter = env.alloc.create(uint64_t(H) * 4, false, "attention split counters");
+  if (env.attn_counter.size < uint64_t(H + 1) * 4) {
+    env.attn_counter = env.alloc.create(uint64_t(H + 1) * 4, false, "attention split counters");
     env.alloc.fill(env.attn_counter, 0);
   }
+  // The output's readers are linear_8da4w ops: the last head merged quantizes it for them.
+  const bool oquant = (int64_t(H) * hd) % 4 == 0 && feeds_only_8da4w(c, m.y);
+  const auto [qs, qps] = act_scratch(c, int64_t(H) * hd);
   const uint32_t a16 = c.f16(m.q), c16 = c.f16(I[3]), y16 = c.f16(m.y);
   const bool any16 = a16 || c16 || y16 || n16 || r16;
   const Kernel& k =
-      env.kernels.get(std::string("attention_decode") + (any16 ? "_f16" : ""), 14, 11 * 4,
-                      {a16, c16, y16, m.qnorm != nullptr, m.qrope != nullptr, n16, r16});
+      env.kernels.get(std::string("attention_decode") + (any16 ? "_f16" : ""), 16, 11 * 4,
+                      {a16, c16, y16, m.qnorm != nullptr, m.qrope != nullptr, n16, r16, oquant});
   const BufRange nq = m.qnorm ? c.whole(m.qnorm->inputs[1]) : c.whole(I[2]),
                  nk = m.knorm ? c.whole(m.knorm->inputs[1]) : c.whole(I[2]);
   const std::vector<BufRange> r = {c.whole(m.q),
@@ -321,7 +389,9 @@ std::unique_ptr<PreparedOp> prepare_attention(OpEnv& env, const Match& m) {
                                    {env.step.buf, 0, env.step.size},
                                    table,
                                    nq,
-                                   nk};
+                                   nk,
+                                   qs,
+                                   qps};
   VkDescriptorSet set = env.kernels.make_set(k, r);
   const std::vector<uint32_t> push = {u32(H), u32(Hkv), u32(hd), fbits(scale), S,          C,
                                       R,      orig,     ctx,     fbits(qeps),  fbits(keps)};
@@ -331,11 +401,128 @@ std::unique_ptr<PreparedOp> prepare_attention(OpEnv& env, const Match& m) {
   const VkBuffer kc = c.buf(I[3]), vc = c.buf(I[4]);
   prepared->phases = {{{c.buf(m.q), c.buf(m.k), c.buf(I[2]), kc, vc, env.attn_part.buf},
                        {kc, vc, c.buf(m.y), env.attn_part.buf, env.attn_counter.buf}}};
+  if (oquant) {
+    prepared->phases[0].writes.insert(prepared->phases[0].writes.end(), {qs.buf, qps.buf});
+    prepared->quantizes = m.y;
+  }
+  return prepared;
+}
+
+// A tail run: its mat-vecs (in row chunks: one dispatch per chunk, no barrier between them, one
+// counter across all) and the row op after them, run by the workgroup that finishes last.
+std::unique_ptr<PreparedOp> prepare_tail(OpEnv& env, const Match& m) {
+  const Program& p = env.program;
+  Ctx c{env, *m.mv[0], p};
+  const Op& l0 = *m.mv[0];
+  const int64_t K = c.width(m.x), W = c.width(m.y), G = l0.attrs["group"].get<int64_t>();
+  const bool norm = m.pat->tail == Tail::Norm;
+  // The row's readers are linear_8da4w ops: quantize it for them, as the unfused producer would.
+  const bool tquant = W % 4 == 0 && feeds_only_8da4w(c, m.y);
+  const auto [q, qp] = act_scratch(c, std::max(K, W));
+  const BufRange qr = q, qpr = qp;  // (lambdas do not capture structured bindings in clang 14)
+  std::vector<Phase> phases;
+  const Kernel* kq = nullptr;
+  VkDescriptorSet qset = VK_NULL_HANDLE;
+  if (env.quant_src != m.x) {  // the step before did not quantize the input: quantize it first
+    kq = &c.kernel("linear_8da4w_quant", 3, 2, {c.f16(m.x)});
+    qset = env.kernels.make_set(*kq, std::vector<BufRange>{c.whole(m.x), qr, qpr});
+    phases.push_back({{c.buf(m.x)}, {qr.buf, qpr.buf}});
+  }
+  if (!env.tail_counter.buf) {
+    env.tail_counter = env.alloc.create(16, false, "tail run counter");
+    env.alloc.fill(env.tail_counter, 0);
+  }
+  // The tail's operands (linear_8da4w.comp bindings 7-10).
+  const int32_t ta = norm ? m.residual : m.mv[0]->outputs[0],
+                tb = norm ? m.norm->inputs[1] : m.mv[1]->outputs[0],
+                ts = norm ? m.add->outputs[0] : m.y, tn = m.y;
+  if (norm)
+    c.need(p.tensors[tb].dtype == DType::F32 && p.tensors[tb].shape == std::vector<int64_t>{W} &&
+               c.width(m.residual) == W && c.width(l0.outputs[0]) == W,
+           "bad norm weight or residual");
+  const bool y16 = c.f16(l0.outputs[0]);
+  for (const Op* l : m.mv)
+    c.need(c.f16(l->outputs[0]) == y16 && c.width(l->outputs[0]) == W,
+           "the tail's mat-vecs must share one shape and dtype");
+  const uint32_t bpl =
+      ceil_div(static_cast<uint64_t>(K / 32), std::max<uint32_t>(1, env.ctx.info().subgroup_min));
+  const uint32_t a16 = c.f16(ta), b16 = norm ? 0u : c.f16(tb), s16 = c.f16(ts), n16 = c.f16(tn);
+  // Spec constants 1-15 (linear_8da4w.comp): Y16, five unused, TT = 1, BPL, then the tail's.
+  const std::vector<uint32_t> spec = {y16, 0,   0,   0,   0,
+                                      0,   0,   1,   bpl, static_cast<uint32_t>(m.pat->tail),
+                                      a16, b16, s16, n16, tquant};
+  const bool any16 = y16 || a16 || b16 || s16 || n16;
+  c.need(!any16 || env.ctx.use_fp16(), "fp16 tensors need 16-bit storage");
+  const std::string name = std::string("linear_8da4w_b32_tail") +
+                           (env.ctx.use_int_dot() ? "_idot" : "") + (any16 ? "_f16" : "");
+  const Kernel& k = env.kernels.get(name, 13, 10 * 4, spec);
+  std::vector<uint32_t> spec_none = spec;  // SwiGLU: the gate's dispatches have no tail
+  spec_none[9] = 2;
+  const Kernel& k_none = env.kernels.get(name, 13, 10 * 4, spec_none);
+  // Rows per workgroup: one per subgroup of the 256 threads (more on CPU devices, as matvec_rows).
+  const uint32_t sg = std::max<uint32_t>(1, env.ctx.info().subgroup_size);
+  struct Dispatch {
+    const Kernel* k;
+    VkDescriptorSet set;
+    std::vector<uint32_t> push;
+    uint32_t groups;
+    bool barrier_before;  // SwiGLU: the up projection's first dispatch (its tail reads the gate)
+  };
+  std::vector<Dispatch> ds;
+  const std::vector<uint64_t> rb = {static_cast<uint64_t>(K / 2), static_cast<uint64_t>(K / G) * 4,
+                                    static_cast<uint64_t>(K / G) * 4};
+  uint32_t total = 0;  // the tail's dispatches' workgroups
+  for (const Op* l : m.mv) {
+    const bool has_tail = l == m.mv.back();
+    const int64_t N = p.tensors[l->inputs[1]].shape[0];
+    bool first_chunk = true;
+    for (const RowChunk& ch : row_chunks(c, N, rb)) {
+      const uint32_t R = std::max<uint32_t>(256 / sg, env.ctx.matvec_rows(ch.rows) * 4);
+      std::vector<BufRange> r = {qr, qpr};
+      for (int b = 0; b < 3; ++b) r.push_back(chunk_range(c, l->inputs[1 + b], rb[b], ch));
+      r.push_back(c.whole(l->outputs[0]));
+      r.push_back({env.tail_counter.buf, 0, env.tail_counter.size});
+      for (int32_t t : {ta, tb, ts, tn}) r.push_back(c.whole(t));
+      r.push_back(qr);
+      r.push_back(qpr);
+      const uint32_t groups = ceil_div(ch.rows, R);
+      const Kernel& kk = has_tail ? k : k_none;
+      ds.push_back({&kk,
+                    env.kernels.make_set(kk, r),
+                    {u32(K), u32(ch.rows), u32(ch.r0), u32(N), 1, u32(G), R, 0, u32(W),
+                     fbits(norm ? m.norm->attrs.value("eps", 1e-6f) : 0.0f)},
+                    groups,
+                    has_tail && first_chunk && m.mv.size() > 1});
+      if (has_tail) total += groups;
+      first_chunk = false;
+    }
+  }
+  for (Dispatch& d : ds) d.push[7] = total;
+  // Phases: [the input's quantization], [SwiGLU: the gate rows], then the tail's mat-vec and row.
+  if (!norm) phases.push_back({{qr.buf, qpr.buf}, {c.buf(ta)}});
+  std::vector<VkBuffer> writes = {c.buf(m.mv.back()->outputs[0]), c.buf(ts), c.buf(tn)};
+  if (tquant) writes.insert(writes.end(), {qr.buf, qpr.buf});
+  phases.push_back({{qr.buf, qpr.buf, c.buf(ta)}, writes});
+  auto prepared = std::make_unique<PreparedOp>(
+      [ds, kq, qset, K](VkCommandBuffer cb, int) {
+        if (kq) {
+          dispatch_flat(cb, *kq, qset, {u32(K), 1}, 1);
+          compute_barrier(cb);
+        }
+        for (const Dispatch& d : ds) {
+          if (d.barrier_before) compute_barrier(cb);
+          dispatch_flat(cb, *d.k, d.set, d.push, d.groups);
+        }
+      },
+      nullptr);
+  prepared->phases = std::move(phases);
+  prepared->quantizes = tquant ? m.y : (kq ? m.x : -1);
   return prepared;
 }
 
 std::unique_ptr<PreparedOp> prepare(OpEnv& env, const Match& m) {
   if (m.pat->kind == Kind::Attention) return prepare_attention(env, m);
+  if (m.pat->kind == Kind::Tail) return prepare_tail(env, m);
   const Program& p = env.program;
   Ctx c{env, *m.mv[0], p};
   const bool f16x = c.f16(m.x);
@@ -433,7 +620,7 @@ std::vector<FusedRun> find_fused_runs(const Program& p, const std::string& unfus
       ++k;
       continue;
     }
-    runs.push_back({m->first, m->last, m->pat->name});
+    runs.push_back({m->first, m->last, m->pat->name, m->pat->kind == Kind::Matvec});
     k = m->last + 1;
   }
   // The unfused ops share state a run does not produce, so some ops fuse together or not at all:
@@ -442,11 +629,14 @@ std::vector<FusedRun> find_fused_runs(const Program& p, const std::string& unfus
   //   covered by a run, and a run ending in such an add needs the norm's run after it;
   // - the linear_8da4w readers of one tensor share one int8 scratch, written by the first of them
   //   or by the norm that produces the tensor: all of them (and that norm) are in runs, or none.
+  //   (Mat-vec runs derive the int8 row privately; tail and attention runs write the scratch as
+  //   the unfused ops do, so only mat-vec runs count here.)
   std::vector<int> covered(p.ops.size(), 0);
   auto cover = [&] {
     std::fill(covered.begin(), covered.end(), 0);
     for (const FusedRun& r : runs)
-      for (size_t k = r.first; k <= r.last; ++k) covered[k] = 1;
+      if (r.private_scratch)
+        for (size_t k = r.first; k <= r.last; ++k) covered[k] = 1;
   };
   std::vector<std::vector<size_t>> scratch_groups;
   for (size_t t = 0; t < p.tensors.size(); ++t) {
@@ -469,7 +659,7 @@ std::vector<FusedRun> find_fused_runs(const Program& p, const std::string& unfus
       if (n == 0 || n == g.size()) continue;
       for (size_t i = 0; i < runs.size() && !changed; ++i)
         for (size_t k : g)
-          if (k >= runs[i].first && k <= runs[i].last) {
+          if (runs[i].private_scratch && k >= runs[i].first && k <= runs[i].last) {
             runs.erase(runs.begin() + static_cast<std::ptrdiff_t>(i));
             changed = true;
             break;

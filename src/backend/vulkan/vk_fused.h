@@ -14,7 +14,8 @@ namespace vkllm::vk {
 // Ops first..last of the program, recorded as one step of a one-token forward.
 struct FusedRun {
   size_t first = 0, last = 0;
-  std::string pattern;  // the table's name for it, e.g. "rms_norm+linear_8da4w x3"
+  std::string pattern;           // the table's name for it, e.g. "rms_norm+linear_8da4w x3"
+  bool private_scratch = false;  // derives its int8 rows itself (not in the shared scratch)
 };
 
 // The program's fused runs for one-token forwards, in program order, none overlapping. Ops of

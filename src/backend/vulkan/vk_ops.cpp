@@ -74,6 +74,10 @@ std::unique_ptr<PreparedOp> prep_embedding(Ctx c) {
       id_check(c, V));
 }
 
+}  // namespace
+
+namespace detail {
+
 // The int8 activation scratch of linear_8da4w (shared by all ops; allocated by the first user).
 std::pair<BufRange, BufRange> act_scratch(Ctx& c, int64_t K) {
   OpEnv& e = c.env;
@@ -100,6 +104,10 @@ bool feeds_only_8da4w(const Ctx& c, int32_t y) {
       }
   return any;
 }
+
+}  // namespace detail
+
+namespace {
 
 // The index of the op being prepared in its program.
 size_t op_index(const Ctx& c) {
@@ -147,6 +155,7 @@ std::unique_ptr<PreparedOp> prep_rms_norm(Ctx c) {
   Phase ph{{c.buf(xin), c.buf(x)}, {c.buf(y)}};
   if (add) ph = {{c.buf(xin), c.buf(add->inputs[1])}, {c.buf(x), c.buf(y)}};
   if (quant) ph.writes.insert(ph.writes.end(), {c.env.act_q.buf, c.env.act_qp.buf});
+  if (quant) prepared->quantizes = y;
   prepared->phases = {ph};
   return prepared;
 }
@@ -243,6 +252,7 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
   if (f == "linear_8da4w") {
     const std::vector<VkBuffer> scratch = {c.env.act_q.buf, c.env.act_qp.buf};
     if (kq) prepared->phases.push_back({{c.buf(x)}, scratch});
+    if (kq) prepared->quantizes = x;
     prepared->phases.push_back({scratch, {c.buf(y)}});
   }
   return prepared;

@@ -38,7 +38,8 @@ struct OpEnv {
   // Split-K attention partials of a decode step, shared by the attention ops (each one's combine
   // pass is done before the next one starts: a barrier always lies between layers).
   Buffer attn_part;
-  Buffer attn_counter;  // the fused decode attention's per-head split counters (zero between uses)
+  Buffer attn_counter;  // the fused decode attention's counters: one per head and one for the row
+  Buffer tail_counter;  // the tail runs' finished-workgroup counter (zero between uses)
 };
 
 // One stage of a recorded op: the buffers it reads and writes.
@@ -63,6 +64,9 @@ class PreparedOp {
   // fused into the rms_norm that reads its output: add_fuses_into_next). The executor plans the
   // pair as one op.
   bool fused_into_next = false;
+  // The tensor whose int8 quantization the op writes to the shared scratch (-1: none), so that a
+  // plan knows which tensor the scratch holds after the op (OpEnv::quant_src).
+  int32_t quantizes = -1;
   // Records the op's dispatches (with barriers between its own stages; none after the last).
   void record(VkCommandBuffer cb, int T) const { record_(cb, T); }
   // Host-side checks of the forward's inputs (token ids in range).

@@ -154,4 +154,10 @@ inline AttentionSplits attention_splits(OpEnv& env, int H, int hd) {
 // once per executor.
 BufRange rope_table(Ctx& c, const std::vector<int32_t>& invs, int R, float a);
 
+// The int8 activation scratch of linear_8da4w (shared by all ops; allocated by the first user).
+std::pair<BufRange, BufRange> act_scratch(Ctx& c, int64_t K);
+// Does tensor y go only to linear_8da4w ops (as their input), so that its producer can quantize
+// it for them?
+bool feeds_only_8da4w(const Ctx& c, int32_t y);
+
 }  // namespace vkllm::vk::detail

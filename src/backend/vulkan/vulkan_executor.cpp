@@ -162,17 +162,24 @@ class VulkanExecutor final : public Executor {
     // fused runs as one step each (vk_fused.h) and the other ops alone.
     for (size_t k = 0; k < ops_.size(); ++k)
       prefill_.steps.push_back({k, k, ops_[k].get(), profile_key(k)});
+    // The decode plan's steps run in their own order: which tensor the int8 scratch holds before
+    // each (OpEnv::quant_src, read by the runs that may skip quantizing their input) follows it.
+    env.quant_src = -1;
     for (size_t k = 0, r = 0; k < ops_.size();) {
+      const PreparedOp* done = nullptr;
       if (r < runs.size() && runs[r].first == k) {
         fused_.push_back(prepare_fused(env, runs[r], corrupt_family_));
+        done = fused_.back().get();
         decode_.steps.push_back(
             {k, runs[r].last, fused_.back().get(),
              fmt::format("{} {}", runs[r].pattern, widths(runs[r].first, runs[r].last))});
         k = runs[r++].last + 1;
       } else {
+        done = ops_[k].get();
         decode_.steps.push_back({k, k, ops_[k].get(), profile_key(k)});
         ++k;
       }
+      if (done->quantizes >= 0) env.quant_src = done->quantizes;
     }
     plan_barriers(prefill_, false);
     plan_barriers(decode_, true);

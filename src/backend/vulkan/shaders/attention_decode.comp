@@ -9,7 +9,9 @@
 //    registers by every workgroup and written to the caches by one (split c of the position,
 //    first query head of the kv head), so no workgroup reads a cache row written in this dispatch;
 //  - the split merge: each non-empty split writes its partial, and the last to finish (a counter
-//    per head) merges them in attention.comp's combine order and resets the counter.
+//    per head) merges them in attention.comp's combine order and resets the counter;
+//  - OQUANT (when the output's readers are linear_8da4w ops): the last head to be merged (one more
+//    counter, after the heads') quantizes the whole output row for them, as linear_8da4w_quant.
 // Every intermediate is rounded to the dtype the unfused program stores it in, so the output is
 // bit-identical with the unfused ops on the same device.
 #extension GL_KHR_shader_subgroup_arithmetic : require
@@ -22,6 +24,7 @@ layout(constant_id = 4) const bool QKNORM = false;
 layout(constant_id = 5) const bool ROPE = false;
 layout(constant_id = 6) const bool N16 = false;   // the normed q / k, as stored
 layout(constant_id = 7) const bool R16 = false;   // the rotated q / k, as stored
+layout(constant_id = 8) const bool OQUANT = false;
 DECL_FBUF(0, q, readonly)
 DECL_FBUF(1, k, readonly)
 DECL_FBUF(2, v, readonly)
@@ -29,7 +32,7 @@ DECL_FBUF(3, kc, writeonly)  // written by one workgroup (row pos), never read h
 DECL_FBUF(4, kcr, readonly)  // the same caches, read at rows < pos
 DECL_FBUF(5, vc, writeonly)
 DECL_FBUF(6, vcr, readonly)
-DECL_FBUF(7, o, writeonly)
+DECL_FBUF(7, o, coherent)  // read back by the quantizing workgroup (OQUANT)
 layout(std430, binding = 8) coherent buffer P { float part[]; };
 layout(std430, binding = 9) coherent buffer CNT { uint counter[]; };
 DECL_STEP(10)
@@ -42,11 +45,36 @@ layout(push_constant) uniform PC {
   uint S, C, R, orig, ctx;
   float qeps, keps;
 } pc;
+#define QUANT_ROW_BINDING 14
+#include "quant.glsl"
+float row_value(uint r, uint j) { return LOADF(o, Y16, j); }
 shared float qs[256], ks[256], vs[256], tmp[256];  // head_dim <= 256
 shared float red[WG];  // one entry per subgroup
 shared float ps[WG];
 shared float ss[WG];  // the tile's scores
 shared uint last_split;
+
+// OQUANT: called by each head's workgroup that wrote the head's output; the last of them quantizes
+// the whole row for the linear_8da4w ops that read it (counter H, after the heads').
+void quant_tail() {
+  if (!OQUANT) return;
+  const uint tid = gl_LocalInvocationID.x;
+  memoryBarrierBuffer();
+  barrier();
+  if (tid == 0u) last_split = atomicAdd(counter[pc.H], 1u) == pc.H - 1u ? 1u : 0u;
+  barrier();
+  if (last_split == 0u) return;
+  memoryBarrierBuffer();
+  const uint row = pc.H * pc.hd;
+  float lo = 0.0, hi = 0.0;
+  for (uint j = tid; j < row; j += WG) {
+    const float v = row_value(0u, j);
+    lo = min(lo, v);
+    hi = max(hi, v);
+  }
+  quantize_row(0u, row, lo, hi);
+  if (tid == 0u) counter[pc.H] = 0u;
+}
 
 float round_to(bool f16, float x) {
 #ifdef VKLLM_F16
@@ -191,6 +219,7 @@ void main() {
       const uint i = tid + r * WG;
       if (i < pc.hd) STOREF(o, Y16, h * pc.hd + i, acc[r] / l);
     }
+    quant_tail();
     return;
   }
   const uint stride = pc.hd + 2u, at = g * stride;
@@ -231,4 +260,5 @@ void main() {
     STOREF(o, Y16, h * pc.hd + i, a / ll);
   }
   if (tid == 0u) counter[h] = 0u;
+  quant_tail();
 }

@@ -9,8 +9,21 @@
 // VKLLM_B32 (G % 32 == 0, every real model): 32 weights at a time with 16-byte loads (one uvec4
 // of nibbles, two of int8 activations), lanes on adjacent blocks when a group's blocks fit a
 // subgroup in a power of two; otherwise four at a time.
+// VKLLM_TAIL (decode steps, vk_fused.cpp): 256 threads a workgroup, and the last workgroup to finish
+// (a counter shared by every dispatch of the step) runs the one-row op that reads the mat-vecs'
+// outputs, so it needs no dispatch and barrier of its own: the residual add and the next RMS norm
+// (TAIL 0, rms_norm.glsl), or SwiGLU of the gate and up rows (TAIL 1: the up projection's
+// dispatch, after the gate's, which runs with TAIL 2: no tail); then, when the row's readers
+// are linear_8da4w ops, its int8 quantization for them (quant.glsl). The same arithmetic as the
+// unfused ops, so the rows are bit-identical with theirs.
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
+#ifdef VKLLM_TAIL
+#define WG 256
+#define Y_QUAL coherent
+#else
+#define Y_QUAL writeonly
+#endif
 #include "common.glsl"
 #include "matvec.glsl"
 #ifdef VKLLM_IDOT
@@ -39,8 +52,14 @@ layout(std430, binding = 2) readonly buffer Q { uint q[]; };
 layout(std430, binding = 1) readonly buffer QP { uint qp[]; };
 layout(std430, binding = 3) readonly buffer S { float s[]; };
 layout(std430, binding = 4) readonly buffer WS { int wsum[]; };
-DECL_FBUF(5, y, writeonly)
-layout(push_constant) uniform PC { uint K, Nc, n0, N, T, G, R; } pc;
+DECL_FBUF(5, y, Y_QUAL)
+layout(push_constant) uniform PC {
+  uint K, Nc, n0, N, T, G, R;
+#ifdef VKLLM_TAIL
+  uint groups, W;  // workgroups of every dispatch of the step; the tail row's width
+  float eps;
+#endif
+} pc;
 
 // The CPU's per-group term: (s * sx) * float(dot - zp * wsum), integers before any rounding.
 void add_group(uint n, uint g, uint ng, int d[TT], float sx[TT], int zp[TT], inout float acc[TT]) {
@@ -75,7 +94,7 @@ void block_dot(uint n, uint b, uint t0, inout int d[TT]) {
 }
 #endif
 
-void main() {
+void matvec() {
   uint row0, t0;
   if (!matvec_block(pc.Nc, pc.R, pc.T, row0, t0)) return;
   const uint lane = gl_SubgroupInvocationID, ng = pc.K / pc.G;
@@ -162,4 +181,73 @@ void main() {
       if (lane == 0u && t0 + i < pc.T) STOREF(y, Y16, (t0 + i) * pc.N + pc.n0 + n, sum);
     }
   }
+}
+
+#ifdef VKLLM_TAIL
+layout(constant_id = 10) const uint TAIL = 0;  // 0: add + rms_norm, 1: swiglu, 2: none (the gate)
+layout(constant_id = 11) const bool A16 = false;     // add: the residual; swiglu: the gate rows
+layout(constant_id = 12) const bool B16 = false;     // swiglu: the up rows
+layout(constant_id = 13) const bool S16 = false;     // the add's sum, or the swiglu output
+layout(constant_id = 14) const bool N16 = false;     // the normalized row
+layout(constant_id = 15) const bool TQUANT = false;  // quantize the tail's row
+layout(std430, binding = 6) coherent buffer CNT { uint counter[]; };
+DECL_FBUF(7, ta, coherent)   // add: the residual; swiglu: the gate rows
+DECL_FBUF(8, tb, coherent)   // add: the norm weight (fp32); swiglu: the up rows
+DECL_FBUF(9, ts, writeonly)  // the add's sum, or the swiglu output
+DECL_FBUF(10, tn, writeonly) // the normalized row
+#define QUANT_ROW_BINDING 11
+#include "quant.glsl"
+
+float round_to(bool f16, float v) {
+#ifdef VKLLM_F16
+  if (f16) return float(float16_t(v));
+#endif
+  return v;
+}
+// rms_norm.glsl's input: this step's mat-vec output plus the residual, as rms_norm_add sums them.
+float norm_in(uint i) { return round_to(S16, LOADF(y, Y16, i) + LOADF(ta, A16, i)); }
+void norm_keep(uint i, float v) { STOREF(ts, S16, i, v); }
+float norm_w(uint j) { return LOADF(tb, false, j); }
+void norm_out(uint i, float v) { STOREF(tn, N16, i, v); }
+float norm_round(float v) { return round_to(N16, v); }
+#define NORM_QUANT TQUANT
+#include "rms_norm.glsl"
+// swiglu.comp's value, rounded as its output stores it.
+float swiglu_value(uint j) {
+  const float gv = LOADF(ta, A16, j);
+  return round_to(S16, gv / (1.0 + exp(-gv)) * LOADF(tb, B16, j));
+}
+float row_value(uint r, uint j) { return TAIL == 0u ? normed(0u, j) : swiglu_value(j); }
+
+shared uint tail_last;
+void tail() {
+  if (TAIL == 2u) return;
+  const uint tid = gl_LocalInvocationID.x;
+  memoryBarrierBuffer();
+  barrier();
+  if (tid == 0u) tail_last = atomicAdd(counter[0], 1u) == pc.groups - 1u ? 1u : 0u;
+  barrier();
+  if (tail_last == 0u) return;
+  memoryBarrierBuffer();
+  if (TAIL == 0u) {
+    norm_row(0u, pc.W, pc.eps);
+  } else {
+    float lo = 0.0, hi = 0.0;
+    for (uint j = tid; j < pc.W; j += WG) {
+      const float v = swiglu_value(j);
+      STOREF(ts, S16, j, v);
+      lo = min(lo, v);
+      hi = max(hi, v);
+    }
+    if (TQUANT) quantize_row(0u, pc.W, lo, hi);
+  }
+  if (tid == 0u) counter[0] = 0u;
+}
+#endif
+
+void main() {
+  matvec();
+#ifdef VKLLM_TAIL
+  tail();
+#endif
 }

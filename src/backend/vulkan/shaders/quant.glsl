@@ -74,8 +74,9 @@ uint quant_value(float xv, float sc, float rcp, int zp) {
 }
 
 #ifdef QUANT_ROW_BINDING
-layout(std430, binding = QUANT_ROW_BINDING) writeonly buffer QX { uint qx[]; };
-layout(std430, binding = QUANT_ROW_BINDING + 1) writeonly buffer QP { uint qp[]; };
+// (Named apart from the int8 input bindings of the linear_8da4w kernels, which may include this too.)
+layout(std430, binding = QUANT_ROW_BINDING) writeonly buffer QXW { uint qx_w[]; };
+layout(std430, binding = QUANT_ROW_BINDING + 1) writeonly buffer QPW { uint qp_w[]; };
 
 // Element j of output row r exactly as the op stores it (defined by the includer; it may read the
 // op's inputs but not its output, which other threads of the workgroup write).
@@ -89,15 +90,15 @@ void quantize_row(uint r, uint G, float lo, float hi) {
   int zp;
   quant_params(lo, hi, sc, zp);
   if (tid == 0) {
-    qp[2 * r] = floatBitsToUint(sc);
-    qp[2 * r + 1] = uint(zp);
+    qp_w[2 * r] = floatBitsToUint(sc);
+    qp_w[2 * r + 1] = uint(zp);
   }
   const float rcp = 1.0 / sc;
   for (uint k4 = tid; k4 < G / 4u; k4 += WG) {
     uint packed = 0u;
     [[unroll]] for (uint e = 0; e < 4u; ++e)
       packed |= quant_value(row_value(r, 4u * k4 + e), sc, rcp, zp) << (8u * e);
-    qx[r * (G / 4u) + k4] = packed;
+    qx_w[r * (G / 4u) + k4] = packed;
   }
 }
 #endif

@@ -1,0 +1,57 @@
+// The RMS norm of one row, y = x / sqrt(mean(x^2) + eps) * w, shared by rms_norm.comp and the norm
+// tail of linear_8da4w.comp (a decode step's norm run by the last workgroup of the mat-vec before
+// it), so both sum and round in one order and their rows are bit-identical. 256 threads, each
+// issuing four independent loads at a time. Before including, the includer defines WG and:
+//   float norm_in(uint i)            element i of the input (with the residual add before the
+//                                    norm: a + b rounded as its sum s is stored),
+//   void norm_keep(uint i, float v)  stores the sum s (does nothing without the add),
+//   float norm_w(uint j)             the weight,
+//   void norm_out(uint i, float v)   stores y,  float norm_round(float v): rounds v as y stores it;
+// and, to quantize the row for the linear_8da4w ops that read it (quant.glsl included first, the
+// includer's row_value(r, j) returning normed(r * G, j)), NORM_QUANT: a constant bool.
+shared float norm_red[WG];
+float norm_inv;
+
+// Element j of the normalized row of the row starting at base, as y stores it.
+float normed(uint base, uint j) { return norm_round(norm_w(j) * (norm_in(base + j) * norm_inv)); }
+
+// Normalizes row r of G values; every thread of the workgroup calls it.
+void norm_row(uint r, uint G, float eps) {
+  const uint tid = gl_LocalInvocationID.x, base = r * G;
+  vec4 ss = vec4(0.0);
+  uint j = tid;
+  for (; j + 3u * WG < G; j += 4u * WG) {
+    const vec4 v = vec4(norm_in(base + j), norm_in(base + j + WG), norm_in(base + j + 2u * WG),
+                        norm_in(base + j + 3u * WG));
+    norm_keep(base + j, v.x);
+    norm_keep(base + j + WG, v.y);
+    norm_keep(base + j + 2u * WG, v.z);
+    norm_keep(base + j + 3u * WG, v.w);
+    ss += v * v;
+  }
+  for (; j < G; j += WG) {
+    const float v = norm_in(base + j);
+    norm_keep(base + j, v);
+    ss.x += v * v;
+  }
+  const float part = subgroupAdd((ss.x + ss.y) + (ss.z + ss.w));
+  if (subgroupElect()) norm_red[gl_SubgroupID] = part;
+  barrier();
+  float total = 0.0;
+  for (uint i = 0; i < gl_NumSubgroups; ++i) total += norm_red[i];
+  norm_inv = 1.0 / sqrt(total / float(G) + eps);
+#ifdef NORM_QUANT
+  if (NORM_QUANT) {
+    float lo = 0.0, hi = 0.0;
+    for (j = tid; j < G; j += WG) {
+      const float v = normed(base, j);
+      norm_out(base + j, v);
+      lo = min(lo, v);
+      hi = max(hi, v);
+    }
+    quantize_row(r, G, lo, hi);
+    return;
+  }
+#endif
+  for (j = tid; j < G; j += WG) norm_out(base + j, normed(base, j));
+}
