@@ -99,6 +99,7 @@ DeviceInfo query(VkPhysicalDevice pd, uint32_t index) {
   d.type = type_name(base.deviceType);
   d.api_version = version_string(base.apiVersion);
   d.max_storage_range = base.limits.maxStorageBufferRange;
+  d.max_shared = base.limits.maxComputeSharedMemorySize;
   d.min_storage_align = static_cast<uint32_t>(base.limits.minStorageBufferOffsetAlignment);
   d.timestamp_period = base.limits.timestampPeriod;
   const auto exts = device_exts(pd);

@@ -25,6 +25,7 @@ struct DeviceInfo {
   uint32_t api = 0;
   uint64_t device_local_bytes = 0;
   uint32_t subgroup_size = 0, subgroup_min = 0, subgroup_max = 0;
+  uint32_t max_shared = 0;  // maxComputeSharedMemorySize, bytes
   bool subgroup_size_control = false;
   bool subgroup_arith = false;  // subgroup arithmetic and shuffles in compute shaders (required)
   bool fp16_arith = false, storage16 = false, storage8 = false, int8_arith = false;

@@ -59,6 +59,7 @@ constexpr Pattern kPatterns[] = {
     {"attention", Kind::Attention},
 };
 constexpr uint32_t kWG = 256, kMaxK = 32 * kWG;  // linear_8da4w_fused.comp: MAXV values a thread
+constexpr uint32_t kTailShared = 40 * 1024;      // linear_8da4w.comp VKLLM_TAIL: shared bytes
 
 struct Match {
   const Pattern* pat = nullptr;
@@ -455,63 +456,67 @@ std::unique_ptr<PreparedOp> prepare_tail(OpEnv& env, const Match& m) {
   c.need(!any16 || env.ctx.use_fp16(), "fp16 tensors need 16-bit storage");
   const std::string name = std::string("linear_8da4w_b32_tail") +
                            (env.ctx.use_int_dot() ? "_idot" : "") + (any16 ? "_f16" : "");
-  const Kernel& k = env.kernels.get(name, 13, 10 * 4, spec);
-  std::vector<uint32_t> spec_none = spec;  // SwiGLU: the gate's dispatches have no tail
+  const Kernel& k = env.kernels.get(name, 17, 11 * 4, spec);
+  std::vector<uint32_t> spec_none = spec;  // the dispatches before the last have no tail
   spec_none[9] = 2;
-  const Kernel& k_none = env.kernels.get(name, 13, 10 * 4, spec_none);
+  const Kernel& k_none = env.kernels.get(name, 17, 11 * 4, spec_none);
+  // One dispatch per row chunk of the weights (a SwiGLU dispatch computes the chunk's gate and up
+  // rows, the up's in the second half of its workgroups); the chunks before the last run without
+  // the tail, then a barrier, then the last with it (its counter counts its own workgroups).
   // Rows per workgroup: one per subgroup of the 256 threads (more on CPU devices, as matvec_rows).
   const uint32_t sg = std::max<uint32_t>(1, env.ctx.info().subgroup_size);
+  const Op* l1 = m.mv.size() > 1 ? m.mv[1] : nullptr;
+  if (l1) c.need(l1->attrs["group"] == l0.attrs["group"], "gate and up must share one group size");
+  const int64_t N = p.tensors[l0.inputs[1]].shape[0];
+  const std::vector<uint64_t> rb = {static_cast<uint64_t>(K / 2), static_cast<uint64_t>(K / G) * 4,
+                                    static_cast<uint64_t>(K / G) * 4};
   struct Dispatch {
     const Kernel* k;
     VkDescriptorSet set;
     std::vector<uint32_t> push;
     uint32_t groups;
-    bool barrier_before;  // SwiGLU: the up projection's first dispatch (its tail reads the gate)
   };
   std::vector<Dispatch> ds;
-  const std::vector<uint64_t> rb = {static_cast<uint64_t>(K / 2), static_cast<uint64_t>(K / G) * 4,
-                                    static_cast<uint64_t>(K / G) * 4};
-  uint32_t total = 0;  // the tail's dispatches' workgroups
-  for (const Op* l : m.mv) {
-    const bool has_tail = l == m.mv.back();
-    const int64_t N = p.tensors[l->inputs[1]].shape[0];
-    bool first_chunk = true;
-    for (const RowChunk& ch : row_chunks(c, N, rb)) {
-      const uint32_t R = std::max<uint32_t>(256 / sg, env.ctx.matvec_rows(ch.rows) * 4);
-      std::vector<BufRange> r = {qr, qpr};
-      for (int b = 0; b < 3; ++b) r.push_back(chunk_range(c, l->inputs[1 + b], rb[b], ch));
-      r.push_back(c.whole(l->outputs[0]));
-      r.push_back({env.tail_counter.buf, 0, env.tail_counter.size});
-      for (int32_t t : {ta, tb, ts, tn}) r.push_back(c.whole(t));
-      r.push_back(qr);
-      r.push_back(qpr);
-      const uint32_t groups = ceil_div(ch.rows, R);
-      const Kernel& kk = has_tail ? k : k_none;
-      ds.push_back({&kk,
-                    env.kernels.make_set(kk, r),
-                    {u32(K), u32(ch.rows), u32(ch.r0), u32(N), 1, u32(G), R, 0, u32(W),
-                     fbits(norm ? m.norm->attrs.value("eps", 1e-6f) : 0.0f)},
-                    groups,
-                    has_tail && first_chunk && m.mv.size() > 1});
-      if (has_tail) total += groups;
-      first_chunk = false;
-    }
+  const std::vector<RowChunk> chunks = row_chunks(c, N, rb);
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    const RowChunk& ch = chunks[i];
+    const uint32_t R = std::max<uint32_t>(256 / sg, env.ctx.matvec_rows(ch.rows) * 4);
+    std::vector<BufRange> r = {qr, qpr};
+    for (int b = 0; b < 3; ++b) r.push_back(chunk_range(c, l0.inputs[1 + b], rb[b], ch));
+    r.push_back(c.whole(l0.outputs[0]));
+    r.push_back({env.tail_counter.buf, 0, env.tail_counter.size});
+    for (int32_t t : {ta, tb, ts, tn}) r.push_back(c.whole(t));
+    r.push_back(qr);
+    r.push_back(qpr);
+    const Op& second = l1 ? *l1 : l0;  // bindings 13-16 (unused without a second mat-vec)
+    for (int b = 0; b < 3; ++b) r.push_back(chunk_range(c, second.inputs[1 + b], rb[b], ch));
+    r.push_back(c.whole(second.outputs[0]));
+    const uint32_t per = ceil_div(ch.rows, R), groups = l1 ? 2 * per : per;
+    const Kernel& kk = i + 1 == chunks.size() ? k : k_none;
+    ds.push_back({&kk,
+                  env.kernels.make_set(kk, r),
+                  {u32(K), u32(ch.rows), u32(ch.r0), u32(N), 1, u32(G), R, groups, u32(W),
+                   fbits(norm ? m.norm->attrs.value("eps", 1e-6f) : 0.0f), l1 ? per : groups},
+                  groups});
   }
-  for (Dispatch& d : ds) d.push[7] = total;
-  // Phases: [the input's quantization], [SwiGLU: the gate rows], then the tail's mat-vec and row.
-  if (!norm) phases.push_back({{qr.buf, qpr.buf}, {c.buf(ta)}});
-  std::vector<VkBuffer> writes = {c.buf(m.mv.back()->outputs[0]), c.buf(ts), c.buf(tn)};
+  // Phases: [the input's quantization], [the chunks before the last], the last chunk and the tail.
+  std::vector<VkBuffer> outs = {c.buf(l0.outputs[0])};
+  if (l1) outs.push_back(c.buf(l1->outputs[0]));
+  if (chunks.size() > 1) phases.push_back({{qr.buf, qpr.buf}, outs});
+  std::vector<VkBuffer> writes = outs, reads = {qr.buf, qpr.buf, c.buf(ta)};
+  if (chunks.size() > 1) reads.insert(reads.end(), outs.begin(), outs.end());
+  writes.insert(writes.end(), {c.buf(ts), c.buf(tn)});
   if (tquant) writes.insert(writes.end(), {qr.buf, qpr.buf});
-  phases.push_back({{qr.buf, qpr.buf, c.buf(ta)}, writes});
+  phases.push_back({reads, writes});
   auto prepared = std::make_unique<PreparedOp>(
       [ds, kq, qset, K](VkCommandBuffer cb, int) {
         if (kq) {
           dispatch_flat(cb, *kq, qset, {u32(K), 1}, 1);
           compute_barrier(cb);
         }
-        for (const Dispatch& d : ds) {
-          if (d.barrier_before) compute_barrier(cb);
-          dispatch_flat(cb, *d.k, d.set, d.push, d.groups);
+        for (size_t i = 0; i < ds.size(); ++i) {
+          if (i > 0 && i + 1 == ds.size()) compute_barrier(cb);
+          dispatch_flat(cb, *ds[i].k, ds[i].set, ds[i].push, ds[i].groups);
         }
       },
       nullptr);
@@ -609,13 +614,15 @@ bool disabled(const Pattern& pat) {
 }  // namespace
 
 std::vector<FusedRun> find_fused_runs(const Program& p, const std::string& unfused_family,
-                                      uint32_t subgroup_min) {
-  Matcher matcher(p, subgroup_min);
+                                      const DeviceInfo& dev) {
+  Matcher matcher(p, dev.subgroup_min);
   std::vector<FusedRun> runs;
   for (size_t k = 0; k < p.ops.size();) {
     std::optional<Match> m;
     for (const Pattern& pat : kPatterns)
-      if (!disabled(pat) && (m = matcher.at(k, pat, unfused_family))) break;
+      if (!disabled(pat) && (pat.kind != Kind::Tail || dev.max_shared >= kTailShared) &&
+          (m = matcher.at(k, pat, unfused_family)))
+        break;
     if (!m) {
       ++k;
       continue;

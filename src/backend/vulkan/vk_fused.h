@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/vulkan/vk_context.h"
 #include "backend/vulkan/vk_ops.h"
 
 namespace vkllm::vk {
@@ -21,9 +22,10 @@ struct FusedRun {
 // The program's fused runs for one-token forwards, in program order, none overlapping. Ops of
 // family `unfused_family` are never fused (the test corruption switch zeroes their real outputs).
 // Needs only the program: the executor plans buffer liveness from the runs before preparing them.
-// subgroup_min: the device's smallest subgroup size (the mat-vec kernel's lane layout needs it).
+// dev: the device's smallest subgroup size (the mat-vec kernels' lane layout needs it) and its
+// shared memory (tail runs need kTailShared).
 std::vector<FusedRun> find_fused_runs(const Program& p, const std::string& unfused_family,
-                                      uint32_t subgroup_min);
+                                      const DeviceInfo& dev);
 
 // The prepared step of one run (its buffers allocated).
 std::unique_ptr<PreparedOp> prepare_fused(OpEnv& env, const FusedRun& run,

@@ -138,8 +138,7 @@ class VulkanExecutor final : public Executor {
     const char* nf = std::getenv("VKLLM_NO_FUSION");
     const bool fusion = !(nf && std::string(nf) == "1");
     const std::vector<FusedRun> runs =
-        fusion ? find_fused_runs(p_, corrupt_family_, ctx_->info().subgroup_min)
-               : std::vector<FusedRun>{};
+        fusion ? find_fused_runs(p_, corrupt_family_, ctx_->info()) : std::vector<FusedRun>{};
     allocate(runs);
     step_ = alloc_.create(16, false, "step parameters");
     step_host_ = alloc_.create(16, true, "step parameters (host)");

@@ -12,8 +12,8 @@
 // VKLLM_TAIL (decode steps, vk_fused.cpp): 256 threads a workgroup, and the last workgroup to finish
 // (a counter shared by every dispatch of the step) runs the one-row op that reads the mat-vecs'
 // outputs, so it needs no dispatch and barrier of its own: the residual add and the next RMS norm
-// (TAIL 0, rms_norm.glsl), or SwiGLU of the gate and up rows (TAIL 1: the up projection's
-// dispatch, after the gate's, which runs with TAIL 2: no tail); then, when the row's readers
+// (TAIL 0, rms_norm.glsl), or SwiGLU of the gate and up rows (TAIL 1: both mat-vecs in one
+// dispatch); then, when the row's readers
 // are linear_8da4w ops, its int8 quantization for them (quant.glsl). The same arithmetic as the
 // unfused ops, so the rows are bit-identical with theirs.
 #extension GL_KHR_shader_subgroup_arithmetic : require
@@ -25,7 +25,6 @@
 #define Y_QUAL writeonly
 #endif
 #include "common.glsl"
-#include "matvec.glsl"
 #ifdef VKLLM_IDOT
 #extension GL_EXT_spirv_intrinsics : require
 spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6016, 6018, 6019], id = 4453)
@@ -53,18 +52,45 @@ layout(std430, binding = 1) readonly buffer QP { uint qp[]; };
 layout(std430, binding = 3) readonly buffer S { float s[]; };
 layout(std430, binding = 4) readonly buffer WS { int wsum[]; };
 DECL_FBUF(5, y, Y_QUAL)
+#ifdef VKLLM_TAIL
+// A second mat-vec of the same shape and input in the same dispatch (SwiGLU's up rows beside the
+// gate's): workgroups from pc.split on take its rows, so that the tail waits for both.
+layout(std430, binding = 13) readonly buffer Q2 { uvec4 q2[]; };
+layout(std430, binding = 14) readonly buffer S2 { float s2[]; };
+layout(std430, binding = 15) readonly buffer WS2 { int wsum2[]; };
+DECL_FBUF(16, y2, coherent)
+bool second = false;  // this workgroup's rows are the second mat-vec's (uniform per workgroup)
+#define Q_AT(I) (second ? q2[I] : q[I])
+#define S_AT(I) (second ? s2[I] : s[I])
+#define WSUM_AT(I) (second ? wsum2[I] : wsum[I])
+#define STORE_Y(I, V)         \
+  {                           \
+    if (second)               \
+      STOREF(y2, Y16, I, V)   \
+    else                      \
+      STOREF(y, Y16, I, V)    \
+  }
+#define MATVEC_GROUP (flat_group() - (second ? pc.split : 0u))
+#else
+#define Q_AT(I) q[I]
+#define S_AT(I) s[I]
+#define WSUM_AT(I) wsum[I]
+#define STORE_Y(I, V) STOREF(y, Y16, I, V)
+#endif
 layout(push_constant) uniform PC {
   uint K, Nc, n0, N, T, G, R;
 #ifdef VKLLM_TAIL
   uint groups, W;  // workgroups of every dispatch of the step; the tail row's width
   float eps;
+  uint split;  // the first workgroup of the second mat-vec (all of them when there is none)
 #endif
 } pc;
+#include "matvec.glsl"
 
 // The CPU's per-group term: (s * sx) * float(dot - zp * wsum), integers before any rounding.
 void add_group(uint n, uint g, uint ng, int d[TT], float sx[TT], int zp[TT], inout float acc[TT]) {
-  const float sc = s[n * ng + g];
-  const int ws = wsum[n * ng + g];
+  const float sc = S_AT(n * ng + g);
+  const int ws = WSUM_AT(n * ng + g);
   [[unroll]] for (uint i = 0; i < TT; ++i) acc[i] += sc * sx[i] * float(d[i] - zp[i] * ws);
 }
 
@@ -72,7 +98,7 @@ void add_group(uint n, uint g, uint ng, int d[TT], float sx[TT], int zp[TT], ino
 // Integer dots of 32-weight block b of row n with the block tokens t0.. (16-byte loads).
 void block_dot(uint n, uint b, uint t0, inout int d[TT]) {
   const uint nb = pc.K / 32u;
-  const uvec4 w = q[n * nb + b];
+  const uvec4 w = Q_AT(n * nb + b);
   const int w0 = nibbles4_to_i8x4(w.x & 0xFFFFu), w1 = nibbles4_to_i8x4(w.x >> 16),
             w2 = nibbles4_to_i8x4(w.y & 0xFFFFu), w3 = nibbles4_to_i8x4(w.y >> 16),
             w4 = nibbles4_to_i8x4(w.z & 0xFFFFu), w5 = nibbles4_to_i8x4(w.z >> 16),
@@ -121,11 +147,11 @@ void matvec() {
         const uint b = lane + i * gl_SubgroupSize;
         const bool ok = b < nb;
         const uint gi = n * ng + b / bpg;
-        w[i] = ok ? q[n * nb + b] : uvec4(0u);
+        w[i] = ok ? Q_AT(n * nb + b) : uvec4(0u);
         xa[i] = ok ? qx[t0 * (2u * nb) + 2u * b] : uvec4(0u);
         xc[i] = ok ? qx[t0 * (2u * nb) + 2u * b + 1u] : uvec4(0u);
-        sc[i] = ok ? s[gi] : 0.0;
-        wsv[i] = ok ? wsum[gi] : 0;
+        sc[i] = ok ? S_AT(gi) : 0.0;
+        wsv[i] = ok ? WSUM_AT(gi) : 0;
       }
       [[unroll]] for (uint i = 0; i < BPL; ++i) {
         const uint b = lane + i * gl_SubgroupSize;
@@ -178,13 +204,13 @@ void matvec() {
 #endif
     [[unroll]] for (uint i = 0; i < TT; ++i) {
       const float sum = subgroupAdd(acc[i]);
-      if (lane == 0u && t0 + i < pc.T) STOREF(y, Y16, (t0 + i) * pc.N + pc.n0 + n, sum);
+      if (lane == 0u && t0 + i < pc.T) STORE_Y((t0 + i) * pc.N + pc.n0 + n, sum);
     }
   }
 }
 
 #ifdef VKLLM_TAIL
-layout(constant_id = 10) const uint TAIL = 0;  // 0: add + rms_norm, 1: swiglu, 2: none (the gate)
+layout(constant_id = 10) const uint TAIL = 0;  // 0: add + rms_norm, 1: swiglu, 2: none
 layout(constant_id = 11) const bool A16 = false;     // add: the residual; swiglu: the gate rows
 layout(constant_id = 12) const bool B16 = false;     // swiglu: the up rows
 layout(constant_id = 13) const bool S16 = false;     // the add's sum, or the swiglu output
@@ -211,17 +237,21 @@ float norm_w(uint j) { return LOADF(tb, false, j); }
 void norm_out(uint i, float v) { STOREF(tn, N16, i, v); }
 float norm_round(float v) { return round_to(N16, v); }
 #define NORM_QUANT TQUANT
+#define NORM_MAX 8192  // ~35 KiB of shared memory: tail runs need kTailShared (vk_fused.cpp)
 #include "rms_norm.glsl"
 // swiglu.comp's value, rounded as its output stores it.
 float swiglu_value(uint j) {
   const float gv = LOADF(ta, A16, j);
   return round_to(S16, gv / (1.0 + exp(-gv)) * LOADF(tb, B16, j));
 }
-float row_value(uint r, uint j) { return TAIL == 0u ? normed(0u, j) : swiglu_value(j); }
+// The quantizer's row: the norm's, or the SwiGLU row the tail keeps in norm_x (W <= NORM_MAX).
+float row_value(uint r, uint j) {
+  return TAIL == 0u ? normed(0u, j) : (pc.W <= NORM_MAX ? norm_x[j] : swiglu_value(j));
+}
 
 shared uint tail_last;
 void tail() {
-  if (TAIL == 2u) return;
+  if (TAIL == 2u) return;  // a dispatch before the step's last (weights in several row chunks)
   const uint tid = gl_LocalInvocationID.x;
   memoryBarrierBuffer();
   barrier();
@@ -233,19 +263,34 @@ void tail() {
     norm_row(0u, pc.W, pc.eps);
   } else {
     float lo = 0.0, hi = 0.0;
-    for (uint j = tid; j < pc.W; j += WG) {
+    uint j = tid;
+    for (; j + 3u * WG < pc.W; j += 4u * WG) {  // four rows' loads in flight
+      const vec4 v = vec4(swiglu_value(j), swiglu_value(j + WG), swiglu_value(j + 2u * WG),
+                          swiglu_value(j + 3u * WG));
+      [[unroll]] for (uint e = 0; e < 4u; ++e) {
+        STOREF(ts, S16, j + e * WG, v[e]);
+        if (pc.W <= NORM_MAX) norm_x[j + e * WG] = v[e];
+        lo = min(lo, v[e]);
+        hi = max(hi, v[e]);
+      }
+    }
+    for (; j < pc.W; j += WG) {
       const float v = swiglu_value(j);
       STOREF(ts, S16, j, v);
+      if (pc.W <= NORM_MAX) norm_x[j] = v;
       lo = min(lo, v);
       hi = max(hi, v);
     }
-    if (TQUANT) quantize_row(0u, pc.W, lo, hi);
+    if (TQUANT) quantize_row(0u, pc.W, lo, hi);  // (its first barrier publishes norm_x)
   }
   if (tid == 0u) counter[0] = 0u;
 }
 #endif
 
 void main() {
+#ifdef VKLLM_TAIL
+  second = flat_group() >= pc.split;
+#endif
   matvec();
 #ifdef VKLLM_TAIL
   tail();

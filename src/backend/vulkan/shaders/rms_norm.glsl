@@ -9,15 +9,26 @@
 //   void norm_out(uint i, float v)   stores y,  float norm_round(float v): rounds v as y stores it;
 // and, to quantize the row for the linear_8da4w ops that read it (quant.glsl included first, the
 // includer's row_value(r, j) returning normed(r * G, j)), NORM_QUANT: a constant bool.
-shared float norm_red[WG];
+// Rows of up to NORM_MAX values are kept in shared memory after the first pass, so the later
+// passes read them from there instead of loading (and adding) them again. 2,048 by default (the
+// whole kernel within the 16 KiB every Vulkan device has); an includer may define more.
+#ifndef NORM_MAX
+#define NORM_MAX 2048
+#endif
+shared float norm_red[WG], norm_x[NORM_MAX];
 float norm_inv;
+bool norm_cached = false;
 
 // Element j of the normalized row of the row starting at base, as y stores it.
-float normed(uint base, uint j) { return norm_round(norm_w(j) * (norm_in(base + j) * norm_inv)); }
+float normed(uint base, uint j) {
+  const float x = norm_cached ? norm_x[j] : norm_in(base + j);
+  return norm_round(norm_w(j) * (x * norm_inv));
+}
 
 // Normalizes row r of G values; every thread of the workgroup calls it.
 void norm_row(uint r, uint G, float eps) {
   const uint tid = gl_LocalInvocationID.x, base = r * G;
+  const bool cache = G <= NORM_MAX;
   vec4 ss = vec4(0.0);
   uint j = tid;
   for (; j + 3u * WG < G; j += 4u * WG) {
@@ -27,11 +38,18 @@ void norm_row(uint r, uint G, float eps) {
     norm_keep(base + j + WG, v.y);
     norm_keep(base + j + 2u * WG, v.z);
     norm_keep(base + j + 3u * WG, v.w);
+    if (cache) {
+      norm_x[j] = v.x;
+      norm_x[j + WG] = v.y;
+      norm_x[j + 2u * WG] = v.z;
+      norm_x[j + 3u * WG] = v.w;
+    }
     ss += v * v;
   }
   for (; j < G; j += WG) {
     const float v = norm_in(base + j);
     norm_keep(base + j, v);
+    if (cache) norm_x[j] = v;
     ss.x += v * v;
   }
   const float part = subgroupAdd((ss.x + ss.y) + (ss.z + ss.w));
@@ -40,6 +58,7 @@ void norm_row(uint r, uint G, float eps) {
   float total = 0.0;
   for (uint i = 0; i < gl_NumSubgroups; ++i) total += norm_red[i];
   norm_inv = 1.0 / sqrt(total / float(G) + eps);
+  norm_cached = cache;  // (the barrier above made every thread's norm_x entries visible)
 #ifdef NORM_QUANT
   if (NORM_QUANT) {
     float lo = 0.0, hi = 0.0;
