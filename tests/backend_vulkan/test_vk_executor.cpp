@@ -240,16 +240,18 @@ class VulkanFusion : public ::testing::TestWithParam<FusionCase> {};
 TEST_P(VulkanFusion, DecodeStepEqualsTheUnfusedProgram) {
   Toy toy = build_toy(GetParam().cfg, 11);
   const uint64_t msgs = vk::validation_message_count();
-  // mode 0: nothing fused; 1: the default runs (tail and attention runs); 2: every pattern (the
-  // mat-vec runs too, off by default).
+  // mode 0: nothing fused; 1: the default runs (attention); 2: every pattern (the tail runs take
+  // the norms and SwiGLU); 3: every pattern but the tail runs (the mat-vec runs take them).
   auto run = [&](int mode, std::string* profile) {
     if (mode == 0) setenv("VKLLM_NO_FUSION", "1", 1);
-    if (mode == 2) setenv("VKLLM_FUSE", "all", 1);
+    if (mode >= 2) setenv("VKLLM_FUSE", "all", 1);
+    if (mode == 3) setenv("VKLLM_NO_FUSE", "tail", 1);
     VulkanOptions o = validated();
     o.profile = profile != nullptr;
     auto gpu = make_vulkan_executor(toy.p, toy.w, o);
     unsetenv("VKLLM_NO_FUSION");
     unsetenv("VKLLM_FUSE");
+    unsetenv("VKLLM_NO_FUSE");
     std::vector<float> all, l(V);
     // A prompt that ends past two of the decode attention's 64-key splits, so the fused
     // attention merges three splits.
@@ -274,7 +276,7 @@ TEST_P(VulkanFusion, DecodeStepEqualsTheUnfusedProgram) {
   };
   std::string pu;
   const std::vector<float> unfused = run(0, &pu);
-  for (int mode : {1, 2}) {
+  for (int mode : {1, 2, 3}) {
     std::string pf;
     const std::vector<float> fused = run(mode, &pf);
     ASSERT_EQ(fused.size(), unfused.size());

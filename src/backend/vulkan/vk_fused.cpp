@@ -36,16 +36,16 @@ struct Pattern {
   int matvecs = 0;  // linear_8da4w ops reading the prologue's row
   Epi epi = Epi::Store;
   bool qk_norm = false, rope = false;  // attention runs
-  // Used unless asked for (VKLLM_FUSE=all uses every pattern): the mat-vec runs measured slower
-  // on the H200 than the unfused mat-vecs they replace (docs/perf.md, 2026-12-01), so they are
-  // kept, tested and measurable, but off by default.
+  // Used unless asked for (VKLLM_FUSE=all uses every pattern): the mat-vec and tail runs measured
+  // slower on the H200 than the unfused kernels they replace (docs/perf.md, 2026-12-01), so they
+  // are kept, tested and measurable, but off by default.
   bool by_default = true;
   Tail tail = Tail::Norm;  // tail runs
 };
 constexpr Pattern kPatterns[] = {
-    {"linear_8da4w+add+rms_norm tail", Kind::Tail, Pro::Quant, 1, Epi::Store, false, false, true,
+    {"linear_8da4w+add+rms_norm tail", Kind::Tail, Pro::Quant, 1, Epi::Store, false, false, false,
      Tail::Norm},
-    {"linear_8da4w x2+swiglu tail", Kind::Tail, Pro::Quant, 2, Epi::Store, false, false, true,
+    {"linear_8da4w x2+swiglu tail", Kind::Tail, Pro::Quant, 2, Epi::Store, false, false, false,
      Tail::Swiglu},
     {"rms_norm+linear_8da4w x2+swiglu", Kind::Matvec, Pro::Norm, 2, Epi::Swiglu, false, false,
      false},
@@ -312,7 +312,7 @@ Tuning tuning(const Context& ctx, int64_t K) {
   return t;
 }
 
-std::unique_ptr<PreparedOp> prepare_attention(OpEnv& env, const Match& m) {
+std::unique_ptr<PreparedOp> prepare_attention(OpEnv& env, const Match& m, bool quantize_out) {
   const Program& p = env.program;
   Ctx c{env, *m.attn, p};
   const auto& I = m.attn->inputs;
@@ -367,8 +367,9 @@ std::unique_ptr<PreparedOp> prepare_attention(OpEnv& env, const Match& m) {
     env.attn_counter = env.alloc.create(uint64_t(H + 1) * 4, false, "attention split counters");
     env.alloc.fill(env.attn_counter, 0);
   }
-  // The output's readers are linear_8da4w ops: the last head merged quantizes it for them.
-  const bool oquant = (int64_t(H) * hd) % 4 == 0 && feeds_only_8da4w(c, m.y);
+  // The output's readers are linear_8da4w ops in the tail run after this one: the last head merged
+  // quantizes it for them (the unfused mat-vec quantizes its input itself).
+  const bool oquant = quantize_out && (int64_t(H) * hd) % 4 == 0 && feeds_only_8da4w(c, m.y);
   const auto [qs, qps] = act_scratch(c, int64_t(H) * hd);
   const uint32_t a16 = c.f16(m.q), c16 = c.f16(I[3]), y16 = c.f16(m.y);
   const bool any16 = a16 || c16 || y16 || n16 || r16;
@@ -525,8 +526,8 @@ std::unique_ptr<PreparedOp> prepare_tail(OpEnv& env, const Match& m) {
   return prepared;
 }
 
-std::unique_ptr<PreparedOp> prepare(OpEnv& env, const Match& m) {
-  if (m.pat->kind == Kind::Attention) return prepare_attention(env, m);
+std::unique_ptr<PreparedOp> prepare(OpEnv& env, const Match& m, bool quantize_out) {
+  if (m.pat->kind == Kind::Attention) return prepare_attention(env, m, quantize_out);
   if (m.pat->kind == Kind::Tail) return prepare_tail(env, m);
   const Program& p = env.program;
   Ctx c{env, *m.mv[0], p};
@@ -627,7 +628,8 @@ std::vector<FusedRun> find_fused_runs(const Program& p, const std::string& unfus
       ++k;
       continue;
     }
-    runs.push_back({m->first, m->last, m->pat->name, m->pat->kind == Kind::Matvec});
+    runs.push_back({m->first, m->last, m->pat->name, m->pat->kind == Kind::Matvec,
+                    m->pat->kind == Kind::Tail});
     k = m->last + 1;
   }
   // The unfused ops share state a run does not produce, so some ops fuse together or not at all:
@@ -687,6 +689,9 @@ std::vector<FusedRun> find_fused_runs(const Program& p, const std::string& unfus
       }
     }
   }
+  // An attention run quantizes its output when a tail run reads it right after.
+  for (size_t i = 0; i + 1 < runs.size(); ++i)
+    runs[i].quantize_out = runs[i + 1].tail && runs[i + 1].first == runs[i].last + 1;
   return runs;
 }
 
@@ -696,7 +701,7 @@ std::unique_ptr<PreparedOp> prepare_fused(OpEnv& env, const FusedRun& run,
   for (const Pattern& pat : kPatterns)
     if (pat.name == run.pattern) {
       auto m = matcher.at(run.first, pat, unfused_family);
-      if (m && m->last == run.last) return prepare(env, *m);
+      if (m && m->last == run.last) return prepare(env, *m, run.quantize_out);
     }
   fail("vulkan backend: fused run {} at op {} no longer matches", run.pattern, run.first);
 }

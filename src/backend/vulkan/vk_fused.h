@@ -17,6 +17,8 @@ struct FusedRun {
   size_t first = 0, last = 0;
   std::string pattern;           // the table's name for it, e.g. "rms_norm+linear_8da4w x3"
   bool private_scratch = false;  // derives its int8 rows itself (not in the shared scratch)
+  bool tail = false;             // a tail run (reads its input's int8 row from the scratch)
+  bool quantize_out = false;     // attention runs: quantize the output for the tail run after
 };
 
 // The program's fused runs for one-token forwards, in program order, none overlapping. Ops of
