@@ -29,8 +29,10 @@ std::string find_in_path(const std::string& name) {
 
 LoopbackHub::LoopbackHub(const std::string& repo_root, const std::string& root,
                          const std::string& logs_dir, const std::string& name) {
+  if (repo_root.empty())
+    fail("the loopback test hub (tests/hub/fake_hub.py) needs the vkllm source tree; run from it");
   const std::string script = repo_root + "/tests/hub/fake_hub.py";
-  if (repo_root.empty() || !fs::is_regular_file(script))
+  if (!fs::is_regular_file(script))
     fail("{}: the loopback test hub is missing (it runs from a vkllm source tree)", script);
   const std::string python = find_in_path("python3");
   if (python.empty()) fail("the loopback test hub needs python3 (apt-get install python3)");
