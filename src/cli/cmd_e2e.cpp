@@ -51,15 +51,16 @@ void run_e2e(E2eArgs& a) {
     a.cells_file = root + "/e2e/cells.tsv";
   }
   o.cells_file = a.cells_file;
+  o.repo_root = find_root("tests/hub/fake_hub.py");  // also the adapter cells' hub, in both modes
   if (o.twins) {
-    o.repo_root = find_root("tests/hub/fake_hub.py");
     if (o.repo_root.empty())
       fail(
           "twin mode needs the vkllm source tree (tests/hub/fake_hub.py, tests/goldens/); run it "
           "from there");
   }
-  o.command = fmt::format("vkllm e2e{}{} --out {} -n {}", o.twins ? " --twins" : "",
-                          o.cells.empty() ? "" : " --cells " + o.cells, a.out, o.max_new_tokens);
+  o.command = fmt::format("vkllm e2e{}{} --out {} -n {} --lora-strength {:g}",
+                          o.twins ? " --twins" : "", o.cells.empty() ? "" : " --cells " + o.cells,
+                          a.out, o.max_new_tokens, o.lora_strength);
   o.progress = [](const std::string& line) {
     std::fprintf(stderr, "e2e: %s\n", line.c_str());
     std::fflush(stderr);
@@ -140,6 +141,11 @@ void add_e2e(CLI::App& app) {
   cmd->add_option("--stage-timeout", a->m.stage_timeout_s,
                   "Seconds one stage may take before it is killed")
       ->check(CLI::Range(1.0, 86400.0))
+      ->capture_default_str();
+  cmd->add_option("--lora-strength", a->m.lora_strength,
+                  "Strength of the LoRA adapter the adapter cells generate (delta RMS relative to "
+                  "1/sqrt(fan_in); 0 makes B zero, an adapter that changes nothing)")
+      ->check(CLI::Range(0.0, 100.0))
       ->capture_default_str();
   cmd->add_flag("--keep-artifacts", a->m.keep_artifacts,
                 "Keep each cell's artifact (default: deleted after the cell)");

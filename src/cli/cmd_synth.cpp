@@ -16,6 +16,8 @@ namespace {
 struct SynthArgs {
   bool list = false, json = false, quiet = false;
   std::string lora_dir, lora_base;  // --lora DIR: also the twin adapter (docs/lora.md)
+  std::string lora_for;             // --lora-for FOLDER: only an adapter, for that checkpoint
+  double lora_strength = 0.5;
   SynthOptions o;
   std::string max_shard = "2GB";
 };
@@ -86,6 +88,32 @@ void run(SynthArgs& a) {
     print_list(a.json);
     return;
   }
+  if (!a.lora_for.empty()) {  // an adapter alone, shaped by the folder's config.json
+    if (!a.o.preset.empty()) fail("synth: --lora-for and --preset contradict each other");
+    if (a.lora_dir.empty()) fail("synth: --lora-for needs --lora DIR (where the adapter goes)");
+    SynthLoraOptions lo;
+    lo.base_dir = a.lora_for;
+    lo.out_dir = a.lora_dir;
+    lo.seed = a.o.seed;
+    lo.base_model = a.lora_base;
+    lo.strength = a.lora_strength;
+    nlohmann::json files = nlohmann::json::array();
+    for (auto& f : synth_lora_write(lo)) files.push_back(a.lora_dir + "/" + f);
+    if (a.json) {
+      std::printf("%s\n", nlohmann::json({{"out_dir", a.lora_dir},
+                                          {"base", a.lora_for},
+                                          {"seed", a.o.seed},
+                                          {"strength", a.lora_strength},
+                                          {"files", files}})
+                              .dump(2)
+                              .c_str());
+    } else {
+      std::printf("wrote the LoRA adapter for %s into %s (seed %llu, strength %g)\n",
+                  a.lora_for.c_str(), a.lora_dir.c_str(), static_cast<unsigned long long>(a.o.seed),
+                  a.lora_strength);
+    }
+    return;
+  }
   if (a.o.preset.empty()) fail("synth: --preset is required (see vkllm synth --list)");
   if (a.o.out_dir.empty()) fail("synth: -o DIR is required");
   if (!a.o.tokenizer_dir.empty() && a.o.no_tokenizer)
@@ -112,6 +140,7 @@ void run(SynthArgs& a) {
     lo.out_dir = a.lora_dir;
     lo.seed = a.o.seed;
     lo.base_model = a.lora_base;
+    lo.strength = a.lora_strength;
     for (auto& f : synth_lora_write(lo)) r.files.push_back(a.lora_dir + "/" + f);
   }
   if (a.json) {
@@ -159,7 +188,16 @@ void add_synth(CLI::App& app) {
                   "Also write the preset's deterministic LoRA adapter (peft layout, r 8, alpha 16, "
                   "every Linear of each layer) into this folder");
   cmd->add_option("--lora-base", args->lora_base,
-                  "base_model_name_or_path the adapter records (default: the preset's model id)");
+                  "base_model_name_or_path the adapter records (default: the preset's model id, "
+                  "or the --lora-for folder)");
+  cmd->add_option(
+      "--lora-for", args->lora_for,
+      "Write only the adapter (with --lora DIR, no --preset), its shapes read from this "
+      "checkpoint folder's config.json (a twin or a real model)");
+  cmd->add_option("--lora-strength", args->lora_strength,
+                  "The adapter's delta RMS relative to 1/sqrt(fan_in) (default 0.5; 0 writes B = "
+                  "0, an adapter that changes nothing)")
+      ->check(CLI::Range(0.0, 100.0));
   cmd->add_flag("--json", args->json, "Machine-readable output (for --list and for the summary)");
   cmd->add_flag("--quiet,-q", args->quiet, "No progress line");
   cmd->callback([args] { run(*args); });

@@ -51,8 +51,8 @@ int parse_id(const std::string& s, const std::string& what) {
 }  // namespace
 
 const std::vector<std::string>& cell_columns() {
-  static const std::vector<std::string> cols = {"cell",        "model",    "revision", "recipe",
-                                                "prompt_file", "expected", "max_size", "twin"};
+  static const std::vector<std::string> cols = {
+      "cell", "model", "revision", "recipe", "prompt_file", "expected", "max_size", "twin", "lora"};
   return cols;
 }
 
@@ -129,6 +129,20 @@ std::vector<Cell> read_cells(const std::string& path) {
       if (p.hf_model != c.model) fail("twin {} mirrors {}, not {}", c.twin, p.hf_model, c.model);
     } catch (const Error& e) {
       fail("{}: twin: {}", where, e.what());
+    }
+    if (f[8] != "-") {
+      c.lora = f[8];
+      if (c.lora.find('@') != std::string::npos)
+        fail(
+            "{}: lora '{}': the matrix publishes its adapter at the hub's main revision; give "
+            "the id alone",
+            where, c.lora);
+      try {
+        parse_repo_spec(c.lora);
+      } catch (const Error& e) {
+        fail("{}: lora: {}", where, e.what());
+      }
+      if (c.lora == c.model) fail("{}: lora: the adapter's id must differ from the model's", where);
     }
     cells.push_back(std::move(c));
   }

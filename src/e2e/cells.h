@@ -1,6 +1,8 @@
 // e2e/cells.tsv: the seven cells of DESIGN.md section 2 (model, pinned revision, recipe, prompt,
-// expected answer, size limit, tiny twin). The file is input like any other: every field is
-// checked and a bad one is one error line naming the file, the line and the problem.
+// expected answer, size limit, tiny twin) and the adapter cell (a LoRA adapter the matrix
+// generates for the pulled base and publishes under the `lora` hub id). The file is input like
+// any other: every field is checked and a bad one is one error line naming the file, the line and
+// the problem.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -19,6 +21,10 @@ struct Cell {
   std::string max_size;     // "-" or a size such as 770MiB
   uint64_t max_size_bytes = 0;
   std::string twin;  // a `vkllm synth` preset mirroring the model
+  // "-" in the file: empty. Else the hub id (org/name) under which the matrix publishes the LoRA
+  // adapter it generates for the pulled base (`vkllm synth --lora-for`), pulled by `vkllm export
+  // --lora <id>` (e2e/README.md).
+  std::string lora;
   std::string spec() const { return model + "@" + revision; }
 };
 

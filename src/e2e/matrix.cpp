@@ -65,17 +65,21 @@ class CellRun {
 
   CellResult run() {
     const auto t0 = std::chrono::steady_clock::now();
-    bool ok = pull() && golden() && export_artifact() && verify() && run_vulkan() && run_cpu() &&
-              quality();
+    bool ok = pull() && lora() && golden() && export_artifact() && verify() && run_vulkan() &&
+              run_cpu() && quality();
+    lora_hub_.reset();
     std::error_code ec;
-    if (!o_.keep_artifacts) fs::remove(artifact_, ec);
+    if (!o_.keep_artifacts) {
+      fs::remove(artifact_, ec);
+      if (!merged_.empty()) fs::remove(merged_, ec);
+    }
     r_.pass = ok;
     if (ok) {  // what the gates measured: the stages that compare against something
       std::string s;
       for (const auto& st : r_.stages) {
-        const bool gate = st.name == "golden" || st.name == "cpu" || st.name == "quality" ||
-                          (st.name == "run" && !hub_) ||
-                          (st.name == "verify" && r_.cell.max_size_bytes);
+        const bool gate = st.name == "lora" || st.name == "golden" || st.name == "cpu" ||
+                          st.name == "quality" || (st.name == "run" && !hub_) ||
+                          (st.name == "verify" && (r_.cell.max_size_bytes || has_lora()));
         if (st.ran && gate) s += (s.empty() ? "" : "; ") + st.note;
       }
       r_.reason = s;
@@ -89,6 +93,20 @@ class CellRun {
     for (auto& s : r_.stages)
       if (s.name == name) return s;
     fail("internal: no stage {}", name);
+  }
+
+  bool has_lora() const { return !r_.cell.lora.empty(); }
+
+  // The environment of a child that pulls the cell's adapter (an export with --lora).
+  std::map<std::string, std::optional<std::string>> lora_env() const {
+    return lora_hub_ ? lora_hub_->pull_env(lora_cache_)
+                     : std::map<std::string, std::optional<std::string>>{};
+  }
+
+  // The export arguments that merge the cell's adapter, pulled from its hub as a user would.
+  std::vector<std::string> lora_args() const {
+    return has_lora() ? std::vector<std::string>{"--lora", r_.cell.lora}
+                      : std::vector<std::string>{};
   }
 
   bool fail_stage(StageResult& s, const std::string& why) {
@@ -201,6 +219,7 @@ class CellRun {
   // on the CPU reference backend, and its non-quantized artifact greedily on Vulkan (whose
   // arithmetic is exact enough: float summation order only). Once per model and revision: later
   // cells of the same model reuse the result.
+  // An adapter cell adds the merged model's golden (merged_golden) to its base's.
   bool golden() {
     if (!hub_) return true;
     StageResult& s = stage("golden");
@@ -209,25 +228,38 @@ class CellRun {
       s.seconds = 0;
       s.note += fmt::format(" (checked in cell {})", it->second.first);
       r_.stage = s.name;
-      if (s.ok) return pass_stage(s, s.note);
-      return fail_stage(s, s.note);
+      if (!s.ok) return fail_stage(s, s.note);
+    } else {
+      const bool ok = check_golden(s);
+      golden_done_[r_.cell.spec()] = {r_.cell.id, s};
+      if (!ok) return false;
     }
-    const bool ok = check_golden(s);
-    golden_done_[r_.cell.spec()] = {r_.cell.id, s};
-    return ok;
+    if (!has_lora()) return pass_stage(s, s.note);
+    return merged_golden(s);
   }
 
+  // The transformers golden of the cell's twin (checked by check_golden before it is used).
+  json base_golden() const {
+    return parse_json(read_or_empty(o_.goldens_dir + "/" + r_.cell.twin + ".json"));
+  }
+
+  int golden_n(const json& g) const {
+    return std::min<int>(o_.golden_tokens, static_cast<int>(g["continuation_ids"].size()));
+  }
+
+  // The base: ok with s.note set, or failed (fail_stage).
   bool check_golden(StageResult& s) {
     r_.stage = s.name;
     s.ran = true;
     const std::string gpath = o_.goldens_dir + "/" + r_.cell.twin + ".json";
-    const json g = parse_json(read_or_empty(gpath));
-    if (!g.is_object() || !g.contains("continuation_ids") || !g.contains("prompt_ids"))
+    const json g = base_golden();
+    if (!g.is_object() || !g.contains("continuation_ids") || !g.contains("prompt_ids") ||
+        !g["continuation_ids"].is_array())
       return fail_stage(s, gpath + ": missing or not a golden file");
     if (auto why = golden_pin_mismatch(g, pulled_.value("files", json::array())); !why.empty())
       return fail_stage(s, why);
     const auto cont = g["continuation_ids"].get<std::vector<int>>();
-    const int n = std::min<int>(o_.golden_tokens, static_cast<int>(cont.size()));
+    const int n = golden_n(g);
     // Both runs' ids against the golden's; "" when they are equal, else why not.
     const auto differs = [&](const json& ids, const std::string& what) -> std::string {
       if (ids["prompt_ids"] != g["prompt_ids"])
@@ -257,21 +289,112 @@ class CellRun {
     if (!ran) return false;
     if (auto why = differs(ids, "the fp32 artifact on Vulkan"); !why.empty())
       return fail_stage(s, why);
-    return pass_stage(s, fmt::format("fp32 twin = transformers golden ({}/{} ids) on the CPU "
-                                     "(folder) and on Vulkan (non-quantized artifact)",
-                                     n, n));
+    s.ok = true;
+    s.note = fmt::format(
+        "fp32 twin = transformers golden ({}/{} ids) on the CPU (folder) and on Vulkan "
+        "(non-quantized artifact)",
+        n, n);
+    return true;
+  }
+
+  // An adapter cell's golden: the merged model, the base exported non-quantized with the adapter
+  // pulled from the cell's hub, run greedily on the CPU reference backend (the merge itself is
+  // checked against Hugging Face peft by tests/export/test_lora_goldens.cpp). Its greedy ids
+  // must part from the base's transformers golden: an adapter that is not applied, or whose B is
+  // zero, changes nothing and fails here. The merged artifact is the quality stage's reference.
+  bool merged_golden(StageResult& s) {
+    const std::string base_note = s.note;
+    s.ok = false;
+    const json g = base_golden();
+    const auto cont = g["continuation_ids"].get<std::vector<int>>();
+    const int n = golden_n(g);
+    merged_ = out_ + "/artifacts/golden-lora-cell" + std::to_string(r_.cell.id) + ".vkllm";
+    std::vector<std::string> a = {"export", snapshot_, "--recipe", "non-quantized",
+                                  "-o",     merged_,   "--json"};
+    const auto la = lora_args();
+    a.insert(a.end(), la.begin(), la.end());
+    const ChildResult res = child(s, a, lora_env(), "golden-lora-export");
+    if (!res.ok())
+      return fail_stage(s, "export of the merged fp32 artifact: " + child_failure(res));
+    const json e = parse_json(out_text_);
+    const int modules = e.is_object() && e.contains("lora") && e["lora"].is_object()
+                            ? e["lora"].value("modules", 0)
+                            : 0;
+    if (modules < 1) return fail_stage(s, "the merged fp32 export reports no merged LoRA module");
+    json ids, stats;
+    if (!runner(s, merged_, "cpu", n, ids, stats, "golden-lora")) return false;
+    if (ids["prompt_ids"] != g["prompt_ids"])
+      return fail_stage(s, "the merged model's prompt ids differ from the base golden's");
+    const auto got = ids["generated_ids"].get<std::vector<int>>();
+    int part = -1;
+    for (int k = 0; k < n && part < 0; ++k)
+      if (k >= static_cast<int>(got.size()) || got[k] != cont[k]) part = k;
+    if (part < 0)
+      return fail_stage(
+          s, fmt::format("the merged model's {} greedy ids on the CPU equal the base twin's "
+                         "transformers golden: the adapter changed nothing",
+                         n));
+    return pass_stage(s, fmt::format("{}; merged fp32 ({} LoRA modules) on the CPU = this cell's "
+                                     "golden, parting from the base's at step {}",
+                                     base_note, modules, part));
+  }
+
+  // An adapter cell: the adapter generated for the pulled base (`vkllm synth --lora-for`: random
+  // non-zero A and B shaped by its config.json, the twin's in twin mode, the real model's in real
+  // mode), published as the cell's `lora` id by a loopback hub of its own; the exports pull it from
+  // there with `--lora <id>`, exactly as a user would from the Hugging Face hub.
+  bool lora() {
+    if (!has_lora()) return true;
+    StageResult& s = stage("lora");
+    const std::string root = out_ + "/lora-hub/cell" + std::to_string(r_.cell.id);
+    lora_cache_ = out_ + "/lora-cache/cell" + std::to_string(r_.cell.id);
+    std::error_code ec;
+    fs::remove_all(root, ec);
+    fs::remove_all(lora_cache_, ec);
+    const std::string dir = root + "/" + r_.cell.lora;
+    const ChildResult res =
+        child(s,
+              {"synth", "--lora", dir, "--lora-for", snapshot_, "--lora-base", r_.cell.model,
+               "--lora-strength", fmt::format("{}", o_.lora_strength), "--json"},
+              {}, "lora-synth");
+    if (!res.ok()) return fail_stage(s, "generating the adapter: " + child_failure(res));
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      lora_hub_ =
+          std::make_unique<LoopbackHub>(o_.repo_root, root, out_ + "/" + log_rel_, "lora-hub");
+    } catch (const Error& e) {
+      return fail_stage(s, e.what());
+    }
+    s.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    for (const char* f : {"lora-hub.stdout", "lora-hub.stderr", "lora-hub-requests.jsonl"})
+      s.logs.push_back(log_rel_ + "/" + f);
+    std::error_code sz;
+    const auto bytes = fs::file_size(dir + "/adapter_model.safetensors", sz);
+    return pass_stage(s, fmt::format("adapter for the pulled base (strength {:g}, {}) published "
+                                     "as {} on the loopback hub {}",
+                                     o_.lora_strength, sz ? "?" : mib(bytes), r_.cell.lora,
+                                     lora_hub_->endpoint()));
   }
 
   bool export_artifact() {
     StageResult& s = stage("export");
-    const ChildResult res =
-        child(s, {"export", snapshot_, "--recipe", r_.cell.recipe, "-o", artifact_, "--json"});
+    std::vector<std::string> a = {"export", snapshot_, "--recipe", r_.cell.recipe,
+                                  "-o",     artifact_, "--json"};
+    const auto la = lora_args();
+    a.insert(a.end(), la.begin(), la.end());
+    const ChildResult res = child(s, a, lora_env());
     if (!res.ok()) return fail_stage(s, child_failure(res));
     const json j = parse_json(out_text_);
     r_.artifact_bytes = j.is_object() ? j.value("file_size", uint64_t{0}) : 0;
     if (!r_.artifact_bytes)
       r_.artifact_bytes = fs::exists(artifact_) ? fs::file_size(artifact_) : 0;
-    return pass_stage(s, mib(r_.artifact_bytes));
+    if (!has_lora()) return pass_stage(s, mib(r_.artifact_bytes));
+    const int modules = j.is_object() && j.contains("lora") && j["lora"].is_object()
+                            ? j["lora"].value("modules", 0)
+                            : 0;
+    if (modules < 1) return fail_stage(s, "the export reports no merged LoRA module");
+    return pass_stage(s,
+                      fmt::format("{}, {} LoRA modules merged", mib(r_.artifact_bytes), modules));
   }
 
   bool verify() {
@@ -280,9 +403,22 @@ class CellRun {
     if (r_.cell.max_size_bytes) a.insert(a.end(), {"--max-size", r_.cell.max_size});
     const ChildResult res = child(s, a);
     if (!res.ok()) return fail_stage(s, child_failure(res));
-    return pass_stage(s, r_.cell.max_size_bytes
-                             ? fmt::format("{} <= {}", mib(r_.artifact_bytes), r_.cell.max_size)
-                             : "recipe, GPU delegation and integrity ok");
+    std::string note = r_.cell.max_size_bytes
+                           ? fmt::format("{} <= {}", mib(r_.artifact_bytes), r_.cell.max_size)
+                           : "recipe, GPU delegation and integrity ok";
+    if (has_lora()) {  // the artifact records the adapter it was merged with, as pulled
+      const std::string tag = "  lora       ";
+      std::string line;
+      std::istringstream in(out_text_);
+      for (std::string l; std::getline(in, l);)
+        if (l.rfind(tag, 0) == 0) line = l.substr(tag.size());
+      if (line.rfind(r_.cell.lora + " @ ", 0) != 0)
+        return fail_stage(s, fmt::format("verify prints no adapter {} pulled from the hub (its "
+                                         "lora line: '{}')",
+                                         r_.cell.lora, line));
+      note += "; lora " + line;
+    }
+    return pass_stage(s, note);
   }
 
   bool run_vulkan() {
@@ -349,8 +485,9 @@ class CellRun {
   bool quality() {
     if (!hub_) return true;
     StageResult& s = stage("quality");
-    const ChildResult res =
-        child(s, {"e2e", "quality", artifact_, "--reference", snapshot_, "--json"});
+    // An adapter cell is measured against its merged model (the golden stage's merged artifact).
+    const std::string ref = merged_.empty() ? snapshot_ : merged_;
+    const ChildResult res = child(s, {"e2e", "quality", artifact_, "--reference", ref, "--json"});
     const json q = parse_json(out_text_);
     if (!q.is_object() || !q.contains("kl_mean")) return fail_stage(s, child_failure(res));
     const std::string m = fmt::format(
@@ -360,7 +497,7 @@ class CellRun {
         q["top1"].get<double>() >= q["gate"]["top1_min"].get<double>() ? ">=" : "<",
         q["gate"]["top1_min"].get<double>());
     if (!q.value("pass", false) || !res.ok()) return fail_stage(s, "quality gate: " + m);
-    return pass_stage(s, m);
+    return pass_stage(s, merged_.empty() ? m : m + " (vs the merged fp32 model)");
   }
 
   const MatrixOptions& o_;
@@ -369,6 +506,8 @@ class CellRun {
   std::map<std::string, std::pair<int, StageResult>>& golden_done_;
   CellResult r_;
   std::string log_rel_, artifact_, snapshot_, out_text_, err_text_;
+  std::string lora_cache_, merged_;  // an adapter cell's hub cache and merged fp32 artifact
+  std::unique_ptr<LoopbackHub> lora_hub_;
   json pulled_, vk_ids_;
 };
 
@@ -413,8 +552,8 @@ std::string golden_pin_mismatch(const json& golden, const json& pulled_files) {
 }
 
 const std::vector<std::string>& stage_names() {
-  static const std::vector<std::string> n = {"pull", "golden", "export", "verify",
-                                             "run",  "cpu",    "quality"};
+  static const std::vector<std::string> n = {"pull",   "lora", "golden", "export",
+                                             "verify", "run",  "cpu",    "quality"};
   return n;
 }
 

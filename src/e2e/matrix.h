@@ -8,6 +8,10 @@
 // as a non-quantized artifact, on Vulkan), Vulkan's greedy decoding of the cell's artifact judged
 // by the CPU reference's logits (`verify --agree`, docs/gates.md), and the recipe's quality gate
 // against the fp32 twin.
+// An adapter cell (a `lora` id in the table) first generates a LoRA adapter for the pulled base and
+// publishes it on a loopback hub of its own (stage lora, both modes); its exports pull it with
+// `--lora <id>`, verify must print it, and in twin mode its golden and quality reference are the
+// merged fp32 model.
 // Gates per stage: e2e/README.md.
 #pragma once
 #include <functional>
@@ -24,13 +28,18 @@ struct MatrixOptions {
   std::string cells;       // selection: "1,3-5"; empty: all
   std::string out_dir;     // results.tsv, results.json, report.html, logs/
   bool twins = false;
-  std::string repo_root;    // twin mode: tests/hub/fake_hub.py and tests/goldens/ live here
+  // tests/hub/fake_hub.py and tests/goldens/ live here: needed by twin mode and, in both modes,
+  // by the adapter cells' hub.
+  std::string repo_root;
   std::string goldens_dir;  // twin mode: default <repo_root>/tests/goldens
   std::string exe;          // the vkllm binary the stages run (default: this process's)
   std::string device;       // passed to `run --device`
   std::string command;      // the command line, recorded in the results
   int max_new_tokens = 50;
-  int golden_tokens = 32;         // twin mode: ids compared with the transformers golden
+  int golden_tokens = 32;  // twin mode: ids compared with the transformers golden
+  // The adapter cells' generated LoRA: delta RMS relative to 1/sqrt(fan_in) (`vkllm synth
+  // --lora-strength`); 0 makes B zero, an adapter that changes nothing (the golden stage fails).
+  double lora_strength = 0.05;
   double stage_timeout_s = 3600;  // per child process
   bool keep_artifacts = false;
   // Progress lines (stderr by the CLI); may be empty.

@@ -87,7 +87,7 @@ data also in results.tsv and results.json next to this file.</footer>
 (function () {
   "use strict";
   var d = JSON.parse(document.getElementById("data").textContent);
-  var colors = { pull: "#8250df", golden: "#d4a72c", "export": "#0969da", verify: "#54aeff",
+  var colors = { pull: "#8250df", lora: "#6e7781", golden: "#d4a72c", "export": "#0969da", verify: "#54aeff",
                  run: "#1a7f37", cpu: "#bc4c00", quality: "#cf222e" };
   function el(tag, cls, text) {
     var e = document.createElement(tag);
@@ -120,11 +120,12 @@ data also in results.tsv and results.json next to this file.</footer>
   var ul = el("ul");
   var items = twin ? [
       "golden: the fp32 twin's greedy ids equal the Hugging Face transformers golden, on the CPU reference backend (the pulled folder) and on Vulkan (the twin's non-quantized artifact); the served weights' sha256 is the golden's",
+      "adapter cells (+ LoRA): the matrix generates a LoRA adapter for the pulled base and publishes it on a loopback hub; every export pulls it with --lora; the golden is the merged non-quantized export on the CPU reference, whose greedy ids must differ from the base golden's; verify must print the adapter; quality is measured against the merged model",
       "export + verify: the recipe's artifact, every op on the GPU backend, the size limit where the cell has one",
       "run: vkllm run on Vulkan, temperature 0, " + d.max_new_tokens + " new tokens, exit status 0, no validation message",
       "cpu: vkllm verify --agree: the CPU reference, teacher-forced along Vulkan's greedy tokens on the same artifact, has each Vulkan token as its argmax or within the recipe's near-tie margin of it (a capped number of such steps), Vulkan's top-k logits within the recipe's bound of the CPU's and the logits NMSE under its bound (docs/gates.md); the tokens checked are the run stage's. The two backends' free greedy texts may part after a near tie",
       "quality: mean KL and top-1 agreement against the fp32 twin within the recipe's gate (docs/quality.md)"] : [
-      "export + verify: the recipe's artifact, every op on the GPU backend, the size limit where the cell has one",
+      "export + verify: the recipe's artifact, every op on the GPU backend, the size limit where the cell has one; adapter cells (+ LoRA) export with the adapter the matrix generated and published on a loopback hub, and verify prints it",
       "run: vkllm run on Vulkan, temperature 0, " + d.max_new_tokens + " new tokens, exit status 0",
       "answer: stdout contains the expected answer (literal, case-insensitive, whole word)"];
   items.forEach(function (t) { ul.appendChild(el("li", "", t)); });
@@ -139,6 +140,7 @@ data also in results.tsv and results.json next to this file.</footer>
     var m = el("td");
     m.appendChild(el("div", "model", c.model));
     m.appendChild(el("div", "sub", "@" + c.revision.slice(0, 10) + (twin ? " \u00b7 twin " + c.twin : "")));
+    if (c.lora) m.appendChild(el("div", "sub lora", "+ LoRA " + c.lora));
     tr.appendChild(m);
     var r = el("td");
     r.appendChild(el("div", "recipe", c.recipe));
@@ -151,8 +153,8 @@ data also in results.tsv and results.json next to this file.</footer>
     var why = el("td", "reason");
     if (c.pass) {  // one line per gate: what it compared and measured
       c.stages.forEach(function (x) {
-        var gate = x.name === "golden" || x.name === "cpu" || x.name === "quality" ||
-                   (x.name === "run" && !twin) || (x.name === "verify" && c.max_size && c.max_size !== "-");
+        var gate = x.name === "lora" || x.name === "golden" || x.name === "cpu" || x.name === "quality" ||
+                   (x.name === "run" && !twin) || (x.name === "verify" && ((c.max_size && c.max_size !== "-") || c.lora));
         if (!x.ran || !gate) return;
         var line = el("div", "gate");
         line.appendChild(el("span", "gname", x.name));

@@ -38,6 +38,7 @@ json CellResult::to_json() const {
           {"revision", cell.revision},
           {"recipe", cell.recipe},
           {"twin", cell.twin},
+          {"lora", cell.lora},
           {"expected", cell.expected},
           {"max_size", cell.max_size},
           {"prompt_file", cell.prompt_file},
@@ -77,7 +78,8 @@ json MatrixResult::to_json() const {
 std::vector<std::string> results_columns() {
   std::vector<std::string> c = {"cell",          "model",        "recipe",       "twin",
                                 "stage",         "result",       "reason",       "artifact_bytes",
-                                "prefill_tok_s", "decode_tok_s", "peak_host_mb", "peak_gpu_mb"};
+                                "prefill_tok_s", "decode_tok_s", "peak_host_mb", "peak_gpu_mb",
+                                "lora"};
   for (const auto& s : stage_names()) c.push_back(s + "_s");
   return c;
 }
@@ -98,7 +100,8 @@ void write_results_tsv(const MatrixResult& r, const std::string& path) {
                                   num(c.prefill_tok_s),
                                   num(c.decode_tok_s, "{:.2f}"),
                                   num(c.peak_host_mb),
-                                  num(c.peak_gpu_mb)};
+                                  num(c.peak_gpu_mb),
+                                  c.cell.lora};
     for (const auto& s : c.stages) f.push_back(s.ran ? fmt::format("{:.2f}", s.seconds) : "-");
     std::string line;
     for (const auto& x : f) line += fmt::format("{}{}", line.empty() ? "" : "\t", field(x));

@@ -71,9 +71,12 @@ SynthResult synth_write(const SynthOptions& o);
 
 // A deterministic LoRA adapter for a preset, in peft's save_pretrained layout (adapter_config.json
 // + adapter_model.safetensors, fp32 lora_A [r, in] and lora_B [out, r]), with non-zero A and B
-// scaled so the merged model clearly differs from the base (docs/lora.md).
+// scaled so the merged model clearly differs from the base (docs/lora.md). The shapes come from
+// the preset's config, or from base_dir/config.json (any checkpoint folder of the three families:
+// the e2e matrix makes its adapters for a pulled base, twin or real, this way).
 struct SynthLoraOptions {
-  std::string preset;
+  std::string preset;    // one of preset and base_dir
+  std::string base_dir;  // a checkpoint folder: its config.json (and generation_config.json)
   std::string out_dir;
   uint64_t seed = 0;
   int r = 8;
@@ -81,8 +84,8 @@ struct SynthLoraOptions {
   bool use_rslora = false;
   std::vector<std::pair<std::string, int>> rank_pattern;  // pattern -> rank, in order
   std::vector<std::string> target_modules;                // empty: every Linear of a layer
-  std::string base_model;  // base_model_name_or_path; empty: the preset's hf_model
-  double strength = 0.5;   // delta RMS relative to 1/sqrt(fan_in)
+  std::string base_model;  // base_model_name_or_path; empty: the preset's hf_model (or base_dir)
+  double strength = 0.5;   // delta RMS relative to 1/sqrt(fan_in); 0: B is all zeros
 };
 // Writes the adapter (atomic files, the folder created); returns the files written.
 std::vector<std::string> synth_lora_write(const SynthLoraOptions& o);

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/mapped_file.h"
+#include "hf/checkpoint.h"
 #include "hf/lora_adapter.h"
 #include "hf/safetensors.h"
 #include "hf/synth.h"
@@ -49,11 +50,30 @@ void write_text(const std::string& path, const std::string& text) {
 }  // namespace
 
 std::vector<std::string> synth_lora_write(const SynthLoraOptions& o) {
-  const SynthPreset& p = find_synth_preset(o.preset);
   if (o.out_dir.empty()) fail("synth: no output directory given for the adapter");
   if (o.r < 1 || o.r > 4096) fail("synth: LoRA rank {} is out of range [1, 4096]", o.r);
-  const ModelDesc d =
-      parse_hf_config(synth_config_json(p), synth_generation_config_json(p), p.name + " config");
+  if (!(o.strength >= 0 && o.strength <= 100))
+    fail("synth: LoRA strength {} is out of range [0, 100]", o.strength);
+  if (o.preset.empty() == o.base_dir.empty())
+    fail("synth: the adapter needs exactly one of a preset and a base checkpoint folder");
+  ModelDesc d;
+  std::string what, default_base;
+  if (!o.preset.empty()) {
+    const SynthPreset& p = find_synth_preset(o.preset);
+    d = parse_hf_config(synth_config_json(p), synth_generation_config_json(p), p.name + " config");
+    what = p.name;
+    default_base = p.hf_model;
+  } else {
+    const std::string cfg = o.base_dir + "/config.json";
+    const std::string gen = o.base_dir + "/generation_config.json";
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(cfg, ec)) fail("{}: missing config.json", o.base_dir);
+    const nlohmann::json gj =
+        std::filesystem::is_regular_file(gen, ec) ? read_json_file(gen) : nlohmann::json();
+    d = parse_hf_config(read_json_file(cfg), gj, cfg);
+    what = cfg;
+    default_base = o.base_dir;
+  }
   std::vector<std::string> targets = o.target_modules;
   if (targets.empty()) {
     if (d.fused_qkv)
@@ -67,7 +87,7 @@ std::vector<std::string> synth_lora_write(const SynthLoraOptions& o) {
   nlohmann::ordered_json cfg = {
       {"alpha_pattern", nlohmann::ordered_json::object()},
       {"auto_mapping", nullptr},
-      {"base_model_name_or_path", o.base_model.empty() ? p.hf_model : o.base_model},
+      {"base_model_name_or_path", o.base_model.empty() ? default_base : o.base_model},
       {"bias", "none"},
       {"fan_in_fan_out", false},
       {"inference_mode", true},
@@ -106,7 +126,7 @@ std::vector<std::string> synth_lora_write(const SynthLoraOptions& o) {
                   {m.out, r},
                   uniform_f32(base + ".lora_B", o.seed, m.out * r, b_std * std::sqrt(3.0))});
   }
-  if (ts.empty()) fail("synth: target_modules select no module of {}", p.name);
+  if (ts.empty()) fail("synth: target_modules select no module of {}", what);
   std::error_code ec;
   std::filesystem::create_directories(o.out_dir, ec);
   if (!std::filesystem::is_directory(o.out_dir, ec))

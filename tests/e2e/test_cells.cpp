@@ -1,5 +1,6 @@
 // e2e/cells.tsv against DESIGN.md section 2 (typed in here from the design, not read from our
-// code), its parser on bad input, the cell selection and the answer gate's word match.
+// code) plus the adapter cell, its parser on bad input, the cell selection and the answer gate's
+// word match.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -30,10 +31,10 @@ std::string write_cells(const std::string& body) {
 }
 
 const std::string kHeader =
-    "cell\tmodel\trevision\trecipe\tprompt_file\texpected\tmax_size\ttwin\n";
+    "cell\tmodel\trevision\trecipe\tprompt_file\texpected\tmax_size\ttwin\tlora\n";
 const std::string kGood =
     "1\tQwen/Qwen3-0.6B\tc1899de289a04d12100db370d81485cdf75e47ca\tquantized-8da4w\tprompts/"
-    "p.txt\tParis\t-\ttiny-qwen3\n";
+    "p.txt\tParis\t-\ttiny-qwen3\t-\n";
 
 std::string error_of(const std::string& body) {
   try {
@@ -61,7 +62,8 @@ TEST(Cells, TheCommittedTableIsDesignSection2) {
       {6, "unsloth/Llama-3.2-1B-Instruct", "quantized-int4-weight-only", "llama3.2", "-"},
       {7, "microsoft/Phi-4-mini-instruct", "quantized-8da4w-embedding", "phi4mini", "-"},
   };
-  ASSERT_EQ(cells.size(), 7u);
+  // Seven design cells, then the adapter cell: cell 4 with a LoRA adapter (docs/lora.md).
+  ASSERT_EQ(cells.size(), 8u);
   for (size_t i = 0; i < 7; ++i) {
     EXPECT_EQ(cells[i].id, want[i].id);
     EXPECT_EQ(cells[i].model, want[i].model);
@@ -70,8 +72,15 @@ TEST(Cells, TheCommittedTableIsDesignSection2) {
     EXPECT_EQ(cells[i].max_size, want[i].max_size);
     EXPECT_EQ(cells[i].expected, "Paris");
     EXPECT_EQ(cells[i].revision.size(), 40u);
+    EXPECT_EQ(cells[i].lora, "");
   }
   EXPECT_EQ(cells[3].max_size_bytes, 770ull << 20);
+  const Cell& a = cells[7];
+  EXPECT_EQ(a.id, 8);
+  EXPECT_EQ(a.lora, "vkllm-e2e/Llama-3.2-1B-Instruct-lora");
+  for (auto same : {&Cell::model, &Cell::revision, &Cell::recipe, &Cell::prompt_file,
+                    &Cell::expected, &Cell::max_size, &Cell::twin})
+    EXPECT_EQ(a.*same, cells[3].*same);
   // The chat formats of DESIGN.md section 2, byte for byte.
   const std::string q = "What is the capital of France?";
   EXPECT_EQ(read_text_file(cells[0].prompt_path),
@@ -92,37 +101,47 @@ TEST(Cells, BadTablesFailWithFileLineAndReason) {
       {"", "no header"},
       {"cell\tmodel\n" + kGood, "header"},
       {kHeader, "no cells"},
-      {kHeader + "1\tQwen/Qwen3-0.6B\n", ":2: 2 tab-separated fields, expected 8"},
+      {kHeader + "1\tQwen/Qwen3-0.6B\n", ":2: 2 tab-separated fields, expected 9"},
       {kHeader + kGood + kGood, ":3: cell number 1 is repeated"},
       {kHeader + "x" + kGood.substr(1), "not a cell number"},
       {kHeader + "1\tQwen3-0.6B\t" + rev +
-           "\tquantized-8da4w\tprompts/p.txt\tParis\t-\ttiny-qwen3\n",
+           "\tquantized-8da4w\tprompts/p.txt\tParis\t-\ttiny-qwen3\t-\n",
        "not a Hugging Face model id"},
-      {kHeader + "1\tQwen/Qwen3-0.6B\tmain\tquantized-8da4w\tprompts/p.txt\tParis\t-\ttiny-qwen3\n",
+      {kHeader +
+           "1\tQwen/Qwen3-0.6B\tmain\tquantized-8da4w\tprompts/p.txt\tParis\t-\ttiny-qwen3\t-\n",
        "not a pinned 40-hex"},
-      {kHeader + "1\tQwen/Qwen3-0.6B\t" + rev + "\tint3\tprompts/p.txt\tParis\t-\ttiny-qwen3\n",
+      {kHeader + "1\tQwen/Qwen3-0.6B\t" + rev + "\tint3\tprompts/p.txt\tParis\t-\ttiny-qwen3\t-\n",
        "unknown recipe 'int3'"},
       {kHeader + "1\tQwen/Qwen3-0.6B\t" + rev +
-           "\tquantized-8da4w\t../p.txt\tParis\t-\ttiny-qwen3\n",
+           "\tquantized-8da4w\t../p.txt\tParis\t-\ttiny-qwen3\t-\n",
        "relative path inside"},
       {kHeader + "1\tQwen/Qwen3-0.6B\t" + rev +
-           "\tquantized-8da4w\t/etc/passwd\tParis\t-\ttiny-qwen3\n",
+           "\tquantized-8da4w\t/etc/passwd\tParis\t-\ttiny-qwen3\t-\n",
        "relative path inside"},
       {kHeader + "1\tQwen/Qwen3-0.6B\t" + rev +
-           "\tquantized-8da4w\tprompts/none.txt\tParis\t-\ttiny-qwen3\n",
+           "\tquantized-8da4w\tprompts/none.txt\tParis\t-\ttiny-qwen3\t-\n",
        "does not exist"},
       {kHeader + "1\tQwen/Qwen3-0.6B\t" + rev +
-           "\tquantized-8da4w\tprompts/p.txt\tthe city\t-\ttiny-qwen3\n",
+           "\tquantized-8da4w\tprompts/p.txt\tthe city\t-\ttiny-qwen3\t-\n",
        "must be one word"},
       {kHeader + "1\tQwen/Qwen3-0.6B\t" + rev +
-           "\tquantized-8da4w\tprompts/p.txt\tParis\t7 elephants\ttiny-qwen3\n",
+           "\tquantized-8da4w\tprompts/p.txt\tParis\t7 elephants\ttiny-qwen3\t-\n",
        "max_size"},
       {kHeader + "1\tQwen/Qwen3-0.6B\t" + rev +
-           "\tquantized-8da4w\tprompts/p.txt\tParis\t-\ttiny-phi4mini\n",
+           "\tquantized-8da4w\tprompts/p.txt\tParis\t-\ttiny-phi4mini\t-\n",
        "mirrors microsoft/Phi-4-mini-instruct"},
       {kHeader + "1\tQwen/Qwen3-0.6B\t" + rev +
-           "\tquantized-8da4w\tprompts/p.txt\tParis\t-\tqwen3-0.6b\n",
+           "\tquantized-8da4w\tprompts/p.txt\tParis\t-\tqwen3-0.6b\t-\n",
        "not a tiny twin"},
+      {kHeader + "1\tQwen/Qwen3-0.6B\t" + rev +
+           "\tquantized-8da4w\tprompts/p.txt\tParis\t-\ttiny-qwen3\tmy-adapter\n",
+       ":2: lora: "},
+      {kHeader + "1\tQwen/Qwen3-0.6B\t" + rev +
+           "\tquantized-8da4w\tprompts/p.txt\tParis\t-\ttiny-qwen3\tme/ad@v1\n",
+       "give the id alone"},
+      {kHeader + "1\tQwen/Qwen3-0.6B\t" + rev +
+           "\tquantized-8da4w\tprompts/p.txt\tParis\t-\ttiny-qwen3\tQwen/Qwen3-0.6B\n",
+       "must differ from the model's"},
   };
   for (const auto& c : cases) {
     const std::string e = error_of(c.body);
@@ -138,10 +157,10 @@ TEST(Cells, Selection) {
     for (auto& c : v) o.push_back(c.id);
     return o;
   };
-  EXPECT_EQ(ids(select_cells(cells, "")), (std::vector<int>{1, 2, 3, 4, 5, 6, 7}));
-  EXPECT_EQ(ids(select_cells(cells, "all")), (std::vector<int>{1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_EQ(ids(select_cells(cells, "")), (std::vector<int>{1, 2, 3, 4, 5, 6, 7, 8}));
+  EXPECT_EQ(ids(select_cells(cells, "all")), (std::vector<int>{1, 2, 3, 4, 5, 6, 7, 8}));
   EXPECT_EQ(ids(select_cells(cells, "7,1,3-4")), (std::vector<int>{1, 3, 4, 7}));
-  EXPECT_THROW(select_cells(cells, "8"), Error);
+  EXPECT_THROW(select_cells(cells, "9"), Error);
   EXPECT_THROW(select_cells(cells, "3-1"), Error);
   EXPECT_THROW(select_cells(cells, "a"), Error);
   EXPECT_THROW(select_cells(cells, "1,,2"), Error);

@@ -1,5 +1,6 @@
-// `vkllm e2e` as CI runs it: the seven twin cells on the Vulkan device of the machine (lavapipe in
-// CI) with the Khronos validation layer, and the proofs that its gates can fail.
+// `vkllm e2e` as CI runs it: the eight twin cells (the seven of the design and the adapter cell) on
+// the Vulkan device of the machine (lavapipe in CI) with the Khronos validation layer, and the
+// proofs that its gates can fail.
 // Outputs stay in the build tree (tests/e2e/out-*) for inspection.
 #include <gtest/gtest.h>
 
@@ -78,16 +79,22 @@ std::vector<std::string> tsv_lines(const std::string& path) {
 
 }  // namespace
 
-TEST(E2eTwins, AllSevenCellsPassOnTheVulkanDevice) {
+TEST(E2eTwins, AllEightCellsPassOnTheVulkanDevice) {
   const E2eRun r = run_e2e("twins", {"--twins"});
   ASSERT_EQ(r.code, 0) << r.err;
-  ASSERT_EQ(r.results["cells"].size(), 7u);
+  ASSERT_EQ(r.results["cells"].size(), 8u);
   std::set<std::string> twins_checked;
   for (const auto& c : r.results["cells"]) {
     SCOPED_TRACE("cell " + std::to_string(c["cell"].get<int>()));
     EXPECT_TRUE(c["pass"].get<bool>()) << c["reason"];
     EXPECT_EQ(c["stage"], "quality");
+    const bool adapter = !c["lora"].get<std::string>().empty();
+    EXPECT_EQ(adapter, c["cell"] == 8);
     for (const auto& s : c["stages"]) {
+      if (s["name"] == "lora" && !adapter) {  // only the adapter cell has one
+        EXPECT_FALSE(s["ran"].get<bool>());
+        continue;
+      }
       EXPECT_TRUE(s["ran"].get<bool>()) << s["name"];
       EXPECT_TRUE(s["ok"].get<bool>()) << s["name"] << ": " << s["note"];
       for (const auto& log : s["logs"])
@@ -131,17 +138,56 @@ TEST(E2eTwins, AllSevenCellsPassOnTheVulkanDevice) {
     const std::string note = stage(c, "pull")["note"];
     EXPECT_EQ(note.find(", 0 downloaded") == std::string::npos, seen.insert(model).second) << note;
   }
-  // results.tsv: header + 7 PASS lines.
+  // The adapter cell: generated for the pulled twin, published by its own hub, pulled by both of
+  // its exports (the merged fp32 golden and the recipe), printed by verify, its golden the merged
+  // model (which parts from the base's), its quality measured against the merged model.
+  const json& c8 = cell(r, 8);
+  const std::string lora = "vkllm-e2e/Llama-3.2-1B-Instruct-lora";
+  EXPECT_EQ(c8["lora"], lora);
+  EXPECT_EQ(c8["model"], cell(r, 4)["model"]);
+  EXPECT_EQ(c8["recipe"], cell(r, 4)["recipe"]);
+  EXPECT_NE(stage(c8, "lora")["note"].get<std::string>().find("published as " + lora),
+            std::string::npos)
+      << stage(c8, "lora")["note"];
+  const std::string g8 = stage(c8, "golden")["note"];
+  // The base was checked by cell 2, the first cell of the model.
+  EXPECT_NE(g8.find("(checked in cell 2); merged fp32 ("), std::string::npos) << g8;
+  EXPECT_NE(g8.find("LoRA modules) on the CPU = this cell's golden, parting from the base's at "
+                    "step "),
+            std::string::npos)
+      << g8;
+  EXPECT_NE(stage(c8, "export")["note"].get<std::string>().find(" LoRA modules merged"),
+            std::string::npos);
+  EXPECT_NE(stage(c8, "verify")["note"].get<std::string>().find("; lora " + lora + " @ main ("),
+            std::string::npos)
+      << stage(c8, "verify")["note"];
+  EXPECT_NE(stage(c8, "quality")["note"].get<std::string>().find("(vs the merged fp32 model)"),
+            std::string::npos);
+  const std::string lora_log = read_text_file(r.dir + "/logs/cell8/lora-hub-requests.jsonl");
+  // Both exports resolved it through the hub; the first downloaded it, the second found the
+  // files in the cache.
+  EXPECT_EQ(count_of(lora_log, "\"/api/models/" + lora + "/revision/main\""), 2u) << lora_log;
+  EXPECT_EQ(count_of(lora_log, "/adapter_model.safetensors\""), 1u) << lora_log;
+  EXPECT_EQ(count_of(lora_log, "/_blobs/"), 1u) << lora_log;
+  // The merged model's greedy ids are not the base's, nor are the cell's (same recipe as cell 4).
+  const json merged = json::parse(read_text_file(r.dir + "/logs/cell8/golden-lora.ids.json"));
+  const json base = json::parse(read_text_file(r.dir + "/logs/cell2/golden.ids.json"));
+  EXPECT_EQ(merged["prompt_ids"], base["prompt_ids"]);
+  EXPECT_NE(merged["generated_ids"], base["generated_ids"]);
+  EXPECT_NE(c8["answer"], cell(r, 4)["answer"]);
+  // results.tsv: header + 8 PASS lines.
   const auto lines = tsv_lines(r.dir + "/results.tsv");
-  ASSERT_EQ(lines.size(), 8u);
+  ASSERT_EQ(lines.size(), 9u);
   for (size_t i = 1; i < lines.size(); ++i)
     EXPECT_NE(lines[i].find("\tPASS\t"), std::string::npos) << lines[i];
-  // The report renders the seven passing rows in a real browser.
+  EXPECT_NE(lines[8].find("\t" + lora + "\t"), std::string::npos) << lines[8];
+  // The report renders the eight passing rows in a real browser, the adapter on its row.
   const std::string dom = chromium_dom(r.dir + "/report.html");
-  EXPECT_EQ(count_of(dom, "<tr class=\"cell-row pass\""), 7u);
-  EXPECT_NE(dom.find("7 / 7 passed"), std::string::npos);
+  EXPECT_EQ(count_of(dom, "<tr class=\"cell-row pass\""), 8u);
+  EXPECT_NE(dom.find("8 / 8 passed"), std::string::npos);
+  EXPECT_EQ(count_of(dom, "+ LoRA " + lora), 1u);
   // Progress went to stderr while it ran.
-  EXPECT_NE(r.err.find("e2e: [7/7] cell 7: PASS"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("e2e: [8/8] cell 8: PASS"), std::string::npos) << r.err;
 }
 
 // The test-only switch VKLLM_TEST_CORRUPT_OP zeroes one Vulkan op family's outputs. The int4
@@ -167,6 +213,28 @@ TEST(E2eGates, ACorruptedKernelFailsTheCellsThatUseIt) {
   EXPECT_NE(lines[2].find("\tFAIL\tcpu: Vulkan disagrees with the CPU reference"),
             std::string::npos)
       << lines[2];
+}
+
+// The adapter cell fails when its adapter changes nothing: with --lora-strength 0 the generated
+// adapter's B is zero, so the merged model is the base, and its greedy ids equal the base's
+// transformers golden (as they would if the export ignored --lora). Nothing is exported for the
+// recipe.
+TEST(E2eGates, AnAdapterThatChangesNothingFailsTheAdapterCell) {
+  const E2eRun r =
+      run_e2e("lora-zero", {"--twins", "--cells", "8", "-n", "8", "--lora-strength", "0"});
+  EXPECT_EQ(r.code, 1) << r.err;
+  const json& c8 = cell(r, 8);
+  EXPECT_FALSE(c8["pass"].get<bool>());
+  EXPECT_EQ(c8["stage"], "golden");
+  EXPECT_TRUE(stage(c8, "lora")["ok"].get<bool>()) << stage(c8, "lora")["note"];
+  EXPECT_EQ(c8["reason"].get<std::string>(),
+            "golden: the merged model's 32 greedy ids on the CPU equal the base twin's "
+            "transformers golden: the adapter changed nothing")
+      << c8["reason"];
+  EXPECT_FALSE(stage(c8, "export")["ran"].get<bool>());
+  // The adapter was published and merged all the same: zeros, not a missing adapter.
+  const json e = json::parse(read_text_file(r.dir + "/logs/cell8/golden-lora-export.stdout"));
+  EXPECT_GT(e["lora"]["modules"].get<int>(), 0);
 }
 
 // A golden that disagrees with the fp32 twin (one id changed) must fail the golden gate.
@@ -207,16 +275,17 @@ TEST(E2eGates, ABrokenFp32KernelFailsTheGoldenStageOnVulkan) {
 
 // Real mode (no --twins) against a hub: the real path runs every stage; a random-weight twin
 // served under the real id cannot say "Paris", so the answer gate must report it; a model the
-// hub does not have fails at pull.
+// hub does not have fails at pull. The adapter cell's adapter is generated for the pulled base
+// and pulled from its own hub in real mode too (no third-party adapter).
 TEST(E2eReal, StagesRunAndTheAnswerGateReportsTheMissingAnswer) {
   const std::string work = std::string(VKLLM_BINARY_DIR) + "/tests/e2e/real-hub";
   std::error_code ec;
   fs::remove_all(work, ec);
   fs::create_directories(work + "/logs");
   const auto cells =
-      select_cells(read_cells(std::string(VKLLM_SOURCE_DIR) + "/e2e/cells.tsv"), "1");
+      select_cells(read_cells(std::string(VKLLM_SOURCE_DIR) + "/e2e/cells.tsv"), "1,8");
   TwinHub hub(VKLLM_EXE, VKLLM_SOURCE_DIR, cells, work, work + "/logs", nullptr);
-  const E2eRun r = run_e2e("real", {"--cells", "1,2", "-n", "4"}, hub.pull_env());
+  const E2eRun r = run_e2e("real", {"--cells", "1,7,8", "-n", "4"}, hub.pull_env());
   EXPECT_EQ(r.code, 1) << r.err;
   ASSERT_EQ(r.results["mode"], "real");
   const json& c1 = cell(r, 1);
@@ -230,7 +299,24 @@ TEST(E2eReal, StagesRunAndTheAnswerGateReportsTheMissingAnswer) {
     EXPECT_TRUE(stage(c1, s)["ok"].get<bool>()) << s;
   for (const char* s : {"golden", "cpu", "quality"})
     EXPECT_FALSE(stage(c1, s)["ran"].get<bool>()) << s;
-  const json& c2 = cell(r, 2);
-  EXPECT_EQ(c2["stage"], "pull");
-  EXPECT_NE(c2["reason"].get<std::string>().find("not found"), std::string::npos) << c2["reason"];
+  const json& c7 = cell(r, 7);  // its model is not on this hub
+  EXPECT_EQ(c7["stage"], "pull");
+  EXPECT_NE(c7["reason"].get<std::string>().find("not found"), std::string::npos) << c7["reason"];
+  const json& c8 = cell(r, 8);
+  EXPECT_EQ(c8["stage"], "run");
+  EXPECT_NE(c8["reason"].get<std::string>().find("run: answer 'Paris' not found"),
+            std::string::npos)
+      << c8["reason"];
+  for (const char* s : {"pull", "lora", "export", "verify"})
+    EXPECT_TRUE(stage(c8, s)["ok"].get<bool>()) << s << ": " << stage(c8, s)["note"];
+  EXPECT_NE(stage(c8, "verify")["note"].get<std::string>().find(
+                "; lora vkllm-e2e/Llama-3.2-1B-Instruct-lora @ main ("),
+            std::string::npos)
+      << stage(c8, "verify")["note"];
+  const json ad =
+      json::parse(read_text_file(r.dir + "/lora-hub/cell8/vkllm-e2e/Llama-3.2-1B-Instruct-lora/"
+                                         "adapter_config.json"));
+  EXPECT_EQ(ad["base_model_name_or_path"], "unsloth/Llama-3.2-1B-Instruct");
+  for (const char* s : {"golden", "cpu", "quality"})
+    EXPECT_FALSE(stage(c8, s)["ran"].get<bool>()) << s;
 }

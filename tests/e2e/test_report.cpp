@@ -60,7 +60,7 @@ std::string out_dir() {
 
 }  // namespace
 
-TEST(Report, SevenRowsRenderInChromium) {
+TEST(Report, EightRowsRenderInChromium) {
   const MatrixResult r = sample_result();
   const std::string dir = out_dir();
   write_report_html(r, dir + "/report.html");
@@ -73,12 +73,14 @@ TEST(Report, SevenRowsRenderInChromium) {
 
   const std::string dom = chromium_dom(dir + "/report.html");
   ASSERT_FALSE(dom.empty());
-  EXPECT_EQ(count_of(dom, "<tr class=\"cell-row "), 7u) << dom.substr(0, 2000);
-  EXPECT_EQ(count_of(dom, "<tr class=\"cell-row pass\""), 6u);
+  EXPECT_EQ(count_of(dom, "<tr class=\"cell-row "), 8u) << dom.substr(0, 2000);
+  EXPECT_EQ(count_of(dom, "<tr class=\"cell-row pass\""), 7u);
   EXPECT_EQ(count_of(dom, "<tr class=\"cell-row fail\""), 1u);
-  for (int i = 1; i <= 7; ++i)
+  for (int i = 1; i <= 8; ++i)
     EXPECT_EQ(count_of(dom, "data-cell=\"" + std::to_string(i) + "\""), 1u) << i;
-  EXPECT_NE(dom.find("6 / 7 passed"), std::string::npos);
+  EXPECT_NE(dom.find("7 / 8 passed"), std::string::npos);
+  // The adapter cell's row names its adapter, and only that row.
+  EXPECT_EQ(count_of(dom, "+ LoRA vkllm-e2e/Llama-3.2-1B-Instruct-lora"), 1u);
   EXPECT_NE(dom.find("unsloth/Llama-3.2-1B-Instruct"), std::string::npos);
   EXPECT_NE(dom.find("quantized-8da4w-fp16-embedding"), std::string::npos);
   EXPECT_NE(dom.find("Vulkan tokens differ from the CPU backend"), std::string::npos);
@@ -103,7 +105,7 @@ TEST(Report, ResultsTsvHasOneLinePerCellAndAllColumns) {
     for (std::string x; std::getline(ls, x, '\t');) f.push_back(x);
     rows.push_back(f);
   }
-  ASSERT_EQ(rows.size(), 8u);
+  ASSERT_EQ(rows.size(), 9u);
   EXPECT_EQ(rows[0], results_columns());
   for (const char* c :
        {"cell", "model", "recipe", "stage", "result", "reason", "artifact_bytes", "prefill_tok_s",
@@ -115,5 +117,9 @@ TEST(Report, ResultsTsvHasOneLinePerCellAndAllColumns) {
   EXPECT_EQ(rows[5][5], "FAIL");
   EXPECT_EQ(rows[5][4], "cpu");
   EXPECT_EQ(rows[7][1], "microsoft/Phi-4-mini-instruct");
+  const size_t lora_col = std::find(rows[0].begin(), rows[0].end(), "lora") - rows[0].begin();
+  ASSERT_LT(lora_col, rows[0].size());
+  EXPECT_EQ(rows[7][lora_col], "-");
+  EXPECT_EQ(rows[8][lora_col], "vkllm-e2e/Llama-3.2-1B-Instruct-lora");
   fs::remove_all(dir);
 }

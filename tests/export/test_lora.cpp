@@ -402,3 +402,55 @@ TEST(LoraSynth, TwinAdapterFitsItsTwin) {
               testutil::sha256_file_hex(tmp.path + "/" + preset + "/adapter_model.safetensors"));
   }
 }
+
+// The e2e adapter cell's generator: an adapter shaped by a checkpoint folder's config.json (a
+// twin's here, a real model's in real mode) is the preset's adapter, byte for byte; strength 0
+// gives B = 0 (an adapter that changes nothing) with A still random; bad requests fail clearly.
+TEST(LoraSynth, AdapterForACheckpointFolderIsThePresetsAdapter) {
+  TempDir tmp("lorasynthfor");
+  const SynthPreset& p = find_synth_preset("tiny-llama3.2");
+  const std::string base = tmp.path + "/base";
+  std::filesystem::create_directories(base);
+  std::ofstream(base + "/config.json") << synth_config_json(p).dump(2);
+  SynthLoraOptions by_preset;
+  by_preset.preset = p.name;
+  by_preset.out_dir = tmp.path + "/by-preset";
+  by_preset.strength = 0.05;
+  synth_lora_write(by_preset);
+  SynthLoraOptions by_folder = by_preset;
+  by_folder.preset.clear();
+  by_folder.base_dir = base;
+  by_folder.out_dir = tmp.path + "/by-folder";
+  synth_lora_write(by_folder);
+  EXPECT_EQ(testutil::sha256_file_hex(by_folder.out_dir + "/adapter_model.safetensors"),
+            testutil::sha256_file_hex(by_preset.out_dir + "/adapter_model.safetensors"));
+  const nlohmann::json cfg = read_json_file(by_folder.out_dir + "/adapter_config.json");
+  EXPECT_EQ(cfg["base_model_name_or_path"], base);
+  const ModelDesc d = parse_hf_config(synth_config_json(p), nlohmann::json(), "tiny-llama3.2");
+  EXPECT_EQ(LoraMerge(by_folder.out_dir, d, 1.0, {}).deltas().size(), size_t(p.layers) * 7);
+
+  by_folder.strength = 0;
+  by_folder.out_dir = tmp.path + "/zero";
+  synth_lora_write(by_folder);
+  const SafetensorsFile st(by_folder.out_dir + "/adapter_model.safetensors");
+  size_t b_tensors = 0, a_nonzero = 0;
+  for (const auto& [name, t] : st.tensors()) {
+    for (float v : t.to_f32()) {
+      if (name.find(".lora_B.") != std::string::npos) {
+        EXPECT_EQ(v, 0.0f) << name;
+      } else {
+        a_nonzero += v != 0.0f;
+      }
+    }
+    b_tensors += name.find(".lora_B.") != std::string::npos;
+  }
+  EXPECT_EQ(b_tensors, size_t(p.layers) * 7);
+  EXPECT_GT(a_nonzero, 0u);
+
+  by_folder.base_dir = tmp.path + "/nowhere";
+  EXPECT_NE(error_of([&] { synth_lora_write(by_folder); }).find("missing config.json"),
+            std::string::npos);
+  by_folder.preset = p.name;
+  EXPECT_NE(error_of([&] { synth_lora_write(by_folder); }).find("exactly one of a preset"),
+            std::string::npos);
+}

@@ -73,7 +73,7 @@ for task in "$@"; do
         done
       done ;;
     e2e)
-      # The seven-cell twin matrix (vkllm e2e --twins: loopback hub, goldens, verify --agree,
+      # The eight-cell twin matrix (vkllm e2e --twins: loopback hub, goldens, verify --agree,
       # quality) on this GPU; results.tsv and report.html come back, the logs stay in /tmp.
       mkdir -p .fixtures && tar -C .fixtures -xJf .dev/fixtures.tar.xz
       "$BIN" e2e --twins --out /tmp/e2e; rc=$?
