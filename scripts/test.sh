@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # Runs the whole test suite (installs and builds first if needed). Every test runs once:
 # - under the sanitizers: the asan preset (clang, AddressSanitizer + UndefinedBehaviorSanitizer)
-#   builds everything and runs every test except the package tests: unit, cli, api, vulkan
-#   (lavapipe, validation layer on), bad_inputs, the twin e2e matrix (label `e2e`) and the fuzz
-#   smoke (label `fuzz`: every libFuzzer target over its seeds and regression inputs);
+#   builds everything and runs every test except the package and heavy tests: unit, cli, api,
+#   vulkan (lavapipe, validation layer on), bad_inputs, serve and the fuzz smoke (label `fuzz`:
+#   every libFuzzer target over its seeds and regression inputs);
 # - in the dev build (g++, which scripts/setup.sh builds): the package tests, which build their own
-#   producer and consumers with the normal compiler, so there is no sanitized code of ours in them.
+#   producer and consumers with the normal compiler, so there is no sanitized code of ours in them;
+#   and the tests labelled `heavy` (the twin e2e matrix and its gate proofs, the quality table of
+#   every recipe, the perturbation table: long numerics over the twins, 4-17x slower sanitized,
+#   through code the sanitized cli, api, bad-input and fuzz tests reach on smaller inputs;
+#   docs/robustness.md, "The sanitizer job").
 # Running the dev suite a second time unsanitized would add about 4 minutes to CI and check
 # nothing more (docs/robustness.md, "The sanitizer job", has the measured figures).
 # VKLLM_SKIP_ASAN=1: no sanitizer job; the dev build runs the whole suite instead (quick local
@@ -21,14 +25,14 @@ if [ "${VKLLM_SKIP_ASAN:-0}" = 1 ]; then
 fi
 dev_rc=0
 t1=$SECONDS
-ctest --preset dev -L package "$@" || dev_rc=$?
+ctest --preset dev -L "package|heavy" "$@" || dev_rc=$?
 t2=$SECONDS
 asan_rc=0
 cmake --preset asan >/dev/null
 cmake --build --preset asan -j "$(nproc)"
 t3=$SECONDS
-ctest --preset asan -LE package "$@" || asan_rc=$?
+ctest --preset asan -LE "package|heavy" "$@" || asan_rc=$?
 t4=$SECONDS
-echo "test.sh: dev setup and build $((t1 - t0)) s, package tests $((t2 - t1)) s (exit $dev_rc);" \
+echo "test.sh: dev setup and build $((t1 - t0)) s, package and heavy tests $((t2 - t1)) s (exit $dev_rc);" \
   "asan build $((t3 - t2)) s, tests $((t4 - t3)) s (exit $asan_rc); total $((t4 - t0)) s" >&2
 [ "$dev_rc" = 0 ] && [ "$asan_rc" = 0 ]
