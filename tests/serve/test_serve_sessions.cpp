@@ -1,0 +1,186 @@
+// `vkllm serve` beyond one request at a time: the Vulkan backend against the CPU reference
+// through the openai SDK (with the validation layer on), the KV slots that keep interleaved
+// conversations' prefixes, and a non-streaming client that leaves. The references: the CPU
+// backend's replies, fresh sessions (nothing cached) for the same conversations, `vkllm run`.
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <signal.h>
+
+#include <chrono>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <regex>
+
+#include "../cli/cli_fixture.h"
+#include "serve_fixture.h"
+#include "vkllm/vkllm.h"
+
+using namespace vkllm::test;
+using nlohmann::json;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// A non-streamed chat completion; the parsed body (null when no answer or not 200).
+json chat(int port, const json& messages, int max_tokens) {
+  httplib::Client c("127.0.0.1", port);
+  c.set_read_timeout(120, 0);
+  const json body = {{"messages", messages}, {"temperature", 0}, {"max_tokens", max_tokens}};
+  auto res = c.Post("/v1/chat/completions", body.dump(), "application/json");
+  EXPECT_TRUE(res && res->status == 200) << (res ? res->body : "no answer");
+  return res && res->status == 200 ? json::parse(res->body) : json();
+}
+
+}  // namespace
+
+// The decision of docs/serve.md: the SDK, page and load suites run on the CPU backend; this one
+// runs `vkllm serve --backend vulkan` (lavapipe here) under the Khronos validation layer: its
+// greedy replies, streamed and not, and their usage equal the CPU backend's, and its stderr has
+// no validation message.
+TEST(Serve, VulkanBackendRepliesEqualTheCpuBackends) {
+  const std::string art = shared_twin().artifact;
+  const auto t0 = Clock::now();
+  ServeProc cpu(art, {"-q"}, "cpu");
+  ServeProc vk(art, {}, "vulkan");  // per-request log lines on: the generation counts
+  const NodeResult r =
+      run_node("backends.test.mjs", {{"VKLLM_URL_A", cpu.url()},
+                                     {"VKLLM_URL_B", vk.url()},
+                                     {"VKLLM_MODEL", std::filesystem::path(art).stem().string()},
+                                     {"VKLLM_QUESTION", "What is the capital of France?"},
+                                     {"VKLLM_N", "6"}});
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  std::printf("%s", r.out.c_str());
+  EXPECT_EQ(vk.stop(SIGTERM), 0);
+  EXPECT_EQ(cpu.stop(SIGTERM), 0);
+  const std::string err = vk.err();
+  EXPECT_NE(err.find("serving"), std::string::npos) << err;
+  EXPECT_NE(err.find(" generated, "), std::string::npos) << err;  // it did generate
+  EXPECT_EQ(err.find("validation"), std::string::npos) << err;
+  std::printf("both servers and the SDK: %.1f s\n", seconds_since(t0));
+}
+
+namespace {
+
+struct Turn {
+  std::string reply;
+  int prompt = 0, completion = 0, cached = 0;
+};
+
+// Conversation c's next turn: its history plus the user message, on the server at `port`.
+Turn turn(int port, json& history, const std::string& user, int n) {
+  history.push_back({{"role", "user"}, {"content", user}});
+  const json r = chat(port, history, n);
+  Turn t;
+  if (r.is_null()) return t;
+  t.reply = r["choices"][0]["message"]["content"];
+  t.prompt = r["usage"]["prompt_tokens"];
+  t.completion = r["usage"]["completion_tokens"];
+  t.cached = r["usage"]["prompt_tokens_details"]["cached_tokens"];
+  history.push_back({{"role", "assistant"}, {"content", t.reply}});
+  return t;
+}
+
+}  // namespace
+
+// Two conversations, three turns each, interleaved (A1 B1 A2 B2 A3 B3). With two slots each later
+// turn takes all of its conversation's previous context (prompt and reply) from the KV cache and
+// prefills only its new turn; with one slot (the control) each evicts the other's. Every reply
+// equals that of a fresh session (nothing cached) given the same messages.
+TEST(Serve, SlotsKeepInterleavedConversationsPrefixes) {
+  const std::string art = shared_twin().artifact_long;
+  constexpr int kN = 6;
+  const std::vector<std::vector<std::string>> users = {
+      {"What is the capital of France?", "And of Italy?", "Which is larger?"},
+      {"Name a color.", "Another one.", "Mix them."}};
+  const auto interleave = [&](int slots, std::vector<json>& histories) {
+    ServeProc s(art, {"--slots", std::to_string(slots)});
+    std::vector<std::vector<Turn>> turns(2);
+    for (size_t k = 0; k < 3; ++k)
+      for (size_t c = 0; c < 2; ++c)
+        turns[c].push_back(turn(s.port(), histories[c], users[c][k], kN));
+    EXPECT_EQ(s.stop(SIGTERM), 0);
+    return turns;
+  };
+  std::vector<json> hist(2, json::array()), hist1(2, json::array());
+  const auto two = interleave(2, hist);
+  const auto one = interleave(1, hist1);
+  for (size_t c = 0; c < 2; ++c)
+    for (size_t k = 1; k < 3; ++k) {
+      const Turn &prev = two[c][k - 1], &t = two[c][k];
+      // The previous context is prompt + reply; its last token was generated but not yet fed.
+      EXPECT_GE(t.cached, prev.prompt + prev.completion - 1)
+          << "conversation " << c << " turn " << k;
+      EXPECT_LT(t.prompt - t.cached, t.prompt - prev.prompt + 1)
+          << "prefilled more than the new turn";
+      std::printf(
+          "conversation %zu turn %zu: %d prompt tokens, %d cached with 2 slots, %d with 1\n", c,
+          k + 1, t.prompt, t.cached, one[c][k].cached);
+      EXPECT_LT(one[c][k].cached, prev.prompt) << "the control: one slot should evict";
+    }
+  // The reference: each request's messages in a fresh session (nothing cached) of the library
+  // in this process, on the servers' backend: the same template, the same greedy tokens.
+  vkllm::ModelOptions mo;
+  mo.backend = serve_backend();
+  const auto model = vkllm::Model::open(art, mo);
+  for (size_t c = 0; c < 2; ++c)
+    for (size_t k = 0; k < 3; ++k) {
+      std::vector<vkllm::ChatTurn> conv;
+      for (size_t i = 0; i < 2 * k + 1; ++i)
+        conv.push_back({hist[c][i]["role"].get<std::string>(), hist[c][i]["content"]});
+      vkllm::Session fresh(model);
+      vkllm::GenerationOptions o;
+      o.max_new_tokens = kN;
+      std::string reply;
+      fresh.generate(model->chat_prompt(conv), o, [&](int32_t, const std::string& piece) {
+        reply += piece;
+        return true;
+      });
+      EXPECT_EQ(reply, two[c][k].reply) << "conversation " << c << " turn " << k + 1;
+      EXPECT_EQ(one[c][k].reply, two[c][k].reply);
+    }
+}
+
+// A non-streaming request for many tokens whose client gives up after 0.3 s: its generation stops
+// (the server's log line says the client left, with far fewer tokens than asked), and the next
+// request is served at once with the right reply.
+TEST(Serve, NonStreamingClientThatLeavesStopsItsGeneration) {
+  const std::string art = shared_twin().artifact_long;
+  constexpr int kMax = 900, kN = 6;
+  const std::string q = "What is the capital of France?";
+  const std::string want = greedy_chat_reply(art, "Name a color.", kN);
+  ServeProc s(art, {"--slots", "1"});
+  {
+    httplib::Client c("127.0.0.1", s.port());
+    c.set_read_timeout(0, 300000);
+    const json body = {{"messages", {{{"role", "user"}, {"content", q}}}},
+                       {"temperature", 0},
+                       {"max_tokens", kMax},
+                       {"ignore_eos", true}};
+    auto res = c.Post("/v1/chat/completions", body.dump(), "application/json");
+    EXPECT_FALSE(res) << "the long request was answered within 0.3 s";
+  }  // the client closes its connection
+  const auto t0 = Clock::now();
+  const json r = chat(s.port(), {{{"role", "user"}, {"content", "Name a color."}}}, kN);
+  const double next_s = seconds_since(t0);
+  ASSERT_FALSE(r.is_null());
+  EXPECT_EQ(r["choices"][0]["message"]["content"], want);
+  EXPECT_EQ(s.stop(SIGTERM), 0);
+  const std::string err = s.err();
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(
+      err, m, std::regex(R"(chatcmpl-1: .* (\d+) generated, length \(client left\) in (\d+) ms)")))
+      << err;
+  const int generated = std::stoi(m[1]);
+  const double ms = std::stod(m[2]);
+  std::printf(
+      "the abandoned request: %d of %d tokens in %.0f ms; the next one answered in %.2f s\n",
+      generated, kMax, ms, next_s);
+  EXPECT_LT(generated, kMax / 2);
+  // Promptly: well before the abandoned generation would have ended at its own pace.
+  EXPECT_LT(next_s * 1000, ms / std::max(generated, 1) * kMax / 2);
+}
