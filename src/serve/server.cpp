@@ -328,11 +328,14 @@ class Server {
     if (!job->r.stream) {
       // Its client is polled between tokens: one that left stops the generation (its reply
       // would go nowhere) and frees the model for the next request.
+      // (What goes back to a client that left has nobody to read it: 499, nginx's "client
+      // closed request", for the log.)
       const Peer peer(req);
+      const HttpError left(499, "the client closed the connection");
       if (!ticket->wait()) return send_error(res, HttpError(503, "the server is stopping"));
       if (peer.gone()) {
         log(fmt::format("{}: the client left before its turn; not generated", job->id));
-        return;
+        return send_error(res, left);
       }
       std::string text, finish;
       try {
@@ -344,6 +347,7 @@ class Server {
             },
             finish);
         ticket.reset();
+        if (peer.gone()) return send_error(res, left);
         send_json(res, 200,
                   completion_response(job->r, job->id, job->created, name_, text, finish, u));
       } catch (const Error& e) {

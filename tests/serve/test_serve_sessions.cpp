@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <thread>
 
 #include "../cli/cli_fixture.h"
 #include "serve_fixture.h"
@@ -52,7 +53,7 @@ TEST(Serve, VulkanBackendRepliesEqualTheCpuBackends) {
                                      {"VKLLM_URL_B", vk.url()},
                                      {"VKLLM_MODEL", std::filesystem::path(art).stem().string()},
                                      {"VKLLM_QUESTION", "What is the capital of France?"},
-                                     {"VKLLM_N", "6"}});
+                                     {"VKLLM_N", "4"}});
   EXPECT_EQ(r.code, 0) << r.out << r.err;
   std::printf("%s", r.out.c_str());
   EXPECT_EQ(vk.stop(SIGTERM), 0);
@@ -145,25 +146,31 @@ TEST(Serve, SlotsKeepInterleavedConversationsPrefixes) {
     }
 }
 
-// A non-streaming request for many tokens whose client gives up after 0.3 s: its generation stops
-// (the server's log line says the client left, with far fewer tokens than asked), and the next
-// request is served at once with the right reply.
+// A non-streaming request for many tokens whose client gives up after 1.2 s, and another one
+// queued behind it whose client gives up after 0.3 s of waiting: the first generation stops (the
+// server's log line says the client left, with far fewer tokens than asked), the second is not
+// generated at all, and the next request is served at once with the right reply.
 TEST(Serve, NonStreamingClientThatLeavesStopsItsGeneration) {
   const std::string art = shared_twin().artifact_long;
   constexpr int kMax = 900, kN = 6;
-  const std::string q = "What is the capital of France?";
   const std::string want = greedy_chat_reply(art, "Name a color.", kN);
   ServeProc s(art, {"--slots", "1"});
-  {
+  const auto leave_after = [&](int ms) {
     httplib::Client c("127.0.0.1", s.port());
-    c.set_read_timeout(0, 300000);
-    const json body = {{"messages", {{{"role", "user"}, {"content", q}}}},
-                       {"temperature", 0},
-                       {"max_tokens", kMax},
-                       {"ignore_eos", true}};
+    c.set_read_timeout(ms / 1000, (ms % 1000) * 1000);
+    const json body = {
+        {"messages", {{{"role", "user"}, {"content", "What is the capital of France?"}}}},
+        {"temperature", 0},
+        {"max_tokens", kMax},
+        {"ignore_eos", true}};
     auto res = c.Post("/v1/chat/completions", body.dump(), "application/json");
-    EXPECT_FALSE(res) << "the long request was answered within 0.3 s";
-  }  // the client closes its connection
+    EXPECT_FALSE(res) << "a long request was answered within " << ms << " ms";
+  };  // the client closes its connection
+  std::thread first(leave_after, 1200);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  std::thread second(leave_after, 300);  // waits for the first one's turn, then leaves
+  second.join();
+  first.join();
   const auto t0 = Clock::now();
   const json r = chat(s.port(), {{{"role", "user"}, {"content", "Name a color."}}}, kN);
   const double next_s = seconds_since(t0);
@@ -175,6 +182,10 @@ TEST(Serve, NonStreamingClientThatLeavesStopsItsGeneration) {
   ASSERT_TRUE(std::regex_search(
       err, m, std::regex(R"(chatcmpl-1: .* (\d+) generated, length \(client left\) in (\d+) ms)")))
       << err;
+  EXPECT_NE(err.find("chatcmpl-2: the client left before its turn; not generated"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("POST /v1/chat/completions 499"), std::string::npos) << err;
   const int generated = std::stoi(m[1]);
   const double ms = std::stod(m[2]);
   std::printf(
