@@ -56,6 +56,7 @@ struct ModelInfo {
   int context_length = 0;  // in effect (ModelOptions::context_length or the maximum)
   std::vector<int32_t> eos_ids;
   uint64_t weight_bytes = 0;
+  uint64_t kv_cache_bytes = 0;  // the KV cache of one session at context_length
 };
 
 // One turn of a conversation; role: "system", "user" or "assistant".
@@ -162,6 +163,10 @@ class VKLLM_API Session {
   // (a chat's previous reply is not re-tokenized).
   std::vector<int32_t> generate_reusing(const std::string& context, const GenerationOptions& opts,
                                         const TokenCallback& on_token = nullptr);
+  // How many tokens of the session's context generate_reusing(context) would keep in the KV cache
+  // (nothing runs; the server routes a request to the session that keeps the most).
+  int reusable_tokens(const std::vector<int32_t>& context) const;
+  int reusable_tokens(const std::string& context) const;
   // The token ids of the context, in order (what generate calls fed and returned).
   std::vector<int32_t> context() const;
   void reset();                // clears the context (the KV cache)

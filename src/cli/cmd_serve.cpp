@@ -23,6 +23,12 @@ void add_serve(CLI::App& app) {
       ->check(CLI::Range(0, 1 << 24));
   cmd->add_option("--queue", o->queue, "Requests that may wait for the model; more get 503")
       ->check(CLI::Range(1, 1024));
+  cmd->add_option("--slots", o->slots,
+                  "KV sessions kept (default 2): interleaved conversations, up to one per slot, "
+                  "each reuse their own prefix. Memory: one KV cache per slot, 2 x layers x "
+                  "kv_heads x head_dim values (f16 or f32, as the recipe) per context token, e.g. "
+                  "Qwen3-0.6B fp16 at 4096 tokens 448 MiB; the start line prints it")
+      ->check(CLI::Range(1, 64));
   cmd->add_option("--max-body", o->max_body, "Largest request body in bytes (larger: 413)")
       ->check(CLI::Range(1024, 1 << 30));
   cmd->add_option("--model-name", o->model_name,

@@ -62,6 +62,9 @@ struct Session::Impl {
   int pos = 0;
   GenerationStats stats;
 
+  // The token ids of `context` (chat text): when the context, decoded, is a prefix of it, its ids
+  // as they are followed by the rest encoded (a previous reply is not re-tokenized).
+  std::vector<int32_t> tokens_of(const std::string& context) const;
   // Keeps `keep` (<= pos) KV rows, feeds `input` after them and generates.
   std::vector<int32_t> run(int keep, std::vector<int32_t> input, const GenerationOptions& opts,
                            const TokenCallback& on_token);
@@ -119,12 +122,7 @@ std::vector<int32_t> Session::generate_reusing(const std::vector<int32_t>& conte
                                                const GenerationOptions& opts,
                                                const TokenCallback& on_token) {
   if (context.empty()) fail("the context to generate after is empty (no tokens)");
-  const auto& ids = impl_->ids;
-  size_t common = 0;
-  while (common < ids.size() && common < context.size() && ids[common] == context[common]) ++common;
-  // At least one token is fed: the logits come from its forward.
-  const int keep =
-      static_cast<int>(std::min({common, context.size() - 1, static_cast<size_t>(impl_->pos)}));
+  const int keep = reusable_tokens(context);
   return impl_->run(keep, std::vector<int32_t>(context.begin() + keep, context.end()), opts,
                     on_token);
 }
@@ -132,17 +130,34 @@ std::vector<int32_t> Session::generate_reusing(const std::vector<int32_t>& conte
 std::vector<int32_t> Session::generate_reusing(const std::string& context,
                                                const GenerationOptions& opts,
                                                const TokenCallback& on_token) {
-  const Model& m = *impl_->model;
-  if (!impl_->ids.empty()) {
-    const std::string have = m.decode(impl_->ids);
+  return generate_reusing(impl_->tokens_of(context), opts, on_token);
+}
+
+int Session::reusable_tokens(const std::vector<int32_t>& context) const {
+  const auto& ids = impl_->ids;
+  size_t common = 0;
+  while (common < ids.size() && common < context.size() && ids[common] == context[common]) ++common;
+  // At least one token is fed: the logits come from its forward.
+  const size_t fed = context.empty() ? 0 : context.size() - 1;
+  return static_cast<int>(std::min({common, fed, static_cast<size_t>(impl_->pos)}));
+}
+
+int Session::reusable_tokens(const std::string& context) const {
+  return reusable_tokens(impl_->tokens_of(context));
+}
+
+std::vector<int32_t> Session::Impl::tokens_of(const std::string& context) const {
+  const Model& m = *model;
+  if (!ids.empty()) {
+    const std::string have = m.decode(ids);
     if (context.size() > have.size() && context.compare(0, have.size(), have) == 0) {
-      std::vector<int32_t> all = impl_->ids;
+      std::vector<int32_t> all = ids;
       const auto rest = m.encode(context.substr(have.size()), false);
       all.insert(all.end(), rest.begin(), rest.end());
-      return generate_reusing(all, opts, on_token);
+      return all;
     }
   }
-  return generate_reusing(m.encode(context, false), opts, on_token);
+  return m.encode(context, false);
 }
 
 namespace {

@@ -56,6 +56,8 @@ void Model::Impl::open(const std::string& path) {
   info.backend = options.backend;
   info.vocab_size = desc.vocab;
   info.context_length = program().max_ctx;
+  for (const TensorDecl& t : program().tensors)
+    if (t.kind == TensorKind::KVCache) info.kv_cache_bytes += dtype_nbytes(t.dtype, t.shape);
   info.eos_ids.assign(desc.eos_ids.begin(), desc.eos_ids.end());
   load();
   info.device_name = loaded->device_name();

@@ -14,7 +14,9 @@
 #include "core/error.h"
 #include "serve/chat_page.h"
 #include "serve/openai.h"
+#include "serve/peer.h"
 #include "serve/queue.h"
+#include "serve/slots.h"
 #include "vkllm/vkllm.h"
 
 namespace vkllm::serve {
@@ -62,7 +64,7 @@ class Server {
     mo.context_length = o.ctx;
     model_ = Model::open(o.model_path, mo);
     ctx_ = model_->info().context_length;
-    session_ = std::make_unique<Session>(model_);
+    slots_ = std::make_unique<SlotPool>(model_, o.slots);
     name_ =
         o.model_name.empty() ? std::filesystem::path(o.model_path).stem().string() : o.model_name;
     if (name_.empty()) name_ = "vkllm";
@@ -86,8 +88,11 @@ class Server {
       queue_.stop();
       svr_.stop();
     });
-    std::fprintf(stderr, "vkllm: serving %s on http://%s:%d (context %d tokens, %s)\n",
-                 name_.c_str(), o_.host.c_str(), port, ctx_, model_->info().device_name.c_str());
+    std::fprintf(stderr,
+                 "vkllm: serving %s on http://%s:%d (context %d tokens, %s, %d slots of %.1f MiB "
+                 "KV cache each)\n",
+                 name_.c_str(), o_.host.c_str(), port, ctx_, model_->info().device_name.c_str(),
+                 slots_->size(), static_cast<double>(model_->info().kv_cache_bytes) / (1 << 20));
     std::fflush(stderr);
     svr_.listen_after_bind();
     queue_.stop();
@@ -99,7 +104,7 @@ class Server {
  private:
   ServeOptions o_;
   std::shared_ptr<Model> model_;
-  std::unique_ptr<Session> session_;  // used only by the request holding the queue's turn
+  std::unique_ptr<SlotPool> slots_;  // used only by the request holding the queue's turn
   std::string name_;
   int ctx_ = 0;
   FairQueue queue_;
@@ -277,18 +282,19 @@ class Server {
       return piece.empty() || on_piece(piece);
     };
     const auto t0 = std::chrono::steady_clock::now();
+    const SlotPool::Pick slot = slots_->pick(job.r.chat ? job.text : std::string(), job.tokens);
     if (job.r.chat)
-      session_->generate_reusing(job.text, job.r.opts, cb);
+      slot.session->generate_reusing(job.text, job.r.opts, cb);
     else
-      session_->generate_reusing(job.tokens, job.r.opts, cb);
-    const GenerationStats& s = session_->stats();
+      slot.session->generate_reusing(job.tokens, job.r.opts, cb);
+    const GenerationStats& s = slot.session->stats();
     finish = s.stopped_by_eos || s.stopped_by_stop ? "stop" : "length";
     Usage u{s.reused_tokens + s.prompt_tokens, s.generated_tokens, s.reused_tokens};
     log(fmt::format(
-        "{}: prompt {} tokens ({} reused from the KV cache, {} prefilled), {} generated, {}{} in "
-        "{:.0f} ms",
-        job.id, u.prompt_tokens, s.reused_tokens, s.prompt_tokens, s.generated_tokens, finish,
-        s.stopped_by_callback ? " (client left)" : "",
+        "{}: slot {}, prompt {} tokens ({} reused from the KV cache, {} prefilled), {} generated, "
+        "{}{} in {:.0f} ms",
+        job.id, slot.slot, u.prompt_tokens, s.reused_tokens, s.prompt_tokens, s.generated_tokens,
+        finish, s.stopped_by_callback ? " (client left)" : "",
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count()));
     return u;
   }
@@ -320,17 +326,28 @@ class Server {
                     fmt::format("the server is busy ({} requests waiting) or stopping; retry later",
                                 o_.queue)));
     if (!job->r.stream) {
+      // Its client is polled between tokens: one that left stops the generation (its reply
+      // would go nowhere) and frees the model for the next request.
+      // (What goes back to a client that left has nobody to read it: 499, nginx's "client
+      // closed request", for the log.)
+      const Peer peer(req);
+      const HttpError left(499, "the client closed the connection");
       if (!ticket->wait()) return send_error(res, HttpError(503, "the server is stopping"));
+      if (peer.gone()) {
+        log(fmt::format("{}: the client left before its turn; not generated", job->id));
+        return send_error(res, left);
+      }
       std::string text, finish;
       try {
         const Usage u = generate(
             *job,
             [&](const std::string& p) {
               text += p;
-              return true;
+              return !peer.gone();
             },
             finish);
         ticket.reset();
+        if (peer.gone()) return send_error(res, left);
         send_json(res, 200,
                   completion_response(job->r, job->id, job->created, name_, text, finish, u));
       } catch (const Error& e) {

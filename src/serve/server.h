@@ -1,6 +1,7 @@
-// `vkllm serve`: an OpenAI-compatible HTTP server (cpp-httplib) over one model and one session.
-// Requests wait in a first-come first-served queue for the model; each reuses the KV cache of
-// the longest prefix it shares with the previous request's context (docs/serve.md).
+// `vkllm serve`: an OpenAI-compatible HTTP server (cpp-httplib) over one model and a few KV
+// sessions (slots). Requests wait in a first-come first-served queue for the model; each runs on
+// the slot whose cached context it shares the longest prefix with, reusing that prefix's KV cache
+// (docs/serve.md).
 #pragma once
 #include <cstddef>
 #include <string>
@@ -12,6 +13,7 @@ struct ServeOptions {
   int port = 8080;  // 0: any free port (the one chosen is printed)
   int ctx = 0;      // KV cache rows (0: the artifact's)
   int queue = 16;   // requests that may wait for the model; more are answered 503
+  int slots = 2;    // KV sessions kept (each a KV cache of ctx rows: ModelInfo::kv_cache_bytes)
   size_t max_body = 1 << 20;
   bool log = true;  // one stderr line per request
 };

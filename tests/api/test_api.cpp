@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -107,6 +108,15 @@ TEST_F(Api, ModelInfo) {
   EXPECT_FALSE(i.eos_ids.empty());
   EXPECT_EQ(i.weight_bytes, cpu_->info().weight_bytes);
   EXPECT_GT(i.weight_bytes, 0u);
+  // One session's KV cache: K and V, every layer, kv_heads x head_dim values per row, in fp16
+  // (this recipe), as many rows as the context (the twin's config.json, not the program).
+  std::ifstream f(dir_ + "/twin/config.json");
+  const auto cfg = nlohmann::json::parse(f);
+  const uint64_t per_row = 2ull * cfg["num_hidden_layers"].get<uint64_t>() *
+                           cfg["num_key_value_heads"].get<uint64_t>() *
+                           cfg["head_dim"].get<uint64_t>() * 2;
+  EXPECT_EQ(i.kv_cache_bytes, per_row * 16);
+  EXPECT_EQ(cpu_->info().kv_cache_bytes, per_row * 64);
 }
 
 TEST_F(Api, TokenizerAccess) {

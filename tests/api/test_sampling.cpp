@@ -262,6 +262,7 @@ TEST(Sampling, PrefixReuseFeedsOnlyTheNewTurn) {
   const int kv1 = static_cast<int>(ctx1.size()) - (s.stats().stopped_by_eos ? 0 : 1);
   conv.push_back({"assistant", reply});
   conv.push_back({"user", "And of Spain?"});
+  EXPECT_EQ(s.reusable_tokens(m->chat_prompt(conv)), kv1);  // what the call below keeps
   const auto out2 = s.generate_reusing(m->chat_prompt(conv), o);
   EXPECT_EQ(s.stats().reused_tokens, kv1);
   const auto ctx2 = s.context();
@@ -275,6 +276,7 @@ TEST(Sampling, PrefixReuseFeedsOnlyTheNewTurn) {
   const auto other = m->encode(m->chat_prompt("Name a color."));
   size_t common = 0;
   while (ctx2[common] == other[common]) ++common;
+  EXPECT_EQ(s.reusable_tokens(other), static_cast<int>(common));
   const auto out3 = s.generate_reusing(other, o);
   EXPECT_EQ(s.stats().reused_tokens, static_cast<int>(common));
   EXPECT_EQ(s.stats().prompt_tokens, static_cast<int>(other.size() - common));

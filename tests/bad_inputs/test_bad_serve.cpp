@@ -141,6 +141,14 @@ TEST(BadInputs, ServeAndChatRefusals) {
   const Proc b = run_vkllm({"chat", "-m", "/nonexistent/m.vkllm"});
   EXPECT_EQ(b.code, 1);
   EXPECT_EQ(b.err_lines().size(), 1u) << b.err;
+  // A slot count out of range or not a number: one line naming --slots, nothing started.
+  for (const char* n : {"0", "65", "two"}) {
+    const Proc d =
+        run_vkllm({"serve", "-m", shared_twin().artifact, "--port", "0", "--slots", n}, {}, 60);
+    EXPECT_NE(d.code, 0) << n;
+    EXPECT_NE(d.err.find("--slots"), std::string::npos) << d.err;
+    EXPECT_EQ(d.err.find("serving"), std::string::npos) << d.err;
+  }
   // A port already taken.
   ServeProc s(shared_twin().artifact, {"-q"});
   const Proc c = run_vkllm({"serve", "-m", shared_twin().artifact, "--backend", "cpu", "--port",

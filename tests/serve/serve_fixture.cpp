@@ -33,10 +33,12 @@ std::string slurp(const std::string& path) {
 
 }  // namespace
 
-ServeProc::ServeProc(const std::string& artifact, const std::vector<std::string>& extra)
+ServeProc::ServeProc(const std::string& artifact, const std::vector<std::string>& extra,
+                     const std::string& backend)
     : dir_(scratch_dir()) {
-  std::vector<std::string> args = {VKLLM_EXE, "serve", "-m",        artifact,
-                                   "--port",  "0",     "--backend", serve_backend()};
+  std::vector<std::string> args = {
+      VKLLM_EXE, "serve", "-m",        artifact,
+      "--port",  "0",     "--backend", backend.empty() ? serve_backend() : backend};
   args.insert(args.end(), extra.begin(), extra.end());
   const std::string err_path = dir_ + "/stderr";
   pid_ = ::fork();

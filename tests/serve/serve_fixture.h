@@ -13,9 +13,11 @@ namespace vkllm::test {
 
 class ServeProc {
  public:
-  // Starts `vkllm serve -m artifact --port 0 extra...`; fails the test (throws) when it does not
-  // announce its port within 120 s.
-  ServeProc(const std::string& artifact, const std::vector<std::string>& extra = {});
+  // Starts `vkllm serve -m artifact --port 0 --backend B extra...` (B: `backend`, else
+  // serve_backend()) under the Vulkan validation layer (VKLLM_VALIDATION=1); fails the test
+  // (throws) when it does not announce its port within 120 s.
+  ServeProc(const std::string& artifact, const std::vector<std::string>& extra = {},
+            const std::string& backend = "");
   ~ServeProc();
   ServeProc(const ServeProc&) = delete;
   ServeProc& operator=(const ServeProc&) = delete;

@@ -1,0 +1,174 @@
+// `vkllm serve` beyond one request at a time: the Vulkan backend against the CPU reference
+// through the openai SDK (with the validation layer on), the KV slots that keep interleaved
+// conversations' prefixes, and a non-streaming client that leaves. The references: the CPU
+// backend's replies, a fresh server (nothing cached) for the same conversations, `vkllm run`.
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <signal.h>
+
+#include <chrono>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <thread>
+
+#include "../cli/cli_fixture.h"
+#include "serve_fixture.h"
+
+using namespace vkllm::test;
+using nlohmann::json;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// A non-streamed chat completion; the parsed body (null when no answer or not 200).
+json chat(int port, const json& messages, int max_tokens) {
+  httplib::Client c("127.0.0.1", port);
+  c.set_read_timeout(120, 0);
+  const json body = {{"messages", messages}, {"temperature", 0}, {"max_tokens", max_tokens}};
+  auto res = c.Post("/v1/chat/completions", body.dump(), "application/json");
+  EXPECT_TRUE(res && res->status == 200) << (res ? res->body : "no answer");
+  return res && res->status == 200 ? json::parse(res->body) : json();
+}
+
+}  // namespace
+
+// The decision of docs/serve.md: the SDK, page and load suites run on the CPU backend; this one
+// runs `vkllm serve --backend vulkan` (lavapipe here) under the Khronos validation layer: its
+// greedy replies, streamed and not, and their usage equal the CPU backend's, and its stderr has
+// no validation message.
+TEST(Serve, VulkanBackendRepliesEqualTheCpuBackends) {
+  const std::string art = shared_twin().artifact;
+  const auto t0 = Clock::now();
+  ServeProc cpu(art, {"-q"}, "cpu");
+  ServeProc vk(art, {}, "vulkan");  // per-request log lines on: the generation counts
+  const NodeResult r =
+      run_node("backends.test.mjs", {{"VKLLM_URL_A", cpu.url()},
+                                     {"VKLLM_URL_B", vk.url()},
+                                     {"VKLLM_MODEL", std::filesystem::path(art).stem().string()},
+                                     {"VKLLM_QUESTION", "What is the capital of France?"},
+                                     {"VKLLM_N", "4"}});
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  std::printf("%s", r.out.c_str());
+  EXPECT_EQ(vk.stop(SIGTERM), 0);
+  EXPECT_EQ(cpu.stop(SIGTERM), 0);
+  const std::string err = vk.err();
+  EXPECT_NE(err.find("serving"), std::string::npos) << err;
+  EXPECT_NE(err.find(" generated, "), std::string::npos) << err;  // it did generate
+  EXPECT_EQ(err.find("validation"), std::string::npos) << err;
+  std::printf("both servers and the SDK: %.1f s\n", seconds_since(t0));
+}
+
+namespace {
+
+struct Turn {
+  std::string reply;
+  int prompt = 0, completion = 0, cached = 0;
+};
+
+// Conversation c's next turn: its history plus the user message, on the server at `port`.
+Turn turn(int port, json& history, const std::string& user, int n) {
+  history.push_back({{"role", "user"}, {"content", user}});
+  const json r = chat(port, history, n);
+  Turn t;
+  if (r.is_null()) return t;
+  t.reply = r["choices"][0]["message"]["content"];
+  t.prompt = r["usage"]["prompt_tokens"];
+  t.completion = r["usage"]["completion_tokens"];
+  t.cached = r["usage"]["prompt_tokens_details"]["cached_tokens"];
+  history.push_back({{"role", "assistant"}, {"content", t.reply}});
+  return t;
+}
+
+}  // namespace
+
+// Two conversations of two turns, interleaved (A1 B1 A2 B2), on a server with two slots: each
+// second turn takes all of its conversation's previous context (prompt and reply) from the KV
+// cache and prefills only its new turn, though the other conversation ran in between. Every reply
+// equals that of a fresh server, one with nothing cached for it: the first turns come from empty
+// slots (0 cached), the second turns' messages go to a second, fresh server.
+TEST(Serve, SlotsKeepInterleavedConversationsPrefixes) {
+  const std::string art = shared_twin().artifact_long;
+  constexpr int kN = 3;  // tokens per reply (the CPU backend decodes ~2 tokens/s under ASan)
+  const std::vector<std::vector<std::string>> users = {{"Hi.", "And then?"},
+                                                       {"Name a color.", "Why?"}};
+  std::vector<json> hist(2, json::array());
+  std::vector<std::vector<Turn>> turns(2);
+  {
+    ServeProc s(art, {"--slots", "2"});
+    for (size_t k = 0; k < 2; ++k)
+      for (size_t c = 0; c < 2; ++c) turns[c].push_back(turn(s.port(), hist[c], users[c][k], kN));
+    EXPECT_EQ(s.stop(SIGTERM), 0);
+    EXPECT_NE(s.err().find("2 slots of"), std::string::npos) << s.err();
+  }
+  ServeProc fresh(art, {"--slots", "2", "-q"});
+  for (size_t c = 0; c < 2; ++c) {
+    const Turn &first = turns[c][0], &second = turns[c][1];
+    EXPECT_EQ(first.cached, 0) << "conversation " << c << ": its first turn ran on an empty slot";
+    // The previous context is prompt + reply; its last token was generated but not yet fed.
+    EXPECT_GE(second.cached, first.prompt + first.completion - 1) << "conversation " << c;
+    std::printf("conversation %zu turn 2: %d prompt tokens, %d from the KV cache, %d prefilled\n",
+                c, second.prompt, second.cached, second.prompt - second.cached);
+    const json msgs(hist[c].begin(), hist[c].begin() + 3);  // user, assistant, user
+    const json r = chat(fresh.port(), msgs, kN);
+    ASSERT_FALSE(r.is_null());
+    EXPECT_EQ(r["usage"]["prompt_tokens_details"]["cached_tokens"], 0) << "not fresh";
+    EXPECT_EQ(r["usage"]["prompt_tokens"], second.prompt);
+    EXPECT_EQ(r["choices"][0]["message"]["content"], second.reply) << "conversation " << c;
+  }
+  EXPECT_EQ(fresh.stop(SIGTERM), 0);
+}
+
+// A non-streaming request for many tokens whose client gives up after 1.5 s, and another one
+// queued behind it whose client gives up after 0.3 s of waiting: the first generation stops (the
+// server's log line says the client left, with far fewer tokens than asked), the second is not
+// generated at all, and the next request is served at once with the right reply.
+TEST(Serve, NonStreamingClientThatLeavesStopsItsGeneration) {
+  const std::string art = shared_twin().artifact_long;
+  constexpr int kMax = 900, kN = 2;
+  const std::string want = greedy_chat_reply(art, "Name a color.", kN);
+  ServeProc s(art, {"--slots", "1"});
+  const auto leave_after = [&](int ms) {
+    httplib::Client c("127.0.0.1", s.port());
+    c.set_read_timeout(ms / 1000, (ms % 1000) * 1000);
+    const json body = {
+        {"messages", {{{"role", "user"}, {"content", "What is the capital of France?"}}}},
+        {"temperature", 0},
+        {"max_tokens", kMax},
+        {"ignore_eos", true}};
+    auto res = c.Post("/v1/chat/completions", body.dump(), "application/json");
+    EXPECT_FALSE(res) << "a long request was answered within " << ms << " ms";
+  };  // the client closes its connection
+  std::thread first(leave_after, 1500);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  std::thread second(leave_after, 300);  // waits for the first one's turn, then leaves
+  second.join();
+  first.join();
+  const auto t0 = Clock::now();
+  const json r = chat(s.port(), {{{"role", "user"}, {"content", "Name a color."}}}, kN);
+  const double next_s = seconds_since(t0);
+  ASSERT_FALSE(r.is_null());
+  EXPECT_EQ(r["choices"][0]["message"]["content"], want);
+  EXPECT_EQ(s.stop(SIGTERM), 0);
+  const std::string err = s.err();
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(
+      err, m,
+      std::regex(R"(chatcmpl-\d+: .* (\d+) generated, length \(client left\) in (\d+) ms)")))
+      << err;
+  EXPECT_NE(err.find(": the client left before its turn; not generated"), std::string::npos) << err;
+  EXPECT_NE(err.find("POST /v1/chat/completions 499"), std::string::npos) << err;
+  const int generated = std::stoi(m[1]);
+  const double ms = std::stod(m[2]);
+  std::printf(
+      "the abandoned request: %d of %d tokens in %.0f ms; the next one answered in %.2f s\n",
+      generated, kMax, ms, next_s);
+  EXPECT_LT(generated, kMax / 2);
+  // Promptly: well before the abandoned generation would have ended at its own pace.
+  EXPECT_LT(next_s * 1000, ms / std::max(generated, 1) * kMax / 2);
+}
