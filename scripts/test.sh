@@ -6,7 +6,7 @@
 #   every libFuzzer target over its seeds and regression inputs);
 # - in the dev build (g++, which scripts/setup.sh builds): the package tests, which build their own
 #   producer and consumers with the normal compiler, so there is no sanitized code of ours in them;
-#   and the tests labelled `heavy` (the twin e2e matrix and its gate proofs, the quality table of
+#   and the tests labelled `e2e` and `heavy` (the twin e2e matrix and its gate proofs, the quality table of
 #   every recipe, the perturbation table: long numerics over the twins, 4-17x slower sanitized,
 #   through code the sanitized cli, api, bad-input and fuzz tests reach on smaller inputs;
 #   docs/robustness.md, "The sanitizer job").
@@ -25,13 +25,13 @@ if [ "${VKLLM_SKIP_ASAN:-0}" = 1 ]; then
 fi
 dev_rc=0
 t1=$SECONDS
-ctest --preset dev -L "package|heavy" "$@" || dev_rc=$?
+ctest --preset dev -L "package|heavy|e2e" "$@" || dev_rc=$?
 t2=$SECONDS
 asan_rc=0
 cmake --preset asan >/dev/null
 cmake --build --preset asan -j "$(nproc)"
 t3=$SECONDS
-ctest --preset asan -LE "package|heavy" "$@" || asan_rc=$?
+ctest --preset asan -LE "package|heavy|e2e" "$@" || asan_rc=$?
 t4=$SECONDS
 echo "test.sh: dev setup and build $((t1 - t0)) s, package and heavy tests $((t2 - t1)) s (exit $dev_rc);" \
   "asan build $((t3 - t2)) s, tests $((t4 - t3)) s (exit $asan_rc); total $((t4 - t0)) s" >&2
