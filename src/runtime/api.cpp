@@ -53,7 +53,9 @@ std::string Model::chat_prompt(const std::vector<ChatTurn>& conversation) const 
   return apply_chat_template(chat_family_for(impl_->desc.arch), msgs, true);
 }
 
-struct Session::Impl {
+// Hidden: the library exports its API alone (members of a nested class would inherit Session's
+// default visibility; tests/package checks the exported symbols).
+struct __attribute__((visibility("hidden"))) Session::Impl {
   std::shared_ptr<Model> model;
   std::unique_ptr<Executor> executor;
   // The context: ids[0, pos) are in the KV cache; ids[pos, end) were returned but not fed yet
