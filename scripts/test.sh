@@ -7,7 +7,8 @@
 # - in the dev build (g++, which scripts/setup.sh builds): the package tests, which build their own
 #   producer and consumers with the normal compiler, so there is no sanitized code of ours in them;
 #   and the tests labelled `e2e` and `heavy` (the twin e2e matrix and its gate proofs, the quality table of
-#   every recipe, the perturbation table: long numerics over the twins, 4-17x slower sanitized,
+#   every recipe, the perturbation table, the serve load test: long runs over the twins, 4-17x
+#   slower sanitized (and the load test's memory figure is meaningless under ASan's quarantine),
 #   through code the sanitized cli, api, bad-input and fuzz tests reach on smaller inputs;
 #   docs/robustness.md, "The sanitizer job").
 # Running the dev suite a second time unsanitized would add about 4 minutes to CI and check

@@ -151,50 +151,6 @@ TEST(Serve, QueueFullIs503AndSigtermFinishesTheRunningReply) {
   EXPECT_NE(s.err().find("40 generated"), std::string::npos) << s.err();
 }
 
-// 8 concurrent clients x VKLLM_LOAD_REQUESTS requests each (default 8: CI's budget; the figures
-// of docs/serve.md are from 25), a third streamed, some leaving early (load.test.mjs): no 5xx,
-// every completed reply the greedy text of its question, the server's memory back near its
-// baseline after the load.
-TEST(Serve, BoundedLoadTest) {
-  const std::string art = shared_twin().artifact;
-  json want;
-  want["questions"] = {kQ1, kQ2, "Say hello.", "Count to three."};
-  want["answers"] = json::array();
-  for (const auto& q : want["questions"])
-    want["answers"].push_back(greedy_chat_reply(art, q.get<std::string>(), kN));
-  want["n"] = kN;
-  ServeProc s(art, {"--queue", "32", "-q"});
-  // Baseline: after a warm-up round of every question (the allocator's pools are in use).
-  const NodeResult warm = run_node("load.test.mjs", {{"VKLLM_URL", s.url()},
-                                                     {"VKLLM_EXPECT", want.dump()},
-                                                     {"VKLLM_CLIENTS", "8"},
-                                                     {"VKLLM_REQUESTS", "3"}});
-  ASSERT_EQ(warm.code, 0) << warm.out << warm.err;
-  const long base = s.rss_kb();
-  const char* env = std::getenv("VKLLM_LOAD_REQUESTS");
-  const int per = env && std::atoi(env) > 0 ? std::atoi(env) : 8;
-  const NodeResult r = run_node("load.test.mjs",
-                                {{"VKLLM_URL", s.url()},
-                                 {"VKLLM_EXPECT", want.dump()},
-                                 {"VKLLM_CLIENTS", "8"},
-                                 {"VKLLM_REQUESTS", std::to_string(per)}},
-                                600);
-  EXPECT_EQ(r.code, 0) << r.out << r.err;
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  const long after = s.rss_kb();
-  std::printf("%s", r.out.c_str());
-  std::printf("server RSS: %ld kB before the load, %ld kB after\n", base, after);
-  const json fig = json::parse(r.out.substr(r.out.rfind("figures ") + 8), nullptr, false);
-  ASSERT_TRUE(fig.is_object()) << r.out;
-  EXPECT_EQ(fig["requests"], 8 * per);
-  EXPECT_EQ(fig["http_5xx"], 0);
-  EXPECT_EQ(fig["wrong_text"], 0);
-  EXPECT_GT(fig["completed"].get<int>(), 8 * per * 3 / 4);
-  EXPECT_GT(fig["aborted"].get<int>(), 0);
-  EXPECT_LT(after, base + 16 * 1024) << "RSS grew by " << (after - base) << " kB";
-  EXPECT_EQ(s.stop(SIGINT), 0);
-}
-
 // The chat page in headless chromium: type a message, the reply streams in (several updates) and
 // equals the greedy reply; a screenshot is written.
 TEST(Serve, ChatPageInHeadlessChromium) {
