@@ -1,4 +1,4 @@
-// vkllm: one binary, one verb per pipeline stage (DESIGN.md section 1).
+// vkllm: one binary, one verb per pipeline stage (docs/design.md section 6).
 #include <cstdio>
 #include <exception>
 #include <filesystem>

@@ -1,5 +1,5 @@
-// e2e/cells.tsv: the seven cells of DESIGN.md section 2 (model, pinned revision, recipe, prompt,
-// expected answer, size limit, tiny twin) and the adapter cell (a LoRA adapter the matrix
+// e2e/cells.tsv: the seven cells of docs/design.md section 1 (model, pinned revision, recipe,
+// prompt, expected answer, size limit, tiny twin) and the adapter cell (a LoRA adapter the matrix
 // generates for the pulled base and publishes under the `lora` hub id). The file is input like
 // any other: every field is checked and a bad one is one error line naming the file, the line and
 // the problem.

@@ -2,7 +2,7 @@
 // pull -> export -> verify -> run (Vulkan, greedy) and their gates, each stage a child process of
 // this same binary with its own stdout/stderr logs; the artifact is deleted after each cell.
 //
-// Real mode gates on the answer (DESIGN.md section 2). Twin mode (--twins) serves each cell's
+// Real mode gates on the answer (docs/design.md section 1). Twin mode (--twins) serves each cell's
 // tiny twin under the cell's model id and pinned revision from the loopback test hub, and gates on
 // independent references: the fp32 twin's greedy ids == the transformers golden (on the CPU and,
 // as a non-quantized artifact, on Vulkan), Vulkan's greedy decoding of the cell's artifact judged

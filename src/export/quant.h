@@ -1,5 +1,5 @@
-// Weight quantization of the recipes (DESIGN.md section 4, torchao's definitions) and the DType::Q4
-// packing of docs/ir.md.
+// Weight quantization of the recipes (docs/design.md section 2, torchao's definitions) and the
+// DType::Q4 packing of docs/ir.md.
 #pragma once
 #include <cstdint>
 

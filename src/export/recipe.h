@@ -1,6 +1,6 @@
 // Recipes: passes over the float program of lower_model that choose every weight's storage
 // (fp32, fp16, int4 + scales [+ per-group sums]) and rewrite ops into the quantized op families.
-// Formulas: DESIGN.md section 4; what each recipe does and why: docs/artifact.md.
+// Formulas: docs/design.md section 2; what each recipe does and why: docs/artifact.md.
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>

@@ -92,13 +92,13 @@ struct ChatOptions {
   bool disable_thinking = false;
   // Llama 3: when set, render exactly as the Llama 3.2 Hub template (always a system block with
   // "Cutting Knowledge Date: December 2023\nToday Date: <date>\n\n"). Unset (default): the plain
-  // Llama 3 format of DESIGN.md section 2 (the ExecuTorch runner's), no date block.
+  // Llama 3 format of docs/design.md section 1 (the ExecuTorch runner's), no date block.
   std::optional<std::string> llama_date;
 };
 
 // Renders a conversation as the model's chat template does. Single user turn (defaults) gives
-// exactly the prompts of DESIGN.md section 2. Qwen3: default renders no <think> block (as the real
-// template when enable_thinking is undefined). Throws Error on an unknown role.
+// exactly the prompts of docs/design.md section 1. Qwen3: default renders no <think> block (as the
+// real template when enable_thinking is undefined). Throws Error on an unknown role.
 std::string apply_chat_template(ChatFamily f, const std::vector<ChatMessage>& msgs,
                                 const ChatOptions& opt);
 std::string apply_chat_template(ChatFamily f, const std::vector<ChatMessage>& msgs,

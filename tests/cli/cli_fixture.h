@@ -32,7 +32,7 @@ const SharedTwin& shared_twin();
 // A fresh temporary directory, removed at exit of the test process.
 std::string scratch_dir();
 
-// The Vulkan environment of the tests: the Khronos validation layer on (DESIGN.md section 6.3).
+// The Vulkan environment of the tests: the Khronos validation layer on (docs/design.md section 3).
 std::map<std::string, std::optional<std::string>> validated_env();
 
 }  // namespace vkllm::test

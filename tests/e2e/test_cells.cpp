@@ -1,4 +1,4 @@
-// e2e/cells.tsv against DESIGN.md section 2 (typed in here from the design, not read from our
+// e2e/cells.tsv against docs/design.md section 1 (typed in here from the design, not read from our
 // code) plus the adapter cell, its parser on bad input, the cell selection and the answer gate's
 // word match.
 #include <gtest/gtest.h>
@@ -81,7 +81,7 @@ TEST(Cells, TheCommittedTableIsDesignSection2) {
   for (auto same : {&Cell::model, &Cell::revision, &Cell::recipe, &Cell::prompt_file,
                     &Cell::expected, &Cell::max_size, &Cell::twin})
     EXPECT_EQ(a.*same, cells[3].*same);
-  // The chat formats of DESIGN.md section 2, byte for byte.
+  // The chat formats of docs/design.md section 1, byte for byte.
   const std::string q = "What is the capital of France?";
   EXPECT_EQ(read_text_file(cells[0].prompt_path),
             "<|im_start|>user\n" + q + "<|im_end|>\n<|im_start|>assistant\n");

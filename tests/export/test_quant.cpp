@@ -1,4 +1,4 @@
-// Int4 quantization (DESIGN.md section 4) against hand-computed cases, and the Q4 packing of
+// Int4 quantization (docs/design.md section 2) against hand-computed cases, and the Q4 packing of
 // docs/ir.md against the CPU backend's independent nibble reader.
 #include <gtest/gtest.h>
 

@@ -1,5 +1,6 @@
-// Unit tests of the tokenizer: DESIGN.md chat prompts, vocabulary facts, errors on bad files,
-// long inputs, UTF-8 handling. Conformance against the reference is in test_conformance.cpp.
+// Unit tests of the tokenizer: the chat prompts of docs/design.md section 1, vocabulary facts,
+// errors on bad files, long inputs, UTF-8 handling. Conformance against the reference is in
+// test_conformance.cpp.
 #include <chrono>
 #include <ctime>
 #include <filesystem>

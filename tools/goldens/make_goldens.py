@@ -30,7 +30,7 @@ import time
 N_NEW = 32
 QUESTION = "What is the capital of France?"
 
-# DESIGN.md section 2 chat prompts. Llama's <|begin_of_text|> is added by the tokenizer's
+# docs/design.md section 1 chat prompts. Llama's <|begin_of_text|> is added by the tokenizer's
 # post-processor (add_special_tokens=True), so it is not in the text.
 FAMILIES = {
     "qwen3": {

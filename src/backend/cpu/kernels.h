@@ -12,9 +12,10 @@ inline int q4_get(const uint8_t* data, int64_t cols, int64_t r, int64_t c) {
 }
 
 void embedding_f32(const int32_t* ids, int T, const float* table, int64_t V, int64_t D, float* y);
-void embedding_f16(const int32_t* ids, int T, const uint16_t* table, int64_t V, int64_t D, float* y);
-void embedding_q4(const int32_t* ids, int T, const uint8_t* q, const float* scales, int64_t V, int64_t D,
-                  int64_t group, float* y);
+void embedding_f16(const int32_t* ids, int T, const uint16_t* table, int64_t V, int64_t D,
+                   float* y);
+void embedding_q4(const int32_t* ids, int T, const uint8_t* q, const float* scales, int64_t V,
+                  int64_t D, int64_t group, float* y);
 
 // y = x / sqrt(mean(x^2) + eps) * w over each group of `group` elements of each row.
 void rms_norm(const float* x, int T, int64_t N, const float* w, int64_t group, float eps, float* y);
@@ -25,19 +26,19 @@ void linear_f16(const float* x, int T, int64_t K, const uint16_t* W, int64_t N, 
 void linear_q4w(const float* x, int T, int64_t K, const uint8_t* Wq, const float* scales, int64_t N,
                 int64_t group, float* y);
 
-// Per-token asymmetric int8 quantization (DESIGN.md section 4).
+// Per-token asymmetric int8 quantization (docs/design.md section 2).
 void quantize_act_int8(const float* x, int64_t K, int8_t* q, float* scale, int32_t* zero_point);
 void linear_8da4w(const float* x, int T, int64_t K, const uint8_t* Wq, const float* scales,
                   const int32_t* wsum, int64_t N, int64_t group, float* y);
 
 // Rotate-half RoPE on the first rotary_dim dims of each head, positions pos..pos+T-1.
-void rope(const float* x, int T, int H, int head_dim, int rotary_dim, const float* inv_freq, int pos,
-          float attention_factor, float* y);
+void rope(const float* x, int T, int H, int head_dim, int rotary_dim, const float* inv_freq,
+          int pos, float attention_factor, float* y);
 
 // Writes k, v rows into the caches at pos..pos+T-1 (rounded through fp16 when f16_cache), then
 // causal grouped-query attention over cache rows 0..pos+t.
-void attention(const float* q, const float* k, const float* v, int T, int pos, float* kcache, float* vcache,
-               bool f16_cache, int H, int Hkv, int head_dim, float scale, float* o);
+void attention(const float* q, const float* k, const float* v, int T, int pos, float* kcache,
+               float* vcache, bool f16_cache, int H, int Hkv, int head_dim, float scale, float* o);
 
 void swiglu(const float* gate, const float* up, int64_t n, float* y);
 void add(const float* a, const float* b, int64_t n, float* y);
