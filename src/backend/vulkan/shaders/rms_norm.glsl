@@ -9,26 +9,31 @@
 //   void norm_out(uint i, float v)   stores y,  float norm_round(float v): rounds v as y stores it;
 // and, to quantize the row for the linear_8da4w ops that read it (quant.glsl included first, the
 // includer's row_value(r, j) returning normed(r * G, j)), NORM_QUANT: a constant bool.
-// Rows of up to NORM_MAX values are kept in shared memory after the first pass, so the later
-// passes read them from there instead of loading (and adding) them again. 2,048 by default (the
-// whole kernel within the 16 KiB every Vulkan device has); an includer may define more.
-#ifndef NORM_MAX
-#define NORM_MAX 2048
+// An includer that defines NORM_MAX keeps rows of up to NORM_MAX values in shared memory after
+// the first pass, so the later passes read them from there instead of loading (and adding) them
+// again (the decode tail runs; rms_norm.comp does not: it measured no faster, docs/perf.md).
+#ifdef NORM_MAX
+shared float norm_x[NORM_MAX];
+#define NORM_CACHE(G) ((G) <= NORM_MAX)
+#define NORM_X(J) norm_x[J]
+#else
+#define NORM_CACHE(G) false
+#define NORM_X(J) 0.0
 #endif
-shared float norm_red[WG], norm_x[NORM_MAX];
+shared float norm_red[WG];
 float norm_inv;
 bool norm_cached = false;
 
 // Element j of the normalized row of the row starting at base, as y stores it.
 float normed(uint base, uint j) {
-  const float x = norm_cached ? norm_x[j] : norm_in(base + j);
+  const float x = norm_cached ? NORM_X(j) : norm_in(base + j);
   return norm_round(norm_w(j) * (x * norm_inv));
 }
 
 // Normalizes row r of G values; every thread of the workgroup calls it.
 void norm_row(uint r, uint G, float eps) {
   const uint tid = gl_LocalInvocationID.x, base = r * G;
-  const bool cache = G <= NORM_MAX;
+  const bool cache = NORM_CACHE(G);
   vec4 ss = vec4(0.0);
   uint j = tid;
   for (; j + 3u * WG < G; j += 4u * WG) {
@@ -38,18 +43,22 @@ void norm_row(uint r, uint G, float eps) {
     norm_keep(base + j + WG, v.y);
     norm_keep(base + j + 2u * WG, v.z);
     norm_keep(base + j + 3u * WG, v.w);
+#ifdef NORM_MAX
     if (cache) {
       norm_x[j] = v.x;
       norm_x[j + WG] = v.y;
       norm_x[j + 2u * WG] = v.z;
       norm_x[j + 3u * WG] = v.w;
     }
+#endif
     ss += v * v;
   }
   for (; j < G; j += WG) {
     const float v = norm_in(base + j);
     norm_keep(base + j, v);
+#ifdef NORM_MAX
     if (cache) norm_x[j] = v;
+#endif
     ss.x += v * v;
   }
   const float part = subgroupAdd((ss.x + ss.y) + (ss.z + ss.w));
