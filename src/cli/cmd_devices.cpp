@@ -42,6 +42,7 @@ void add_devices(CLI::App& app) {
                      {"int8_dot_product_accelerated", d.int_dot_accel},
                      {"cooperative_matrix_khr", d.coopmat_khr},
                      {"cooperative_matrix_nv", d.coopmat_nv},
+                     {"cooperative_matrix_int8_gemm", d.coopmat_int8},
                      {"max_storage_buffer_range", d.max_storage_range},
                      {"max_memory_allocation_size", d.max_alloc},
                      {"timestamps", d.timestamps}});

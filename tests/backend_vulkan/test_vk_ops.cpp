@@ -149,8 +149,8 @@ enum class Lin { F32, F16, Q4W, A8W4 };
 // a few ulp of a rounding boundary k + 0.5 (the case a fast reciprocal path could get wrong).
 enum class XDist { Normal, Wide, Halfway };
 void check_linear(Lin kind, int64_t K, int64_t N, int T, DType act, VulkanOptions opt = {},
-                  std::vector<float>* got_out = nullptr, XDist dist = XDist::Normal,
-                  int64_t G = 32) {
+                  std::vector<float>* got_out = nullptr, XDist dist = XDist::Normal, int64_t G = 32,
+                  std::vector<float>* want_out = nullptr) {
   std::mt19937 rng(static_cast<unsigned>(K * 31 + N + T));
   Case c;
   auto x = rand_vec(rng, static_cast<size_t>(T * K));
@@ -235,6 +235,7 @@ void check_linear(Lin kind, int64_t K, int64_t N, int T, DType act, VulkanOption
     }
   }
   if (got_out) *got_out = got;
+  if (want_out) *want_out = want;
 }
 
 TEST(VulkanOps, LinearF32) {
@@ -387,6 +388,47 @@ TEST(VulkanOps, Linear8da4wBothDotPaths) {
     EXPECT_EQ(with_dot, portable);  // integer dot products are exact on both paths
   }
   check_linear(Lin::A8W4, 256, 33, 5, DType::F16);
+}
+
+// Forwards of 16 tokens or more run linear_8da4w as a tiled GEMM (linear_8da4w_mm.comp, 64 tokens
+// x 64 rows a workgroup). It adds the CPU's per-group terms in the CPU's order, so its output is
+// bit-identical with cpu::linear_8da4w: at sizes that are not multiples of the tile, for each
+// K-chunk it stages (groups of 32, 64, 128), fp16 outputs, on each integer-dot path this device
+// has, and in row chunks of the weight.
+TEST(VulkanOps, Linear8da4wTiledGemmIsBitExact) {
+  struct Shape {
+    int64_t K, N;
+    int T;
+    int64_t G;
+    DType act;
+  };
+  const Shape shapes[] = {{256, 77, 16, 32, DType::F32},
+                          {256, 130, 65, 128, DType::F32},
+                          {384, 64, 130, 64, DType::F32},
+                          {128, 45, 17, 128, DType::F32},
+                          {256, 70, 40, 128, DType::F16}};
+  for (bool portable : {false, true}) {
+    VulkanOptions o;
+    o.no_int_dot = o.no_coopmat = portable;
+    vk::Context ctx(validated(o));
+    std::printf("tiled GEMM path: %s\n", ctx.use_coopmat()   ? "cooperative matrix"
+                                         : ctx.use_int_dot() ? "int8 dot product"
+                                                             : "portable integer");
+    for (const Shape& sh : shapes) {
+      std::vector<float> got, want;
+      check_linear(Lin::A8W4, sh.K, sh.N, sh.T, sh.act, o, &got, XDist::Normal, sh.G, &want);
+      ASSERT_EQ(got.size(), want.size());
+      size_t diff = 0;
+      for (size_t i = 0; i < got.size(); ++i) diff += got[i] != want[i];
+      EXPECT_EQ(diff, 0u) << "K=" << sh.K << " N=" << sh.N << " T=" << sh.T << " G=" << sh.G
+                          << (portable ? " portable" : "");
+    }
+  }
+  VulkanOptions chunked;
+  chunked.max_binding_bytes = 16384;  // the weight in chunks of 128 and 72 rows
+  std::vector<float> got, want;
+  check_linear(Lin::A8W4, 256, 200, 16, DType::F32, chunked, &got, XDist::Normal, 32, &want);
+  EXPECT_EQ(got, want);
 }
 
 TEST(VulkanOps, IntDotPathIsAvailableOnThisDevice) {

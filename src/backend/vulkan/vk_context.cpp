@@ -89,7 +89,35 @@ std::string version_string(uint32_t v) {
          "." + std::to_string(VK_API_VERSION_PATCH(v));
 }
 
-DeviceInfo query(VkPhysicalDevice pd, uint32_t index) {
+// Does the device list the cooperative matrix shape linear_8da4w_mm.comp uses (16 x 8 x 32,
+// int8 x int8 -> int32, subgroup scope), with the feature and the Vulkan memory model on?
+bool coopmat_int8_listed(VkInstance inst, VkPhysicalDevice pd) {
+  auto props = reinterpret_cast<PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV>(
+      vkGetInstanceProcAddr(inst, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV"));
+  if (!props) return false;
+  VkPhysicalDeviceFeatures2 f2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+  VkPhysicalDeviceCooperativeMatrixFeaturesNV cm{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
+  VkPhysicalDeviceVulkanMemoryModelFeatures mm{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES};
+  f2.pNext = &cm;
+  cm.pNext = &mm;
+  vkGetPhysicalDeviceFeatures2(pd, &f2);
+  if (!cm.cooperativeMatrix || !mm.vulkanMemoryModel) return false;
+  uint32_t n = 0;
+  if (props(pd, &n, nullptr) != VK_SUCCESS) return false;
+  std::vector<VkCooperativeMatrixPropertiesNV> list(
+      n, {VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV});
+  if (props(pd, &n, list.data()) != VK_SUCCESS) return false;
+  for (const auto& p : list)
+    if (p.MSize == 16 && p.NSize == 8 && p.KSize == 32 && p.AType == VK_COMPONENT_TYPE_SINT8_NV &&
+        p.BType == VK_COMPONENT_TYPE_SINT8_NV && p.CType == VK_COMPONENT_TYPE_SINT32_NV &&
+        p.DType == VK_COMPONENT_TYPE_SINT32_NV && p.scope == VK_SCOPE_SUBGROUP_NV)
+      return true;
+  return false;
+}
+
+DeviceInfo query(VkInstance inst, VkPhysicalDevice pd, uint32_t index) {
   DeviceInfo d;
   d.index = index;
   VkPhysicalDeviceProperties base{};
@@ -187,6 +215,8 @@ DeviceInfo query(VkPhysicalDevice pd, uint32_t index) {
   d.storage8 = e_s8 && s8.storageBuffer8BitAccess;
   d.int_dot = e_idot && idf.shaderIntegerDotProduct;
   d.subgroup_size_control = e_ssc && ssc.subgroupSizeControl && ssc.computeFullSubgroups;
+  d.coopmat_int8 = d.coopmat_nv && d.int8_arith && d.api >= VK_API_VERSION_1_2 &&
+                   d.subgroup_size == 32 && coopmat_int8_listed(inst, pd);
 
   VkPhysicalDeviceMemoryProperties mp{};
   vkGetPhysicalDeviceMemoryProperties(pd, &mp);
@@ -295,7 +325,7 @@ std::vector<DeviceInfo> list_devices() {
   VkInstance inst = make_instance(false, false);
   std::vector<DeviceInfo> out;
   auto pds = physical_devices(inst);
-  for (uint32_t i = 0; i < pds.size(); ++i) out.push_back(query(pds[i], i));
+  for (uint32_t i = 0; i < pds.size(); ++i) out.push_back(query(inst, pds[i], i));
   vkDestroyInstance(inst, nullptr);
   return out;
 }
@@ -306,6 +336,7 @@ Context::Context(const VulkanOptions& opt) : opt_(opt) {
       opt_.validation && (opt_.sync_validation || env_flag("VKLLM_SYNC_VALIDATION"));
   opt_.no_int_dot = opt_.no_int_dot || env_flag("VKLLM_NO_INT_DOT");
   opt_.no_fp16 = opt_.no_fp16 || env_flag("VKLLM_NO_FP16");
+  opt_.no_coopmat = opt_.no_coopmat || env_flag("VKLLM_NO_COOPMAT");
   opt_.profile = opt_.profile || env_flag("VKLLM_PROFILE");
   if (opt_.device.empty())
     if (const char* e = std::getenv("VKLLM_DEVICE")) opt_.device = e;
@@ -331,7 +362,7 @@ Context::Context(const VulkanOptions& opt) : opt_(opt) {
         "no Vulkan device found (install a driver; for a CPU device: apt-get install "
         "mesa-vulkan-drivers)");
   std::vector<DeviceInfo> infos;
-  for (uint32_t i = 0; i < pds.size(); ++i) infos.push_back(query(pds[i], i));
+  for (uint32_t i = 0; i < pds.size(); ++i) infos.push_back(query(inst_, pds[i], i));
   auto listing = [&] {
     std::string s;
     for (auto& d : infos) s += fmt::format("{}{}: {}", s.empty() ? "" : ", ", d.index, d.name);
@@ -386,6 +417,7 @@ Context::Context(const VulkanOptions& opt) : opt_(opt) {
          info_.index, info_.name, how);
   use_fp16_ = info_.storage16 && !opt_.no_fp16;
   use_int_dot_ = info_.int_dot && !opt_.no_int_dot;
+  use_coopmat_ = info_.coopmat_int8 && !opt_.no_coopmat;
   max_binding_ = info_.max_storage_range;
   if (opt_.max_binding_bytes)
     max_binding_ = std::min<uint64_t>(max_binding_, opt_.max_binding_bytes);
@@ -425,6 +457,22 @@ Context::Context(const VulkanOptions& opt) : opt_(opt) {
       exts.push_back(VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
     else if (info_.api < VK_API_VERSION_1_3)
       fail("Vulkan device {} reports integer dot product without its extension", info_.index);
+  }
+  VkPhysicalDeviceCooperativeMatrixFeaturesNV cmf{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
+  VkPhysicalDeviceVulkanMemoryModelFeatures mmf{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES};
+  VkPhysicalDeviceShaderFloat16Int8Features i8f{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES};
+  if (use_coopmat_) {  // (coopmat_int8 implies Vulkan 1.2: the memory model and int8 are core)
+    cmf.cooperativeMatrix = VK_TRUE;
+    mmf.vulkanMemoryModel = VK_TRUE;
+    i8f.shaderInt8 = VK_TRUE;
+    cmf.pNext = &mmf;
+    mmf.pNext = &i8f;
+    i8f.pNext = f2.pNext;
+    f2.pNext = &cmf;
+    exts.push_back("VK_NV_cooperative_matrix");
   }
   if (has_ext(dexts, "VK_KHR_portability_subset")) exts.push_back("VK_KHR_portability_subset");
   VkDeviceCreateInfo dci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};

@@ -31,6 +31,10 @@ struct DeviceInfo {
   bool fp16_arith = false, storage16 = false, storage8 = false, int8_arith = false;
   bool int_dot = false, int_dot_accel = false;  // shaderIntegerDotProduct; 4x8 packed accelerated
   bool coopmat_khr = false, coopmat_nv = false;
+  // What the tiled prefill GEMM's VKLLM_COOPMAT variant needs (linear_8da4w_mm.comp):
+  // VK_NV_cooperative_matrix listing 16 x 8 x 32 int8 x int8 -> int32 at subgroup scope, its
+  // feature, the Vulkan memory model and shaderInt8, on 32-lane subgroups.
+  bool coopmat_int8 = false;
   bool compute_queue = false, timestamps = false;
   uint64_t max_storage_range = 0, max_alloc = 0;
   uint32_t min_storage_align = 0;
@@ -59,6 +63,7 @@ class Context {
   // Enabled optional paths (device support, options and environment switches combined).
   bool use_fp16() const { return use_fp16_; }
   bool use_int_dot() const { return use_int_dot_; }
+  bool use_coopmat() const { return use_coopmat_; }
   // Largest byte range one descriptor binding may cover (multiple of 256).
   uint64_t max_binding() const { return max_binding_; }
   // Rows one workgroup of a mat-vec kernel (matvec.glsl) takes for a weight of n rows: one per
@@ -85,7 +90,7 @@ class Context {
   VkFence fence_ = VK_NULL_HANDLE;
   VkPhysicalDeviceMemoryProperties mem_{};
   DeviceInfo info_;
-  bool use_fp16_ = false, use_int_dot_ = false;
+  bool use_fp16_ = false, use_int_dot_ = false, use_coopmat_ = false;
   uint64_t max_binding_ = 0;
 };
 

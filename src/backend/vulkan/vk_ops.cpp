@@ -204,6 +204,19 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
                     6, 7, {c.f16(y)}, tt, bpl);
   };
   const Kernel *k = &variant(kPrefillTT), *k1 = &variant(1);
+  // Forwards of at least kGemmTokens tokens run linear_8da4w as a tiled GEMM (64 tokens x 64 rows
+  // a workgroup, linear_8da4w_mm.comp): on cooperative matrices where the device has them, else
+  // with int8 dot products or the portable integer path. It stages K in chunks of KC bytes, the
+  // largest of 128, 64, 32 that divides the group.
+  constexpr uint32_t kGemmTokens = 16, kTile = 64;
+  const Kernel* kmm = nullptr;
+  if (f == "linear_8da4w" && G % 32 == 0 && ceil_div(N, kTile) <= 65535) {
+    const uint32_t kc = G % 128 == 0 ? 128 : G % 64 == 0 ? 64 : 32;
+    kmm = &c.kernel(std::string("linear_8da4w_mm") + (c.env.ctx.use_coopmat()   ? "_coopmat"
+                                                      : c.env.ctx.use_int_dot() ? "_idot"
+                                                                                : ""),
+                    6, 6, {c.f16(y)}, kc);
+  }
   const Kernel* kq = nullptr;
   VkDescriptorSet qset = VK_NULL_HANDLE;
   std::vector<BufRange> head, tail = {c.whole(y)};
@@ -243,6 +256,10 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
           const uint32_t R = pt.R;
           std::vector<uint32_t> push = {u32(K), u32(pt.ch.rows), u32(pt.ch.r0), u32(N), Tr};
           if (G) push.push_back(u32(G));
+          if (kmm && Tr >= kGemmTokens) {
+            dispatch(cb, *kmm, pt.set, push, ceil_div(pt.ch.rows, kTile), ceil_div(Tr, kTile));
+            continue;
+          }
           push.push_back(R);
           dispatch_flat(cb, tt == 1 ? *k1 : *k, pt.set, push,
                         static_cast<uint64_t>(ceil_div(pt.ch.rows, R)) * ceil_div(Tr, tt));

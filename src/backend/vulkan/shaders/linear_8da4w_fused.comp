@@ -17,19 +17,7 @@
 #define WG 256
 #include "common.glsl"
 #include "quant.glsl"
-#ifdef VKLLM_IDOT
-#extension GL_EXT_spirv_intrinsics : require
-spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6016, 6018, 6019], id = 4453)
-int dotAccSat4x8(int a, int b, int acc, spirv_literal int fmt);
-int dot4(int a, int b, int acc) { return dotAccSat4x8(a, b, acc, 0); }
-#else
-int dot4(int a, int b, int acc) {
-  return acc + bitfieldExtract(a, 0, 8) * bitfieldExtract(b, 0, 8) +
-         bitfieldExtract(a, 8, 8) * bitfieldExtract(b, 8, 8) +
-         bitfieldExtract(a, 16, 8) * bitfieldExtract(b, 16, 8) +
-         bitfieldExtract(a, 24, 8) * bitfieldExtract(b, 24, 8);
-}
-#endif
+#include "idot.glsl"
 layout(constant_id = 1) const bool X16 = false;   // input row
 layout(constant_id = 2) const bool Y16 = false;   // output
 layout(constant_id = 3) const bool H16 = false;   // the norm's output (PRO 1), as it would be stored

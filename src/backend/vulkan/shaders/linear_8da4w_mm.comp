@@ -1,0 +1,164 @@
+#version 450
+// Tiled GEMM of linear_8da4w for forwards of many tokens (prefill): a workgroup computes a tile
+// of BT = 64 tokens x BN = 64 output rows. For each K-chunk of KC bytes it stages the tile's int8
+// activations and its int4 weights widened to int8 in shared memory, so that every staged byte
+// is used by a whole row (or column) of the tile instead of being re-read per output.
+// Integer dots per group g of G weights, then exactly the CPU reference's per-group term in the
+// CPU's order:
+//   y[t, n] = sum_g (s[n, g] * sx[t]) * float(dot_g[t, n] - zp[t] * wsum[n, g])
+// with g ascending and no fused multiply-add (precise), so the result is bit-identical with
+// cpu::linear_8da4w (integers are exact and every float operation is the CPU's).
+// Two ways to form the integer dots, the same tile and epilogue around them:
+// - VKLLM_COOPMAT: NVIDIA cooperative matrices (VK_NV_cooperative_matrix, int8 x int8 -> int32,
+//   16 x 8 x 32); four subgroups of 32 lanes, each a 32 x 32 part of the tile, whose int32 sums
+//   go through shared memory to the epilogue after each group;
+// - otherwise each of the 128 threads owns 4 tokens x 8 rows in registers and forms their dots
+//   four int8 at a time (dot4, idot.glsl: OpSDotAccSat with VKLLM_IDOT, portable otherwise).
+// Needs G % KC == 0 and KC in {32, 64, 128} (the host picks KC); rows and tokens past the tile's
+// edge are read clamped and never stored.
+#extension GL_KHR_shader_subgroup_basic : require
+#define WG 128
+#include "common.glsl"
+#ifdef VKLLM_COOPMAT
+#extension GL_NV_cooperative_matrix : require
+#extension GL_NV_integer_cooperative_matrix : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_EXT_shader_explicit_arithmetic_types_int8 : require
+#extension GL_EXT_shader_explicit_arithmetic_types_int32 : require
+#else
+#include "idot.glsl"
+#endif
+layout(constant_id = 1) const bool Y16 = false;
+layout(constant_id = 8) const uint KC = 32;  // K bytes staged per step (divides G)
+layout(std430, binding = 0) readonly buffer QX { uvec4 qx[]; };  // int8 activations, K / 16 per token
+layout(std430, binding = 1) readonly buffer QP { uint qp[]; };   // per token: scale bits, zero point
+layout(std430, binding = 2) readonly buffer Q { uvec2 q[]; };    // int4 weights, K / 16 per row
+layout(std430, binding = 3) readonly buffer S { float s[]; };
+layout(std430, binding = 4) readonly buffer WS { int wsum[]; };
+DECL_FBUF(5, y, writeonly)
+layout(push_constant) uniform PC {
+  uint K, Nc, n0, N, T, G;
+} pc;
+
+const uint BT = 64, BN = 64;
+shared float s_scale[BN];
+shared int s_wsum[BN];
+#ifdef VKLLM_COOPMAT
+const uint SV = KC / 16u + 1u;  // a staged row in uvec4 (one of padding against bank conflicts)
+shared uvec4 sa[BT * SV], sb[BN * SV];
+const uint SC = BN + 4u;        // the int32 sums' row stride
+shared int sacc[BT * SC];
+#else
+const uint SW = KC / 4u + 1u;  // a staged row in words (one of padding)
+shared uint sa[BT * SW], sb[BN * SW];
+#endif
+
+// Stages K bytes k0 .. k0 + KC of the tile's tokens and rows (and, at a group's first chunk, the
+// group's scales and weight sums).
+void stage(uint t0, uint r0, uint k0, uint g, bool first) {
+  const uint tid = gl_LocalInvocationID.x, cv = KC / 16u, ng = pc.K / pc.G;
+  for (uint i = tid; i < BT * cv; i += WG) {
+    const uint r = i / cv, c = i % cv, t = min(t0 + r, pc.T - 1u);
+    const uvec4 v = qx[t * (pc.K / 16u) + k0 / 16u + c];
+#ifdef VKLLM_COOPMAT
+    sa[r * SV + c] = v;
+#else
+    [[unroll]] for (uint e = 0; e < 4u; ++e) sa[r * SW + 4u * c + e] = v[e];
+#endif
+  }
+  for (uint i = tid; i < BN * cv; i += WG) {
+    const uint r = i / cv, c = i % cv, n = min(r0 + r, pc.Nc - 1u);
+    const uvec2 w = q[n * (pc.K / 16u) + k0 / 16u + c];
+    const uvec4 v = uvec4(nibbles4_to_i8x4(w.x & 0xFFFFu), nibbles4_to_i8x4(w.x >> 16),
+                          nibbles4_to_i8x4(w.y & 0xFFFFu), nibbles4_to_i8x4(w.y >> 16));
+#ifdef VKLLM_COOPMAT
+    sb[r * SV + c] = v;
+#else
+    [[unroll]] for (uint e = 0; e < 4u; ++e) sb[r * SW + 4u * c + e] = v[e];
+#endif
+  }
+  if (first && tid < BN) {
+    const uint n = min(r0 + tid, pc.Nc - 1u);
+    s_scale[tid] = s[n * ng + g];
+    s_wsum[tid] = wsum[n * ng + g];
+  }
+}
+
+void main() {
+  const uint tid = gl_LocalInvocationID.x, tx = tid % 16u, ty = tid / 16u;
+  const uint r0 = gl_WorkGroupID.x * BN, t0 = gl_WorkGroupID.y * BT, ng = pc.K / pc.G;
+  // This thread's outputs: tokens t0 + tx + 16 i (i < 4), rows r0 + ty + 8 j (j < 8).
+  float sx[4];
+  int zp[4];
+  [[unroll]] for (uint i = 0; i < 4u; ++i) {
+    const uint t = min(t0 + tx + 16u * i, pc.T - 1u);
+    sx[i] = uintBitsToFloat(qp[2u * t]);
+    zp[i] = int(qp[2u * t + 1u]);
+  }
+  precise float acc[4][8];
+  [[unroll]] for (uint i = 0; i < 4u; ++i)[[unroll]] for (uint j = 0; j < 8u; ++j) acc[i][j] = 0.0;
+#ifdef VKLLM_COOPMAT
+  // Subgroup sg: tokens (sg % 2) * 32 .., rows (sg / 2) * 32 .. of the tile.
+  const uint sg = gl_SubgroupID, mt = (sg % 2u) * 32u, mr = (sg / 2u) * 32u;
+  icoopmatNV<32, gl_ScopeSubgroup, 16, 8> cd[2][4];
+#endif
+  for (uint g = 0; g < ng; ++g) {
+    int d[4][8];
+#ifdef VKLLM_COOPMAT
+    [[unroll]] for (uint i = 0; i < 2u; ++i)[[unroll]] for (uint j = 0; j < 4u; ++j)
+      cd[i][j] = icoopmatNV<32, gl_ScopeSubgroup, 16, 8>(0);
+#else
+    [[unroll]] for (uint i = 0; i < 4u; ++i)[[unroll]] for (uint j = 0; j < 8u; ++j) d[i][j] = 0;
+#endif
+    for (uint kc = 0; kc < pc.G; kc += KC) {
+      barrier();  // every read of the previous chunk done
+      stage(t0, r0, g * pc.G + kc, g, kc == 0u);
+      barrier();
+#ifdef VKLLM_COOPMAT
+      [[unroll]] for (uint kk = 0; kk < KC / 32u; ++kk) {
+        icoopmatNV<8, gl_ScopeSubgroup, 16, 32> a[2];
+        icoopmatNV<8, gl_ScopeSubgroup, 32, 8> b[4];
+        [[unroll]] for (uint i = 0; i < 2u; ++i)
+          coopMatLoadNV(a[i], sa, (mt + 16u * i) * SV + 2u * kk, SV, false);
+        [[unroll]] for (uint j = 0; j < 4u; ++j)
+          coopMatLoadNV(b[j], sb, (mr + 8u * j) * SV + 2u * kk, SV, true);
+        [[unroll]] for (uint i = 0; i < 2u; ++i)[[unroll]] for (uint j = 0; j < 4u; ++j)
+          cd[i][j] = coopMatMulAddNV(a[i], b[j], cd[i][j]);
+      }
+#else
+      for (uint k4 = 0; k4 < KC / 4u; ++k4) {
+        int a[4], b[8];
+        [[unroll]] for (uint i = 0; i < 4u; ++i) a[i] = int(sa[(tx + 16u * i) * SW + k4]);
+        [[unroll]] for (uint j = 0; j < 8u; ++j) b[j] = int(sb[(ty + 8u * j) * SW + k4]);
+        [[unroll]] for (uint i = 0; i < 4u; ++i)[[unroll]] for (uint j = 0; j < 8u; ++j)
+          d[i][j] = dot4(a[i], b[j], d[i][j]);
+      }
+#endif
+    }
+#ifdef VKLLM_COOPMAT
+    [[unroll]] for (uint i = 0; i < 2u; ++i)[[unroll]] for (uint j = 0; j < 4u; ++j)
+      coopMatStoreNV(cd[i][j], sacc, (mt + 16u * i) * SC + mr + 8u * j, SC, false);
+    barrier();
+    [[unroll]] for (uint i = 0; i < 4u; ++i)[[unroll]] for (uint j = 0; j < 8u; ++j)
+      d[i][j] = sacc[(tx + 16u * i) * SC + ty + 8u * j];
+#endif
+    // The CPU's term of group g, in its order: (scale * sx) * float(dot - zp * wsum).
+    [[unroll]] for (uint j = 0; j < 8u; ++j) {
+      const float sc = s_scale[ty + 8u * j];
+      const int ws = s_wsum[ty + 8u * j];
+      [[unroll]] for (uint i = 0; i < 4u; ++i) {
+        precise float f = sc * sx[i];
+        precise float term = f * float(d[i][j] - zp[i] * ws);
+        acc[i][j] = acc[i][j] + term;
+      }
+    }
+  }
+  [[unroll]] for (uint i = 0; i < 4u; ++i) {
+    const uint t = t0 + tx + 16u * i;
+    if (t >= pc.T) continue;
+    [[unroll]] for (uint j = 0; j < 8u; ++j) {
+      const uint n = r0 + ty + 8u * j;
+      if (n < pc.Nc) STOREF(y, Y16, t * pc.N + pc.n0 + n, acc[i][j]);
+    }
+  }
+}
