@@ -527,6 +527,13 @@ void check_attention(int H, int Hkv, int hd, int T, int pos, DType act, DType ca
 TEST(VulkanOps, AttentionPrefill) {
   check_attention(4, 2, 24, 9, 0, DType::F32, DType::F32, 40);
 }
+// Several 32-token query blocks of the tiled prefill kernel (attention_prefill.comp), after cached
+// keys, at each key-tile size (head dims 64, 128, 256), grouped-query heads, fp16.
+TEST(VulkanOps, AttentionTiledPrefillBlocks) {
+  check_attention(8, 2, 64, 77, 30, DType::F32, DType::F32, 120);
+  check_attention(4, 1, 128, 40, 0, DType::F32, DType::F32, 48);
+  check_attention(2, 2, 256, 35, 5, DType::F16, DType::F16, 64);
+}
 TEST(VulkanOps, AttentionDecode) {
   check_attention(4, 2, 24, 1, 20, DType::F32, DType::F32, 40);
 }

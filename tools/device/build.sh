@@ -4,7 +4,8 @@
 # Then call the device tool with carry [".gl", ".dev"] and command `tools/device/run.sh TASK...`.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-[ -d .gl ] || { echo "missing .gl/: fetch libvulkan1 as ../.library/device/README.md says" >&2; exit 1; }
+[ -d .gl ] || { echo "missing .gl/: (mkdir .gl && cd .gl && apt-get download libvulkan1 vulkan-validationlayers) and the GL libraries ../.library/device/README.md lists" >&2; exit 1; }
+ls .gl/vulkan-validationlayers_*.deb >/dev/null 2>&1 || echo "build.sh: no vulkan-validationlayers deb in .gl: test_vulkan will fail there (its tests validate)" >&2
 cmake --preset device >/dev/null
 cmake --build --preset device -j2 --target vkllm ${VKLLM_DEVICE_TARGETS:-}
 rm -rf .dev && mkdir -p .dev

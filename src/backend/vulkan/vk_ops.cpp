@@ -367,6 +367,17 @@ std::unique_ptr<PreparedOp> prep_attention(Ctx c) {
   const Kernel& ks = c.kernel("attention_store", 5, 2, {a16, c16, y16});
   const Kernel& ka = c.kernel("attention", 6, 7, {a16, c16, y16});
   const Kernel& kc = c.kernel("attention_combine", 2, 3, {0, 0, y16});
+  // Forwards of several tokens: the tiled kernel (32 tokens of one head a workgroup, K and V
+  // tiles shared by them; attention_prefill.comp), which needs 4-lane subgroups, hd % 4 == 0 and
+  // its shared memory.
+  const uint32_t bk = hd <= 64    ? 32
+                      : hd <= 128 ? 16
+                                  : 8,  // the kernel's keys per tile
+      prefill_shared = (2 * bk * u32(hd) + 128 * bk) * 4;
+  const Kernel* kp = c.env.ctx.info().subgroup_min >= 4 && hd % 4 == 0 &&
+                             prefill_shared <= c.env.ctx.info().max_shared
+                         ? &c.kernel("attention_prefill", 5, 4, {a16, c16, y16}, u32(hd))
+                         : nullptr;
   // A decode step splits the context into S parts of C keys (C a multiple of the kernel's 64-key
   // tile, S <= 64; parts past the current position stay empty) and merges them in a second pass:
   // a single token has too few (t, h) pairs to fill a GPU, and each part is a serial chain of
@@ -382,10 +393,19 @@ std::unique_ptr<PreparedOp> prep_attention(Ctx c) {
       ka,
       std::vector<BufRange>{c.whole(I[0]), c.whole(I[3]), c.whole(I[4]), c.whole(y), part, step});
   VkDescriptorSet sc = c.env.kernels.make_set(kc, std::vector<BufRange>{part, c.whole(y)});
+  VkDescriptorSet sp =
+      kp ? c.env.kernels.make_set(*kp, std::vector<BufRange>{c.whole(I[0]), c.whole(I[3]),
+                                                             c.whole(I[4]), c.whole(y), step})
+         : VK_NULL_HANDLE;
   auto prepared = std::make_unique<PreparedOp>(
       [=, &ks, &ka, &kc](VkCommandBuffer cb, int T) {
         dispatch_flat(cb, ks, ss, {u32(T), u32(W)}, ceil_div(uint64_t(T) * W, 64));
         compute_barrier(cb);
+        if (T > 1 && kp) {
+          dispatch(cb, *kp, sp, {u32(T), u32(H), u32(Hkv), fbits(scale)}, u32(H),
+                   ceil_div(u32(T), 32));
+          return;
+        }
         const uint32_t s = T == 1 ? S : 1, keys = T == 1 ? C : ctx;
         dispatch_flat(cb, ka, sa, {u32(T), u32(H), u32(Hkv), u32(hd), fbits(scale), s, keys},
                       uint64_t(T) * H * s);
