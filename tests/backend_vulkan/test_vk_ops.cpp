@@ -407,13 +407,17 @@ TEST(VulkanOps, Linear8da4wTiledGemmIsBitExact) {
                           {384, 64, 130, 64, DType::F32},
                           {128, 45, 17, 128, DType::F32},
                           {256, 70, 40, 128, DType::F16}};
-  for (bool portable : {false, true}) {
+  for (int mode = 0; mode < 3; ++mode) {  // this device's path at 64- and 32-token tiles; portable
+    const bool portable = mode == 2;
+    ::setenv("VKLLM_GEMM_TILE", mode == 0 ? "64" : "32", 1);
     VulkanOptions o;
     o.no_int_dot = o.no_coopmat = portable;
     vk::Context ctx(validated(o));
-    std::printf("tiled GEMM path: %s\n", ctx.use_coopmat()   ? "cooperative matrix"
-                                         : ctx.use_int_dot() ? "int8 dot product"
-                                                             : "portable integer");
+    std::printf("tiled GEMM path: %s, %s-token tiles\n",
+                ctx.use_coopmat()   ? "cooperative matrix"
+                : ctx.use_int_dot() ? "int8 dot product"
+                                    : "portable integer",
+                mode == 0 ? "64" : "32");
     for (const Shape& sh : shapes) {
       std::vector<float> got, want;
       check_linear(Lin::A8W4, sh.K, sh.N, sh.T, sh.act, o, &got, XDist::Normal, sh.G, &want);
@@ -421,9 +425,10 @@ TEST(VulkanOps, Linear8da4wTiledGemmIsBitExact) {
       size_t diff = 0;
       for (size_t i = 0; i < got.size(); ++i) diff += got[i] != want[i];
       EXPECT_EQ(diff, 0u) << "K=" << sh.K << " N=" << sh.N << " T=" << sh.T << " G=" << sh.G
-                          << (portable ? " portable" : "");
+                          << " mode " << mode;
     }
   }
+  ::unsetenv("VKLLM_GEMM_TILE");
   VulkanOptions chunked;
   chunked.max_binding_bytes = 16384;  // the weight in chunks of 128 and 72 rows
   std::vector<float> got, want;

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 
@@ -204,19 +205,24 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
                     6, 7, {c.f16(y)}, tt, bpl);
   };
   const Kernel *k = &variant(kPrefillTT), *k1 = &variant(1);
-  // Forwards of at least kGemmTokens tokens run linear_8da4w as a tiled GEMM (64 tokens x 64 rows
+  // Forwards of at least kGemmTokens tokens run linear_8da4w as a tiled GEMM (BT tokens x 64 rows
   // a workgroup, linear_8da4w_mm.comp): on cooperative matrices where the device has them, else
   // with int8 dot products or the portable integer path. It stages K in chunks of KC bytes, the
-  // largest of 128, 64, 32 that divides the group.
-  constexpr uint32_t kGemmTokens = 16, kTile = 64;
-  const Kernel* kmm = nullptr;
-  if (f == "linear_8da4w" && G % 32 == 0 && ceil_div(N, kTile) <= 65535) {
+  // largest of 128, 64, 32 that divides the group. BT = 64, or 32 when 64-token tiles would make
+  // fewer than kGemmMinTiles workgroups (too few to fill a large GPU); VKLLM_GEMM_TILE=32|64
+  // forces one (a measurement switch).
+  constexpr uint32_t kGemmTokens = 16, kGemmMinTiles = 512;
+  const Kernel *kmm64 = nullptr, *kmm32 = nullptr;
+  if (f == "linear_8da4w" && G % 32 == 0 && ceil_div(N, 64) <= 65535) {
     const uint32_t kc = G % 128 == 0 ? 128 : G % 64 == 0 ? 64 : 32;
-    kmm = &c.kernel(std::string("linear_8da4w_mm") + (c.env.ctx.use_coopmat()   ? "_coopmat"
-                                                      : c.env.ctx.use_int_dot() ? "_idot"
-                                                                                : ""),
-                    6, 6, {c.f16(y)}, kc);
+    const std::string name = std::string("linear_8da4w_mm") + (c.env.ctx.use_coopmat() ? "_coopmat"
+                                                               : c.env.ctx.use_int_dot() ? "_idot"
+                                                                                         : "");
+    kmm64 = &c.kernel(name, 6, 6, {c.f16(y)}, kc, 64);
+    kmm32 = &c.kernel(name, 6, 6, {c.f16(y)}, kc, 32);
   }
+  const char* tile_env = std::getenv("VKLLM_GEMM_TILE");
+  const uint32_t force_tile = tile_env ? static_cast<uint32_t>(std::atoi(tile_env)) : 0;
   const Kernel* kq = nullptr;
   VkDescriptorSet qset = VK_NULL_HANDLE;
   std::vector<BufRange> head, tail = {c.whole(y)};
@@ -256,8 +262,12 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
           const uint32_t R = pt.R;
           std::vector<uint32_t> push = {u32(K), u32(pt.ch.rows), u32(pt.ch.r0), u32(N), Tr};
           if (G) push.push_back(u32(G));
-          if (kmm && Tr >= kGemmTokens) {
-            dispatch(cb, *kmm, pt.set, push, ceil_div(pt.ch.rows, kTile), ceil_div(Tr, kTile));
+          if (kmm64 && Tr >= kGemmTokens) {
+            const uint32_t gx = ceil_div(pt.ch.rows, 64);
+            const uint32_t bt = force_tile == 32 || force_tile == 64    ? force_tile
+                                : gx * ceil_div(Tr, 64) < kGemmMinTiles ? 32
+                                                                        : 64;
+            dispatch(cb, bt == 32 ? *kmm32 : *kmm64, pt.set, push, gx, ceil_div(Tr, bt));
             continue;
           }
           push.push_back(R);

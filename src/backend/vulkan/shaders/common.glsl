@@ -29,7 +29,9 @@
 #ifndef WG
 #define WG 64
 #endif
+#ifndef WG_SPEC  // (an includer with WG_SPEC declares its workgroup size as a specialization constant)
 layout(local_size_x = WG) in;
+#endif
 
 // The forward's first position (the executor writes it before each forward, so that recorded
 // command buffers replay at any position).

@@ -1,8 +1,11 @@
 #version 450
 // Tiled GEMM of linear_8da4w for forwards of many tokens (prefill): a workgroup computes a tile
-// of BT = 64 tokens x BN = 64 output rows. For each K-chunk of KC bytes it stages the tile's int8
+// of BT tokens (64, or 32 where 64 would leave too few workgroups to fill the GPU) x BN = 64
+// output rows with WG = 2 BT threads. For each K-chunk of KC bytes it stages the tile's int8
 // activations and its int4 weights widened to int8 in shared memory, so that every staged byte
-// is used by a whole row (or column) of the tile instead of being re-read per output.
+// is used by a whole row (or column) of the tile instead of being re-read per output; the next
+// chunk's global loads are issued into registers before the current chunk's arithmetic, so their
+// latency hides behind it.
 // Integer dots per group g of G weights, then exactly the CPU reference's per-group term in the
 // CPU's order:
 //   y[t, n] = sum_g (s[n, g] * sx[t]) * float(dot_g[t, n] - zp[t] * wsum[n, g])
@@ -10,14 +13,16 @@
 // cpu::linear_8da4w (integers are exact and every float operation is the CPU's).
 // Two ways to form the integer dots, the same tile and epilogue around them:
 // - VKLLM_COOPMAT: NVIDIA cooperative matrices (VK_NV_cooperative_matrix, int8 x int8 -> int32,
-//   16 x 8 x 32); four subgroups of 32 lanes, each a 32 x 32 part of the tile, whose int32 sums
-//   go through shared memory to the epilogue after each group;
-// - otherwise each of the 128 threads owns 4 tokens x 8 rows in registers and forms their dots
-//   four int8 at a time (dot4, idot.glsl: OpSDotAccSat with VKLLM_IDOT, portable otherwise).
+//   16 x 8 x 32) on 32-lane subgroups, each a 32 x 32 part of the tile, whose int32 sums go
+//   through shared memory to the epilogue after each group;
+// - otherwise each thread owns 4 tokens x 8 rows in registers and forms their dots four int8 at a
+//   time (dot4, idot.glsl: OpSDotAccSat with VKLLM_IDOT, portable otherwise).
 // Needs G % KC == 0 and KC in {32, 64, 128} (the host picks KC); rows and tokens past the tile's
 // edge are read clamped and never stored.
 #extension GL_KHR_shader_subgroup_basic : require
-#define WG 128
+#define WG_SPEC
+layout(constant_id = 9) const uint BT = 64;  // tokens per tile: 64 or 32
+layout(local_size_x_id = 9, local_size_y = 2) in;  // NT = 2 BT threads
 #include "common.glsl"
 #ifdef VKLLM_COOPMAT
 #extension GL_NV_cooperative_matrix : require
@@ -40,68 +45,89 @@ layout(push_constant) uniform PC {
   uint K, Nc, n0, N, T, G;
 } pc;
 
-const uint BT = 64, BN = 64;
+const uint BN = 64, NT = BT * 2u;  // rows per tile; threads
+const uint CV = KC / 16u;          // 16-byte words of a staged row
+const uint NA = BT * CV / NT, NB = BN * CV / NT;  // staged words per thread: activations, weights
+const uint TX = BT / 4u;  // threads along the tokens: thread (tx, ty) owns tokens tx + TX i, rows ty + 8 j
 shared float s_scale[BN];
 shared int s_wsum[BN];
 #ifdef VKLLM_COOPMAT
-const uint SV = KC / 16u + 1u;  // a staged row in uvec4 (one of padding against bank conflicts)
+const uint SV = CV + 1u;  // a staged row in uvec4 (one of padding against bank conflicts)
 shared uvec4 sa[BT * SV], sb[BN * SV];
-const uint SC = BN + 4u;        // the int32 sums' row stride
+const uint SC = BN + 4u;  // the int32 sums' row stride
 shared int sacc[BT * SC];
 #else
 const uint SW = KC / 4u + 1u;  // a staged row in words (one of padding)
 shared uint sa[BT * SW], sb[BN * SW];
 #endif
 
-// Stages K bytes k0 .. k0 + KC of the tile's tokens and rows (and, at a group's first chunk, the
-// group's scales and weight sums).
-void stage(uint t0, uint r0, uint k0, uint g, bool first) {
-  const uint tid = gl_LocalInvocationID.x, cv = KC / 16u, ng = pc.K / pc.G;
-  for (uint i = tid; i < BT * cv; i += WG) {
-    const uint r = i / cv, c = i % cv, t = min(t0 + r, pc.T - 1u);
-    const uvec4 v = qx[t * (pc.K / 16u) + k0 / 16u + c];
+// One chunk's global words for this thread, loaded ahead of their use.
+uvec4 pa[NA];
+uvec2 pb[NB];
+float p_scale;
+int p_wsum;
+void fetch(uint t0, uint r0, uint k0, uint g, bool first, uint tid) {
+  [[unroll]] for (uint e = 0; e < NA; ++e) {
+    const uint i = tid + e * NT, r = i / CV, c = i % CV, t = min(t0 + r, pc.T - 1u);
+    pa[e] = qx[t * (pc.K / 16u) + k0 / 16u + c];
+  }
+  [[unroll]] for (uint e = 0; e < NB; ++e) {
+    const uint i = tid + e * NT, r = i / CV, c = i % CV, n = min(r0 + r, pc.Nc - 1u);
+    pb[e] = q[n * (pc.K / 16u) + k0 / 16u + c];
+  }
+  if (first && tid < BN) {
+    const uint n = min(r0 + tid, pc.Nc - 1u), ng = pc.K / pc.G;
+    p_scale = s[n * ng + g];
+    p_wsum = wsum[n * ng + g];
+  }
+}
+// Stores the fetched words to shared memory, the weights widened to int8.
+void stage(bool first, uint tid) {
+  [[unroll]] for (uint e = 0; e < NA; ++e) {
+    const uint i = tid + e * NT, r = i / CV, c = i % CV;
 #ifdef VKLLM_COOPMAT
-    sa[r * SV + c] = v;
+    sa[r * SV + c] = pa[e];
 #else
-    [[unroll]] for (uint e = 0; e < 4u; ++e) sa[r * SW + 4u * c + e] = v[e];
+    [[unroll]] for (uint w = 0; w < 4u; ++w) sa[r * SW + 4u * c + w] = pa[e][w];
 #endif
   }
-  for (uint i = tid; i < BN * cv; i += WG) {
-    const uint r = i / cv, c = i % cv, n = min(r0 + r, pc.Nc - 1u);
-    const uvec2 w = q[n * (pc.K / 16u) + k0 / 16u + c];
+  [[unroll]] for (uint e = 0; e < NB; ++e) {
+    const uint i = tid + e * NT, r = i / CV, c = i % CV;
+    const uvec2 w = pb[e];
     const uvec4 v = uvec4(nibbles4_to_i8x4(w.x & 0xFFFFu), nibbles4_to_i8x4(w.x >> 16),
                           nibbles4_to_i8x4(w.y & 0xFFFFu), nibbles4_to_i8x4(w.y >> 16));
 #ifdef VKLLM_COOPMAT
     sb[r * SV + c] = v;
 #else
-    [[unroll]] for (uint e = 0; e < 4u; ++e) sb[r * SW + 4u * c + e] = v[e];
+    [[unroll]] for (uint x = 0; x < 4u; ++x) sb[r * SW + 4u * c + x] = v[x];
 #endif
   }
   if (first && tid < BN) {
-    const uint n = min(r0 + tid, pc.Nc - 1u);
-    s_scale[tid] = s[n * ng + g];
-    s_wsum[tid] = wsum[n * ng + g];
+    s_scale[tid] = p_scale;
+    s_wsum[tid] = p_wsum;
   }
 }
 
 void main() {
-  const uint tid = gl_LocalInvocationID.x, tx = tid % 16u, ty = tid / 16u;
+  const uint tid = gl_LocalInvocationID.x + gl_LocalInvocationID.y * BT;  // (BT x 2 threads)
+  const uint tx = tid % TX, ty = tid / TX;
   const uint r0 = gl_WorkGroupID.x * BN, t0 = gl_WorkGroupID.y * BT, ng = pc.K / pc.G;
-  // This thread's outputs: tokens t0 + tx + 16 i (i < 4), rows r0 + ty + 8 j (j < 8).
   float sx[4];
   int zp[4];
   [[unroll]] for (uint i = 0; i < 4u; ++i) {
-    const uint t = min(t0 + tx + 16u * i, pc.T - 1u);
+    const uint t = min(t0 + tx + TX * i, pc.T - 1u);
     sx[i] = uintBitsToFloat(qp[2u * t]);
     zp[i] = int(qp[2u * t + 1u]);
   }
   precise float acc[4][8];
   [[unroll]] for (uint i = 0; i < 4u; ++i)[[unroll]] for (uint j = 0; j < 8u; ++j) acc[i][j] = 0.0;
 #ifdef VKLLM_COOPMAT
-  // Subgroup sg: tokens (sg % 2) * 32 .., rows (sg / 2) * 32 .. of the tile.
-  const uint sg = gl_SubgroupID, mt = (sg % 2u) * 32u, mr = (sg / 2u) * 32u;
+  // Subgroup sg: tokens mt .. mt + 31, rows mr .. mr + 31 of the tile.
+  const uint sg = gl_SubgroupID, mt = (sg % (BT / 32u)) * 32u, mr = (sg / (BT / 32u)) * 32u;
   icoopmatNV<32, gl_ScopeSubgroup, 16, 8> cd[2][4];
 #endif
+  const uint chunks = pc.G / KC;
+  fetch(t0, r0, 0u, 0u, true, tid);
   for (uint g = 0; g < ng; ++g) {
     int d[4][8];
 #ifdef VKLLM_COOPMAT
@@ -110,10 +136,12 @@ void main() {
 #else
     [[unroll]] for (uint i = 0; i < 4u; ++i)[[unroll]] for (uint j = 0; j < 8u; ++j) d[i][j] = 0;
 #endif
-    for (uint kc = 0; kc < pc.G; kc += KC) {
+    for (uint kc = 0; kc < chunks; ++kc) {
       barrier();  // every read of the previous chunk done
-      stage(t0, r0, g * pc.G + kc, g, kc == 0u);
+      stage(kc == 0u, tid);
       barrier();
+      const uint next = g * chunks + kc + 1u;  // the next chunk, fetched while this one computes
+      if (next < ng * chunks) fetch(t0, r0, next * KC, next / chunks, next % chunks == 0u, tid);
 #ifdef VKLLM_COOPMAT
       [[unroll]] for (uint kk = 0; kk < KC / 32u; ++kk) {
         icoopmatNV<8, gl_ScopeSubgroup, 16, 32> a[2];
@@ -128,7 +156,7 @@ void main() {
 #else
       for (uint k4 = 0; k4 < KC / 4u; ++k4) {
         int a[4], b[8];
-        [[unroll]] for (uint i = 0; i < 4u; ++i) a[i] = int(sa[(tx + 16u * i) * SW + k4]);
+        [[unroll]] for (uint i = 0; i < 4u; ++i) a[i] = int(sa[(tx + TX * i) * SW + k4]);
         [[unroll]] for (uint j = 0; j < 8u; ++j) b[j] = int(sb[(ty + 8u * j) * SW + k4]);
         [[unroll]] for (uint i = 0; i < 4u; ++i)[[unroll]] for (uint j = 0; j < 8u; ++j)
           d[i][j] = dot4(a[i], b[j], d[i][j]);
@@ -140,7 +168,7 @@ void main() {
       coopMatStoreNV(cd[i][j], sacc, (mt + 16u * i) * SC + mr + 8u * j, SC, false);
     barrier();
     [[unroll]] for (uint i = 0; i < 4u; ++i)[[unroll]] for (uint j = 0; j < 8u; ++j)
-      d[i][j] = sacc[(tx + 16u * i) * SC + ty + 8u * j];
+      d[i][j] = sacc[(tx + TX * i) * SC + ty + 8u * j];
 #endif
     // The CPU's term of group g, in its order: (scale * sx) * float(dot - zp * wsum).
     [[unroll]] for (uint j = 0; j < 8u; ++j) {
@@ -154,7 +182,7 @@ void main() {
     }
   }
   [[unroll]] for (uint i = 0; i < 4u; ++i) {
-    const uint t = t0 + tx + 16u * i;
+    const uint t = t0 + tx + TX * i;
     if (t >= pc.T) continue;
     [[unroll]] for (uint j = 0; j < 8u; ++j) {
       const uint n = r0 + ty + 8u * j;
