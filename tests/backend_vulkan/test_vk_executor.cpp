@@ -1,13 +1,15 @@
 // The Vulkan interpreter against the CPU interpreter on hand-built 2-layer toy transformers with
-// random weights: identical greedy tokens and logits NMSE <= 5e-4 over prefill, decode and
-// chunked prompts, for each weight / activation / cache / embedding storage combination.
+// random weights: identical greedy tokens and logits NMSE within the recipe's bound over prefill,
+// decode and chunked prompts, for each weight / activation / cache / embedding storage combination.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 
 #include "backend/cpu/kernels.h"
 #include "backend/vulkan/vulkan_executor.h"
 #include "core/error.h"
+#include "runtime/agreement.h"
 #include "runtime/generate.h"
 #include "vk_harness.h"
 
@@ -172,8 +174,21 @@ Toy build_toy(const ToyConfig& cfg, unsigned seed) {
   return toy;
 }
 
+// The logits NMSE bound of the recipe a toy configuration stands for (the agreement table's, one
+// source of truth): the 8da4w programs flip int8 codes wherever a device rounds a norm or an exp
+// differently from the CPU (measured up to ~2e-3 on the H200, 0 on lavapipe).
+double toy_nmse_bound(const ToyConfig& cfg) {
+  const bool f16 = cfg.act == DType::F16 || cfg.lin == Lin::F16;
+  const char* recipe = cfg.lin == Lin::A8W4  ? (f16 ? "quantized-8da4w-fp16" : "quantized-8da4w")
+                       : cfg.lin == Lin::Q4W ? "quantized-int4-weight-only"
+                       : f16                 ? "fp16"
+                                             : "non-quantized";
+  return agreement_bounds(recipe).max_nmse;
+}
+
 void compare(const ToyConfig& cfg, int max_tokens, unsigned seed) {
   Toy toy = build_toy(cfg, seed);
+  const double bound = toy_nmse_bound(cfg);
   const uint64_t msgs = vk::validation_message_count();
   VulkanOptions opt = validated();
   opt.max_tokens = max_tokens;
@@ -197,7 +212,7 @@ void compare(const ToyConfig& cfg, int max_tokens, unsigned seed) {
                     << ")";
     const double e = nmse(lg, lc);
     worst = std::max(worst, e);
-    EXPECT_LE(e, 5e-4) << "T=" << T << " pos=" << pos;
+    EXPECT_LE(e, bound) << "T=" << T << " pos=" << pos;
     EXPECT_EQ(gpu->forward(ids.data(), T, pos, nullptr), c) << "argmax without logits readback";
     pos += T;
   }
@@ -375,7 +390,10 @@ TEST(VulkanExecutor, ProfileWithTimestamps) {
 }
 
 TEST(VulkanCli, DevicesJson) {
-  FILE* f = popen(VKLLM_EXE " devices --json 2>/dev/null", "r");
+  // (VKLLM_EXE in the environment: the binary where the build tree is not, as on the GPU machine.)
+  const char* exe = std::getenv("VKLLM_EXE");
+  FILE* f =
+      popen((std::string(exe ? exe : VKLLM_EXE) + " devices --json 2>/dev/null").c_str(), "r");
   ASSERT_NE(f, nullptr);
   std::string out;
   char buf[4096];

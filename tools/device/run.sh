@@ -51,7 +51,7 @@ for task in "$@"; do
       # about 17 validated instances in one process: VK_ERROR_INCOMPATIBLE_DRIVER).
       rc=0; pass=0; failed=()
       for t in $(.dev/test_vulkan --gtest_list_tests | awk '/^[^ ]/ {s=$1} /^  / {print s $1}'); do
-        if .dev/test_vulkan --gtest_filter="$t" >>"$OUT/vulkan-tests.log" 2>&1; then pass=$((pass + 1)); else rc=1; failed+=("$t"); fi
+        if VKLLM_EXE=$BIN .dev/test_vulkan --gtest_filter="$t" >>"$OUT/vulkan-tests.log" 2>&1; then pass=$((pass + 1)); else rc=1; failed+=("$t"); fi
       done
       echo "vulkan tests: $pass passed, ${#failed[@]} failed ${failed[*]}" | tee -a "$OUT/vulkan-tests.log" ;;
     twins)

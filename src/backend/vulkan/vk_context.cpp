@@ -103,7 +103,9 @@ bool coopmat_int8_listed(VkInstance inst, VkPhysicalDevice pd) {
   f2.pNext = &cm;
   cm.pNext = &mm;
   vkGetPhysicalDeviceFeatures2(pd, &f2);
-  if (!cm.cooperativeMatrix || !mm.vulkanMemoryModel) return false;
+  // (With the memory model on, every module's Device-scope barriers need its device scope too.)
+  if (!cm.cooperativeMatrix || !mm.vulkanMemoryModel || !mm.vulkanMemoryModelDeviceScope)
+    return false;
   uint32_t n = 0;
   if (props(pd, &n, nullptr) != VK_SUCCESS) return false;
   std::vector<VkCooperativeMatrixPropertiesNV> list(
@@ -467,6 +469,7 @@ Context::Context(const VulkanOptions& opt) : opt_(opt) {
   if (use_coopmat_) {  // (coopmat_int8 implies Vulkan 1.2: the memory model and int8 are core)
     cmf.cooperativeMatrix = VK_TRUE;
     mmf.vulkanMemoryModel = VK_TRUE;
+    mmf.vulkanMemoryModelDeviceScope = VK_TRUE;
     i8f.shaderInt8 = VK_TRUE;
     cmf.pNext = &mmf;
     mmf.pNext = &i8f;
