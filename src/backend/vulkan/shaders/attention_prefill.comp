@@ -27,7 +27,7 @@ layout(push_constant) uniform PC { uint T, H, Hkv; float scale; } pc;
 const uint BQ = 32u, DP = HD / 4u;                 // dims per thread
 const uint BK = HD <= 64u ? 32u : HD <= 128u ? 16u : 8u;  // keys per tile: K, V tiles <= 16 KiB
 shared float ks[BK * HD], vs[BK * HD];
-shared float sc[WG * BK];  // each thread's scores of the tile (prep_attention checks the size)
+shared float sc[BK * WG];  // each thread's scores of the tile, key-major (no bank conflicts)
 
 void main() {
   const uint tid = gl_LocalInvocationID.x, r = tid / 4u, p = tid % 4u;
@@ -53,19 +53,20 @@ void main() {
     // keeps its own copy of its row's scores in shared memory (no other thread reads it).
     float mx = m;
     for (uint j = 0; j < BK; ++j) {
-      float a = 0.0;
-      [[unroll]] for (uint i = 0; i < DP; ++i) a += qr[i] * ks[j * HD + p + 4u * i];
+      float a2[2] = float[2](0.0, 0.0);  // two chains in flight
+      [[unroll]] for (uint i = 0; i < DP; ++i) a2[i & 1u] += qr[i] * ks[j * HD + p + 4u * i];
+      float a = a2[0] + a2[1];
       a += subgroupShuffleXor(a, 1u);
       a += subgroupShuffleXor(a, 2u);
       a *= pc.scale;
-      sc[tid * BK + j] = a;
+      sc[j * WG + tid] = a;
       if (base + j <= pos) mx = max(mx, a);
     }
     const float corr = exp(m - mx);
     l *= corr;
     [[unroll]] for (uint i = 0; i < DP; ++i) acc[i] *= corr;
     for (uint j = 0; j < BK; ++j) {
-      const float e = base + j <= pos ? exp(sc[tid * BK + j] - mx) : 0.0;
+      const float e = base + j <= pos ? exp(sc[j * WG + tid] - mx) : 0.0;
       l += e;
       [[unroll]] for (uint i = 0; i < DP; ++i) acc[i] += e * vs[j * HD + p + 4u * i];
     }

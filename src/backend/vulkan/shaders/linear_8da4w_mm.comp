@@ -108,6 +108,13 @@ void stage(bool first, uint tid) {
   }
 }
 
+// float(x), exactly, for |x| < 2^22 (every group's dot - zp * wsum here: |x| < 2^18) in two
+// full-rate operations: x added to the significand of 1.5 * 2^23, then that number subtracted.
+float exact_float(int x) {
+  precise float f = uintBitsToFloat(uint(x + 0x4B400000)) - 12582912.0;
+  return f;
+}
+
 void main() {
   const uint tid = gl_LocalInvocationID.x + gl_LocalInvocationID.y * BT;  // (BT x 2 threads)
   const uint tx = tid % TX, ty = tid / TX;
@@ -176,7 +183,7 @@ void main() {
       const int ws = s_wsum[ty + 8u * j];
       [[unroll]] for (uint i = 0; i < 4u; ++i) {
         precise float f = sc * sx[i];
-        precise float term = f * float(d[i][j] - zp[i] * ws);
+        precise float term = f * exact_float(d[i][j] - zp[i] * ws);
         acc[i][j] = acc[i][j] + term;
       }
     }
