@@ -378,13 +378,13 @@ std::unique_ptr<PreparedOp> prep_attention(Ctx c) {
   const Kernel& ka = c.kernel("attention", 6, 7, {a16, c16, y16});
   const Kernel& kc = c.kernel("attention_combine", 2, 3, {0, 0, y16});
   // Forwards of several tokens: the tiled kernel (32 tokens of one head a workgroup, K and V
-  // tiles shared by them; attention_prefill.comp), which needs 4-lane subgroups, hd % 4 == 0 and
+  // tiles shared by them; attention_prefill.comp), which needs 8-lane subgroups, hd % 8 == 0 and
   // its shared memory.
   const uint32_t bk = hd <= 64    ? 32
                       : hd <= 128 ? 16
                                   : 8,  // the kernel's keys per tile
-      prefill_shared = (2 * bk * u32(hd) + 128 * bk) * 4;
-  const Kernel* kp = c.env.ctx.info().subgroup_min >= 4 && hd % 4 == 0 &&
+      prefill_shared = (2 * bk * u32(hd) + 32 * bk) * 4;
+  const Kernel* kp = c.env.ctx.info().subgroup_min >= 8 && hd % 8 == 0 &&
                              prefill_shared <= c.env.ctx.info().max_shared
                          ? &c.kernel("attention_prefill", 5, 4, {a16, c16, y16}, u32(hd))
                          : nullptr;
