@@ -410,9 +410,12 @@ TEST(VulkanOps, Linear8da4wTiledGemmIsBitExact) {
                           {384, 64, 130, 64, DType::F32},
                           {128, 45, 17, 128, DType::F32},
                           {256, 70, 40, 128, DType::F16}};
-  for (int mode = 0; mode < 3; ++mode) {  // this device's path at 64- and 32-token tiles; portable
-    const bool portable = mode == 2;
-    ::setenv("VKLLM_GEMM_TILE", mode == 0 ? "64" : "32", 1);
+  // This device's path at 32-, 64- and 128-token tiles (128 where K is staged in chunks of 64 or
+  // more: the G = 32 shape falls back to 32), then the portable path at 128.
+  const char* tiles[] = {"32", "64", "128", "128"};
+  for (int mode = 0; mode < 4; ++mode) {
+    const bool portable = mode == 3;
+    ::setenv("VKLLM_GEMM_TILE", tiles[mode], 1);
     VulkanOptions o;
     o.no_int_dot = o.no_coopmat = portable;
     vk::Context ctx(validated(o));
@@ -420,7 +423,7 @@ TEST(VulkanOps, Linear8da4wTiledGemmIsBitExact) {
                 ctx.use_coopmat()   ? "cooperative matrix"
                 : ctx.use_int_dot() ? "int8 dot product"
                                     : "portable integer",
-                mode == 0 ? "64" : "32");
+                tiles[mode]);
     for (const Shape& sh : shapes) {
       std::vector<float> got, want;
       check_linear(Lin::A8W4, sh.K, sh.N, sh.T, sh.act, o, &got, XDist::Normal, sh.G, &want);

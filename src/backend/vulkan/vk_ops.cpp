@@ -208,18 +208,27 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
   // Forwards of at least kGemmTokens tokens run linear_8da4w as a tiled GEMM (BT tokens x 64 rows
   // a workgroup, linear_8da4w_mm.comp): on cooperative matrices where the device has them, else
   // with int8 dot products or the portable integer path. It stages K in chunks of KC bytes, the
-  // largest of 128, 64, 32 that divides the group. BT = 64, or 32 when 64-token tiles would make
-  // fewer than kGemmMinTiles workgroups (too few to fill a large GPU); VKLLM_GEMM_TILE=32|64
-  // forces one (a measurement switch).
+  // largest of 128, 64, 32 that divides the group. BT: the largest of 128 (KC >= 64, its shared
+  // memory within the device's), 64, 32 whose tiles still make kGemmMinTiles workgroups (fewer
+  // leave a large GPU idle; a larger BT widens each weight for more tokens);
+  // VKLLM_GEMM_TILE=32|64|128 forces one where it is allowed (a measurement switch).
   constexpr uint32_t kGemmTokens = 16, kGemmMinTiles = 512;
-  const Kernel *kmm64 = nullptr, *kmm32 = nullptr;
+  std::map<uint32_t, const Kernel*> kmm;  // by BT
   if (f == "linear_8da4w" && G % 32 == 0 && ceil_div(N, 64) <= 65535) {
     const uint32_t kc = G % 128 == 0 ? 128 : G % 64 == 0 ? 64 : 32;
-    const std::string name = std::string("linear_8da4w_mm") + (c.env.ctx.use_coopmat() ? "_coopmat"
+    const bool coopmat = c.env.ctx.use_coopmat();
+    const std::string name = std::string("linear_8da4w_mm") + (coopmat ? "_coopmat"
                                                                : c.env.ctx.use_int_dot() ? "_idot"
                                                                                          : "");
-    kmm64 = &c.kernel(name, 6, 6, {c.f16(y)}, kc, 64);
-    kmm32 = &c.kernel(name, 6, 6, {c.f16(y)}, kc, 32);
+    // Shared bytes at BT = 128: the coopmat variant's one array (staged rows or the int32 sums),
+    // the portable variant's staged words; plus the group's scales and weight sums.
+    const uint32_t sv = kc / 16 + 1,
+                   shared128 = (coopmat ? std::max((128 + 64) * sv * 16, 128u * 68 * 4)
+                                        : (128 + 64) * (kc / 4 + 1) * 4) +
+                               64 * 8;
+    for (uint32_t bt : {32u, 64u, 128u})
+      if (bt < 128 || (kc >= 64 && shared128 <= c.env.ctx.info().max_shared))
+        kmm[bt] = &c.kernel(name, 6, 6, {c.f16(y)}, kc, bt);
   }
   const char* tile_env = std::getenv("VKLLM_GEMM_TILE");
   const uint32_t force_tile = tile_env ? static_cast<uint32_t>(std::atoi(tile_env)) : 0;
@@ -262,12 +271,13 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
           const uint32_t R = pt.R;
           std::vector<uint32_t> push = {u32(K), u32(pt.ch.rows), u32(pt.ch.r0), u32(N), Tr};
           if (G) push.push_back(u32(G));
-          if (kmm64 && Tr >= kGemmTokens) {
+          if (!kmm.empty() && Tr >= kGemmTokens) {
             const uint32_t gx = ceil_div(pt.ch.rows, 64);
-            const uint32_t bt = force_tile == 32 || force_tile == 64    ? force_tile
-                                : gx * ceil_div(Tr, 64) < kGemmMinTiles ? 32
-                                                                        : 64;
-            dispatch(cb, bt == 32 ? *kmm32 : *kmm64, pt.set, push, gx, ceil_div(Tr, bt));
+            uint32_t bt = 32;
+            for (const auto& e : kmm)
+              if (force_tile ? e.first == force_tile : gx * ceil_div(Tr, e.first) >= kGemmMinTiles)
+                bt = e.first;
+            dispatch(cb, *kmm.at(bt), pt.set, push, gx, ceil_div(Tr, bt));
             continue;
           }
           push.push_back(R);

@@ -1,6 +1,6 @@
 #version 450
 // Tiled GEMM of linear_8da4w for forwards of many tokens (prefill): a workgroup computes a tile
-// of BT tokens (64, or 32 where 64 would leave too few workgroups to fill the GPU) x BN = 64
+// of BT tokens (128, 64 or 32: the largest that still makes enough workgroups to fill the GPU) x BN = 64
 // output rows with WG = 2 BT threads. For each K-chunk of KC bytes it stages the tile's int8
 // activations and its int4 weights widened to int8 in shared memory, so that every staged byte
 // is used by a whole row (or column) of the tile instead of being re-read per output; the next
@@ -21,7 +21,7 @@
 // edge are read clamped and never stored.
 #extension GL_KHR_shader_subgroup_basic : require
 #define WG_SPEC
-layout(constant_id = 9) const uint BT = 64;  // tokens per tile: 64 or 32
+layout(constant_id = 9) const uint BT = 64;  // tokens per tile: 128 (KC >= 64), 64 or 32
 layout(local_size_x_id = 9, local_size_y = 2) in;  // NT = 2 BT threads
 #include "common.glsl"
 #ifdef VKLLM_COOPMAT
@@ -52,10 +52,12 @@ const uint TX = BT / 4u;  // threads along the tokens: thread (tx, ty) owns toke
 shared float s_scale[BN];
 shared int s_wsum[BN];
 #ifdef VKLLM_COOPMAT
+// One shared array: the staged activations at 0 and weights at SB, and after a group's last chunk
+// the int32 sums over both (SC ints a row; a barrier lies between the last reads and them).
 const uint SV = CV + 1u;  // a staged row in uvec4 (one of padding against bank conflicts)
-shared uvec4 sa[BT * SV], sb[BN * SV];
-const uint SC = BN + 4u;  // the int32 sums' row stride
-shared int sacc[BT * SC];
+const uint SB = BT * SV, SC = BN + 4u;
+const uint SM = SB + BN * SV > BT * SC / 4u ? SB + BN * SV : BT * SC / 4u;
+shared uvec4 sm[SM];
 #else
 const uint SW = KC / 4u + 1u;  // a staged row in words (one of padding)
 shared uint sa[BT * SW], sb[BN * SW];
@@ -86,7 +88,7 @@ void stage(bool first, uint tid) {
   [[unroll]] for (uint e = 0; e < NA; ++e) {
     const uint i = tid + e * NT, r = i / CV, c = i % CV;
 #ifdef VKLLM_COOPMAT
-    sa[r * SV + c] = pa[e];
+    sm[r * SV + c] = pa[e];
 #else
     [[unroll]] for (uint w = 0; w < 4u; ++w) sa[r * SW + 4u * c + w] = pa[e][w];
 #endif
@@ -97,7 +99,7 @@ void stage(bool first, uint tid) {
     const uvec4 v = uvec4(nibbles4_to_i8x4(w.x & 0xFFFFu), nibbles4_to_i8x4(w.x >> 16),
                           nibbles4_to_i8x4(w.y & 0xFFFFu), nibbles4_to_i8x4(w.y >> 16));
 #ifdef VKLLM_COOPMAT
-    sb[r * SV + c] = v;
+    sm[SB + r * SV + c] = v;
 #else
     [[unroll]] for (uint x = 0; x < 4u; ++x) sb[r * SW + 4u * c + x] = v[x];
 #endif
@@ -154,9 +156,9 @@ void main() {
         icoopmatNV<8, gl_ScopeSubgroup, 16, 32> a[2];
         icoopmatNV<8, gl_ScopeSubgroup, 32, 8> b[4];
         [[unroll]] for (uint i = 0; i < 2u; ++i)
-          coopMatLoadNV(a[i], sa, (mt + 16u * i) * SV + 2u * kk, SV, false);
+          coopMatLoadNV(a[i], sm, (mt + 16u * i) * SV + 2u * kk, SV, false);
         [[unroll]] for (uint j = 0; j < 4u; ++j)
-          coopMatLoadNV(b[j], sb, (mr + 8u * j) * SV + 2u * kk, SV, true);
+          coopMatLoadNV(b[j], sm, SB + (mr + 8u * j) * SV + 2u * kk, SV, true);
         [[unroll]] for (uint i = 0; i < 2u; ++i)[[unroll]] for (uint j = 0; j < 4u; ++j)
           cd[i][j] = coopMatMulAddNV(a[i], b[j], cd[i][j]);
       }
@@ -171,11 +173,14 @@ void main() {
 #endif
     }
 #ifdef VKLLM_COOPMAT
+    barrier();  // every subgroup's reads of the staged chunk done: the sums overwrite it
     [[unroll]] for (uint i = 0; i < 2u; ++i)[[unroll]] for (uint j = 0; j < 4u; ++j)
-      coopMatStoreNV(cd[i][j], sacc, (mt + 16u * i) * SC + mr + 8u * j, SC, false);
+      coopMatStoreNV(cd[i][j], sm, ((mt + 16u * i) * SC + mr + 8u * j) / 4u, SC / 4u, false);
     barrier();
-    [[unroll]] for (uint i = 0; i < 4u; ++i)[[unroll]] for (uint j = 0; j < 8u; ++j)
-      d[i][j] = sacc[(tx + TX * i) * SC + ty + 8u * j];
+    [[unroll]] for (uint i = 0; i < 4u; ++i)[[unroll]] for (uint j = 0; j < 8u; ++j) {
+      const uint at = (tx + TX * i) * SC + ty + 8u * j;
+      d[i][j] = int(sm[at / 4u][at % 4u]);
+    }
 #endif
     // The CPU's term of group g, in its order: (scale * sx) * float(dot - zp * wsum).
     [[unroll]] for (uint j = 0; j < 8u; ++j) {
