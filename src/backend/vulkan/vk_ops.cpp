@@ -208,10 +208,11 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
   // Forwards of at least kGemmTokens tokens run linear_8da4w as a tiled GEMM (BT tokens x 64 rows
   // a workgroup, linear_8da4w_mm.comp): on cooperative matrices where the device has them, else
   // with int8 dot products or the portable integer path. It stages K in chunks of KC bytes, the
-  // largest of 128, 64, 32 that divides the group. BT: the largest of 128 (KC >= 64, its shared
-  // memory within the device's), 64, 32 whose tiles still make kGemmMinTiles workgroups (fewer
-  // leave a large GPU idle; a larger BT widens each weight for more tokens);
-  // VKLLM_GEMM_TILE=32|64|128 forces one where it is allowed (a measurement switch).
+  // largest of 128, 64, 32 that divides the group. BT: 64, or 32 where 64-token tiles make fewer
+  // than kGemmMinTiles workgroups (too few to fill a large GPU). VKLLM_GEMM_TILE=32|64|128 forces
+  // one (a measurement switch; 128 needs KC >= 64 and its shared memory): 128-token tiles widen
+  // each weight for twice the tokens but measured slower on the H200 (Llama gate/up 213 against
+  // 145 us, docs/perf.md), so they are never chosen by themselves.
   constexpr uint32_t kGemmTokens = 16, kGemmMinTiles = 512;
   std::map<uint32_t, const Kernel*> kmm;  // by BT
   if (f == "linear_8da4w" && G % 32 == 0 && ceil_div(N, 64) <= 65535) {
@@ -275,7 +276,8 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
             const uint32_t gx = ceil_div(pt.ch.rows, 64);
             uint32_t bt = 32;
             for (const auto& e : kmm)
-              if (force_tile ? e.first == force_tile : gx * ceil_div(Tr, e.first) >= kGemmMinTiles)
+              if (force_tile ? e.first == force_tile
+                             : e.first <= 64 && gx * ceil_div(Tr, e.first) >= kGemmMinTiles)
                 bt = e.first;
             dispatch(cb, *kmm.at(bt), pt.set, push, gx, ceil_div(Tr, bt));
             continue;
