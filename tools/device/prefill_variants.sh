@@ -9,7 +9,7 @@ icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 export LD_LIBRARY_PATH=$PWD/.dev${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 BIN=$PWD/.dev/vkllm
 a=/tmp/llama-3.2-1b.quantized-8da4w-fp16.vkllm
-for e in "VKLLM_GEMM_TILE=64" "VKLLM_GEMM_TILE=32" "VKLLM_NO_COOPMAT=1" "VKLLM_NO_COOPMAT=1 VKLLM_NO_INT_DOT=1"; do
+for e in "VKLLM_X=default" "VKLLM_GEMM_TILE=32" "VKLLM_GEMM_TILE=64" "VKLLM_NO_COOPMAT=1"; do
   env $e "$BIN" bench -m "$a" -p 512 -n 16 -r 3 --output json 2>/dev/null |
     python3 -c "import json,sys; j=json.load(sys.stdin); print('VARIANT', sys.argv[1], 'pp512', round(j['pp']['median_tok_s']))" "$e"
 done
