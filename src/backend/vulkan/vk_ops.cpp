@@ -213,23 +213,24 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
   // one (a measurement switch; 128 needs KC >= 64 and its shared memory): 128-token tiles widen
   // each weight for twice the tokens but measured slower on the H200 (Llama gate/up 213 against
   // 145 us, docs/perf.md), so they are never chosen by themselves.
+  // Each tile size's pipeline is made on first use (at recording), so a model compiles only the
+  // variants its prompts need.
   constexpr uint32_t kGemmTokens = 16, kGemmMinTiles = 512;
-  std::map<uint32_t, const Kernel*> kmm;  // by BT
+  std::string gemm;  // the GEMM module, empty when the op has none
+  uint32_t gemm_kc = 0, gemm_max_bt = 64;
   if (f == "linear_8da4w" && G % 32 == 0 && ceil_div(N, 64) <= 65535) {
-    const uint32_t kc = G % 128 == 0 ? 128 : G % 64 == 0 ? 64 : 32;
+    gemm_kc = G % 128 == 0 ? 128 : G % 64 == 0 ? 64 : 32;
     const bool coopmat = c.env.ctx.use_coopmat();
-    const std::string name = std::string("linear_8da4w_mm") + (coopmat ? "_coopmat"
-                                                               : c.env.ctx.use_int_dot() ? "_idot"
-                                                                                         : "");
+    gemm = std::string("linear_8da4w_mm") + (coopmat                   ? "_coopmat"
+                                             : c.env.ctx.use_int_dot() ? "_idot"
+                                                                       : "");
     // Shared bytes at BT = 128: the coopmat variant's one array (staged rows or the int32 sums),
     // the portable variant's staged words; plus the group's scales and weight sums.
-    const uint32_t sv = kc / 16 + 1,
+    const uint32_t sv = gemm_kc / 16 + 1,
                    shared128 = (coopmat ? std::max((128 + 64) * sv * 16, 128u * 68 * 4)
-                                        : (128 + 64) * (kc / 4 + 1) * 4) +
+                                        : (128 + 64) * (gemm_kc / 4 + 1) * 4) +
                                64 * 8;
-    for (uint32_t bt : {32u, 64u, 128u})
-      if (bt < 128 || (kc >= 64 && shared128 <= c.env.ctx.info().max_shared))
-        kmm[bt] = &c.kernel(name, 6, 6, {c.f16(y)}, kc, bt);
+    if (gemm_kc >= 64 && shared128 <= c.env.ctx.info().max_shared) gemm_max_bt = 128;
   }
   const char* tile_env = std::getenv("VKLLM_GEMM_TILE");
   const uint32_t force_tile = tile_env ? static_cast<uint32_t>(std::atoi(tile_env)) : 0;
@@ -261,7 +262,7 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
     parts.push_back({ch, c.env.kernels.make_set(*k, r), c.env.ctx.matvec_rows(ch.rows)});
   }
   auto prepared = std::make_unique<PreparedOp>(
-      [=](VkCommandBuffer cb, int T) {
+      [=](VkCommandBuffer cb, int T) mutable {
         const uint32_t Tr = c.rows(x, T);
         if (kq) {
           dispatch_flat(cb, *kq, qset, {u32(K), Tr}, Tr);
@@ -272,14 +273,15 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
           const uint32_t R = pt.R;
           std::vector<uint32_t> push = {u32(K), u32(pt.ch.rows), u32(pt.ch.r0), u32(N), Tr};
           if (G) push.push_back(u32(G));
-          if (!kmm.empty() && Tr >= kGemmTokens) {
+          if (!gemm.empty() && Tr >= kGemmTokens) {
             const uint32_t gx = ceil_div(pt.ch.rows, 64);
-            uint32_t bt = 32;
-            for (const auto& e : kmm)
-              if (force_tile ? e.first == force_tile
-                             : e.first <= 64 && gx * ceil_div(Tr, e.first) >= kGemmMinTiles)
-                bt = e.first;
-            dispatch(cb, *kmm.at(bt), pt.set, push, gx, ceil_div(Tr, bt));
+            const bool forced =
+                force_tile == 32 || force_tile == 64 || (force_tile == 128 && gemm_max_bt == 128);
+            const uint32_t bt = forced                                   ? force_tile
+                                : gx * ceil_div(Tr, 64) >= kGemmMinTiles ? 64
+                                                                         : 32;
+            dispatch(cb, c.kernel(gemm, 6, 6, {c.f16(y)}, gemm_kc, bt), pt.set, push, gx,
+                     ceil_div(Tr, bt));
             continue;
           }
           push.push_back(R);
