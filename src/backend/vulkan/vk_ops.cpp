@@ -214,16 +214,20 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
   // each weight for twice the tokens but measured slower on the H200 (Llama gate/up 213 against
   // 145 us, docs/perf.md), so they are never chosen by themselves.
   // Each tile size's pipeline is made on first use (at recording), so a model compiles only the
-  // variants its prompts need.
+  // variants its prompts need. (The record function may use only what outlives preparation: the
+  // executor's pipeline cache, never the OpEnv.)
   constexpr uint32_t kGemmTokens = 16, kGemmMinTiles = 512;
   std::string gemm;  // the GEMM module, empty when the op has none
   uint32_t gemm_kc = 0, gemm_max_bt = 64;
+  Kernels* kernels = &c.env.kernels;
   if (f == "linear_8da4w" && G % 32 == 0 && ceil_div(N, 64) <= 65535) {
     gemm_kc = G % 128 == 0 ? 128 : G % 64 == 0 ? 64 : 32;
     const bool coopmat = c.env.ctx.use_coopmat();
-    gemm = std::string("linear_8da4w_mm") + (coopmat                   ? "_coopmat"
-                                             : c.env.ctx.use_int_dot() ? "_idot"
-                                                                       : "");
+    gemm = std::string("linear_8da4w_mm") +
+           (coopmat                   ? "_coopmat"
+            : c.env.ctx.use_int_dot() ? "_idot"
+                                      : "") +
+           (c.f16(y) ? "_f16" : "");  // (the mat-vec variant above checked fp16 support)
     // Shared bytes at BT = 128: the coopmat variant's one array (staged rows or the int32 sums),
     // the portable variant's staged words; plus the group's scales and weight sums.
     const uint32_t sv = gemm_kc / 16 + 1,
@@ -262,7 +266,7 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
     parts.push_back({ch, c.env.kernels.make_set(*k, r), c.env.ctx.matvec_rows(ch.rows)});
   }
   auto prepared = std::make_unique<PreparedOp>(
-      [=](VkCommandBuffer cb, int T) mutable {
+      [=](VkCommandBuffer cb, int T) {
         const uint32_t Tr = c.rows(x, T);
         if (kq) {
           dispatch_flat(cb, *kq, qset, {u32(K), Tr}, Tr);
@@ -280,8 +284,9 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
             const uint32_t bt = forced                                   ? force_tile
                                 : gx * ceil_div(Tr, 64) >= kGemmMinTiles ? 64
                                                                          : 32;
-            dispatch(cb, c.kernel(gemm, 6, 6, {c.f16(y)}, gemm_kc, bt), pt.set, push, gx,
-                     ceil_div(Tr, bt));
+            // Specialization: Y16 (constant 1), KC (8), BT (9), as Ctx::kernel lays them out.
+            const std::vector<uint32_t> spec = {c.f16(y), 0, 0, 0, 0, 0, 0, gemm_kc, bt};
+            dispatch(cb, kernels->get(gemm, 6, 6 * 4, spec), pt.set, push, gx, ceil_div(Tr, bt));
             continue;
           }
           push.push_back(R);
