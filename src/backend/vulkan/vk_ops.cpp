@@ -284,9 +284,8 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
             const uint32_t bt = forced                                   ? force_tile
                                 : gx * ceil_div(Tr, 64) >= kGemmMinTiles ? 64
                                                                          : 32;
-            // Specialization: Y16 (constant 1), KC (8), BT (9), as Ctx::kernel lays them out.
-            const std::vector<uint32_t> spec = {c.f16(y), 0, 0, 0, 0, 0, 0, gemm_kc, bt};
-            dispatch(cb, kernels->get(gemm, 6, 6 * 4, spec), pt.set, push, gx, ceil_div(Tr, bt));
+            dispatch(cb, kernels->get(gemm, 6, 6 * 4, kernel_spec({c.f16(y)}, gemm_kc, bt)), pt.set,
+                     push, gx, ceil_div(Tr, bt));
             continue;
           }
           push.push_back(R);

@@ -17,7 +17,9 @@
 
 namespace vkllm::vk {
 
-// What ops share: the device, pipelines, memory, and scratch owned by the interpreter.
+// What ops share: the device, pipelines, memory, and scratch owned by the interpreter. It lives
+// only while the executor prepares its ops: a record function must not read it (take what it
+// needs, such as the Kernels cache or a buffer, when it is made).
 struct OpEnv {
   Context& ctx;
   Kernels& kernels;

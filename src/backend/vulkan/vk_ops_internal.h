@@ -43,6 +43,17 @@ inline uint32_t ceil_div(uint64_t a, uint64_t b) {
   return static_cast<uint32_t>((a + b - 1) / b);
 }
 
+// The specialization constants of a kernel variant: the per-binding fp16 flags at constants
+// 1..7, then (when nonzero) the tokens per workgroup tt at 8 and bpl at 9 (the mat-vec kernels'
+// TT and blocks per lane; the prefill GEMM's KC and BT).
+inline std::vector<uint32_t> kernel_spec(std::vector<uint32_t> flags, uint32_t tt, uint32_t bpl) {
+  if (!tt) return flags;
+  flags.resize(7, 0);
+  flags.push_back(tt);
+  if (bpl) flags.push_back(bpl);
+  return flags;
+}
+
 struct Ctx {
   OpEnv& env;
   const Op& op;
@@ -88,12 +99,7 @@ struct Ctx {
             env.ctx.options().no_fp16 ? " (VKLLM_NO_FP16 is set)" : "");
       name += "_f16";
     }
-    if (!tt) return env.kernels.get(name, bindings, push_words * 4, flags);
-    std::vector<uint32_t> spec = flags;
-    spec.resize(7, 0);
-    spec.push_back(tt);
-    if (bpl) spec.push_back(bpl);  // constant 9: linear_8da4w's blocks per lane (decode)
-    return env.kernels.get(name, bindings, push_words * 4, spec);
+    return env.kernels.get(name, bindings, push_words * 4, kernel_spec(flags, tt, bpl));
   }
   int64_t attr_i(const char* k) const {
     need(op.attrs.contains(k) && op.attrs[k].is_number(), k);
