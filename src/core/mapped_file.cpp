@@ -146,4 +146,10 @@ void AtomicFile::commit() {
   committed_ = true;
 }
 
+void write_text_file(const std::string& path, const std::string& text) {
+  AtomicFile f(path);
+  f.write(text.data(), text.size());
+  f.commit();
+}
+
 }  // namespace vkllm

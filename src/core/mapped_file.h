@@ -64,4 +64,7 @@ class AtomicFile {
   bool committed_ = false;
 };
 
+// The whole of `text` as the file `path`, atomically (an AtomicFile written and committed).
+void write_text_file(const std::string& path, const std::string& text);
+
 }  // namespace vkllm

@@ -430,12 +430,6 @@ class Writer {
   std::vector<uint16_t> buf_;
 };
 
-void write_text(const std::string& path, const std::string& text) {
-  AtomicFile f(path);
-  f.write(text.data(), text.size());
-  f.commit();
-}
-
 // Python's json.dumps(indent=2, sort_keys=True) + "\n", as transformers writes configs.
 std::string dump_like_hf(const json& j) {
   return j.dump(2) + "\n";
@@ -539,11 +533,11 @@ SynthResult synth_write(const SynthOptions& o) {
     idx["weight_map"] = json::object();
     for (auto& s : shards)
       for (size_t i : s.tensors) idx["weight_map"][tensors[i].name] = s.file;
-    write_text((dir / "model.safetensors.index.json").string(), dump_like_hf(idx));
+    write_text_file((dir / "model.safetensors.index.json").string(), dump_like_hf(idx));
     res.files.push_back("model.safetensors.index.json");
   }
-  write_text((dir / "generation_config.json").string(),
-             dump_like_hf(synth_generation_config_json(p)));
+  write_text_file((dir / "generation_config.json").string(),
+                  dump_like_hf(synth_generation_config_json(p)));
   res.files.push_back("generation_config.json");
   if (!tok_dir.empty()) {
     for (const char* name :
@@ -552,12 +546,12 @@ SynthResult synth_write(const SynthOptions& o) {
       if (!fs::is_regular_file(src)) continue;  // special_tokens_map.json is optional
       std::string text = read_text_file(src);
       if (text.empty()) fail("{}: empty file", src);
-      write_text((dir / name).string(), text);
+      write_text_file((dir / name).string(), text);
       res.files.push_back(name);
     }
   }
   // config.json last: a directory interrupted mid-way is never mistaken for a checkpoint.
-  write_text((dir / "config.json").string(), dump_like_hf(synth_config_json(p)));
+  write_text_file((dir / "config.json").string(), dump_like_hf(synth_config_json(p)));
   res.files.push_back("config.json");
   return res;
 }

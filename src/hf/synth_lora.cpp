@@ -41,12 +41,6 @@ std::vector<uint8_t> uniform_f32(const std::string& name, uint64_t seed, int64_t
   return bytes;
 }
 
-void write_text(const std::string& path, const std::string& text) {
-  AtomicFile f(path);
-  f.write(text.data(), text.size());
-  f.commit();
-}
-
 }  // namespace
 
 std::vector<std::string> synth_lora_write(const SynthLoraOptions& o) {
@@ -132,7 +126,7 @@ std::vector<std::string> synth_lora_write(const SynthLoraOptions& o) {
   if (!std::filesystem::is_directory(o.out_dir, ec))
     fail("{}: cannot create directory: {}", o.out_dir, ec.message());
   write_safetensors(o.out_dir + "/adapter_model.safetensors", ts, {{"format", "pt"}});
-  write_text(o.out_dir + "/adapter_config.json", cfg.dump(2) + "\n");
+  write_text_file(o.out_dir + "/adapter_config.json", cfg.dump(2) + "\n");
   return {"adapter_model.safetensors", "adapter_config.json"};
 }
 

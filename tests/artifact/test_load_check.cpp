@@ -27,6 +27,7 @@
 #include "artifact/writer.h"
 #include "artifact_exercise.h"  // fuzz/: the layout of the fuzz inputs
 #include "export/exporter.h"
+#include "testutil/files.h"
 #include "vkllm/vkllm.h"
 
 using namespace vkllm;
@@ -35,11 +36,6 @@ using nlohmann::json;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
-}
 
 void write_bytes(const std::string& path, const void* data, size_t n) {
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
@@ -212,14 +208,14 @@ TEST(LoadCheck, VerifyLoadsImpliesModelOpenOverCorporaAndDamagedArtifacts) {
   // The fuzz inputs as the targets read them.
   for (const char* d : {"corpus/artifact", "regressions/artifact"})
     for (const std::string& f : files_in(src + d)) {
-      const std::string s = read_bytes(f);
+      const std::string s = vkllm::test::read_file(f);
       std::vector<uint8_t> b(s.begin(), s.end());
       fuzz::fix_hashes(b);
       check_artifact(b, file, f, corpora);
     }
   for (const char* d : {"corpus/artifact_meta", "regressions/artifact_meta"})
     for (const std::string& f : files_in(src + d)) {
-      const std::string s = read_bytes(f);
+      const std::string s = vkllm::test::read_file(f);
       check_artifact(fuzz::layout_meta_input(reinterpret_cast<const uint8_t*>(s.data()), s.size()),
                      file, f, corpora);
     }
@@ -230,7 +226,7 @@ TEST(LoadCheck, VerifyLoadsImpliesModelOpenOverCorporaAndDamagedArtifacts) {
   // layer layouts differ; every seed is checked undamaged above).
   std::set<std::string> archs;
   for (const std::string& f : files_in(src + "corpus/artifact_meta")) {
-    const MetaInput seed = split_meta_input(read_bytes(f));
+    const MetaInput seed = split_meta_input(vkllm::test::read_file(f));
     if (!archs.insert(seed.meta["model"]["arch"].get<std::string>()).second) continue;
     for (const Damage& d : damages_of(seed.meta))
       check_artifact(layout({d.doc, seed.body}), file, f + ": metadata " + d.what, damaged);
@@ -312,7 +308,7 @@ TEST(LoadCheck, WhatModelOpenRefusesInAFolderExportRefuses) {
         << what << "\n run:    " << run_error << "\n export: " << export_error;
   };
   for (const char* file : {"config.json", "tokenizer.json", "tokenizer_config.json"}) {
-    const std::string text = read_bytes(base + "/" + file);
+    const std::string text = vkllm::test::read_file(base + "/" + file);
     check(file, text.substr(0, text.size() / 2), std::string(file) + " cut short");
     check(file, "", std::string(file) + " gone");
     for (const Damage& d : damages_of(json::parse(text)))

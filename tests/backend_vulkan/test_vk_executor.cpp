@@ -18,7 +18,6 @@ namespace {
 
 using TK = TensorKind;
 
-enum class Lin { F32, F16, Q4W, A8W4 };
 enum class Emb { F32, F16, Q4 };
 
 struct ToyConfig {

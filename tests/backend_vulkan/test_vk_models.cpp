@@ -31,9 +31,9 @@ TEST_P(VulkanModels, GreedyTokensMatchCpu) {
   opt.max_tokens = 8;  // the 11-token prompt runs as two chunks
   auto gpu = make_vulkan_executor(model->lowered.program, model->weights, opt);
   auto cpu = model->make_executor();
-  const int V = ckpt.desc().vocab;
+  const int vocab = ckpt.desc().vocab;
   std::vector<int32_t> prompt = {5, 17, 299, 0, 42, 42, 7, 100, 3, 250, 11};
-  std::vector<float> lc(V), lg(V);
+  std::vector<float> lc(vocab), lg(vocab);
   int32_t tc = cpu->forward(prompt.data(), static_cast<int>(prompt.size()), 0, lc.data());
   int32_t tg = gpu->forward(prompt.data(), static_cast<int>(prompt.size()), 0, lg.data());
   ASSERT_EQ(tg, tc);

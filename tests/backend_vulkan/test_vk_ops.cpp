@@ -142,8 +142,6 @@ TEST(VulkanOps, RmsNormF16) {
   check_rms_norm(200, 40, 7, DType::F16, DType::F16);
 }
 
-enum class Lin { F32, F16, Q4W, A8W4 };
-
 // Activations: Normal; Wide: token rows scaled by powers of two from 2^-30 to 2^29, so the int8
 // quantization's divisions see every kind of exponent; Halfway: every quotient x / scale within
 // a few ulp of a rounding boundary k + 0.5 (the case a fast reciprocal path could get wrong).
@@ -440,6 +438,34 @@ TEST(VulkanOps, Linear8da4wTiledGemmIsBitExact) {
   std::vector<float> got, want;
   check_linear(Lin::A8W4, 256, 200, 16, DType::F32, chunked, &got, XDist::Normal, 32, &want);
   EXPECT_EQ(got, want);
+}
+
+// The decode mat-vec (one token, 32-weight blocks) takes RPS rows per subgroup at once; each row's
+// sums are the same whatever RPS, so every RPS gives the same bits, each within the CPU bound
+// (check_linear). Shapes: rows not a multiple of any workgroup's rows, K with a lane's last
+// blocks past the row, groups of 128, 64 and 32, fp16 output with the weights in row chunks.
+TEST(VulkanOps, Linear8da4wDecodeRowsPerSubgroupAgree) {
+  struct Shape {
+    int64_t K, N, G;
+    DType act;
+    uint64_t max_binding;
+  };
+  const Shape shapes[] = {{1024, 77, 128, DType::F32, 0},
+                          {2304, 45, 64, DType::F32, 0},
+                          {256, 200, 32, DType::F16, 16384}};
+  for (const Shape& sh : shapes) {
+    VulkanOptions o;
+    if (sh.max_binding) o.max_binding_bytes = sh.max_binding;
+    std::vector<float> first;
+    for (const char* rps : {"1", "2", "3", "4"}) {
+      ::setenv("VKLLM_MATVEC_RPS", rps, 1);
+      std::vector<float> got;
+      check_linear(Lin::A8W4, sh.K, sh.N, 1, sh.act, o, &got, XDist::Normal, sh.G);
+      if (first.empty()) first = got;
+      EXPECT_EQ(got, first) << "K=" << sh.K << " N=" << sh.N << " G=" << sh.G << " RPS " << rps;
+    }
+  }
+  ::unsetenv("VKLLM_MATVEC_RPS");
 }
 
 TEST(VulkanOps, IntDotPathIsAvailableOnThisDevice) {

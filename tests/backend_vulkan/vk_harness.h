@@ -19,6 +19,9 @@
 
 namespace vkllm::test {
 
+// The linear families (fp32, fp16, int4 weight-only, 8da4w) the op and executor tests build.
+enum class Lin { F32, F16, Q4W, A8W4 };
+
 VulkanOptions validated(VulkanOptions o = {});
 
 // Normalized mean squared error sum((a-b)^2) / sum(b^2); fails the test on NaN or size mismatch.

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "testutil/files.h"
+
 namespace vkllm::catalogue {
 
 struct RunOptions {
@@ -52,7 +54,7 @@ struct TempDir {
   std::string operator/(const std::string& name) const { return path + "/" + name; }
 };
 
-std::string read_file(const std::string& path);
+using vkllm::test::read_file;
 void write_file(const std::string& path, const std::string& bytes);
 void copy_dir(const std::string& from, const std::string& to);
 

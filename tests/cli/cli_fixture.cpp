@@ -12,19 +12,13 @@
 #include <stdexcept>
 
 #include "e2e/process.h"
+#include "testutil/files.h"
 
 namespace vkllm::test {
 
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 struct Scratch {
   std::string path;
@@ -75,7 +69,7 @@ Proc run_vkllm(const std::vector<std::string>& args,
   c.stderr_path = d + "/stderr";
   c.timeout_s = timeout_s;
   const ChildResult r = run_child(c);
-  return Proc{r.exit_code, slurp(c.stdout_path), slurp(c.stderr_path)};
+  return Proc{r.exit_code, read_file(c.stdout_path), read_file(c.stderr_path)};
 }
 
 std::map<std::string, std::optional<std::string>> validated_env() {
@@ -91,7 +85,7 @@ const SharedTwin& shared_twin() {
     const int fd = ::open((root + "/.lock").c_str(), O_RDWR | O_CREAT, 0644);
     if (fd < 0 || ::flock(fd, LOCK_EX) != 0) throw std::runtime_error("cannot lock " + root);
     const std::string stamp = binary_stamp(), stamp_file = root + "/.made-by";
-    if (slurp(stamp_file) != stamp) {
+    if (read_file(stamp_file) != stamp) {
       fs::remove(stamp_file);
       Proc a = run_vkllm({"synth", "--preset", "tiny-qwen3", "-o", s.dir, "-q"});
       Proc b = run_vkllm({"export", s.dir, "--recipe", "non-quantized", "--max-context", "64", "-o",

@@ -8,19 +8,13 @@
 
 #include "e2e/process.h"
 #include "e2e/twin_hub.h"
+#include "testutil/files.h"
 
 namespace vkllm::test {
 
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string slurp(const std::string& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::ostringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
 
 ChildResult chromium(const std::vector<std::string>& extra, const std::string& html,
                      const std::string& work) {
@@ -53,10 +47,10 @@ std::string chromium_dom(const std::string& html_path) {
   const ChildResult r = chromium({"--dump-dom"}, html_path, work);
   if (!r.ok()) {
     ADD_FAILURE() << "chromium --dump-dom failed (" << r.describe()
-                  << "): " << slurp(work + "/chromium.stderr");
+                  << "): " << read_file(work + "/chromium.stderr");
     return {};
   }
-  return slurp(work + "/chromium.stdout");
+  return read_file(work + "/chromium.stdout");
 }
 
 bool chromium_screenshot(const std::string& html_path, const std::string& png_path, int width,

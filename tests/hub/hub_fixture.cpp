@@ -79,14 +79,6 @@ TempDir::~TempDir() {
   ::nftw(path.c_str(), remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return {};
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
 void make_dirs(const std::string& path) {
   for (size_t pos = 1; pos != std::string::npos;) {
     pos = path.find('/', pos + 1);

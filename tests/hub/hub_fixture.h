@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "testutil/files.h"  // read_file
+
 namespace vkllm::test {
 
 // A fresh 0755 directory under $TMPDIR (or /tmp), removed with everything in it on destruction.
@@ -15,7 +17,6 @@ struct TempDir {
   std::string path;
 };
 
-std::string read_file(const std::string& path);                        // "" when absent
 void write_file(const std::string& path, const std::string& content);  // creates parents
 void make_dirs(const std::string& path);
 bool exists(const std::string& path);                         // without following symlinks

@@ -17,21 +17,13 @@
 
 #include "../cli/cli_fixture.h"
 #include "e2e/process.h"
+#include "testutil/files.h"
 
 namespace vkllm::test {
 
 namespace fs = std::filesystem;
 
-namespace {
-
-std::string slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-}  // namespace
+namespace {}  // namespace
 
 ServeProc::ServeProc(const std::string& artifact, const std::vector<std::string>& extra,
                      const std::string& backend)
@@ -60,7 +52,7 @@ ServeProc::ServeProc(const std::string& artifact, const std::vector<std::string>
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
   while (std::chrono::steady_clock::now() < deadline) {
     std::smatch m;
-    const std::string e = slurp(err_path);
+    const std::string e = read_file(err_path);
     if (std::regex_search(e, m, announce)) {
       port_ = std::stoi(m[1]);
       return;
@@ -72,7 +64,7 @@ ServeProc::ServeProc(const std::string& artifact, const std::vector<std::string>
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  throw std::runtime_error("vkllm serve did not announce its port: " + slurp(err_path));
+  throw std::runtime_error("vkllm serve did not announce its port: " + read_file(err_path));
 }
 
 ServeProc::~ServeProc() {
@@ -101,11 +93,11 @@ int ServeProc::stop(int sig, double timeout_s) {
 }
 
 std::string ServeProc::err() const {
-  return slurp(dir_ + "/stderr");
+  return read_file(dir_ + "/stderr");
 }
 
 long ServeProc::rss_kb() const {
-  std::istringstream in(slurp("/proc/" + std::to_string(pid_) + "/status"));
+  std::istringstream in(read_file("/proc/" + std::to_string(pid_) + "/status"));
   for (std::string line; std::getline(in, line);)
     if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
   return -1;
@@ -128,7 +120,7 @@ NodeResult run_node(const std::string& script, const std::map<std::string, std::
   c.stderr_path = d + "/stderr";
   c.timeout_s = timeout_s;
   const ChildResult r = run_child(c);
-  return NodeResult{r.exit_code, slurp(c.stdout_path), slurp(c.stderr_path)};
+  return NodeResult{r.exit_code, read_file(c.stdout_path), read_file(c.stderr_path)};
 }
 
 std::string serve_backend() {

@@ -193,16 +193,26 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
   // Two variants of the mat-vec: one token per workgroup (decode) and kPrefillTT tokens per
   // workgroup, so that a prefill reads each weight once per kPrefillTT tokens.
   constexpr uint32_t kPrefillTT = 16;
+  // The decode variant of linear_8da4w (G % 32 == 0) takes rps rows per subgroup at once, each
+  // lane holding bpl 32-weight blocks of each: the activation blocks are loaded once for the rps
+  // rows, and rps * bpl 16-byte weight loads are in flight per lane. rps = 16 / bpl, 1 to 4;
+  // VKLLM_MATVEC_RPS overrides (a measurement switch).
+  const uint32_t bpl = G % 32 == 0 ? ceil_div(static_cast<uint64_t>(K / 32),
+                                              std::max<uint32_t>(1, c.env.ctx.info().subgroup_min))
+                                   : 0;
+  uint32_t rps = 1;
+  if (f == "linear_8da4w" && bpl) {
+    const char* rps_env = std::getenv("VKLLM_MATVEC_RPS");
+    const int forced = rps_env ? std::atoi(rps_env) : 0;
+    rps = forced >= 1 && forced <= 8 ? static_cast<uint32_t>(forced)
+                                     : std::clamp<uint32_t>(16 / bpl, 1, 4);
+  }
   auto variant = [&](uint32_t tt) -> const Kernel& {
     if (f == "linear") return c.kernel("linear", 3, 6, {c.f16(x), c.f16(W), c.f16(y)}, tt);
     if (f == "linear_q4w") return c.kernel("linear_q4w", 4, 7, {c.f16(x), c.f16(y)}, tt);
-    const uint32_t bpl = G % 32 == 0 && tt == 1
-                             ? ceil_div(static_cast<uint64_t>(K / 32),
-                                        std::max<uint32_t>(1, c.env.ctx.info().subgroup_min))
-                             : 0;
     return c.kernel(std::string(G % 32 == 0 ? "linear_8da4w_b32" : "linear_8da4w") +
                         (c.env.ctx.use_int_dot() ? "_idot" : ""),
-                    6, 7, {c.f16(y)}, tt, bpl);
+                    6, 7, {c.f16(y)}, tt, tt == 1 ? bpl : 0, tt == 1 ? rps : 0);
   };
   const Kernel *k = &variant(kPrefillTT), *k1 = &variant(1);
   // Forwards of at least kGemmTokens tokens run linear_8da4w as a tiled GEMM (BT tokens x 64 rows
@@ -288,9 +298,10 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
                      push, gx, ceil_div(Tr, bt));
             continue;
           }
-          push.push_back(R);
+          const uint32_t Rt = tt == 1 ? R * rps : R;  // (rps is 1 but for linear_8da4w)
+          push.push_back(Rt);
           dispatch_flat(cb, tt == 1 ? *k1 : *k, pt.set, push,
-                        static_cast<uint64_t>(ceil_div(pt.ch.rows, R)) * ceil_div(Tr, tt));
+                        static_cast<uint64_t>(ceil_div(pt.ch.rows, Rt)) * ceil_div(Tr, tt));
         }
       },
       nullptr);

@@ -45,12 +45,18 @@ inline uint32_t ceil_div(uint64_t a, uint64_t b) {
 
 // The specialization constants of a kernel variant: the per-binding fp16 flags at constants
 // 1..7, then (when nonzero) the tokens per workgroup tt at 8 and bpl at 9 (the mat-vec kernels'
-// TT and blocks per lane; the prefill GEMM's KC and BT).
-inline std::vector<uint32_t> kernel_spec(std::vector<uint32_t> flags, uint32_t tt, uint32_t bpl) {
+// TT and blocks per lane; the prefill GEMM's KC and BT), and rps at 16 (the decode mat-vec's rows
+// per subgroup; 10-15 are the tail variant's).
+inline std::vector<uint32_t> kernel_spec(std::vector<uint32_t> flags, uint32_t tt, uint32_t bpl,
+                                         uint32_t rps = 0) {
   if (!tt) return flags;
   flags.resize(7, 0);
   flags.push_back(tt);
   if (bpl) flags.push_back(bpl);
+  if (rps) {
+    flags.resize(15, 0);
+    flags.push_back(rps);
+  }
   return flags;
 }
 
@@ -86,7 +92,8 @@ struct Ctx {
   // Kernel variant: the _f16 module when any binding is fp16. tt: the mat-vec kernels' tokens per
   // workgroup (matvec.glsl), specialization constant 8.
   const Kernel& kernel(std::string name, uint32_t bindings, uint32_t push_words,
-                       const std::vector<uint32_t>& flags, uint32_t tt = 0, uint32_t bpl = 0) {
+                       const std::vector<uint32_t>& flags, uint32_t tt = 0, uint32_t bpl = 0,
+                       uint32_t rps = 0) {
     bool any16 = false;
     for (uint32_t f : flags) any16 = any16 || f;
     if (any16) {
@@ -99,7 +106,7 @@ struct Ctx {
             env.ctx.options().no_fp16 ? " (VKLLM_NO_FP16 is set)" : "");
       name += "_f16";
     }
-    return env.kernels.get(name, bindings, push_words * 4, kernel_spec(flags, tt, bpl));
+    return env.kernels.get(name, bindings, push_words * 4, kernel_spec(flags, tt, bpl, rps));
   }
   int64_t attr_i(const char* k) const {
     need(op.attrs.contains(k) && op.attrs[k].is_number(), k);

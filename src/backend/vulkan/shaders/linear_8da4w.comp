@@ -29,6 +29,8 @@
 layout(constant_id = 1) const bool Y16 = false;
 // 32-weight blocks per lane of a row at the device's smallest subgroup size (decode variant).
 layout(constant_id = 9) const uint BPL = 1;
+// Rows per subgroup of the decode variant (matvec_decode); the host's R counts them.
+layout(constant_id = 16) const uint RPS = 1;
 #ifdef VKLLM_B32
 layout(std430, binding = 0) readonly buffer QX { uvec4 qx[]; };  // K / 16 per token
 layout(std430, binding = 2) readonly buffer Q { uvec4 q[]; };    // K / 32 per row
@@ -108,9 +110,70 @@ void block_dot(uint n, uint b, uint t0, inout int d[TT]) {
 }
 #endif
 
+#ifdef VKLLM_B32
+// A decode step (one token; a group's blocks fit a subgroup in a power of two): each subgroup
+// takes RPS consecutive rows at once. The lane's int8 activation blocks are loaded once for all
+// of them, and every nibble, scale and weight-sum load of the RPS rows is issued before any is
+// used; then each row's sums exactly as the walk below (same order), so the result is identical.
+void matvec_decode(uint row0, uint t0) {
+  const uint lane = gl_SubgroupInvocationID, nb = pc.K / 32u, bpg = pc.G / 32u, ng = pc.K / pc.G;
+  const float sx = uintBitsToFloat(qp[2 * t0]);
+  const int zp = int(qp[2 * t0 + 1]);
+  uvec4 xa[BPL], xc[BPL];
+  [[unroll]] for (uint i = 0; i < BPL; ++i) {
+    const uint b = lane + i * gl_SubgroupSize;
+    xa[i] = b < nb ? qx[t0 * (2u * nb) + 2u * b] : uvec4(0u);
+    xc[i] = b < nb ? qx[t0 * (2u * nb) + 2u * b + 1u] : uvec4(0u);
+  }
+  for (uint r0 = gl_SubgroupID * RPS; r0 < pc.R; r0 += gl_NumSubgroups * RPS) {
+    uvec4 w[RPS][BPL];
+    float sc[RPS][BPL];
+    int wsv[RPS][BPL];
+    [[unroll]] for (uint j = 0; j < RPS; ++j) {
+      const uint n = row0 + r0 + j;
+      [[unroll]] for (uint i = 0; i < BPL; ++i) {
+        const uint b = lane + i * gl_SubgroupSize;
+        const bool ok = b < nb && r0 + j < pc.R && n < pc.Nc;
+        const uint gi = n * ng + b / bpg;
+        w[j][i] = ok ? Q_AT(n * nb + b) : uvec4(0u);
+        sc[j][i] = ok ? S_AT(gi) : 0.0;
+        wsv[j][i] = ok ? WSUM_AT(gi) : 0;
+      }
+    }
+    [[unroll]] for (uint j = 0; j < RPS; ++j) {
+      const uint n = row0 + r0 + j;
+      float acc = 0.0;
+      [[unroll]] for (uint i = 0; i < BPL; ++i) {
+        const uint b = lane + i * gl_SubgroupSize;
+        int d = 0;
+        d = dot4(int(xa[i].x), nibbles4_to_i8x4(w[j][i].x & 0xFFFFu), d);
+        d = dot4(int(xa[i].y), nibbles4_to_i8x4(w[j][i].x >> 16), d);
+        d = dot4(int(xa[i].z), nibbles4_to_i8x4(w[j][i].y & 0xFFFFu), d);
+        d = dot4(int(xa[i].w), nibbles4_to_i8x4(w[j][i].y >> 16), d);
+        d = dot4(int(xc[i].x), nibbles4_to_i8x4(w[j][i].z & 0xFFFFu), d);
+        d = dot4(int(xc[i].y), nibbles4_to_i8x4(w[j][i].z >> 16), d);
+        d = dot4(int(xc[i].z), nibbles4_to_i8x4(w[j][i].w & 0xFFFFu), d);
+        d = dot4(int(xc[i].w), nibbles4_to_i8x4(w[j][i].w >> 16), d);
+        for (uint off = 1u; off < bpg; off <<= 1u) d += subgroupShuffleXor(d, off);
+        if (b < nb && (lane & (bpg - 1u)) == 0u) acc += sc[j][i] * sx * float(d - zp * wsv[j][i]);
+      }
+      const float sum = subgroupAdd(acc);
+      if (lane == 0u && r0 + j < pc.R && n < pc.Nc) STORE_Y(t0 * pc.N + pc.n0 + n, sum);
+    }
+  }
+}
+#endif
+
 void matvec() {
   uint row0, t0;
   if (!matvec_block(pc.Nc, pc.R, pc.T, row0, t0)) return;
+#ifdef VKLLM_B32
+  const uint bpg0 = pc.G / 32u;
+  if (TT == 1u && bpg0 <= gl_SubgroupSize && (bpg0 & (bpg0 - 1u)) == 0u) {
+    matvec_decode(row0, t0);
+    return;
+  }
+#endif
   const uint lane = gl_SubgroupInvocationID, ng = pc.K / pc.G;
   float sx[TT];
   int zp[TT];
@@ -125,37 +188,7 @@ void matvec() {
     [[unroll]] for (uint i = 0; i < TT; ++i) acc[i] = 0.0;
 #ifdef VKLLM_B32
     const uint nb = pc.K / 32u, bpg = pc.G / 32u;
-    if (TT == 1u && bpg <= gl_SubgroupSize && (bpg & (bpg - 1u)) == 0u) {
-      // A decode step: every load of the row (nibbles, int8 activations, scales, weight sums of
-      // the lane's BPL blocks) issued before any is used, then the same sums in the same order.
-      uvec4 w[BPL], xa[BPL], xc[BPL];
-      float sc[BPL];
-      int wsv[BPL];
-      [[unroll]] for (uint i = 0; i < BPL; ++i) {
-        const uint b = lane + i * gl_SubgroupSize;
-        const bool ok = b < nb;
-        const uint gi = n * ng + b / bpg;
-        w[i] = ok ? Q_AT(n * nb + b) : uvec4(0u);
-        xa[i] = ok ? qx[t0 * (2u * nb) + 2u * b] : uvec4(0u);
-        xc[i] = ok ? qx[t0 * (2u * nb) + 2u * b + 1u] : uvec4(0u);
-        sc[i] = ok ? S_AT(gi) : 0.0;
-        wsv[i] = ok ? WSUM_AT(gi) : 0;
-      }
-      [[unroll]] for (uint i = 0; i < BPL; ++i) {
-        const uint b = lane + i * gl_SubgroupSize;
-        int d = 0;
-        d = dot4(int(xa[i].x), nibbles4_to_i8x4(w[i].x & 0xFFFFu), d);
-        d = dot4(int(xa[i].y), nibbles4_to_i8x4(w[i].x >> 16), d);
-        d = dot4(int(xa[i].z), nibbles4_to_i8x4(w[i].y & 0xFFFFu), d);
-        d = dot4(int(xa[i].w), nibbles4_to_i8x4(w[i].y >> 16), d);
-        d = dot4(int(xc[i].x), nibbles4_to_i8x4(w[i].z & 0xFFFFu), d);
-        d = dot4(int(xc[i].y), nibbles4_to_i8x4(w[i].z >> 16), d);
-        d = dot4(int(xc[i].z), nibbles4_to_i8x4(w[i].w & 0xFFFFu), d);
-        d = dot4(int(xc[i].w), nibbles4_to_i8x4(w[i].w >> 16), d);
-        for (uint off = 1u; off < bpg; off <<= 1u) d += subgroupShuffleXor(d, off);
-        if (b < nb && (lane & (bpg - 1u)) == 0u) acc[0] += sc[i] * sx[0] * float(d - zp[0] * wsv[i]);
-      }
-    } else if (bpg <= gl_SubgroupSize && (bpg & (bpg - 1u)) == 0u) {
+    if (bpg <= gl_SubgroupSize && (bpg & (bpg - 1u)) == 0u) {
       // Lanes take consecutive 32-weight blocks (one 16-byte load each, adjacent lanes adjacent
       // bytes); the bpg lanes of one group add their integer dots with xor shuffles, exactly.
       for (uint b0 = 0; b0 < nb; b0 += gl_SubgroupSize) {
