@@ -440,8 +440,9 @@ TEST(VulkanOps, Linear8da4wTiledGemmIsBitExact) {
   EXPECT_EQ(got, want);
 }
 
-// The decode mat-vec (one token, 32-weight blocks) takes RPS rows per subgroup at once; each row's
-// sums are the same whatever RPS, so every RPS gives the same bits, each within the CPU bound
+// The decode mat-vec (one token, 32-weight blocks) takes RPS rows per subgroup at once in
+// workgroups of WG threads; each row's sums are the same whatever RPS and WG, so every
+// combination gives the same bits, each within the CPU bound
 // (check_linear). Shapes: rows not a multiple of any workgroup's rows, K with a lane's last
 // blocks past the row, groups of 128, 64 and 32, fp16 output with the weights in row chunks.
 TEST(VulkanOps, Linear8da4wDecodeRowsPerSubgroupAgree) {
@@ -457,15 +458,18 @@ TEST(VulkanOps, Linear8da4wDecodeRowsPerSubgroupAgree) {
     VulkanOptions o;
     if (sh.max_binding) o.max_binding_bytes = sh.max_binding;
     std::vector<float> first;
-    for (const char* rps : {"1", "2", "3", "4"}) {
+    for (auto [rps, wg] : {std::pair{"1", "64"}, {"2", "128"}, {"3", "256"}, {"4", "64"}}) {
       ::setenv("VKLLM_MATVEC_RPS", rps, 1);
+      ::setenv("VKLLM_MATVEC_WG", wg, 1);
       std::vector<float> got;
       check_linear(Lin::A8W4, sh.K, sh.N, 1, sh.act, o, &got, XDist::Normal, sh.G);
       if (first.empty()) first = got;
-      EXPECT_EQ(got, first) << "K=" << sh.K << " N=" << sh.N << " G=" << sh.G << " RPS " << rps;
+      EXPECT_EQ(got, first) << "K=" << sh.K << " N=" << sh.N << " G=" << sh.G << " RPS " << rps
+                            << " WG " << wg;
     }
   }
   ::unsetenv("VKLLM_MATVEC_RPS");
+  ::unsetenv("VKLLM_MATVEC_WG");
 }
 
 TEST(VulkanOps, IntDotPathIsAvailableOnThisDevice) {

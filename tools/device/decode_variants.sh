@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Run THERE after `tools/device/run.sh side` (which leaves the three side-by-side artifacts in
-# /tmp): the decode mat-vec's rows per subgroup (VKLLM_MATVEC_RPS) on each model (tg128 median of
-# 3 for each), then the decode profile of each model at the default. Same environment as run.sh.
+# /tmp): the decode mat-vec's measurement switches (DECODE_VARIANTS, default: rows per subgroup,
+# VKLLM_MATVEC_RPS) on each model (tg128 median of 3 for each), then each model's load breakdown
+# and decode profile at the default. Same environment as run.sh.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
@@ -17,5 +18,6 @@ for m in $models; do
 done
 for m in $models; do
   echo "== $m"
-  VKLLM_PROFILE=1 "$BIN" run -m /tmp/$m.vkllm -p "Hello" -n 64 2>&1 >/dev/null | sed -n '/profile, decode/,/total/p' | cut -c1-96
+  VKLLM_PROFILE=1 "$BIN" run -m /tmp/$m.vkllm -p "Hello" -n 64 2>&1 >/dev/null |
+    sed -n -e '/vulkan load/p' -e '/vulkan executor/p' -e '/profile, decode/,/total/p' | cut -c1-96
 done

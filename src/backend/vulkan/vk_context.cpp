@@ -130,6 +130,8 @@ DeviceInfo query(VkInstance inst, VkPhysicalDevice pd, uint32_t index) {
   d.api_version = version_string(base.apiVersion);
   d.max_storage_range = base.limits.maxStorageBufferRange;
   d.max_shared = base.limits.maxComputeSharedMemorySize;
+  d.max_wg_size =
+      std::min(base.limits.maxComputeWorkGroupInvocations, base.limits.maxComputeWorkGroupSize[0]);
   d.min_storage_align = static_cast<uint32_t>(base.limits.minStorageBufferOffsetAlignment);
   d.timestamp_period = base.limits.timestampPeriod;
   const auto exts = device_exts(pd);

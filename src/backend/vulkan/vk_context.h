@@ -25,7 +25,8 @@ struct DeviceInfo {
   uint32_t api = 0;
   uint64_t device_local_bytes = 0;
   uint32_t subgroup_size = 0, subgroup_min = 0, subgroup_max = 0;
-  uint32_t max_shared = 0;  // maxComputeSharedMemorySize, bytes
+  uint32_t max_shared = 0;   // maxComputeSharedMemorySize, bytes
+  uint32_t max_wg_size = 0;  // threads a workgroup: the smaller of the invocations and x limits
   bool subgroup_size_control = false;
   bool subgroup_arith = false;  // subgroup arithmetic and shuffles in compute shaders (required)
   bool fp16_arith = false, storage16 = false, storage8 = false, int8_arith = false;

@@ -298,8 +298,8 @@ struct Tuning {
   uint32_t rps, bpl, subgroups, max_groups;
 };
 uint32_t env_u32(const char* name, uint32_t dflt) {
-  const char* v = std::getenv(name);
-  return v && std::atoi(v) > 0 ? static_cast<uint32_t>(std::atoi(v)) : dflt;
+  const int v = env_int(name);
+  return v > 0 ? static_cast<uint32_t>(v) : dflt;
 }
 Tuning tuning(const Context& ctx, int64_t K) {
   const bool cpu = ctx.info().type == "cpu";

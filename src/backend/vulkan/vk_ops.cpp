@@ -193,26 +193,33 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
   // Two variants of the mat-vec: one token per workgroup (decode) and kPrefillTT tokens per
   // workgroup, so that a prefill reads each weight once per kPrefillTT tokens.
   constexpr uint32_t kPrefillTT = 16;
-  // The decode variant of linear_8da4w (G % 32 == 0) takes rps rows per subgroup at once, each
-  // lane holding bpl 32-weight blocks of each: the activation blocks are loaded once for the rps
-  // rows, and rps * bpl 16-byte weight loads are in flight per lane. rps = 16 / bpl, 1 to 4;
-  // VKLLM_MATVEC_RPS overrides (a measurement switch).
+  // The decode variant of linear_8da4w (G % 32 == 0): wg threads a workgroup, one subgroup per
+  // row, each lane holding bpl 32-weight blocks of the row. Measurement switches:
+  // VKLLM_MATVEC_WG (threads a workgroup) and VKLLM_MATVEC_RPS (rows per subgroup at once, the
+  // lane's activation blocks loaded once for them; measured slower on the H200 at 2 and 4,
+  // docs/perf.md, so 1 unless forced).
   const uint32_t bpl = G % 32 == 0 ? ceil_div(static_cast<uint64_t>(K / 32),
                                               std::max<uint32_t>(1, c.env.ctx.info().subgroup_min))
                                    : 0;
-  uint32_t rps = 1;
+  constexpr uint32_t kDecodeMatvecWG = 256;
+  uint32_t rps = 1, wg = 64;
   if (f == "linear_8da4w" && bpl) {
-    const char* rps_env = std::getenv("VKLLM_MATVEC_RPS");
-    const int forced = rps_env ? std::atoi(rps_env) : 0;
-    rps = forced >= 1 && forced <= 8 ? static_cast<uint32_t>(forced)
-                                     : std::clamp<uint32_t>(16 / bpl, 1, 4);
+    const int forced_rps = env_int("VKLLM_MATVEC_RPS"), forced_wg = env_int("VKLLM_MATVEC_WG");
+    if (forced_rps >= 1 && forced_rps <= 8) rps = static_cast<uint32_t>(forced_rps);
+    const uint32_t sg = std::max<uint32_t>(1, c.env.ctx.info().subgroup_size);
+    const uint32_t max_wg = c.env.ctx.info().max_wg_size;
+    if (forced_wg >= 64 && forced_wg % 64 == 0 && static_cast<uint32_t>(forced_wg) <= max_wg)
+      wg = static_cast<uint32_t>(forced_wg);
+    else if (c.env.ctx.info().type != "cpu" && kDecodeMatvecWG <= max_wg &&
+             kDecodeMatvecWG % sg == 0)
+      wg = kDecodeMatvecWG;
   }
   auto variant = [&](uint32_t tt) -> const Kernel& {
     if (f == "linear") return c.kernel("linear", 3, 6, {c.f16(x), c.f16(W), c.f16(y)}, tt);
     if (f == "linear_q4w") return c.kernel("linear_q4w", 4, 7, {c.f16(x), c.f16(y)}, tt);
     return c.kernel(std::string(G % 32 == 0 ? "linear_8da4w_b32" : "linear_8da4w") +
                         (c.env.ctx.use_int_dot() ? "_idot" : ""),
-                    6, 7, {c.f16(y)}, tt, tt == 1 ? bpl : 0, tt == 1 ? rps : 0);
+                    6, 7, {c.f16(y)}, tt, tt == 1 ? bpl : 0, tt == 1 ? rps : 0, wg);
   };
   const Kernel *k = &variant(kPrefillTT), *k1 = &variant(1);
   // Forwards of at least kGemmTokens tokens run linear_8da4w as a tiled GEMM (BT tokens x 64 rows
@@ -246,8 +253,7 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
                                64 * 8;
     if (gemm_kc >= 64 && shared128 <= c.env.ctx.info().max_shared) gemm_max_bt = 128;
   }
-  const char* tile_env = std::getenv("VKLLM_GEMM_TILE");
-  const uint32_t force_tile = tile_env ? static_cast<uint32_t>(std::atoi(tile_env)) : 0;
+  const uint32_t force_tile = static_cast<uint32_t>(std::max(0, env_int("VKLLM_GEMM_TILE")));
   const Kernel* kq = nullptr;
   VkDescriptorSet qset = VK_NULL_HANDLE;
   std::vector<BufRange> head, tail = {c.whole(y)};
@@ -298,7 +304,7 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
                      push, gx, ceil_div(Tr, bt));
             continue;
           }
-          const uint32_t Rt = tt == 1 ? R * rps : R;  // (rps is 1 but for linear_8da4w)
+          const uint32_t Rt = tt == 1 ? R * (wg / 64) * rps : R;  // (wg 64, rps 1 but for 8da4w)
           push.push_back(Rt);
           dispatch_flat(cb, tt == 1 ? *k1 : *k, pt.set, push,
                         static_cast<uint64_t>(ceil_div(pt.ch.rows, Rt)) * ceil_div(Tr, tt));

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <string>
@@ -39,16 +40,21 @@ inline void dispatch_flat(VkCommandBuffer cb, const Kernel& k, VkDescriptorSet s
   const uint64_t gx = std::min<uint64_t>(count, 65535), gy = (count + gx - 1) / gx;
   dispatch(cb, k, set, push, static_cast<uint32_t>(gx), static_cast<uint32_t>(gy));
 }
+// A measurement switch's integer value (VKLLM_*), 0 when unset or not a number.
+inline int env_int(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? std::atoi(v) : 0;
+}
 inline uint32_t ceil_div(uint64_t a, uint64_t b) {
   return static_cast<uint32_t>((a + b - 1) / b);
 }
 
 // The specialization constants of a kernel variant: the per-binding fp16 flags at constants
 // 1..7, then (when nonzero) the tokens per workgroup tt at 8 and bpl at 9 (the mat-vec kernels'
-// TT and blocks per lane; the prefill GEMM's KC and BT), and rps at 16 (the decode mat-vec's rows
-// per subgroup; 10-15 are the tail variant's).
+// TT and blocks per lane; the prefill GEMM's KC and BT), then rps at 16 and the workgroup size wg
+// at 17 (linear_8da4w.comp's decode variant; 10-15 are its tail variant's).
 inline std::vector<uint32_t> kernel_spec(std::vector<uint32_t> flags, uint32_t tt, uint32_t bpl,
-                                         uint32_t rps = 0) {
+                                         uint32_t rps = 0, uint32_t wg = 64) {
   if (!tt) return flags;
   flags.resize(7, 0);
   flags.push_back(tt);
@@ -56,6 +62,7 @@ inline std::vector<uint32_t> kernel_spec(std::vector<uint32_t> flags, uint32_t t
   if (rps) {
     flags.resize(15, 0);
     flags.push_back(rps);
+    flags.push_back(wg);
   }
   return flags;
 }
@@ -93,7 +100,7 @@ struct Ctx {
   // workgroup (matvec.glsl), specialization constant 8.
   const Kernel& kernel(std::string name, uint32_t bindings, uint32_t push_words,
                        const std::vector<uint32_t>& flags, uint32_t tt = 0, uint32_t bpl = 0,
-                       uint32_t rps = 0) {
+                       uint32_t rps = 0, uint32_t wg = 64) {
     bool any16 = false;
     for (uint32_t f : flags) any16 = any16 || f;
     if (any16) {
@@ -106,7 +113,7 @@ struct Ctx {
             env.ctx.options().no_fp16 ? " (VKLLM_NO_FP16 is set)" : "");
       name += "_f16";
     }
-    return env.kernels.get(name, bindings, push_words * 4, kernel_spec(flags, tt, bpl, rps));
+    return env.kernels.get(name, bindings, push_words * 4, kernel_spec(flags, tt, bpl, rps, wg));
   }
   int64_t attr_i(const char* k) const {
     need(op.attrs.contains(k) && op.attrs[k].is_number(), k);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -63,12 +64,23 @@ std::unique_ptr<Context> open_device(const VulkanOptions& opt) {
   }
 }
 
+double ms_between(std::chrono::steady_clock::time_point a,
+                  std::chrono::steady_clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
 // The program's weights on one device: validated, uploaded once, shared by every executor made
 // from it. Executors own the rest (KV caches, activations, pipelines, command buffer).
 class VulkanLoaded final : public LoadedProgram, public std::enable_shared_from_this<VulkanLoaded> {
  public:
   VulkanLoaded(const Program& prog, const WeightSource& weights, const VulkanOptions& opt)
-      : p(prog), w(weights), ctx(open_device(opt)), alloc(*ctx), bufs(prog.tensors.size()) {
+      : p(prog),
+        w(weights),
+        t0(std::chrono::steady_clock::now()),
+        ctx(open_device(opt)),
+        alloc(*ctx),
+        bufs(prog.tensors.size()) {
+    const auto t_device = std::chrono::steady_clock::now();
     p.validate();
     for (size_t k = 0; k < p.ops.size(); ++k)
       if (p.ops[k].backend != BackendKind::Vulkan)
@@ -91,6 +103,10 @@ class VulkanLoaded final : public LoadedProgram, public std::enable_shared_from_
     }
     held = alloc.device_bytes();
     hold(held);
+    if (ctx->options().profile)  // VKLLM_PROFILE=1: where the load's time goes
+      std::fprintf(stderr, "vkllm: vulkan load: device %.0f ms, weights %.0f ms (%.0f MiB)\n",
+                   ms_between(t0, t_device), ms_between(t_device, std::chrono::steady_clock::now()),
+                   static_cast<double>(held) / (1 << 20));
   }
   ~VulkanLoaded() override { g_held -= held; }
 
@@ -99,6 +115,7 @@ class VulkanLoaded final : public LoadedProgram, public std::enable_shared_from_
 
   const Program& p;
   const WeightSource& w;
+  std::chrono::steady_clock::time_point t0;  // (declared before ctx: the device's start)
   std::unique_ptr<Context> ctx;
   Allocator alloc;           // the weights
   std::vector<Buffer> bufs;  // by tensor index: the used weights, empty for other kinds
@@ -134,6 +151,7 @@ class VulkanExecutor final : public Executor {
         kernels_(*ctx_),
         bufs_(ld_->bufs),
         max_t_(ld_->max_t) {
+    const auto t_start = std::chrono::steady_clock::now();
     if (const char* c = std::getenv("VKLLM_TEST_CORRUPT_OP")) corrupt_family_ = c;
     const char* nf = std::getenv("VKLLM_NO_FUSION");
     const bool fusion = !(nf && std::string(nf) == "1");
@@ -182,6 +200,10 @@ class VulkanExecutor final : public Executor {
     }
     plan_barriers(prefill_, false);
     plan_barriers(decode_, true);
+    if (ctx_->options().profile)
+      std::fprintf(stderr,
+                   "vkllm: vulkan executor: %zu ops prepared in %.0f ms (pipelines, buffers)\n",
+                   ops_.size(), ms_between(t_start, std::chrono::steady_clock::now()));
     VkCommandPoolCreateInfo pci{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
     pci.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
     pci.queueFamilyIndex = ctx_->queue_family();

@@ -23,6 +23,8 @@
 #define Y_QUAL coherent
 #else
 #define Y_QUAL writeonly
+#define WG_SPEC
+layout(local_size_x = 64, local_size_x_id = 17) in;  // 64 threads, or the host's decode size
 #endif
 #include "common.glsl"
 #include "idot.glsl"
