@@ -76,7 +76,7 @@ TEST(VulkanProfile, RowsAddUpToTheForwardPerPlan) {
   std::smatch m;
   const std::regex head(
       R"(^vkllm: vulkan profile, (\w+): (\d+) kernels per \w+ step, (\d+) barriers \((\d+) steps.*$)"),
-      row(R"(^  (.+?) +(\d+) +([0-9.]+) +([0-9.]+)$)"),
+      row(R"(^  (.+?) +(\d+) +([0-9.]+) +([0-9.]+) +(\d+)$)"),  // ... ms, us each, GB/s
       tot(R"(^  total +(\d+) +([0-9.]+) +\((\d+) forwards\)$)");
   while (std::getline(in, line)) {
     if (std::regex_match(line, m, head)) {
