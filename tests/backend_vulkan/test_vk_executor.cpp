@@ -26,6 +26,7 @@ struct ToyConfig {
   DType act = DType::F32, cache = DType::F32;
   bool qk_norm = false, partial_long_rope = false;
   int max_ctx = 48;
+  int64_t ffn = 96;  // the FFN width: the down projection's K (1024: its decode rows in parts)
 };
 
 class MemWeights : public WeightSource {
@@ -42,7 +43,7 @@ struct Toy {
   MemWeights w;
 };
 
-constexpr int64_t V = 97, D = 64, H = 4, Hkv = 2, HD = 16, F = 96, G = 32;
+constexpr int64_t V = 97, D = 64, H = 4, Hkv = 2, HD = 16, G = 32;
 
 Toy build_toy(const ToyConfig& cfg, unsigned seed) {
   Toy toy;
@@ -155,6 +156,7 @@ Toy build_toy(const ToyConfig& cfg, unsigned seed) {
     x = op("add", {x, o}, act(lp + "x.attn", D, A));
     h = op("rms_norm", {x, fweight(lp + "ffn_norm", {D}, 0.8f, 1.2f)}, act(lp + "ffn_norm", D, A),
            {{"eps", 1e-5}, {"group", D}});
+    const int64_t F = cfg.ffn;
     int32_t g = linear(h, F, D, act(lp + "gate", F, A), lp + "wg");
     int32_t u = linear(h, F, D, act(lp + "up", F, A), lp + "wu");
     int32_t s = op("swiglu", {g, u}, act(lp + "swiglu", F, A));
@@ -311,7 +313,10 @@ INSTANTIATE_TEST_SUITE_P(
         FusionCase{"f16_qknorm_splits",
                    {Lin::A8W4, Emb::F16, DType::F16, DType::F16, true, true, 200}},
         FusionCase{"f16", {Lin::A8W4, Emb::F16, DType::F16, DType::F16}},
-        FusionCase{"f16_qknorm", {Lin::A8W4, Emb::Q4, DType::F16, DType::F32, true, true}}),
+        FusionCase{"f16_qknorm", {Lin::A8W4, Emb::Q4, DType::F16, DType::F32, true, true}},
+        // A down projection of K = 1024: its decode rows summed in parts (decode_split).
+        FusionCase{"f32_parts",
+                   {Lin::A8W4, Emb::Q4, DType::F32, DType::F32, false, false, 48, 1024}}),
     [](const auto& p) { return std::string(p.param.name); });
 
 // Greedy decode steps per submit (decode_greedy: the token stays on the device) give exactly the

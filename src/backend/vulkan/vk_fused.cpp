@@ -295,17 +295,18 @@ class Matcher {
 // repeats the prologue, so no more than run at once on a GPU; few on CPU devices, where every
 // workgroup costs a thread hand-off). VKLLM_FUSED_RPS / VKLLM_FUSED_GROUPS override (measurement).
 struct Tuning {
-  uint32_t rps, bpl, subgroups, max_groups;
+  uint32_t rps, bpl, parts, subgroups, max_groups;  // bpl: the whole row's (parts x decode_split's)
 };
 uint32_t env_u32(const char* name, uint32_t dflt) {
   const int v = env_int(name);
   return v > 0 ? static_cast<uint32_t>(v) : dflt;
 }
-Tuning tuning(const Context& ctx, int64_t K) {
+Tuning tuning(const Context& ctx, int64_t K, int64_t N) {
   const bool cpu = ctx.info().type == "cpu";
-  const uint32_t sg = std::max<uint32_t>(1, ctx.info().subgroup_min);
+  const DecodeSplit split = decode_split(ctx, K, N);  // the unfused kernel's order of sums
   Tuning t;
-  t.bpl = ceil_div(static_cast<uint64_t>(K / 32), sg);
+  t.parts = split.parts;
+  t.bpl = split.parts * split.bpl;
   t.rps = env_u32("VKLLM_FUSED_RPS", cpu ? 4 : 2);
   t.subgroups = std::max<uint32_t>(1, kWG / std::max<uint32_t>(1, ctx.info().subgroup_size));
   t.max_groups = env_u32("VKLLM_FUSED_GROUPS", cpu ? 64 : 1024);
@@ -446,13 +447,13 @@ std::unique_ptr<PreparedOp> prepare_tail(OpEnv& env, const Match& m) {
   for (const Op* l : m.mv)
     c.need(c.f16(l->outputs[0]) == y16 && c.width(l->outputs[0]) == W,
            "the tail's mat-vecs must share one shape and dtype");
-  const uint32_t bpl =
-      ceil_div(static_cast<uint64_t>(K / 32), std::max<uint32_t>(1, env.ctx.info().subgroup_min));
+  const int64_t N = p.tensors[l0.inputs[1]].shape[0];
+  const DecodeSplit split = decode_split(env.ctx, K, N);  // as the unfused mat-vec sums
   const uint32_t a16 = c.f16(ta), b16 = norm ? 0u : c.f16(tb), s16 = c.f16(ts), n16 = c.f16(tn);
-  // Spec constants 1-15 (linear_8da4w.comp): Y16, five unused, TT = 1, BPL, then the tail's.
-  const std::vector<uint32_t> spec = {y16, 0,   0,   0,   0,
-                                      0,   0,   1,   bpl, static_cast<uint32_t>(m.pat->tail),
-                                      a16, b16, s16, n16, tquant};
+  // Spec constants 1-16 (linear_8da4w.comp): Y16, five unused, TT = 1, BPL, the tail's, PARTS.
+  const std::vector<uint32_t> spec = {
+      y16, 0,   0,   0,   0,      0,          0, 1, split.bpl, static_cast<uint32_t>(m.pat->tail),
+      a16, b16, s16, n16, tquant, split.parts};
   const bool any16 = y16 || a16 || b16 || s16 || n16;
   c.need(!any16 || env.ctx.use_fp16(), "fp16 tensors need 16-bit storage");
   const std::string name = std::string("linear_8da4w_b32_tail") +
@@ -468,7 +469,6 @@ std::unique_ptr<PreparedOp> prepare_tail(OpEnv& env, const Match& m) {
   const uint32_t sg = std::max<uint32_t>(1, env.ctx.info().subgroup_size);
   const Op* l1 = m.mv.size() > 1 ? m.mv[1] : nullptr;
   if (l1) c.need(l1->attrs["group"] == l0.attrs["group"], "gate and up must share one group size");
-  const int64_t N = p.tensors[l0.inputs[1]].shape[0];
   const std::vector<uint64_t> rb = {static_cast<uint64_t>(K / 2), static_cast<uint64_t>(K / G) * 4,
                                     static_cast<uint64_t>(K / G) * 4};
   struct Dispatch {
@@ -551,7 +551,7 @@ std::unique_ptr<PreparedOp> prepare(OpEnv& env, const Match& m, bool quantize_ou
     const int64_t G = l.attrs["group"].get<int64_t>();
     c.need(c.width(l.inputs[0]) == K && c.width(l.outputs[0]) == N, "fused mat-vec shape");
     const bool y16 = c.f16(y), r16 = m.residual >= 0 && c.f16(m.residual);
-    const Tuning tn = tuning(env.ctx, K);
+    const Tuning tn = tuning(env.ctx, K, N);
     const std::vector<uint32_t> spec = {f16x,
                                         y16,
                                         h16,
@@ -560,7 +560,8 @@ std::unique_ptr<PreparedOp> prepare(OpEnv& env, const Match& m, bool quantize_ou
                                         static_cast<uint32_t>(m.pat->pro),
                                         static_cast<uint32_t>(m.pat->epi),
                                         tn.rps,
-                                        tn.bpl};
+                                        tn.bpl,
+                                        tn.parts};
     const bool any16 = f16x || y16 || h16 || o16 || r16;
     if (any16 && !env.ctx.use_fp16()) c.need(false, "fp16 tensors need 16-bit storage");
     const std::string name = std::string("linear_8da4w_fused") +

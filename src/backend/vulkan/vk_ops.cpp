@@ -193,19 +193,15 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
   // Two variants of the mat-vec: one token per workgroup (decode) and kPrefillTT tokens per
   // workgroup, so that a prefill reads each weight once per kPrefillTT tokens.
   constexpr uint32_t kPrefillTT = 16;
-  // The decode variant of linear_8da4w (G % 32 == 0): wg threads a workgroup, one subgroup per
-  // row, each lane holding bpl 32-weight blocks of the row. Measurement switches:
-  // VKLLM_MATVEC_WG (threads a workgroup) and VKLLM_MATVEC_RPS (rows per subgroup at once, the
-  // lane's activation blocks loaded once for them; measured slower on the H200 at 2 and 4,
-  // docs/perf.md, so 1 unless forced).
-  const uint32_t bpl = G % 32 == 0 ? ceil_div(static_cast<uint64_t>(K / 32),
-                                              std::max<uint32_t>(1, c.env.ctx.info().subgroup_min))
-                                   : 0;
+  // The decode variant of linear_8da4w (G % 32 == 0): wg threads a workgroup, each row's blocks
+  // in split.parts parts of split.bpl blocks per lane, one subgroup per part (decode_split).
+  // VKLLM_MATVEC_WG forces the workgroup size (a measurement switch: 64 to 512 measured alike on
+  // the H200, docs/perf.md).
+  const DecodeSplit split = G % 32 == 0 ? decode_split(c.env.ctx, K, N) : DecodeSplit{1, 0};
   constexpr uint32_t kDecodeMatvecWG = 256;
-  uint32_t rps = 1, wg = 64;
-  if (f == "linear_8da4w" && bpl) {
-    const int forced_rps = env_int("VKLLM_MATVEC_RPS"), forced_wg = env_int("VKLLM_MATVEC_WG");
-    if (forced_rps >= 1 && forced_rps <= 8) rps = static_cast<uint32_t>(forced_rps);
+  uint32_t wg = 64;
+  if (f == "linear_8da4w" && split.bpl) {
+    const int forced_wg = env_int("VKLLM_MATVEC_WG");
     const uint32_t sg = std::max<uint32_t>(1, c.env.ctx.info().subgroup_size);
     const uint32_t max_wg = c.env.ctx.info().max_wg_size;
     if (forced_wg >= 64 && forced_wg % 64 == 0 && static_cast<uint32_t>(forced_wg) <= max_wg)
@@ -219,7 +215,7 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
     if (f == "linear_q4w") return c.kernel("linear_q4w", 4, 7, {c.f16(x), c.f16(y)}, tt);
     return c.kernel(std::string(G % 32 == 0 ? "linear_8da4w_b32" : "linear_8da4w") +
                         (c.env.ctx.use_int_dot() ? "_idot" : ""),
-                    6, 7, {c.f16(y)}, tt, tt == 1 ? bpl : 0, tt == 1 ? rps : 0, wg);
+                    6, 7, {c.f16(y)}, tt, tt == 1 ? split.bpl : 0, tt == 1 ? split.parts : 0, wg);
   };
   const Kernel *k = &variant(kPrefillTT), *k1 = &variant(1);
   // Forwards of at least kGemmTokens tokens run linear_8da4w as a tiled GEMM (BT tokens x 64 rows
@@ -304,7 +300,10 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
                      push, gx, ceil_div(Tr, bt));
             continue;
           }
-          const uint32_t Rt = tt == 1 ? R * (wg / 64) * rps : R;  // (wg 64, rps 1 but for 8da4w)
+          // Decode: R (rows per 64 threads) scaled to wg threads and divided among the parts.
+          const uint32_t Rt = tt == 1 && f == "linear_8da4w" && split.bpl
+                                  ? std::max<uint32_t>(1, R * wg / 64 / split.parts)
+                                  : R;
           push.push_back(Rt);
           dispatch_flat(cb, tt == 1 ? *k1 : *k, pt.set, push,
                         static_cast<uint64_t>(ceil_div(pt.ch.rows, Rt)) * ceil_div(Tr, tt));

@@ -51,20 +51,45 @@ inline uint32_t ceil_div(uint64_t a, uint64_t b) {
 
 // The specialization constants of a kernel variant: the per-binding fp16 flags at constants
 // 1..7, then (when nonzero) the tokens per workgroup tt at 8 and bpl at 9 (the mat-vec kernels'
-// TT and blocks per lane; the prefill GEMM's KC and BT), then rps at 16 and the workgroup size wg
-// at 17 (linear_8da4w.comp's decode variant; 10-15 are its tail variant's).
+// TT and blocks per lane; the prefill GEMM's KC and BT), then parts at 16 and the workgroup size
+// wg at 17 (linear_8da4w.comp's decode variant, decode_split; 10-15 are its tail variant's).
 inline std::vector<uint32_t> kernel_spec(std::vector<uint32_t> flags, uint32_t tt, uint32_t bpl,
-                                         uint32_t rps = 0, uint32_t wg = 64) {
+                                         uint32_t parts = 0, uint32_t wg = 64) {
   if (!tt) return flags;
   flags.resize(7, 0);
   flags.push_back(tt);
   if (bpl) flags.push_back(bpl);
-  if (rps) {
+  if (parts) {
     flags.resize(15, 0);
-    flags.push_back(rps);
+    flags.push_back(parts);
     flags.push_back(wg);
   }
   return flags;
+}
+
+// How a decode step's linear_8da4w mat-vec (one token, G % 32 == 0) cuts each row's 32-weight
+// blocks: into `parts` parts of `bpl` blocks per lane each (at the device's smallest subgroup
+// size). Every kernel that computes these rows sums them in this order (linear_8da4w.comp
+// matvec_decode: one subgroup per part; its tail variant; linear_8da4w_fused.comp: the parts in
+// one subgroup), so they agree bit for bit. Parts double, up to 8 while each keeps a block per
+// lane, until the rows' parts make kDecodeSubgroups subgroups: mat-vecs of few rows (q, k, v, o,
+// down) fill the GPU as the wide ones do (docs/perf.md, session 8). VKLLM_MATVEC_PARTS=1|2|4|8
+// forces a count (a measurement switch).
+struct DecodeSplit {
+  uint32_t parts, bpl;
+};
+inline DecodeSplit decode_split(const Context& ctx, int64_t K, int64_t N) {
+  constexpr int64_t kDecodeSubgroups = 16384;
+  const uint32_t total =
+      ceil_div(static_cast<uint64_t>(K / 32), std::max<uint32_t>(1, ctx.info().subgroup_min));
+  uint32_t parts = 1;
+  const int forced = env_int("VKLLM_MATVEC_PARTS");
+  if (forced == 1 || forced == 2 || forced == 4 || forced == 8) {
+    while (parts < static_cast<uint32_t>(forced) && parts * 2 <= total) parts *= 2;
+  } else {
+    while (parts < 8 && parts * 2 <= total && N * parts < kDecodeSubgroups) parts *= 2;
+  }
+  return {parts, ceil_div(total, parts)};
 }
 
 struct Ctx {
@@ -100,7 +125,7 @@ struct Ctx {
   // workgroup (matvec.glsl), specialization constant 8.
   const Kernel& kernel(std::string name, uint32_t bindings, uint32_t push_words,
                        const std::vector<uint32_t>& flags, uint32_t tt = 0, uint32_t bpl = 0,
-                       uint32_t rps = 0, uint32_t wg = 64) {
+                       uint32_t parts = 0, uint32_t wg = 64) {
     bool any16 = false;
     for (uint32_t f : flags) any16 = any16 || f;
     if (any16) {
@@ -113,7 +138,7 @@ struct Ctx {
             env.ctx.options().no_fp16 ? " (VKLLM_NO_FP16 is set)" : "");
       name += "_f16";
     }
-    return env.kernels.get(name, bindings, push_words * 4, kernel_spec(flags, tt, bpl, rps, wg));
+    return env.kernels.get(name, bindings, push_words * 4, kernel_spec(flags, tt, bpl, parts, wg));
   }
   int64_t attr_i(const char* k) const {
     need(op.attrs.contains(k) && op.attrs[k].is_number(), k);

@@ -31,8 +31,8 @@ layout(local_size_x = 64, local_size_x_id = 17) in;  // 64 threads, or the host'
 layout(constant_id = 1) const bool Y16 = false;
 // 32-weight blocks per lane of a row at the device's smallest subgroup size (decode variant).
 layout(constant_id = 9) const uint BPL = 1;
-// Rows per subgroup of the decode variant (matvec_decode); the host's R counts them.
-layout(constant_id = 16) const uint RPS = 1;
+// The decode variant's parts per row (matvec_decode); BPL then counts one part's blocks.
+layout(constant_id = 16) const uint PARTS = 1;
 #ifdef VKLLM_B32
 layout(std430, binding = 0) readonly buffer QX { uvec4 qx[]; };  // K / 16 per token
 layout(std430, binding = 2) readonly buffer Q { uvec4 q[]; };    // K / 32 per row
@@ -113,55 +113,77 @@ void block_dot(uint n, uint b, uint t0, inout int d[TT]) {
 #endif
 
 #ifdef VKLLM_B32
-// A decode step (one token; a group's blocks fit a subgroup in a power of two): each subgroup
-// takes RPS consecutive rows at once. The lane's int8 activation blocks are loaded once for all
-// of them, and every nibble, scale and weight-sum load of the RPS rows is issued before any is
-// used; then each row's sums exactly as the walk below (same order), so the result is identical.
-void matvec_decode(uint row0, uint t0) {
+// A decode step (one token; a group's blocks fit a subgroup in a power of two). A row's 32-weight
+// blocks are cut into PARTS parts (the host's decode split, vk_ops_internal.h): lane l of part w
+// takes blocks l + (w BPL + i) SG, i < BPL, all its loads issued before the first dot; each part
+// is summed over the subgroup, and the row is its parts' sums added in part order. So rows with
+// few rows and long K spread over PARTS subgroups, and linear_8da4w_fused.comp, which sums the
+// parts in one subgroup in the same order, gives the same bits.
+float part_dot(uint n, uint t0, uint w, bool ok_row, float sx, int zp) {
   const uint lane = gl_SubgroupInvocationID, nb = pc.K / 32u, bpg = pc.G / 32u, ng = pc.K / pc.G;
+  uvec4 wv[BPL], xa[BPL], xc[BPL];
+  float sc[BPL];
+  int wsv[BPL];
+  [[unroll]] for (uint i = 0; i < BPL; ++i) {
+    const uint b = lane + (w * BPL + i) * gl_SubgroupSize;
+    const bool ok = ok_row && b < nb;
+    const uint gi = n * ng + b / bpg;
+    wv[i] = ok ? Q_AT(n * nb + b) : uvec4(0u);
+    xa[i] = ok ? qx[t0 * (2u * nb) + 2u * b] : uvec4(0u);
+    xc[i] = ok ? qx[t0 * (2u * nb) + 2u * b + 1u] : uvec4(0u);
+    sc[i] = ok ? S_AT(gi) : 0.0;
+    wsv[i] = ok ? WSUM_AT(gi) : 0;
+  }
+  float acc = 0.0;
+  [[unroll]] for (uint i = 0; i < BPL; ++i) {
+    const uint b = lane + (w * BPL + i) * gl_SubgroupSize;
+    int d = 0;
+    d = dot4(int(xa[i].x), nibbles4_to_i8x4(wv[i].x & 0xFFFFu), d);
+    d = dot4(int(xa[i].y), nibbles4_to_i8x4(wv[i].x >> 16), d);
+    d = dot4(int(xa[i].z), nibbles4_to_i8x4(wv[i].y & 0xFFFFu), d);
+    d = dot4(int(xa[i].w), nibbles4_to_i8x4(wv[i].y >> 16), d);
+    d = dot4(int(xc[i].x), nibbles4_to_i8x4(wv[i].z & 0xFFFFu), d);
+    d = dot4(int(xc[i].y), nibbles4_to_i8x4(wv[i].z >> 16), d);
+    d = dot4(int(xc[i].z), nibbles4_to_i8x4(wv[i].w & 0xFFFFu), d);
+    d = dot4(int(xc[i].w), nibbles4_to_i8x4(wv[i].w >> 16), d);
+    for (uint off = 1u; off < bpg; off <<= 1u) d += subgroupShuffleXor(d, off);
+    if (ok_row && b < nb && (lane & (bpg - 1u)) == 0u) acc += sc[i] * sx * float(d - zp * wsv[i]);
+  }
+  return subgroupAdd(acc);
+}
+
+shared float part_sum[256];  // PARTS > 1: the parts' sums of a pass's rows (row-major)
+
+void matvec_decode(uint row0, uint t0) {
   const float sx = uintBitsToFloat(qp[2 * t0]);
   const int zp = int(qp[2 * t0 + 1]);
-  uvec4 xa[BPL], xc[BPL];
-  [[unroll]] for (uint i = 0; i < BPL; ++i) {
-    const uint b = lane + i * gl_SubgroupSize;
-    xa[i] = b < nb ? qx[t0 * (2u * nb) + 2u * b] : uvec4(0u);
-    xc[i] = b < nb ? qx[t0 * (2u * nb) + 2u * b + 1u] : uvec4(0u);
+  const uint NS = gl_NumSubgroups, sgid = gl_SubgroupID;
+  if (PARTS == 1u) {
+    for (uint r = sgid; r < pc.R; r += NS) {
+      const uint n = row0 + r;
+      const bool ok = n < pc.Nc;
+      const float sum = part_dot(n, t0, 0u, ok, sx, zp);
+      if (ok && gl_SubgroupInvocationID == 0u) STORE_Y(t0 * pc.N + pc.n0 + n, sum);
+    }
+    return;
   }
-  for (uint r0 = gl_SubgroupID * RPS; r0 < pc.R; r0 += gl_NumSubgroups * RPS) {
-    uvec4 w[RPS][BPL];
-    float sc[RPS][BPL];
-    int wsv[RPS][BPL];
-    [[unroll]] for (uint j = 0; j < RPS; ++j) {
-      const uint n = row0 + r0 + j;
-      [[unroll]] for (uint i = 0; i < BPL; ++i) {
-        const uint b = lane + i * gl_SubgroupSize;
-        const bool ok = b < nb && r0 + j < pc.R && n < pc.Nc;
-        const uint gi = n * ng + b / bpg;
-        w[j][i] = ok ? Q_AT(n * nb + b) : uvec4(0u);
-        sc[j][i] = ok ? S_AT(gi) : 0.0;
-        wsv[j][i] = ok ? WSUM_AT(gi) : 0;
-      }
+  // Passes of RP rows: their RP x PARTS (row, part) tasks spread over the subgroups, the sums
+  // through shared memory, then one thread per row adds them in part order.
+  const uint RP = max(1u, NS / PARTS), tasks = RP * PARTS;
+  for (uint base = 0; base < pc.R; base += RP) {
+    for (uint t = sgid; t < tasks; t += NS) {
+      const uint r = base + t / PARTS, n = row0 + r;
+      const float sum = part_dot(n, t0, t % PARTS, r < pc.R && n < pc.Nc, sx, zp);
+      if (gl_SubgroupInvocationID == 0u) part_sum[t] = sum;
     }
-    [[unroll]] for (uint j = 0; j < RPS; ++j) {
-      const uint n = row0 + r0 + j;
-      float acc = 0.0;
-      [[unroll]] for (uint i = 0; i < BPL; ++i) {
-        const uint b = lane + i * gl_SubgroupSize;
-        int d = 0;
-        d = dot4(int(xa[i].x), nibbles4_to_i8x4(w[j][i].x & 0xFFFFu), d);
-        d = dot4(int(xa[i].y), nibbles4_to_i8x4(w[j][i].x >> 16), d);
-        d = dot4(int(xa[i].z), nibbles4_to_i8x4(w[j][i].y & 0xFFFFu), d);
-        d = dot4(int(xa[i].w), nibbles4_to_i8x4(w[j][i].y >> 16), d);
-        d = dot4(int(xc[i].x), nibbles4_to_i8x4(w[j][i].z & 0xFFFFu), d);
-        d = dot4(int(xc[i].y), nibbles4_to_i8x4(w[j][i].z >> 16), d);
-        d = dot4(int(xc[i].z), nibbles4_to_i8x4(w[j][i].w & 0xFFFFu), d);
-        d = dot4(int(xc[i].w), nibbles4_to_i8x4(w[j][i].w >> 16), d);
-        for (uint off = 1u; off < bpg; off <<= 1u) d += subgroupShuffleXor(d, off);
-        if (b < nb && (lane & (bpg - 1u)) == 0u) acc += sc[j][i] * sx * float(d - zp * wsv[j][i]);
-      }
-      const float sum = subgroupAdd(acc);
-      if (lane == 0u && r0 + j < pc.R && n < pc.Nc) STORE_Y(t0 * pc.N + pc.n0 + n, sum);
+    barrier();
+    const uint tid = gl_LocalInvocationID.x, r = base + tid, n = row0 + r;
+    if (tid < RP && r < pc.R && n < pc.Nc) {
+      float sum = part_sum[tid * PARTS];
+      for (uint w = 1u; w < PARTS; ++w) sum += part_sum[tid * PARTS + w];
+      STORE_Y(t0 * pc.N + pc.n0 + n, sum);
     }
+    barrier();
   }
 }
 #endif

@@ -30,6 +30,10 @@ layout(constant_id = 7) const uint EPI = 0;
 // behind the prologue's and the whole workgroup waits for memory once per batch of rows.
 layout(constant_id = 8) const uint RPS = 2;
 layout(constant_id = 9) const uint BPL = 2;
+// The row's blocks in PARTS parts of BPL / PARTS blocks per lane, each part summed over the
+// subgroup, the row the parts' sums added in order: the unfused decode mat-vec's order
+// (linear_8da4w.comp matvec_decode, which gives each part a subgroup), so the rows are identical.
+layout(constant_id = 10) const uint PARTS = 1;
 DECL_FBUF(0, x, readonly)
 layout(std430, binding = 1) readonly buffer NW { float nw[]; };  // norm weight (PRO 1)
 layout(std430, binding = 2) readonly buffer Q { uvec4 q[]; };    // K / 32 per row
@@ -164,8 +168,13 @@ void fetch(uint r, uint n) {
 // per-group formula, each group's integer dot combined across its lanes first (xor shuffles).
 float row_dot(uint r, bool second, float sx, int zp) {
   const uint lane = gl_SubgroupInvocationID, nb = pc.K / 32u, bpg = pc.G / 32u;
-  float acc = 0.0;
+  float row = 0.0, acc = 0.0;
   [[unroll]] for (uint i = 0; i < BPL; ++i) {
+    if (i > 0u && i % (BPL / PARTS) == 0u) {  // a part ends: its sum over the subgroup
+      const float part = subgroupAdd(acc);
+      row = i == BPL / PARTS ? part : row + part;
+      acc = 0.0;
+    }
     const uint b = lane + i * gl_SubgroupSize;
     int d = 0;
     if (b < nb) d = block_dot(second ? uq[EPI == 2u ? r : 0u][EPI == 2u ? i : 0u] : wq[r][i], b);
@@ -176,7 +185,8 @@ float row_dot(uint r, bool second, float sx, int zp) {
       acc += sc * sx * float(d - zp * w);
     }
   }
-  return subgroupAdd(acc);
+  const float last = subgroupAdd(acc);
+  return PARTS == 1u ? last : row + last;
 }
 
 void main() {
