@@ -27,6 +27,7 @@ struct ToyConfig {
   bool qk_norm = false, partial_long_rope = false;
   int max_ctx = 48;
   int64_t ffn = 96;  // the FFN width: the down projection's K (1024: its decode rows in parts)
+  const char* parts = nullptr;  // VKLLM_MATVEC_PARTS while the executors are made
 };
 
 class MemWeights : public WeightSource {
@@ -259,6 +260,7 @@ TEST_P(VulkanFusion, DecodeStepEqualsTheUnfusedProgram) {
   // mode 0: nothing fused; 1: the default runs (attention); 2: every pattern (the tail runs take
   // the norms and SwiGLU); 3: every pattern but the tail runs (the mat-vec runs take them).
   auto run = [&](int mode, std::string* profile) {
+    if (GetParam().cfg.parts) setenv("VKLLM_MATVEC_PARTS", GetParam().cfg.parts, 1);
     if (mode == 0) setenv("VKLLM_NO_FUSION", "1", 1);
     if (mode >= 2) setenv("VKLLM_FUSE", "all", 1);
     if (mode == 3) setenv("VKLLM_NO_FUSE", "tail", 1);
@@ -268,6 +270,7 @@ TEST_P(VulkanFusion, DecodeStepEqualsTheUnfusedProgram) {
     unsetenv("VKLLM_NO_FUSION");
     unsetenv("VKLLM_FUSE");
     unsetenv("VKLLM_NO_FUSE");
+    unsetenv("VKLLM_MATVEC_PARTS");
     std::vector<float> all, l(V);
     // A prompt that ends past two of the decode attention's 64-key splits, so the fused
     // attention merges three splits.
@@ -314,9 +317,9 @@ INSTANTIATE_TEST_SUITE_P(
                    {Lin::A8W4, Emb::F16, DType::F16, DType::F16, true, true, 200}},
         FusionCase{"f16", {Lin::A8W4, Emb::F16, DType::F16, DType::F16}},
         FusionCase{"f16_qknorm", {Lin::A8W4, Emb::Q4, DType::F16, DType::F32, true, true}},
-        // A down projection of K = 1024: its decode rows summed in parts (decode_split).
+        // A down projection of K = 1024: its decode rows summed in parts (decode_split's rule).
         FusionCase{"f32_parts",
-                   {Lin::A8W4, Emb::Q4, DType::F32, DType::F32, false, false, 48, 1024}}),
+                   {Lin::A8W4, Emb::Q4, DType::F32, DType::F32, false, false, 48, 1024, "auto"}}),
     [](const auto& p) { return std::string(p.param.name); });
 
 // Greedy decode steps per submit (decode_greedy: the token stays on the device) give exactly the

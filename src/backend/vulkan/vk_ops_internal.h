@@ -71,10 +71,10 @@ inline std::vector<uint32_t> kernel_spec(std::vector<uint32_t> flags, uint32_t t
 // blocks: into `parts` parts of `bpl` blocks per lane each (at the device's smallest subgroup
 // size). Every kernel that computes these rows sums them in this order (linear_8da4w.comp
 // matvec_decode: one subgroup per part; its tail variant; linear_8da4w_fused.comp: the parts in
-// one subgroup), so they agree bit for bit. Parts double, up to 8 while each keeps a block per
-// lane, until the rows' parts make kDecodeSubgroups subgroups: mat-vecs of few rows (q, k, v, o,
-// down) fill the GPU as the wide ones do (docs/perf.md, session 8). VKLLM_MATVEC_PARTS=1|2|4|8
-// forces a count (a measurement switch).
+// one subgroup), so they agree bit for bit. VKLLM_MATVEC_PARTS=auto: parts double, up to 8 while
+// each keeps a block per lane, until the rows' parts make kDecodeSubgroups subgroups, so that
+// mat-vecs of few rows (q, k, v, o, down) fill the GPU as the wide ones do; =1|2|4|8 forces a
+// count. Unset: one part (the rule is not yet measured on a GPU: docs/perf.md, session 8).
 struct DecodeSplit {
   uint32_t parts, bpl;
 };
@@ -82,13 +82,12 @@ inline DecodeSplit decode_split(const Context& ctx, int64_t K, int64_t N) {
   constexpr int64_t kDecodeSubgroups = 16384;
   const uint32_t total =
       ceil_div(static_cast<uint64_t>(K / 32), std::max<uint32_t>(1, ctx.info().subgroup_min));
-  uint32_t parts = 1;
+  const char* env = std::getenv("VKLLM_MATVEC_PARTS");
+  const bool rule = env && std::string(env) == "auto";
   const int forced = env_int("VKLLM_MATVEC_PARTS");
-  if (forced == 1 || forced == 2 || forced == 4 || forced == 8) {
-    while (parts < static_cast<uint32_t>(forced) && parts * 2 <= total) parts *= 2;
-  } else {
-    while (parts < 8 && parts * 2 <= total && N * parts < kDecodeSubgroups) parts *= 2;
-  }
+  const uint32_t cap = rule ? 8 : forced == 2 || forced == 4 || forced == 8 ? forced : 1;
+  uint32_t parts = 1;
+  while (parts < cap && parts * 2 <= total && (!rule || N * parts < kDecodeSubgroups)) parts *= 2;
   return {parts, ceil_div(total, parts)};
 }
 
