@@ -3,12 +3,7 @@
 # /tmp): the decode mat-vec's measurement switches (DECODE_VARIANTS, default: rows per subgroup,
 # VKLLM_MATVEC_RPS) on each model (tg128 median of 3 for each), then each model's load breakdown
 # and decode profile at the default. Same environment as run.sh.
-set -uo pipefail
-cd "$(dirname "$0")/../.."
-icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-[ -f "$icd" ] && export VK_DRIVER_FILES=$icd
-export LD_LIBRARY_PATH=$PWD/.dev${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-BIN=$PWD/.dev/vkllm
+source "$(dirname "$0")/after_side.sh"
 models="llama-3.2-1b.quantized-8da4w-fp16 qwen3-0.6b.quantized-8da4w-fp16-embedding phi-4-mini.quantized-8da4w-embedding"
 for m in $models; do
   for e in ${DECODE_VARIANTS:-VKLLM_X=default VKLLM_MATVEC_RPS=1 VKLLM_MATVEC_RPS=2 VKLLM_MATVEC_RPS=4}; do

@@ -2,12 +2,7 @@
 # Run THERE after `tools/device/run.sh side` (which leaves the three side-by-side artifacts in
 # /tmp): the prefill GEMM's measurement switches on Llama-3.2-1B (pp512 median of 3 for each),
 # then the prefill profile of each model. Same environment as run.sh.
-set -uo pipefail
-cd "$(dirname "$0")/../.."
-icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-[ -f "$icd" ] && export VK_DRIVER_FILES=$icd
-export LD_LIBRARY_PATH=$PWD/.dev${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-BIN=$PWD/.dev/vkllm
+source "$(dirname "$0")/after_side.sh"
 a=/tmp/llama-3.2-1b.quantized-8da4w-fp16.vkllm
 for e in "VKLLM_X=default" "VKLLM_GEMM_TILE=32" "VKLLM_GEMM_TILE=64" "VKLLM_NO_COOPMAT=1"; do
   env $e "$BIN" bench -m "$a" -p 512 -n 16 -r 3 --output json 2>/dev/null |
