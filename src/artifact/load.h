@@ -2,9 +2,9 @@
 // description, the program and the tensor table are checked by ArtifactReader itself): the
 // embedded tokenizer files loaded into a Tokenizer, the chat template of the architecture, and
 // every embedded JSON file parsed. One function, run by every place that must agree on what
-// loads: Model::open (src/runtime/model_impl.cpp), `vkllm verify` (verify_artifact) and
-// `vkllm export` (ArtifactWriter: on its content before writing, and on the written file read
-// back before the rename). Whatever it refuses, all of them refuse, with the same one-line Error.
+// loads: Model::open (src/runtime/model_impl.cpp), `vkllm verify` (verify_artifact),
+// `vkllm tokenize` and `vkllm export` (ArtifactWriter: on its content before writing, and on the
+// written file read back before the rename). Whatever it refuses, all of them refuse, with the same one-line Error.
 #pragma once
 #include <string>
 #include <string_view>

@@ -23,7 +23,7 @@ struct SynthArgs {
 };
 
 // "2GB" (10^9, as transformers' max_shard_size), "500MB", "1GiB", "123" (bytes).
-uint64_t parse_size(const std::string& s) {
+uint64_t parse_shard_size(const std::string& s) {
   size_t i = 0;
   while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) ++i;
   if (i == 0 || i > 15) fail("--max-shard-size '{}': expected a number with an optional unit", s);
@@ -118,7 +118,7 @@ void run(SynthArgs& a) {
   if (a.o.out_dir.empty()) fail("synth: -o DIR is required");
   if (!a.o.tokenizer_dir.empty() && a.o.no_tokenizer)
     fail("synth: --tokenizer-dir and --no-tokenizer contradict each other");
-  a.o.max_shard_bytes = parse_size(a.max_shard);
+  a.o.max_shard_bytes = parse_shard_size(a.max_shard);
   const bool tty = !a.quiet && ::isatty(STDERR_FILENO);
   if (tty) {
     auto last = std::make_shared<int>(-1);

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "artifact/load.h"
 #include "artifact/reader.h"
 #include "cli/commands.h"
 #include "core/error.h"
@@ -13,17 +14,15 @@
 
 namespace vkllm::cli {
 
-// TODO(lead): wire to the artifact reader (the artifact embeds tokenizer.json and
-// tokenizer_config.json; then: return Tokenizer::from_text(json, config, path)).
-// The tokenizer embedded in an artifact (weights are not hashed here: only the metadata is read).
+// The tokenizer embedded in an artifact, through the load check every verb runs (load_artifact:
+// the weights are not hashed here, only the metadata and the embedded files are read).
 Tokenizer load_tokenizer_from_artifact(const std::string& path, ChatFamily* family) {
   ReadOptions ro;
   ro.check_data_hash = false;
   ArtifactReader r(path, ro);
-  *family = chat_family_for(r.desc().arch);
-  return Tokenizer::from_text(std::string(r.file("tokenizer.json")),
-                              r.has_file("tokenizer_config.json") ? std::string(r.file("tokenizer_config.json")) : "{}",
-                              path);
+  ArtifactLoad loaded = load_artifact(r);
+  *family = loaded.chat;
+  return std::move(loaded.tokenizer);
 }
 
 namespace {
@@ -96,7 +95,8 @@ void run(const TokenizeArgs& a) {
     if (a.chat) {
       ChatOptions opt;
       opt.disable_thinking = a.no_think;
-      const ChatFamily fam = a.family.empty() && !a.model.empty() ? fam_from_model : family_of(tok, a.family);
+      const ChatFamily fam =
+          a.family.empty() && !a.model.empty() ? fam_from_model : family_of(tok, a.family);
       input = apply_chat_template(fam, {{"user", text}}, opt);
     }
     return tok.encode(input, a.add_special);
