@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Installs everything vkllm needs on Debian 12 (packages by name, pinned npm fixtures), then
-# configures and builds the given CMake preset (default: release). Idempotent.
+# configures and builds the given CMake preset (default: release): every target, or only the
+# targets named after it (scripts/setup.sh PRESET TARGET...). Idempotent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 preset="${1:-release}"
+targets=("${@:2}")
 
 packages=(build-essential cmake ninja-build pkg-config git ca-certificates python3
   libvulkan-dev glslc spirv-tools mesa-vulkan-drivers vulkan-validationlayers vulkan-tools
@@ -37,4 +39,8 @@ if [ ! -d tests/serve/node_modules/openai ] || [ ! -d tests/serve/node_modules/p
 fi
 
 cmake --preset "$preset" >/dev/null
-cmake --build --preset "$preset" -j "$(nproc)"
+if [ ${#targets[@]} -gt 0 ]; then
+  cmake --build --preset "$preset" -j "$(nproc)" --target "${targets[@]}"
+else
+  cmake --build --preset "$preset" -j "$(nproc)"
+fi

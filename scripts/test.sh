@@ -19,11 +19,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 t0=$SECONDS
-scripts/setup.sh dev
 if [ "${VKLLM_SKIP_ASAN:-0}" = 1 ]; then
+  scripts/setup.sh dev
   echo "test.sh: VKLLM_SKIP_ASAN=1: no sanitizer job; the whole suite runs in the dev build" >&2
   exec ctest --preset dev "$@"
 fi
+# The dev build compiles only what its run needs: the CLI and the heavy and e2e test executables
+# (target vkllm_dev_suite; the package tests build their own), not the unit tests' copies that
+# only the sanitizer job runs.
+scripts/setup.sh dev vkllm_dev_suite
 dev_rc=0
 t1=$SECONDS
 ctest --preset dev -L "package|heavy|e2e" "$@" || dev_rc=$?
