@@ -4,7 +4,8 @@
 // every embedded JSON file parsed. One function, run by every place that must agree on what
 // loads: Model::open (src/runtime/model_impl.cpp), `vkllm verify` (verify_artifact),
 // `vkllm tokenize` and `vkllm export` (ArtifactWriter: on its content before writing, and on the
-// written file read back before the rename). Whatever it refuses, all of them refuse, with the same one-line Error.
+// written file read back before the rename). Whatever it refuses, all of them refuse, with the
+// same one-line Error.
 #pragma once
 #include <string>
 #include <string_view>
