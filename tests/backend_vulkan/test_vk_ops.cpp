@@ -455,7 +455,7 @@ TEST(VulkanOps, Linear8da4wDecodeInPartsAgreesAtEveryWorkgroupSize) {
   for (const Shape& sh : shapes) {
     VulkanOptions o;
     if (sh.max_binding) o.max_binding_bytes = sh.max_binding;
-    for (const char* parts : {"1", "2", "8"}) {
+    for (const char* parts : {"2", "8"}) {  // (one part: every other decode test)
       ::setenv("VKLLM_MATVEC_PARTS", parts, 1);
       std::vector<float> first;
       for (const char* wg : {"64", "256"}) {
