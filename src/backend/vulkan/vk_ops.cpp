@@ -51,7 +51,7 @@ std::unique_ptr<PreparedOp> prep_embedding(Ctx c) {
   struct Part {
     RowChunk ch;
     VkDescriptorSet set;
-    uint32_t R;  // matvec.glsl: rows per workgroup
+    uint32_t R, R1;  // matvec.glsl: rows per workgroup, of the prefill and decode variants
   };
   std::vector<Part> parts;
   for (const RowChunk& ch : row_chunks(c, V, rb)) {
@@ -197,10 +197,11 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
   // in split.parts parts of split.bpl blocks per lane, one subgroup per part (decode_split).
   // VKLLM_MATVEC_WG forces the workgroup size (a measurement switch: 64 to 512 measured alike on
   // the H200, docs/perf.md).
-  const DecodeSplit split = G % 32 == 0 ? decode_split(c.env.ctx, K, N) : DecodeSplit{1, 0};
+  const DecodeSplit split =
+      f == "linear_8da4w" && G % 32 == 0 ? decode_split(c.env.ctx, K, N) : DecodeSplit{1, 0};
   constexpr uint32_t kDecodeMatvecWG = 256;
   uint32_t wg = 64;
-  if (f == "linear_8da4w" && split.bpl) {
+  if (split.bpl) {
     const int forced_wg = env_int("VKLLM_MATVEC_WG");
     const uint32_t sg = std::max<uint32_t>(1, c.env.ctx.info().subgroup_size);
     const uint32_t max_wg = c.env.ctx.info().max_wg_size;
@@ -268,14 +269,17 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
   struct Part {
     RowChunk ch;
     VkDescriptorSet set;
-    uint32_t R;  // matvec.glsl: rows per workgroup
+    uint32_t R, R1;  // matvec.glsl: rows per workgroup, of the prefill and decode variants
   };
   std::vector<Part> parts;
   for (const RowChunk& ch : row_chunks(c, N, rb)) {
     std::vector<BufRange> r = head;
     for (size_t i = 0; i < wts.size(); ++i) r.push_back(chunk_range(c, wts[i], rb[i], ch));
     r.insert(r.end(), tail.begin(), tail.end());
-    parts.push_back({ch, c.env.kernels.make_set(*k, r), c.env.ctx.matvec_rows(ch.rows)});
+    // Decode: the rows per 64 threads scaled to wg threads and divided among the parts.
+    const uint32_t R = c.env.ctx.matvec_rows(ch.rows);
+    parts.push_back({ch, c.env.kernels.make_set(*k, r), R,
+                     split.bpl ? std::max<uint32_t>(1, R * wg / 64 / split.parts) : R});
   }
   auto prepared = std::make_unique<PreparedOp>(
       [=](VkCommandBuffer cb, int T) {
@@ -286,7 +290,6 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
         }
         const uint32_t tt = Tr == 1 ? 1 : kPrefillTT;
         for (const Part& pt : parts) {  // R rows x tt tokens per workgroup
-          const uint32_t R = pt.R;
           std::vector<uint32_t> push = {u32(K), u32(pt.ch.rows), u32(pt.ch.r0), u32(N), Tr};
           if (G) push.push_back(u32(G));
           if (!gemm.empty() && Tr >= kGemmTokens) {
@@ -300,13 +303,10 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
                      push, gx, ceil_div(Tr, bt));
             continue;
           }
-          // Decode: R (rows per 64 threads) scaled to wg threads and divided among the parts.
-          const uint32_t Rt = tt == 1 && f == "linear_8da4w" && split.bpl
-                                  ? std::max<uint32_t>(1, R * wg / 64 / split.parts)
-                                  : R;
-          push.push_back(Rt);
+          const uint32_t R = tt == 1 ? pt.R1 : pt.R;
+          push.push_back(R);
           dispatch_flat(cb, tt == 1 ? *k1 : *k, pt.set, push,
-                        static_cast<uint64_t>(ceil_div(pt.ch.rows, Rt)) * ceil_div(Tr, tt));
+                        static_cast<uint64_t>(ceil_div(pt.ch.rows, R)) * ceil_div(Tr, tt));
         }
       },
       nullptr);

@@ -84,7 +84,7 @@ inline DecodeSplit decode_split(const Context& ctx, int64_t K, int64_t N) {
       ceil_div(static_cast<uint64_t>(K / 32), std::max<uint32_t>(1, ctx.info().subgroup_min));
   const char* env = std::getenv("VKLLM_MATVEC_PARTS");
   const bool rule = env && std::string(env) == "auto";
-  const int forced = env_int("VKLLM_MATVEC_PARTS");
+  const int forced = env ? std::atoi(env) : 0;
   const uint32_t cap = rule ? 8 : forced == 2 || forced == 4 || forced == 8 ? forced : 1;
   uint32_t parts = 1;
   while (parts < cap && parts * 2 <= total && (!rule || N * parts < kDecodeSubgroups)) parts *= 2;
