@@ -17,5 +17,6 @@ void add_bench(CLI::App& app);
 void add_e2e(CLI::App& app);
 void add_tokenize(CLI::App& app);
 void add_devices(CLI::App& app);
+void add_selftest(CLI::App& app);
 
 }  // namespace vkllm::cli

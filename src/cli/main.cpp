@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   vkllm::cli::add_e2e(app);
   vkllm::cli::add_tokenize(app);
   vkllm::cli::add_devices(app);
+  vkllm::cli::add_selftest(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -27,26 +27,6 @@ double nmse(const std::vector<float>& got, const std::vector<float>& want) {
   return den > 0 ? num / den : num;
 }
 
-std::vector<float> rand_vec(std::mt19937& rng, size_t n, float lo, float hi) {
-  std::uniform_real_distribution<float> d(lo, hi);
-  std::vector<float> v(n);
-  for (auto& x : v) {
-    do x = d(rng);
-    while (x == 0.0f);
-  }
-  return v;
-}
-
-std::vector<uint8_t> bytes_f32(const std::vector<float>& v) {
-  return bytes_of(v);
-}
-
-std::vector<uint8_t> bytes_f16(const std::vector<float>& v) {
-  std::vector<uint16_t> h(v.size());
-  for (size_t i = 0; i < v.size(); ++i) h[i] = f32_to_f16(v[i]);
-  return bytes_of(h);
-}
-
 std::vector<float> round_f16(std::vector<float> v) {
   for (auto& x : v) x = vkllm::round_f16(x);
   return v;

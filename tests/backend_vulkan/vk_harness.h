@@ -16,27 +16,24 @@
 #include "core/error.h"
 #include "core/half.h"
 #include "ir/program.h"
+#include "selftest/toy_model.h"
 
 namespace vkllm::test {
 
-// The linear families (fp32, fp16, int4 weight-only, 8da4w) the op and executor tests build.
-enum class Lin { F32, F16, Q4W, A8W4 };
+// The linear families (fp32, fp16, int4 weight-only, 8da4w) the op and executor tests build, and
+// the random data helpers (selftest/toy_model.h).
+using toy::bytes_f16;
+using toy::bytes_f32;
+using toy::bytes_of;
+using toy::Lin;
+using toy::rand_vec;
 
 VulkanOptions validated(VulkanOptions o = {});
 
 // Normalized mean squared error sum((a-b)^2) / sum(b^2); fails the test on NaN or size mismatch.
 double nmse(const std::vector<float>& got, const std::vector<float>& want);
 
-std::vector<float> rand_vec(std::mt19937& rng, size_t n, float lo = -1.0f, float hi = 1.0f);
-std::vector<uint8_t> bytes_f32(const std::vector<float>& v);
-std::vector<uint8_t> bytes_f16(const std::vector<float>& v);  // rounds to fp16
 std::vector<float> round_f16(std::vector<float> v);
-template <typename T>
-std::vector<uint8_t> bytes_of(const std::vector<T>& v) {
-  std::vector<uint8_t> b(v.size() * sizeof(T));
-  std::memcpy(b.data(), v.data(), b.size());
-  return b;
-}
 
 // A program fragment with host data for its weights, inputs and pre-filled tensors.
 struct Case {

@@ -1,4 +1,5 @@
 #include "backend/vulkan/vk_context.h"
+#include "backend/vulkan/vk_verdict.h"
 
 #include <algorithm>
 #include <atomic>
@@ -341,6 +342,7 @@ Context::Context(const VulkanOptions& opt) : opt_(opt) {
   opt_.no_int_dot = opt_.no_int_dot || env_flag("VKLLM_NO_INT_DOT");
   opt_.no_fp16 = opt_.no_fp16 || env_flag("VKLLM_NO_FP16");
   opt_.no_coopmat = opt_.no_coopmat || env_flag("VKLLM_NO_COOPMAT");
+  opt_.no_fusion = opt_.no_fusion || env_flag("VKLLM_NO_FUSION");
   opt_.profile = opt_.profile || env_flag("VKLLM_PROFILE");
   if (opt_.device.empty())
     if (const char* e = std::getenv("VKLLM_DEVICE")) opt_.device = e;
@@ -419,6 +421,7 @@ Context::Context(const VulkanOptions& opt) : opt_(opt) {
   if (!info_.subgroup_arith)
     fail("Vulkan device {} ({}) lacks subgroup arithmetic or shuffles in compute shaders; {}",
          info_.index, info_.name, how);
+  if (opt_.selftest_verdict) apply_verdict(info_, opt_);
   use_fp16_ = info_.storage16 && !opt_.no_fp16;
   use_int_dot_ = info_.int_dot && !opt_.no_int_dot;
   use_coopmat_ = info_.coopmat_int8 && !opt_.no_coopmat;

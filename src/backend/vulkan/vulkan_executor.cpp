@@ -153,8 +153,7 @@ class VulkanExecutor final : public Executor {
         max_t_(ld_->max_t) {
     const auto t_start = std::chrono::steady_clock::now();
     if (const char* c = std::getenv("VKLLM_TEST_CORRUPT_OP")) corrupt_family_ = c;
-    const char* nf = std::getenv("VKLLM_NO_FUSION");
-    const bool fusion = !(nf && std::string(nf) == "1");
+    const bool fusion = !ctx_->options().no_fusion;
     const std::vector<FusedRun> runs =
         fusion ? find_fused_runs(p_, corrupt_family_, ctx_->info()) : std::vector<FusedRun>{};
     allocate(runs);

@@ -1,0 +1,116 @@
+#include "backend/vulkan/vk_verdict.h"
+
+#include <fmt/format.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "core/error.h"
+#include "core/mapped_file.h"
+
+namespace vkllm::vk {
+namespace {
+
+std::string cache_root() {
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  if (xdg && *xdg) return std::string(xdg) + "/vkllm";
+  const char* home = std::getenv("HOME");
+  return std::string(home && *home ? home : "/tmp") + "/.cache/vkllm";
+}
+
+// A file-name-safe rendering of a device or driver name.
+std::string slug(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    const bool keep = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                      c == '.' || c == '-';
+    if (keep)
+      out += c;
+    else if (!out.empty() && out.back() != '_')
+      out += '_';
+  }
+  while (!out.empty() && out.back() == '_') out.pop_back();
+  return out.substr(0, 80);
+}
+
+void make_dirs(const std::string& dir) {
+  for (size_t at = 1; at != std::string::npos;) {
+    at = dir.find('/', at + 1);
+    const std::string part = dir.substr(0, at);
+    if (::mkdir(part.c_str(), 0755) != 0 && errno != EEXIST)
+      fail("selftest cache: cannot create {}: {}", part, std::strerror(errno));
+  }
+}
+
+}  // namespace
+
+std::string verdict_path(const DeviceInfo& d) {
+  return fmt::format("{}/selftest/{}-{}-{}.json", cache_root(), slug(d.name), slug(d.driver),
+                     VKLLM_VERSION_STRING);
+}
+
+std::optional<Verdict> read_verdict(const DeviceInfo& d) {
+  const std::string path = verdict_path(d);
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return std::nullopt;
+  std::string text;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0 && text.size() < (1u << 20))
+    text.append(buf, n);
+  std::fclose(f);
+  const auto j = nlohmann::json::parse(text, nullptr, false);
+  if (!j.is_object() || !j.contains("wrong") || !j["wrong"].is_array()) return std::nullopt;
+  Verdict v;
+  for (const auto& w : j["wrong"]) {
+    if (!w.is_string()) continue;
+    const std::string s = w.get<std::string>();
+    v.int_dot_wrong = v.int_dot_wrong || s == "int8-dot";
+    v.coopmat_wrong = v.coopmat_wrong || s == "coopmat";
+    v.fusion_wrong = v.fusion_wrong || s == "fusion";
+  }
+  return v;
+}
+
+std::string write_verdict(const DeviceInfo& d, const Verdict& v, const std::string& report_json) {
+  const std::string path = verdict_path(d);
+  make_dirs(path.substr(0, path.rfind('/')));
+  nlohmann::json j = {{"device", d.name}, {"driver", d.driver}, {"vkllm", VKLLM_VERSION_STRING}};
+  j["wrong"] = nlohmann::json::array();
+  if (v.int_dot_wrong) j["wrong"].push_back("int8-dot");
+  if (v.coopmat_wrong) j["wrong"].push_back("coopmat");
+  if (v.fusion_wrong) j["wrong"].push_back("fusion");
+  j["report"] = nlohmann::json::parse(report_json, nullptr, false);
+  write_text_file(path, j.dump(1) + "\n");
+  return path;
+}
+
+void apply_verdict(const DeviceInfo& d, VulkanOptions& opt) {
+  const char* ignore = std::getenv("VKLLM_IGNORE_SELFTEST");
+  if (ignore && std::string(ignore) == "1") return;
+  const auto v = read_verdict(d);
+  if (!v || !v->any()) return;
+  static std::mutex m;
+  static std::set<std::string> said;  // one note per path and device a process
+  auto apply = [&](bool wrong, const char* env, bool& off, const char* what) {
+    if (!wrong || std::getenv(env)) return;  // the user's own switch decides
+    off = true;
+    std::lock_guard<std::mutex> lock(m);
+    if (said.insert(d.name + env).second)
+      std::fprintf(stderr,
+                   "vkllm: `vkllm selftest` found the %s wrong on %s (driver %s): using the "
+                   "portable kernels instead (%s=0 overrides; `vkllm selftest` checks again)\n",
+                   what, d.name.c_str(), d.driver.c_str(), env);
+  };
+  apply(v->int_dot_wrong, "VKLLM_NO_INT_DOT", opt.no_int_dot, "int8 dot-product kernels");
+  apply(v->coopmat_wrong, "VKLLM_NO_COOPMAT", opt.no_coopmat, "cooperative-matrix prefill GEMM");
+  apply(v->fusion_wrong, "VKLLM_NO_FUSION", opt.no_fusion, "fused decode kernels");
+}
+
+}  // namespace vkllm::vk
