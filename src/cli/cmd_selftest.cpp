@@ -2,6 +2,8 @@
 // against the CPU reference (src/selftest/selftest.h); one PASS/FAIL line per variant; exit 0 only
 // if all pass. The paths found wrong are cached for this device and driver, and later runs use the
 // portable kernels instead (src/backend/vulkan/vk_verdict.h).
+#include <fmt/format.h>
+
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -43,9 +45,12 @@ void add_selftest(CLI::App& app) {
     o.write_verdict = !no_cache;
     if (!json_out)
       o.on_line = [](const SelftestLine& l) {
-        std::printf("%s  %-56s %-22s nmse %.2e (max %.1e)  %d/%d exact  %5.2f s%s%s\n",
-                    l.ok ? "PASS" : "FAIL", l.name.c_str(), l.path.c_str(), l.worst_nmse,
-                    l.max_nmse, l.exact, l.steps, l.seconds, l.ok ? "" : "\n      ",
+        const std::string figures = l.steps > 0
+                                        ? fmt::format("nmse {:.2e} (max {:.1e})  {}/{} exact",
+                                                      l.worst_nmse, l.max_nmse, l.exact, l.steps)
+                                        : std::string();
+        std::printf("%s  %-56s %-22s %-38s %5.2f s%s%s\n", l.ok ? "PASS" : "FAIL", l.name.c_str(),
+                    l.path.c_str(), figures.c_str(), l.seconds, l.ok ? "" : "\n      ",
                     l.reason.c_str());
         std::fflush(stdout);
       };
@@ -60,8 +65,13 @@ void add_selftest(CLI::App& app) {
           pass, rep.lines.size(), rep.device.c_str(), rep.driver.c_str(), rep.subgroup_size,
           rep.vkllm_version.c_str());
       for (const auto& w : rep.wrong)
-        std::printf("selftest: the %s path is wrong here: later runs use the portable kernels\n",
-                    w.c_str());
+        if (w == "subgroups")
+          std::printf(
+              "selftest: this device's subgroups are not what it reports: vkllm refuses it from "
+              "now on (VKLLM_IGNORE_SELFTEST=1 overrides)\n");
+        else
+          std::printf("selftest: the %s path is wrong here: later runs use the portable kernels\n",
+                      w.c_str());
       if (!rep.verdict_path.empty())
         std::printf("selftest: verdict cached in %s\n", rep.verdict_path.c_str());
     }

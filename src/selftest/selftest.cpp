@@ -5,6 +5,7 @@
 
 #include "artifact/reader.h"
 #include "backend/vulkan/vk_context.h"
+#include "backend/vulkan/vk_probe.h"
 #include "backend/vulkan/vk_verdict.h"
 #include "backend/vulkan/vulkan_executor.h"
 #include "core/error.h"
@@ -115,9 +116,21 @@ SelftestReport run_selftest(const SelftestOptions& opt) {
       fail("vkllm selftest: unset {} (the selftest runs each path itself)", env);
   SelftestReport rep;
   vk::DeviceInfo info;
+  SelftestLine layout{"subgroup layout", "what the kernels assume"};
   {
+    const auto t0 = std::chrono::steady_clock::now();
     vk::Context ctx(base);
     info = ctx.info();
+    layout.ok = true;
+    for (uint32_t wg : {64u, 256u}) {
+      if (wg > info.max_wg_size) continue;
+      const vk::SubgroupLayout s = vk::probe_subgroups(ctx, wg);
+      if (!s.full() || s.reported_size != info.subgroup_size) {
+        layout.ok = false;
+        layout.reason = "partial or misnumbered subgroups: " + s.describe();
+      }
+    }
+    layout.seconds = seconds_since(t0);
   }
   rep.device = info.name;
   rep.driver = info.driver;
@@ -130,6 +143,7 @@ SelftestReport run_selftest(const SelftestOptions& opt) {
     if (opt.on_line) opt.on_line(l);
     rep.lines.push_back(std::move(l));
   };
+  add(layout);
   std::vector<int32_t> prompt(kPromptTokens);
   for (size_t i = 0; i < prompt.size(); ++i)
     prompt[i] = static_cast<int32_t>((i * 37 + 11) % toy::kVocab);
@@ -192,12 +206,13 @@ SelftestReport run_selftest(const SelftestOptions& opt) {
                     base, ids, ao));
   }
 
+  if (!layout.ok) rep.wrong.push_back("subgroups");
   if (wrong_int_dot) rep.wrong.push_back("int8-dot");
   if (wrong_coopmat) rep.wrong.push_back("coopmat");
   if (wrong_fusion) rep.wrong.push_back("fusion");
   if (opt.write_verdict)
-    rep.verdict_path =
-        vk::write_verdict(info, {wrong_int_dot, wrong_coopmat, wrong_fusion}, rep.to_json().dump());
+    rep.verdict_path = vk::write_verdict(
+        info, {wrong_int_dot, wrong_coopmat, wrong_fusion, !layout.ok}, rep.to_json().dump());
   return rep;
 }
 

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "backend/vulkan/vk_verdict.h"
 #include "backend/vulkan/vulkan_executor.h"
 #include "core/error.h"
 #include "runtime/agreement.h"
@@ -257,6 +258,56 @@ TEST(VulkanCli, DevicesJson) {
   EXPECT_EQ(j[0]["subgroup_size"], devs[0].subgroup_size);
   EXPECT_EQ(j[0]["int8_dot_product"], devs[0].int_dot);
   EXPECT_GT(j[0]["max_storage_buffer_range"].get<uint64_t>(), 0u);
+}
+
+}  // namespace
+}  // namespace vkllm::test
+
+namespace vkllm::test {
+namespace {
+
+// The verdict `vkllm selftest` caches for a device (vk_verdict.h): a path found wrong is not used
+// by the next Context on that device (with one note on stderr) unless the user's own switch says
+// otherwise; subgroups found wrong refuse the device with one clear line.
+TEST(VulkanVerdict, APathFoundWrongIsNotUsedAndTheUsersSwitchWins) {
+  char tmpl[] = "/tmp/vkllm-verdict-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  setenv("XDG_CACHE_HOME", tmpl, 1);
+  VulkanOptions raw = validated();
+  raw.selftest_verdict = false;
+  const vk::DeviceInfo info = vk::Context(raw).info();
+  vk::Verdict v;
+  v.int_dot_wrong = true;
+  const std::string path = vk::write_verdict(info, v, "{}");
+  EXPECT_EQ(path, vk::verdict_path(info));
+  ASSERT_TRUE(vk::read_verdict(info).has_value());
+  EXPECT_TRUE(vk::read_verdict(info)->int_dot_wrong);
+  ::testing::internal::CaptureStderr();
+  {
+    vk::Context c(validated());
+    EXPECT_FALSE(c.use_int_dot());
+  }
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(err.find("vkllm selftest") != std::string::npos, info.int_dot) << err;
+  setenv("VKLLM_NO_INT_DOT", "0", 1);
+  EXPECT_EQ(vk::Context(validated()).use_int_dot(), info.int_dot);
+  unsetenv("VKLLM_NO_INT_DOT");
+
+  v = {};
+  v.subgroups_wrong = true;
+  vk::write_verdict(info, v, "{}");
+  try {
+    vk::Context c(validated());
+    ADD_FAILURE() << "expected the device to be refused";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("subgroups"), std::string::npos) << e.what();
+    EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
+  }
+  setenv("VKLLM_IGNORE_SELFTEST", "1", 1);
+  EXPECT_NO_THROW(vk::Context c(validated()));
+  unsetenv("VKLLM_IGNORE_SELFTEST");
+  unsetenv("XDG_CACHE_HOME");
+  std::remove(path.c_str());
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "backend/cpu/kernels.h"
+#include "backend/vulkan/vk_probe.h"
 #include "testutil/op_tolerance.h"
 #include "vk_harness.h"
 
@@ -234,6 +235,18 @@ void check_linear(Lin kind, int64_t K, int64_t N, int T, DType act, VulkanOption
   }
   if (got_out) *got_out = got;
   if (want_out) *want_out = want;
+}
+
+// The subgroups the device runs are the ones the kernels split their work by: full, lanes in order
+// (vk_probe.h), at the workgroup sizes the kernels use.
+TEST(VulkanOps, SubgroupsAreWhatTheKernelsAssume) {
+  vk::Context ctx(validated());
+  for (uint32_t wg : {64u, 256u}) {
+    const vk::SubgroupLayout s = vk::probe_subgroups(ctx, wg);
+    std::printf("subgroups: %s\n", s.describe().c_str());
+    EXPECT_TRUE(s.full()) << s.describe();
+    EXPECT_EQ(s.reported_size, ctx.info().subgroup_size);
+  }
 }
 
 TEST(VulkanOps, LinearF32) {

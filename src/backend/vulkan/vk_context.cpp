@@ -1,5 +1,4 @@
 #include "backend/vulkan/vk_context.h"
-#include "backend/vulkan/vk_verdict.h"
 
 #include <algorithm>
 #include <atomic>
@@ -8,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "backend/vulkan/vk_verdict.h"
 #include "core/error.h"
 
 namespace vkllm::vk {
@@ -219,7 +219,8 @@ DeviceInfo query(VkInstance inst, VkPhysicalDevice pd, uint32_t index) {
   d.int8_arith = e_f16i8 && f16.shaderInt8;
   d.storage8 = e_s8 && s8.storageBuffer8BitAccess;
   d.int_dot = e_idot && idf.shaderIntegerDotProduct;
-  d.subgroup_size_control = e_ssc && ssc.subgroupSizeControl && ssc.computeFullSubgroups;
+  d.subgroup_size_control = e_ssc && ssc.subgroupSizeControl && ssc.computeFullSubgroups &&
+                            (sscp.requiredSubgroupSizeStages & VK_SHADER_STAGE_COMPUTE_BIT);
   d.coopmat_int8 = d.coopmat_nv && d.int8_arith && d.api >= VK_API_VERSION_1_2 &&
                    d.subgroup_size == 32 && coopmat_int8_listed(inst, pd);
 
@@ -481,6 +482,19 @@ Context::Context(const VulkanOptions& opt) : opt_(opt) {
     i8f.pNext = f2.pNext;
     f2.pNext = &cmf;
     exts.push_back("VK_NV_cooperative_matrix");
+  }
+  // Full subgroups of the device's default size in every kernel (Kernels::get): the kernels stride
+  // by gl_SubgroupSize, and a driver may otherwise launch partial subgroups (lavapipe at 32 lanes
+  // does: docs/portability.md).
+  VkPhysicalDeviceSubgroupSizeControlFeatures sscf{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES};
+  if (info_.subgroup_size_control) {
+    sscf.subgroupSizeControl = VK_TRUE;
+    sscf.computeFullSubgroups = VK_TRUE;
+    sscf.pNext = f2.pNext;
+    f2.pNext = &sscf;
+    if (has_ext(dexts, VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME))
+      exts.push_back(VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
   }
   if (has_ext(dexts, "VK_KHR_portability_subset")) exts.push_back("VK_KHR_portability_subset");
   VkDeviceCreateInfo dci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};

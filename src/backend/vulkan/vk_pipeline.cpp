@@ -13,6 +13,32 @@ const ShaderBlob* find_shader(std::string_view name) {
   return nullptr;
 }
 
+uint32_t local_size_x(const ShaderBlob& b, const std::vector<uint32_t>& spec) {
+  // SPIR-V: OpExecutionMode %main LocalSize x y z; with local_size_x_id, gl_WorkGroupSize is an
+  // OpSpecConstantComposite decorated BuiltIn WorkgroupSize whose first constituent carries SpecId.
+  constexpr uint32_t kExecutionMode = 16, kDecorate = 71, kSpecComposite = 51, kLocalSize = 17,
+                     kBuiltIn = 11, kWorkgroupSize = 25, kSpecId = 1;
+  const uint32_t* w = b.code;
+  uint32_t x = 0, wg_id = 0, wg_first = 0;
+  std::vector<std::pair<uint32_t, uint32_t>> spec_ids, composites;  // (id, spec id), (id, first)
+  for (size_t i = 5; i < b.words;) {
+    const uint32_t op = w[i] & 0xFFFFu, len = w[i] >> 16;
+    if (len == 0 || i + len > b.words) break;
+    if (op == kExecutionMode && len >= 4 && w[i + 2] == kLocalSize) x = w[i + 3];
+    if (op == kDecorate && len >= 4 && w[i + 2] == kBuiltIn && w[i + 3] == kWorkgroupSize)
+      wg_id = w[i + 1];
+    if (op == kDecorate && len >= 4 && w[i + 2] == kSpecId)
+      spec_ids.emplace_back(w[i + 1], w[i + 3]);
+    if (op == kSpecComposite && len >= 4) composites.emplace_back(w[i + 2], w[i + 3]);
+    i += len;
+  }
+  for (const auto& [id, first] : composites)
+    if (id == wg_id) wg_first = first;
+  for (const auto& [id, sid] : spec_ids)
+    if (wg_first && id == wg_first && sid >= 1 && sid <= spec.size()) x = spec[sid - 1];
+  return x;
+}
+
 Kernels::~Kernels() {
   VkDevice d = ctx_.device();
   for (auto& [key, k] : cache_) {
@@ -64,6 +90,18 @@ const Kernel& Kernels::get(const std::string& shader, uint32_t bindings, uint32_
   ci.stage.module = mod;
   ci.stage.pName = "main";
   ci.stage.pSpecializationInfo = spec.empty() ? nullptr : &si;
+  // Full subgroups of the device's default size wherever the workgroup holds whole ones: the
+  // kernels stride by gl_SubgroupSize and the host sizes their work by DeviceInfo::subgroup_size.
+  VkPipelineShaderStageRequiredSubgroupSizeCreateInfo rs{
+      VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_REQUIRED_SUBGROUP_SIZE_CREATE_INFO};
+  const DeviceInfo& inf = ctx_.info();
+  const uint32_t x = local_size_x(*blob, spec);
+  if (inf.subgroup_size_control && inf.subgroup_size > 0 && x % inf.subgroup_size == 0 && x > 0) {
+    rs.requiredSubgroupSize = inf.subgroup_size;
+    ci.stage.pNext = &rs;
+    ci.stage.flags = VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT;
+    k->full_subgroups = true;
+  }
   ci.layout = k->layout;
   VkResult r = vkCreateComputePipelines(d, VK_NULL_HANDLE, 1, &ci, nullptr, &k->pipeline);
   vkDestroyShaderModule(d, mod, nullptr);

@@ -19,6 +19,7 @@ struct Kernel {
   VkPipeline pipeline = VK_NULL_HANDLE;
   uint32_t bindings = 0;
   uint32_t push_bytes = 0;
+  bool full_subgroups = false;  // created with full subgroups of the device's default size
 };
 
 // One storage-buffer binding: a byte range of a buffer.
@@ -27,6 +28,11 @@ struct BufRange {
   VkDeviceSize offset = 0;
   VkDeviceSize range = 0;
 };
+
+struct ShaderBlob;
+// The workgroup's x size of a compute module under the specialization `spec` (constants 1, 2, ...):
+// its LocalSize, or the constant local_size_x_id names; 0 when the module declares none.
+uint32_t local_size_x(const ShaderBlob& b, const std::vector<uint32_t>& spec);
 
 class Kernels {
  public:

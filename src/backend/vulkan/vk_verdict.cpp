@@ -74,6 +74,7 @@ std::optional<Verdict> read_verdict(const DeviceInfo& d) {
     v.int_dot_wrong = v.int_dot_wrong || s == "int8-dot";
     v.coopmat_wrong = v.coopmat_wrong || s == "coopmat";
     v.fusion_wrong = v.fusion_wrong || s == "fusion";
+    v.subgroups_wrong = v.subgroups_wrong || s == "subgroups";
   }
   return v;
 }
@@ -86,6 +87,7 @@ std::string write_verdict(const DeviceInfo& d, const Verdict& v, const std::stri
   if (v.int_dot_wrong) j["wrong"].push_back("int8-dot");
   if (v.coopmat_wrong) j["wrong"].push_back("coopmat");
   if (v.fusion_wrong) j["wrong"].push_back("fusion");
+  if (v.subgroups_wrong) j["wrong"].push_back("subgroups");
   j["report"] = nlohmann::json::parse(report_json, nullptr, false);
   write_text_file(path, j.dump(1) + "\n");
   return path;
@@ -96,6 +98,13 @@ void apply_verdict(const DeviceInfo& d, VulkanOptions& opt) {
   if (ignore && std::string(ignore) == "1") return;
   const auto v = read_verdict(d);
   if (!v || !v->any()) return;
+  if (v->subgroups_wrong)
+    fail(
+        "`vkllm selftest` found that Vulkan device {} ({}, driver {}) runs subgroups other than "
+        "the {} lanes it reports: vkllm's kernels would give wrong results there; choose another "
+        "device with --device or VKLLM_DEVICE, or another driver (VKLLM_IGNORE_SELFTEST=1 runs "
+        "anyway)",
+        d.index, d.name, d.driver, d.subgroup_size);
   static std::mutex m;
   static std::set<std::string> said;  // one note per path and device a process
   auto apply = [&](bool wrong, const char* env, bool& off, const char* what) {

@@ -16,7 +16,10 @@ struct Verdict {
   bool int_dot_wrong = false;  // the int8 dot-product (OpSDotAccSat) kernels
   bool coopmat_wrong = false;  // the cooperative-matrix prefill GEMM
   bool fusion_wrong = false;   // the decode step's fused runs
-  bool any() const { return int_dot_wrong || coopmat_wrong || fusion_wrong; }
+  // The device's subgroups are not what it reports (vk_probe.h): every kernel would be wrong, so
+  // opening the device fails with one clear line.
+  bool subgroups_wrong = false;
+  bool any() const { return int_dot_wrong || coopmat_wrong || fusion_wrong || subgroups_wrong; }
 };
 
 // $XDG_CACHE_HOME/vkllm/selftest/<device>-<driver>-<version>.json (else ~/.cache/...): the file

@@ -1,0 +1,53 @@
+#include "backend/vulkan/vk_probe.h"
+
+#include <fmt/format.h>
+
+#include <set>
+#include <vector>
+
+#include "backend/vulkan/vk_memory.h"
+#include "backend/vulkan/vk_pipeline.h"
+
+namespace vkllm::vk {
+
+std::string SubgroupLayout::describe() const {
+  return fmt::format(
+      "{} threads: gl_SubgroupSize {}, {}-{} invocations active a subgroup, {} subgroups "
+      "({} reported){}",
+      workgroup, reported_size, active_min, active_max, seen_subgroups, reported_subgroups,
+      lanes_in_order ? "" : ", lanes out of order");
+}
+
+SubgroupLayout probe_subgroups(Context& ctx, uint32_t workgroup) {
+  Allocator alloc(ctx);
+  Kernels kernels(ctx);
+  const Kernel& k = kernels.get("subgroup_probe", 1, 0, {workgroup});
+  const VkDeviceSize bytes = static_cast<VkDeviceSize>(workgroup) * 16;
+  Buffer out = alloc.create(bytes, false, "subgroup probe");
+  const BufRange r{out.buf, 0, bytes};
+  VkDescriptorSet set = kernels.make_set(k, {&r, 1});
+  VkCommandBuffer cb = ctx.begin_once();
+  vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, k.pipeline);
+  vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, k.layout, 0, 1, &set, 0, nullptr);
+  vkCmdDispatch(cb, 1, 1, 1);
+  ctx.submit_and_wait(cb);
+  std::vector<uint32_t> v(static_cast<size_t>(workgroup) * 4);
+  alloc.download(out, 0, v.data(), bytes);
+  SubgroupLayout s;
+  s.workgroup = workgroup;
+  s.active_min = ~0u;
+  std::set<uint32_t> ids;
+  for (uint32_t i = 0; i < workgroup; ++i) {
+    const uint32_t* e = &v[static_cast<size_t>(i) * 4];
+    s.reported_size = std::max(s.reported_size, e[0]);
+    ids.insert(e[2] & 0xFFFFu);
+    s.reported_subgroups = std::max(s.reported_subgroups, e[2] >> 16);
+    s.active_min = std::min(s.active_min, e[3] & 0xFFFFu);
+    s.active_max = std::max(s.active_max, e[3] & 0xFFFFu);
+    s.lanes_in_order = s.lanes_in_order && e[1] == (e[3] >> 16);
+  }
+  s.seen_subgroups = static_cast<uint32_t>(ids.size());
+  return s;
+}
+
+}  // namespace vkllm::vk

@@ -1,0 +1,31 @@
+// The subgroups a device really runs (subgroup_probe.comp), against what the kernels assume: every
+// subgroup full (gl_SubgroupSize active invocations, numbered 0 .. size-1) and gl_NumSubgroups of
+// them in a workgroup. The Vulkan spec lets a driver run partial subgroups unless the pipeline
+// requires full ones (Kernels::get does where the device allows), and some do anyway: lavapipe at
+// 32 lanes (docs/portability.md).
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "backend/vulkan/vk_context.h"
+
+namespace vkllm::vk {
+
+struct SubgroupLayout {
+  uint32_t workgroup = 0;                   // threads of the probed workgroup
+  uint32_t reported_size = 0;               // gl_SubgroupSize
+  uint32_t active_min = 0, active_max = 0;  // active invocations of a subgroup (ballot)
+  uint32_t reported_subgroups = 0;          // gl_NumSubgroups
+  uint32_t seen_subgroups = 0;              // distinct gl_SubgroupID values
+  bool lanes_in_order = true;  // every gl_SubgroupInvocationID is its rank among the active
+  bool full() const {
+    return active_min == reported_size && active_max == reported_size && lanes_in_order &&
+           seen_subgroups == reported_subgroups && reported_subgroups * reported_size == workgroup;
+  }
+  std::string describe() const;  // one line
+};
+
+// Runs the probe with `workgroup` threads (a multiple of 64, at most the device's limit).
+SubgroupLayout probe_subgroups(Context& ctx, uint32_t workgroup);
+
+}  // namespace vkllm::vk
