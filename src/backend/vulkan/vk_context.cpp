@@ -179,6 +179,7 @@ DeviceInfo query(VkInstance inst, VkPhysicalDevice pd, uint32_t index) {
                      (sg.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT);
   d.subgroup_min = e_ssc ? sscp.minSubgroupSize : sg.subgroupSize;
   d.subgroup_max = e_ssc ? sscp.maxSubgroupSize : sg.subgroupSize;
+  d.max_wg_subgroups = e_ssc ? sscp.maxComputeWorkgroupSubgroups : 0;
   d.max_alloc = m3.maxMemoryAllocationSize;
   d.driver = e_drv ? std::string(drv.driverName) + " " + drv.driverInfo
                    : version_string(base.driverVersion);

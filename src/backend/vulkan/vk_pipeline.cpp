@@ -90,15 +90,22 @@ const Kernel& Kernels::get(const std::string& shader, uint32_t bindings, uint32_
   ci.stage.module = mod;
   ci.stage.pName = "main";
   ci.stage.pSpecializationInfo = spec.empty() ? nullptr : &si;
-  // Full subgroups of the device's default size wherever the workgroup holds whole ones: the
-  // kernels stride by gl_SubgroupSize and the host sizes their work by DeviceInfo::subgroup_size.
+  // Full subgroups wherever the workgroup holds whole ones: the kernels stride by gl_SubgroupSize
+  // and the host sizes their work by DeviceInfo::subgroup_size. Of that size where the workgroup
+  // fits the device's subgroup count; else of any size (the workgroup then holds whole subgroups
+  // of the largest).
   VkPipelineShaderStageRequiredSubgroupSizeCreateInfo rs{
       VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_REQUIRED_SUBGROUP_SIZE_CREATE_INFO};
   const DeviceInfo& inf = ctx_.info();
   const uint32_t x = local_size_x(*blob, spec);
-  if (inf.subgroup_size_control && inf.subgroup_size > 0 && x % inf.subgroup_size == 0 && x > 0) {
+  if (inf.subgroup_size_control && x > 0 && inf.subgroup_size > 0 && x % inf.subgroup_size == 0 &&
+      x <= inf.subgroup_size * inf.max_wg_subgroups) {
     rs.requiredSubgroupSize = inf.subgroup_size;
     ci.stage.pNext = &rs;
+    ci.stage.flags = VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT;
+    k->full_subgroups = true;
+  } else if (inf.subgroup_size_control && x > 0 && inf.subgroup_max > 0 &&
+             x % inf.subgroup_max == 0) {
     ci.stage.flags = VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT;
     k->full_subgroups = true;
   }
