@@ -1,5 +1,6 @@
 #include "backend/vulkan/vk_pipeline.h"
 
+#include <array>
 #include <cstring>
 
 #include "backend/vulkan/vk_shaders.h"
@@ -13,18 +14,20 @@ const ShaderBlob* find_shader(std::string_view name) {
   return nullptr;
 }
 
-uint32_t local_size_x(const ShaderBlob& b, const std::vector<uint32_t>& spec) {
+std::array<uint32_t, 3> local_size(const ShaderBlob& b, const std::vector<uint32_t>& spec) {
   // SPIR-V: OpExecutionMode %main LocalSize x y z; with local_size_x_id, gl_WorkGroupSize is an
   // OpSpecConstantComposite decorated BuiltIn WorkgroupSize whose first constituent carries SpecId.
   constexpr uint32_t kExecutionMode = 16, kDecorate = 71, kSpecComposite = 51, kLocalSize = 17,
                      kBuiltIn = 11, kWorkgroupSize = 25, kSpecId = 1;
   const uint32_t* w = b.code;
-  uint32_t x = 0, wg_id = 0, wg_first = 0;
+  std::array<uint32_t, 3> size = {0, 0, 0};
+  uint32_t wg_id = 0, wg_first = 0;
   std::vector<std::pair<uint32_t, uint32_t>> spec_ids, composites;  // (id, spec id), (id, first)
   for (size_t i = 5; i < b.words;) {
     const uint32_t op = w[i] & 0xFFFFu, len = w[i] >> 16;
     if (len == 0 || i + len > b.words) break;
-    if (op == kExecutionMode && len >= 4 && w[i + 2] == kLocalSize) x = w[i + 3];
+    if (op == kExecutionMode && len >= 6 && w[i + 2] == kLocalSize)
+      size = {w[i + 3], w[i + 4], w[i + 5]};
     if (op == kDecorate && len >= 4 && w[i + 2] == kBuiltIn && w[i + 3] == kWorkgroupSize)
       wg_id = w[i + 1];
     if (op == kDecorate && len >= 4 && w[i + 2] == kSpecId)
@@ -35,8 +38,8 @@ uint32_t local_size_x(const ShaderBlob& b, const std::vector<uint32_t>& spec) {
   for (const auto& [id, first] : composites)
     if (id == wg_id) wg_first = first;
   for (const auto& [id, sid] : spec_ids)
-    if (wg_first && id == wg_first && sid >= 1 && sid <= spec.size()) x = spec[sid - 1];
-  return x;
+    if (wg_first && id == wg_first && sid >= 1 && sid <= spec.size()) size[0] = spec[sid - 1];
+  return size;
 }
 
 Kernels::~Kernels() {
@@ -97,9 +100,10 @@ const Kernel& Kernels::get(const std::string& shader, uint32_t bindings, uint32_
   VkPipelineShaderStageRequiredSubgroupSizeCreateInfo rs{
       VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_REQUIRED_SUBGROUP_SIZE_CREATE_INFO};
   const DeviceInfo& inf = ctx_.info();
-  const uint32_t x = local_size_x(*blob, spec);
+  const std::array<uint32_t, 3> ls = local_size(*blob, spec);
+  const uint32_t x = ls[0], threads = ls[0] * ls[1] * ls[2];
   if (inf.subgroup_size_control && x > 0 && inf.subgroup_size > 0 && x % inf.subgroup_size == 0 &&
-      x <= inf.subgroup_size * inf.max_wg_subgroups) {
+      threads <= inf.subgroup_size * inf.max_wg_subgroups) {
     rs.requiredSubgroupSize = inf.subgroup_size;
     ci.stage.pNext = &rs;
     ci.stage.flags = VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT;

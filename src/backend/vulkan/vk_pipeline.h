@@ -3,6 +3,7 @@
 #pragma once
 #include <vulkan/vulkan.h>
 
+#include <array>
 #include <map>
 #include <memory>
 #include <span>
@@ -30,9 +31,9 @@ struct BufRange {
 };
 
 struct ShaderBlob;
-// The workgroup's x size of a compute module under the specialization `spec` (constants 1, 2, ...):
-// its LocalSize, or the constant local_size_x_id names; 0 when the module declares none.
-uint32_t local_size_x(const ShaderBlob& b, const std::vector<uint32_t>& spec);
+// The workgroup size (x, y, z) of a compute module under the specialization `spec` (constants 1,
+// 2, ...): its LocalSize, x from the constant local_size_x_id names; zeros when it declares none.
+std::array<uint32_t, 3> local_size(const ShaderBlob& b, const std::vector<uint32_t>& spec);
 
 class Kernels {
  public:
