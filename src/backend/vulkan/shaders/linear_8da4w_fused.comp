@@ -112,7 +112,7 @@ void prologue(out float sx, out int zp) {
   precise float zpf = clamp(-128.0 - roundEven(div_rn(lo, scale)), -128.0, 127.0);
   sx = scale;
   zp = int(zpf);
-  const float rcp = 1.0 / sx;
+  const float rcp = div_rn(1.0, sx);  // exact, as quant.glsl
   for (uint w = tid; w < K / 4u; w += WG) {
     uint packed = 0u;
     [[unroll]] for (uint e = 0; e < 4u; ++e)
