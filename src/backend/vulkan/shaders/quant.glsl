@@ -93,7 +93,7 @@ void quantize_row(uint r, uint G, float lo, float hi) {
     qp_w[2 * r] = floatBitsToUint(sc);
     qp_w[2 * r + 1] = uint(zp);
   }
-  const float rcp = div_rn(1.0, sc);  // exact: OpFDiv may be far off (lavapipe at 16 lanes)
+  const float rcp = div_rn(1.0, sc);  // correctly rounded: OpFDiv may be 2.5 ulp off
   for (uint k4 = tid; k4 < G / 4u; k4 += WG) {
     uint packed = 0u;
     [[unroll]] for (uint e = 0; e < 4u; ++e)
