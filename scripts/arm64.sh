@@ -15,11 +15,14 @@
 # build  cmake --preset arm64 (cmake/toolchains/aarch64-linux-gnu.cmake; build/arm64), then builds
 #        everything with ARM64_JOBS jobs (default: nproc).
 # test   under qemu-aarch64, against arm64 lavapipe (VK_DRIVER_FILES = lvp_icd.aarch64.json):
-#          1. unit     ctest -L unit        (the module suites; some start the arm64 vkllm binary)
-#          2. vulkan   ctest -L vulkan -LE cli   (test_vulkan: the Vulkan op, executor and model
-#                      tests, validation layer on)
-#          3. e2e      vkllm e2e --twins --cells 1 (one twin cell of the matrix: pull from the
-#                      loopback hub, export, verify, run on Vulkan, every gate), validation on
+#          1. unit     ctest -L unit, but one CPU-time bound (the module suites; some start the
+#                      arm64 vkllm binary)
+#          2. vulkan   ctest -L vulkan -LE cli, but the tests with fp16 cases (test_vulkan: the
+#                      Vulkan op, executor and model tests, validation layer on);
+#                      ARM64_VULKAN_F16=1 adds those as a group of their own (vulkan-f16)
+#          3. e2e      vkllm e2e --twins --cells 4 (ARM64_E2E_CELLS: one twin cell of the matrix:
+#                      pull from the loopback hub, export, verify, run on Vulkan, every gate),
+#                      validation on
 #        The cli, api, bad_inputs and serve labels are not run (docs/portability.md says why);
 #        heavy and e2e tests are not built (VKLLM_HEAVY_TESTS=OFF in the preset). Every group
 #        runs; the exit status is non-zero if any failed. ARM64_CTEST_ARGS: extra ctest args.
@@ -55,7 +58,7 @@ do_setup() {
   # Build machine (amd64): cross compilers, qemu, the build tools, glslc, the header-only
   # libraries that are Architecture: all (nlohmann json, CLI11), python3 (the tests' loopback hub).
   local host=(crossbuild-essential-arm64 qemu-user qemu-user-binfmt cmake ninja-build pkg-config
-    git ca-certificates python3 glslc nlohmann-json3-dev libcli11-dev)
+    git ca-certificates python3 file glslc nlohmann-json3-dev libcli11-dev)
   # Target (arm64): what scripts/setup.sh installs for amd64 that is linked or loaded at run time.
   local target=(libvulkan-dev libpcre2-dev libutf8proc-dev libcurl4-openssl-dev libfmt-dev
     libssl-dev libgtest-dev libgmock-dev libcpp-httplib-dev
@@ -104,7 +107,8 @@ do_build() {
   cmake --preset arm64 >/dev/null
   log "build: cmake --build --preset arm64 -j ${ARM64_JOBS:-$(nproc)}"
   cmake --build --preset arm64 -j "${ARM64_JOBS:-$(nproc)}"
-  file "$bdir/src/cli/vkllm" | grep -q "ARM aarch64" || { log "build: $bdir/src/cli/vkllm is not an arm64 binary"; exit 1; }
+  file "$bdir/src/cli/vkllm" | grep -q "ARM aarch64" ||
+    { log "build: $bdir/src/cli/vkllm is not an arm64 binary"; exit 1; }
   log "build: done in $((SECONDS - t0)) s"
 }
 
@@ -136,12 +140,13 @@ group() {  # group NAME COMMAND...: runs one test group, timed; never stops the 
   [ $rc = 0 ] || failed=1
 }
 
-e2e_cell() {  # (a function called from group: set -e does not apply, so the status is kept)
+# shellcheck disable=SC2317  # (called through group)
+e2e_cell() {  # (called from group, where set -e does not apply: the status is kept by hand)
   local out="$bdir/e2e" rc=0
   rm -rf "$out"
   VKLLM_VALIDATION=1 "$bdir/src/cli/vkllm" e2e --twins --cells "$e2e_cells" --out "$out" || rc=$?
   [ -f "$out/results.tsv" ] && cat "$out/results.tsv"
-  return $rc
+  return "$rc"
 }
 
 do_test() {
@@ -152,7 +157,8 @@ do_test() {
   export VK_DRIVER_FILES="$icd" VK_ICD_FILENAMES="$icd" QEMU_LD_PREFIX=/
   local devs
   devs="$("$bdir/src/cli/vkllm" devices 2>&1)" || { log "test: vkllm devices failed: $devs"; exit 1; }
-  log "test: the arm64 vkllm under qemu sees: $devs"
+  log "test: the arm64 vkllm under qemu sees:"
+  echo "$devs" >&2
   # shellcheck disable=SC2086
   group unit ctest --preset arm64 -L unit -E "$unit_skip" ${ARM64_CTEST_ARGS:-}
   # shellcheck disable=SC2086
