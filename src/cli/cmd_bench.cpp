@@ -16,6 +16,8 @@
 #include "core/error.h"
 #include "vkllm/vkllm.h"
 #ifdef VKLLM_WITH_VULKAN
+#include "backend/vulkan/vk_context.h"
+#include "backend/vulkan/vk_physics.h"
 #include "backend/vulkan/vulkan_executor.h"
 #endif
 
@@ -26,6 +28,8 @@ namespace {
 struct BenchArgs {
   std::string model, backend = "vulkan", device, output = "md";
   int prompt = 512, gen = 128, reps = 5;
+  bool physics = false;
+  uint32_t groups = 0;
 };
 
 struct Series {
@@ -64,9 +68,58 @@ std::vector<int32_t> prompt_tokens(const Model& m, int p) {
   return ids;
 }
 
+#ifdef VKLLM_WITH_VULKAN
+// --physics: the device's fixed costs and bandwidths (vk_physics.h), no model.
+void run_physics(const BenchArgs& a) {
+  VulkanOptions vo;
+  vo.device = a.device;
+  vk::Context ctx(vo);
+  vk::PhysicsOptions po;
+  po.groups = a.groups;
+  po.repeats = a.reps;
+  const auto rows = vk::measure_physics(ctx, po);
+  nlohmann::json j = {{"device", ctx.info().name},
+                      {"driver", ctx.info().driver},
+                      {"compute_units", ctx.info().compute_units},
+                      {"rows", nlohmann::json::array()}};
+  for (const auto& r : rows)
+    j["rows"].push_back({{"what", r.what},
+                         {"groups", r.groups},
+                         {"threads", r.threads},
+                         {"bytes", r.bytes},
+                         {"us", r.us},
+                         {"gb_s", r.gb_s}});
+  if (a.output == "json") {
+    std::printf("%s\n", j.dump(2).c_str());
+    return;
+  }
+  const bool csv = a.output == "csv";
+  std::printf(csv ? "what,groups,threads,bytes,us,gb_s\n"
+                  : "device: %s (%s), compute units %u\n\n| what | groups x threads | MiB | us | "
+                    "GB/s |\n|---|---|---|---|---|\n",
+              ctx.info().name.c_str(), ctx.info().driver.c_str(), ctx.info().compute_units);
+  for (const auto& r : rows)
+    if (csv)
+      std::printf("\"%s\",%u,%u,%llu,%.3f,%.1f\n", r.what.c_str(), r.groups, r.threads,
+                  static_cast<unsigned long long>(r.bytes), r.us, r.gb_s);
+    else
+      std::printf("| %s | %u x %u | %.0f | %.3f | %.0f |\n", r.what.c_str(), r.groups, r.threads,
+                  static_cast<double>(r.bytes) / 1048576.0, r.us, r.gb_s);
+}
+#endif
+
 void run(const BenchArgs& a) {
   if (a.output != "md" && a.output != "json" && a.output != "csv")
     fail("--output must be md, json or csv (got '{}')", a.output);
+  if (a.physics) {
+#ifdef VKLLM_WITH_VULKAN
+    run_physics(a);
+    return;
+#else
+    fail("--physics needs the Vulkan backend (this build has none)");
+#endif
+  }
+  if (a.model.empty()) fail("--model is required (or --physics)");
   ModelOptions mo;
   mo.backend = a.backend;
   mo.device = a.device;
@@ -156,8 +209,7 @@ void add_bench(CLI::App& app) {
   auto a = std::make_shared<BenchArgs>();
   auto* cmd = app.add_subcommand(
       "bench", "Measure load time, prompt processing (pp) and token generation (tg) speed");
-  cmd->add_option("-m,--model,--model_path", a->model, "The .vkllm artifact (or a HF folder)")
-      ->required();
+  cmd->add_option("-m,--model,--model_path", a->model, "The .vkllm artifact (or a HF folder)");
   cmd->add_option("-p,--prompt-tokens", a->prompt, "Prompt length for pp")
       ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("-n,--gen-tokens", a->gen, "Generated tokens for tg")
@@ -167,6 +219,12 @@ void add_bench(CLI::App& app) {
   cmd->add_option("-o,--output", a->output, "Table format: md, json or csv");
   cmd->add_option("--backend", a->backend, "vulkan (default) or cpu");
   cmd->add_option("--device", a->device, "Vulkan device index or name substring");
+  cmd->add_flag("--physics", a->physics,
+                "No model: the device's dispatch, grid-sync and bandwidth costs (docs/perf.md)");
+  cmd->add_option(
+         "--groups", a->groups,
+         "--physics: workgroups of the resident grid (default: the device's compute units)")
+      ->check(CLI::Range(1, 4096));
   cmd->callback([a] { run(*a); });
 }
 

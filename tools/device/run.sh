@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Run THERE (the GPU machine, through the device tool, carry [".gl", ".dev"]):
-#   tools/device/run.sh TASK...   with TASK one of: info goldens vulkan-tests twins e2e perf profile bench side profile-all
+#   tools/device/run.sh TASK...   with TASK one of: info goldens vulkan-tests twins e2e perf profile bench side profile-all physics
 # Brings the Vulkan loader, points at the NVIDIA ICD, unpacks the fixtures, runs the tasks and
 # prints a short table last. Results go to $OUT.
 set -uo pipefail
@@ -135,6 +135,9 @@ for k in v:
     if k in p: print('RATIO %-6s pp512 %.2fx  tg128 %.2fx  (vkllm %.0f / %.1f, peer %.0f / %.1f)' % (k, v[k][0]/p[k][0], v[k][1]/p[k][1], *v[k], *p[k]))
 PY
       ;;
+    physics)
+      # The device's dispatch, grid-sync and bandwidth costs (vkllm bench --physics).
+      "$BIN" bench --physics | tee "$OUT/physics.md"; rc=${PIPESTATUS[0]} ;;
     profile-all)
       # VKLLM_PROFILE of the three side-by-side artifacts (made by `side`): a 512-token prefill
       # and 64 decode steps each; the decode tables.

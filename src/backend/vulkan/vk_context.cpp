@@ -172,7 +172,27 @@ DeviceInfo query(VkInstance inst, VkPhysicalDevice pd, uint32_t index) {
     *tail = &sscp;
     tail = &sscp.pNext;
   }
+  // The count of streaming multiprocessors / compute units, where the driver tells it: how many
+  // workgroups a resident grid may have (grid_sync.glsl).
+  VkPhysicalDeviceShaderSMBuiltinsPropertiesNV smp{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV};
+  VkPhysicalDeviceShaderCorePropertiesAMD amd{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CORE_PROPERTIES_AMD};
+  const bool e_sm = has_ext(exts, VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME),
+             e_amd = has_ext(exts, VK_AMD_SHADER_CORE_PROPERTIES_EXTENSION_NAME);
+  if (e_sm) {
+    *tail = &smp;
+    tail = &smp.pNext;
+  }
+  if (e_amd) {
+    *tail = &amd;
+    tail = &amd.pNext;
+  }
   vkGetPhysicalDeviceProperties2(pd, &p2);
+  if (e_sm) d.compute_units = smp.shaderSMCount;
+  if (e_amd && !e_sm)
+    d.compute_units =
+        amd.shaderEngineCount * amd.shaderArraysPerEngineCount * amd.computeUnitsPerShaderArray;
   d.subgroup_size = sg.subgroupSize;
   d.subgroup_arith = (sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
                      (sg.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT) &&

@@ -29,6 +29,7 @@ struct DeviceInfo {
   uint32_t max_wg_size = 0;  // threads a workgroup: the smaller of the invocations and x limits
   bool subgroup_size_control = false;
   uint32_t max_wg_subgroups = 0;  // maxComputeWorkgroupSubgroups (subgroup size control)
+  uint32_t compute_units = 0;     // SMs / CUs where the driver says (NV SM builtins, AMD core)
   bool subgroup_arith = false;    // subgroup arithmetic and shuffles in compute shaders (required)
   bool fp16_arith = false, storage16 = false, storage8 = false, int8_arith = false;
   bool int_dot = false, int_dot_accel = false;  // shaderIntegerDotProduct; 4x8 packed accelerated

@@ -1,0 +1,41 @@
+// A grid-wide barrier for a resident grid: every workgroup of the dispatch runs at once (the host
+// dispatches no more workgroups than the device holds: DeviceInfo::compute_units), so a workgroup
+// may wait for all the others inside one dispatch instead of ending it and letting the next
+// dispatch start behind a pipeline barrier.
+// Counters (GS_BINDING, three words, zero before the first dispatch): [0] arrivals, [1] exits,
+// [2] an error flag. The sync counts arrivals against a target that grows with each sync, so the
+// counter is never reset between syncs; the last workgroup to leave (grid_exit) resets it for the
+// next dispatch. A workgroup that waits too long (a device that did not run the grid at once)
+// sets the error flag and goes on, so a wrong residency guess gives a wrong result the host sees
+// (gs_ctr[2] != 0) rather than a hung GPU.
+// Data that one workgroup writes before a sync and another reads after it must be declared
+// `coherent` (loads bypass caches that are not coherent across compute units).
+layout(std430, binding = GS_BINDING) coherent buffer GridSync { uint gs_ctr[]; };
+const uint GS_SPIN_LIMIT = 1u << 24;
+
+uint grid_groups() { return gl_NumWorkGroups.x * gl_NumWorkGroups.y * gl_NumWorkGroups.z; }
+
+// Sync number k of this dispatch (0, 1, ...): every workgroup calls it with every thread.
+void grid_sync(uint k) {
+  memoryBarrierBuffer();
+  barrier();
+  if (gl_LocalInvocationIndex == 0u) {
+    atomicAdd(gs_ctr[0], 1u);
+    const uint target = (k + 1u) * grid_groups();
+    for (uint spins = 0u; atomicAdd(gs_ctr[0], 0u) < target; ++spins)
+      if (spins > GS_SPIN_LIMIT) {
+        atomicOr(gs_ctr[2], 1u);
+        break;
+      }
+  }
+  barrier();
+  memoryBarrierBuffer();
+}
+
+// Once per workgroup, after its last sync: the last to leave zeroes the arrival counter.
+void grid_exit() {
+  if (gl_LocalInvocationIndex == 0u && atomicAdd(gs_ctr[1], 1u) == grid_groups() - 1u) {
+    atomicExchange(gs_ctr[0], 0u);
+    atomicExchange(gs_ctr[1], 0u);
+  }
+}
