@@ -216,8 +216,14 @@ DeviceInfo query(VkInstance inst, VkPhysicalDevice pd, uint32_t index) {
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES};
   VkPhysicalDeviceSubgroupSizeControlFeatures ssc{
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES};
+  VkPhysicalDeviceBufferDeviceAddressFeatures bdaf{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_BUFFER_DEVICE_ADDRESS_FEATURES};
   f2.pNext = &s16;
   tail = &s16.pNext;
+  if (v12) {
+    *tail = &bdaf;
+    tail = &bdaf.pNext;
+  }
   if (e_f16i8) {
     *tail = &f16;
     tail = &f16.pNext;
@@ -240,6 +246,7 @@ DeviceInfo query(VkInstance inst, VkPhysicalDevice pd, uint32_t index) {
   d.int8_arith = e_f16i8 && f16.shaderInt8;
   d.storage8 = e_s8 && s8.storageBuffer8BitAccess;
   d.int_dot = e_idot && idf.shaderIntegerDotProduct;
+  d.buffer_address = v12 && bdaf.bufferDeviceAddress;
   d.subgroup_size_control = e_ssc && ssc.subgroupSizeControl && ssc.computeFullSubgroups &&
                             (sscp.requiredSubgroupSizeStages & VK_SHADER_STAGE_COMPUTE_BIT);
   d.coopmat_int8 = d.coopmat_nv && d.int8_arith && d.api >= VK_API_VERSION_1_2 &&
@@ -447,6 +454,7 @@ Context::Context(const VulkanOptions& opt) : opt_(opt) {
   use_fp16_ = info_.storage16 && !opt_.no_fp16;
   use_int_dot_ = info_.int_dot && !opt_.no_int_dot;
   use_coopmat_ = info_.coopmat_int8 && !opt_.no_coopmat;
+  use_bda_ = info_.buffer_address;
   max_binding_ = info_.max_storage_range;
   if (opt_.max_binding_bytes)
     max_binding_ = std::min<uint64_t>(max_binding_, opt_.max_binding_bytes);
@@ -517,6 +525,13 @@ Context::Context(const VulkanOptions& opt) : opt_(opt) {
     if (has_ext(dexts, VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME))
       exts.push_back(VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
   }
+  VkPhysicalDeviceBufferDeviceAddressFeatures bdaf{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_BUFFER_DEVICE_ADDRESS_FEATURES};
+  if (use_bda_) {
+    bdaf.bufferDeviceAddress = VK_TRUE;
+    bdaf.pNext = f2.pNext;
+    f2.pNext = &bdaf;
+  }
   if (has_ext(dexts, "VK_KHR_portability_subset")) exts.push_back("VK_KHR_portability_subset");
   VkDeviceCreateInfo dci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
   dci.pNext = &f2;
@@ -535,6 +550,13 @@ Context::Context(const VulkanOptions& opt) : opt_(opt) {
   VK_CHECK(vkCreateCommandPool(dev_, &pci, nullptr, &pool_));
   VkFenceCreateInfo fci{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
   VK_CHECK(vkCreateFence(dev_, &fci, nullptr, &fence_));
+}
+
+uint64_t Context::address(VkBuffer b) const {
+  if (!use_bda_) fail("vulkan backend: device addresses are not enabled on this device");
+  VkBufferDeviceAddressInfo ai{VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO};
+  ai.buffer = b;
+  return vkGetBufferDeviceAddress(dev_, &ai);
 }
 
 Context::~Context() {

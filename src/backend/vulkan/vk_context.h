@@ -30,6 +30,7 @@ struct DeviceInfo {
   bool subgroup_size_control = false;
   uint32_t max_wg_subgroups = 0;  // maxComputeWorkgroupSubgroups (subgroup size control)
   uint32_t compute_units = 0;     // SMs / CUs where the driver says (NV SM builtins, AMD core)
+  bool buffer_address = false;    // bufferDeviceAddress (Vulkan 1.2): the decode chain's tables
   bool subgroup_arith = false;    // subgroup arithmetic and shuffles in compute shaders (required)
   bool fp16_arith = false, storage16 = false, storage8 = false, int8_arith = false;
   bool int_dot = false, int_dot_accel = false;  // shaderIntegerDotProduct; 4x8 packed accelerated
@@ -67,6 +68,9 @@ class Context {
   bool use_fp16() const { return use_fp16_; }
   bool use_int_dot() const { return use_int_dot_; }
   bool use_coopmat() const { return use_coopmat_; }
+  // Buffer device addresses are enabled (every Allocator buffer has one: address()).
+  bool use_buffer_address() const { return use_bda_; }
+  uint64_t address(VkBuffer b) const;
   // Largest byte range one descriptor binding may cover (multiple of 256).
   uint64_t max_binding() const { return max_binding_; }
   // Rows one workgroup of a mat-vec kernel (matvec.glsl) takes for a weight of n rows: one per
@@ -93,10 +97,16 @@ class Context {
   VkFence fence_ = VK_NULL_HANDLE;
   VkPhysicalDeviceMemoryProperties mem_{};
   DeviceInfo info_;
-  bool use_fp16_ = false, use_int_dot_ = false, use_coopmat_ = false;
+  bool use_fp16_ = false, use_int_dot_ = false, use_coopmat_ = false, use_bda_ = false;
   uint64_t max_binding_ = 0;
 };
 
 bool env_flag(const char* name);  // set and not "0"
+
+// grid_sync.glsl's spin limit for this device: polls of the arrival counter before a sync gives
+// up (seconds on a GPU; CPU devices run a workgroup a hundred times slower).
+inline uint32_t grid_spin_limit(const DeviceInfo& d) {
+  return d.type == "cpu" ? 1u << 31 : 1u << 22;
+}
 
 }  // namespace vkllm::vk

@@ -596,11 +596,121 @@ std::unique_ptr<PreparedOp> prepare(OpEnv& env, const Match& m, bool quantize_ou
   return prepared;
 }
 
+// Chain runs (linear_8da4w_chain.comp). A stage's input row is at most 8,192 values, a normalized
+// or SwiGLU stage's at most 4,096 (the kernel's register budget); at most three mat-vecs.
+constexpr uint32_t kChainWords = 48;  // the stage table's record (linear_8da4w_chain.comp SREC)
+constexpr int64_t kChainMaxK = 8192, kChainMaxNarrowK = 4096;
+bool chainable(const Program& p, const Match& m) {
+  const int64_t K = p.tensors[m.x].shape.back();
+  if (K > kChainMaxK || K % 32 != 0 || m.mv.empty() || m.mv.size() > 3) return false;
+  return K <= kChainMaxNarrowK || (m.pat->pro != Pro::Norm && m.pat->epi != Epi::Swiglu);
+}
+
+// One persistent dispatch for the chain's stages: the stage table with the buffers' device
+// addresses, blocks per lane for the widest stage (BPL) and for the narrow ones (BPLB: two rows in
+// flight, SwiGLU's up rows).
+std::unique_ptr<PreparedOp> prepare_chain(OpEnv& env, const std::vector<Match>& stages) {
+  const Program& p = env.program;
+  Context& ctx = env.ctx;
+  Ctx c{env, *stages.front().mv[0], p};
+  const uint32_t groups = chain_groups(ctx.info());
+  c.need(groups > 0 && ctx.use_buffer_address(), "decode chains need a resident grid");
+  const uint32_t sg = std::max<uint32_t>(1, ctx.info().subgroup_size);
+  auto addr = [&](int32_t t) { return ctx.address(c.buf(t)); };
+  std::vector<uint32_t> table(stages.size() * kChainWords, 0);
+  auto put = [&](size_t at, uint64_t a) {
+    table[at] = static_cast<uint32_t>(a);
+    table[at + 1] = static_cast<uint32_t>(a >> 32);
+  };
+  uint32_t bpl = 1, bplb = 1;
+  bool any16 = false;
+  std::vector<VkBuffer> reads, writes;
+  for (size_t i = 0; i < stages.size(); ++i) {
+    const Match& m = stages[i];
+    const size_t at = i * kChainWords;
+    const int64_t K = c.width(m.x), G = m.mv[0]->attrs["group"].get<int64_t>();
+    const DecodeSplit split = decode_split(ctx, K, p.tensors[m.mv[0]->inputs[1]].shape[0]);
+    c.need(split.parts == 1, "decode chains sum each row in one part (VKLLM_MATVEC_PARTS unset)");
+    const uint32_t nb = u32(K / 32), b = ceil_div(nb, sg);
+    bpl = std::max(bpl, b);
+    if (K <= kChainMaxNarrowK) bplb = std::max(bplb, b);
+    const bool swiglu = m.pat->epi == Epi::Swiglu, add = m.pat->epi == Epi::Add;
+    uint32_t flags = 0;
+    auto flag = [&](bool on, uint32_t bit) {
+      if (on) {
+        flags |= bit;
+        any16 = true;
+      }
+    };
+    flag(c.f16(m.x), 1);
+    if (m.norm) flag(c.f16(m.norm->outputs[0]), 2);
+    flag(c.f16(m.mv[0]->outputs[0]), 4);
+    if (add) flag(c.f16(m.residual), 8);
+    const int outs = m.pat->epi == Epi::Store ? static_cast<int>(m.mv.size()) : 1;
+    uint32_t rows = 0;
+    for (size_t k = 0; k < m.mv.size(); ++k) {
+      const Op& l = *m.mv[k];
+      const int64_t N = p.tensors[l.inputs[1]].shape[0];
+      c.need(c.width(l.inputs[0]) == K && l.attrs["group"].get<int64_t>() == G,
+             "a chain stage's mat-vecs share one input and group size");
+      const size_t mat = at + 16 + 10 * k;
+      table[mat] = u32(N);
+      put(mat + 2, addr(l.inputs[1]));
+      put(mat + 4, addr(l.inputs[2]));
+      put(mat + 6, addr(l.inputs[3]));
+      const int32_t y = static_cast<int>(k) < outs && m.pat->epi == Epi::Store ? l.outputs[0] : m.y;
+      put(mat + 8, addr(y));
+      if (static_cast<int>(k) < outs) {
+        flag(c.f16(y), 16u << k);
+        writes.push_back(c.buf(y));
+        rows += u32(N);
+      }
+    }
+    if (swiglu) c.need(K <= kChainMaxNarrowK, "a SwiGLU stage's row is at most 4,096 wide");
+    table[at + 0] = u32(K);
+    table[at + 1] = u32(G);
+    table[at + 2] = static_cast<uint32_t>(m.pat->pro);
+    table[at + 3] = static_cast<uint32_t>(m.pat->epi);
+    table[at + 4] = u32(m.mv.size());
+    table[at + 5] = flags;
+    table[at + 6] = fbits(m.norm ? m.norm->attrs.value("eps", 1e-6f) : 0.0f);
+    table[at + 7] = rows;
+    put(at + 8, addr(m.x));
+    reads.push_back(c.buf(m.x));
+    put(at + 10, m.norm ? addr(m.norm->inputs[1]) : addr(m.x));
+    put(at + 12, add ? addr(m.residual) : addr(m.x));
+    if (add) reads.push_back(c.buf(m.residual));
+  }
+  if (any16 && !ctx.use_fp16()) c.need(false, "fp16 tensors need 16-bit storage");
+  if (!env.chain_sync.buf) {
+    env.chain_sync = env.alloc.create(16, false, "decode chain grid-sync counters");
+    env.alloc.fill(env.chain_sync, 0);
+  }
+  Buffer tab = env.alloc.create(table.size() * 4, false, "decode chain stage table");
+  env.alloc.upload(tab, 0, table.data(), table.size() * 4);
+  const std::string name = std::string("linear_8da4w_chain") + (ctx.use_int_dot() ? "_idot" : "") +
+                           (any16 ? "_f16" : "");
+  const Kernel& k = env.kernels.get(name, 2, 4, {bpl, bplb, grid_spin_limit(ctx.info())});
+  const std::vector<BufRange> r = {{env.chain_sync.buf, 0, env.chain_sync.size},
+                                   {tab.buf, 0, tab.size}};
+  VkDescriptorSet set = env.kernels.make_set(k, r);
+  const uint32_t n = u32(static_cast<int64_t>(stages.size()));
+  auto prepared = std::make_unique<PreparedOp>(
+      [set, &k, n, groups](VkCommandBuffer cb, int) { dispatch_flat(cb, k, set, {n}, groups); },
+      nullptr);
+  writes.push_back(env.chain_sync.buf);
+  prepared->phases = {{reads, writes}};
+  return prepared;
+}
+
 // VKLLM_NO_FUSE=a,b: patterns whose names contain a or b are not used (measurement);
 // VKLLM_FUSE=all: the patterns off by default are used too.
-bool disabled(const Pattern& pat) {
+bool disabled(const Pattern& pat, bool chain) {
   const char* all = std::getenv("VKLLM_FUSE");
-  if (!pat.by_default && !(all && std::string(all) == "all")) return true;
+  // Mat-vec runs are on where they chain (one persistent dispatch for consecutive runs).
+  if (!pat.by_default && !(all && std::string(all) == "all") &&
+      !(chain && pat.kind == Kind::Matvec))
+    return true;
   const char* v = std::getenv("VKLLM_NO_FUSE");
   if (!v) return false;
   std::string list = v;
@@ -615,14 +725,24 @@ bool disabled(const Pattern& pat) {
 
 }  // namespace
 
+uint32_t chain_groups(const DeviceInfo& dev) {
+  // Off unless asked for: measured slower than the default step on the H200 (docs/perf.md,
+  // session 10), and two or more workgroups disagree with the CPU on lavapipe (cause open).
+  const char* e = std::getenv("VKLLM_CHAIN_GROUPS");
+  if (!e || !dev.buffer_address || env_flag("VKLLM_NO_CHAIN")) return 0;
+  const int g = std::atoi(e);
+  return g < 0 ? dev.compute_units : static_cast<uint32_t>(std::min(g, 65535));
+}
+
 std::vector<FusedRun> find_fused_runs(const Program& p, const std::string& unfused_family,
                                       const DeviceInfo& dev) {
   Matcher matcher(p, dev.subgroup_min);
+  const bool chain = chain_groups(dev) > 0;
   std::vector<FusedRun> runs;
   for (size_t k = 0; k < p.ops.size();) {
     std::optional<Match> m;
     for (const Pattern& pat : kPatterns)
-      if (!disabled(pat) && (pat.kind != Kind::Tail || dev.max_shared >= kTailShared) &&
+      if (!disabled(pat, chain) && (pat.kind != Kind::Tail || dev.max_shared >= kTailShared) &&
           (m = matcher.at(k, pat, unfused_family)))
         break;
     if (!m) {
@@ -693,12 +813,46 @@ std::vector<FusedRun> find_fused_runs(const Program& p, const std::string& unfus
   // An attention run quantizes its output when a tail run reads it right after.
   for (size_t i = 0; i + 1 < runs.size(); ++i)
     runs[i].quantize_out = runs[i + 1].tail && runs[i + 1].first == runs[i].last + 1;
-  return runs;
+  if (!chain) return runs;
+  // Chains: every mat-vec run the chain kernel can take becomes a stage, consecutive ones (the
+  // ops of one directly after the other's) of one chain.
+  std::vector<FusedRun> out;
+  // VKLLM_CHAIN_STAGES=n: at most n stages a chain (measurement).
+  const size_t max_stages =
+      env_int("VKLLM_CHAIN_STAGES") > 0 ? env_int("VKLLM_CHAIN_STAGES") : 1024;
+  for (FusedRun& r : runs) {
+    std::optional<Match> m;
+    for (const Pattern& pat : kPatterns)
+      if (pat.name == r.pattern && pat.kind == Kind::Matvec)
+        m = matcher.at(r.first, pat, unfused_family);
+    if (!m || !chainable(p, *m)) {
+      out.push_back(std::move(r));
+      continue;
+    }
+    if (out.empty() || out.back().stages.empty() || out.back().last + 1 != r.first ||
+        out.back().stages.size() >= max_stages)
+      out.push_back({r.first, r.last, "chain", true, false, false, {}});
+    out.back().last = r.last;
+    out.back().pattern += (out.back().stages.empty() ? ": " : " | ") + r.pattern;
+    out.back().stages.push_back(std::move(r));
+  }
+  return out;
 }
 
 std::unique_ptr<PreparedOp> prepare_fused(OpEnv& env, const FusedRun& run,
                                           const std::string& unfused_family) {
   Matcher matcher(env.program, env.ctx.info().subgroup_min);
+  if (!run.stages.empty()) {
+    std::vector<Match> stages;
+    for (const FusedRun& st : run.stages)
+      for (const Pattern& pat : kPatterns)
+        if (pat.name == st.pattern)
+          if (auto m = matcher.at(st.first, pat, unfused_family); m && m->last == st.last)
+            stages.push_back(*m);
+    if (stages.size() != run.stages.size())
+      fail("vulkan backend: chain run at op {} no longer matches", run.first);
+    return prepare_chain(env, stages);
+  }
   for (const Pattern& pat : kPatterns)
     if (pat.name == run.pattern) {
       auto m = matcher.at(run.first, pat, unfused_family);

@@ -19,7 +19,15 @@ struct FusedRun {
   bool private_scratch = false;  // derives its int8 rows itself (not in the shared scratch)
   bool tail = false;             // a tail run (reads its input's int8 row from the scratch)
   bool quantize_out = false;     // attention runs: quantize the output for the tail run after
+  // A chain run: consecutive mat-vec runs, each a stage of one persistent dispatch
+  // (linear_8da4w_chain.comp); first..last span them all.
+  std::vector<FusedRun> stages;
 };
+
+// Workgroups of the decode chain's resident grid on this device (0: no chains, the default):
+// VKLLM_CHAIN_GROUPS=n (a measurement switch; -1: the device's compute units), on devices with
+// buffer device addresses; VKLLM_NO_CHAIN=1 wins.
+uint32_t chain_groups(const DeviceInfo& dev);
 
 // The program's fused runs for one-token forwards, in program order, none overlapping. Ops of
 // family `unfused_family` are never fused (the test corruption switch zeroes their real outputs).

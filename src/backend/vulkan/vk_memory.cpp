@@ -45,6 +45,7 @@ Buffer Allocator::create(VkDeviceSize size, bool host_visible, const char* what)
   bci.size = size;
   bci.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
               VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+  if (ctx_.use_buffer_address()) bci.usage |= VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT;
   bci.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
   VkBuffer buf;
   VK_CHECK(vkCreateBuffer(ctx_.device(), &bci, nullptr, &buf));
@@ -71,6 +72,9 @@ Buffer Allocator::create(VkDeviceSize size, bool host_visible, const char* what)
     VkMemoryAllocateInfo ai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
     ai.allocationSize = block_size;
     ai.memoryTypeIndex = type;
+    VkMemoryAllocateFlagsInfo fi{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO};
+    fi.flags = VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT;
+    if (ctx_.use_buffer_address()) ai.pNext = &fi;
     VkDeviceMemory mem;
     const uint64_t budget = memory_budget();
     VkResult r = budget && !host_visible && device_bytes_ + block_size > budget

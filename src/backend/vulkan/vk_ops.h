@@ -42,6 +42,7 @@ struct OpEnv {
   Buffer attn_part;
   Buffer attn_counter;  // the fused decode attention's counters: one per head and one for the row
   Buffer tail_counter;  // the tail runs' finished-workgroup counter (zero between uses)
+  Buffer chain_sync;    // the decode chains' grid-sync counters (grid_sync.glsl; zero between uses)
 };
 
 // One stage of a recorded op: the buffers it reads and writes.

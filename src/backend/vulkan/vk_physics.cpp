@@ -69,7 +69,7 @@ std::vector<PhysicsRow> measure_physics(Context& ctx, const PhysicsOptions& opt)
   alloc.fill(sync, 0);
   alloc.fill(w, 0x12345678u);
   auto kernel = [&](uint32_t threads, uint32_t mode) -> const Kernel& {
-    return kernels.get("physics", 3, 8, {threads, mode});
+    return kernels.get("physics", 3, 8, {threads, mode, grid_spin_limit(ctx.info())});
   };
   auto set_of = [&](const Kernel& k, uint64_t bytes) {
     const BufRange r[3] = {{sync.buf, 0, 16}, {w.buf, 0, bytes}, {out.buf, 0, 256}};

@@ -10,8 +10,10 @@
 // (gs_ctr[2] != 0) rather than a hung GPU.
 // Data that one workgroup writes before a sync and another reads after it must be declared
 // `coherent` (loads bypass caches that are not coherent across compute units).
+// GS_SPIN: the specialization constant of the spin limit (the host's: a few seconds of polling on
+// its device, far longer on CPU devices, whose workgroups run a hundred times slower).
 layout(std430, binding = GS_BINDING) coherent buffer GridSync { uint gs_ctr[]; };
-const uint GS_SPIN_LIMIT = 1u << 24;
+layout(constant_id = GS_SPIN) const uint GS_SPIN_LIMIT = 1u << 22;
 
 uint grid_groups() { return gl_NumWorkGroups.x * gl_NumWorkGroups.y * gl_NumWorkGroups.z; }
 

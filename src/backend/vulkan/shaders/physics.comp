@@ -11,6 +11,7 @@
 layout(local_size_x_id = 1) in;
 layout(constant_id = 2) const uint MODE = 0;
 #define GS_BINDING 0
+#define GS_SPIN 3
 #include "grid_sync.glsl"
 layout(std430, binding = 1) readonly buffer W { uvec4 w[]; };
 layout(std430, binding = 2) buffer Out { uint outw[]; };
