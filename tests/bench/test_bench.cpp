@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdio>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -84,8 +85,29 @@ TEST(Bench, MarkdownAndCsvOnVulkan) {
   EXPECT_FALSE(j["driver"].get<std::string>().empty()) << js.out;
 }
 
+// --physics: the device's fixed costs, measured on lavapipe here (the figures are the H200's in
+// docs/perf.md): every kind of row, positive times, and grid syncs that completed (the command
+// fails when a sync's counters are left dirty, as on a grid that was not resident).
+TEST(Bench, PhysicsMeasuresDispatchesSyncsAndStreams) {
+  const auto r = sh(std::string(VKLLM_EXE) + " bench --physics -r 1 --groups 2 --output json");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  std::map<std::string, int> kinds;
+  for (const auto& row : j["rows"]) {
+    ++kinds[row["what"].get<std::string>()];
+    EXPECT_GT(row["us"].get<double>(), 0.0) << row.dump();
+    if (row["bytes"].get<uint64_t>() > 0) {
+      EXPECT_GT(row["gb_s"].get<double>(), 0.0) << row.dump();
+    }
+  }
+  for (const char* k : {"empty dispatch + barrier", "grid sync", "stream, ordinary grid",
+                        "stream, resident grid", "stream, 8 stages + syncs"})
+    EXPECT_GT(kinds[k], 0) << k << "\n" << r.out;
+}
+
 TEST(Bench, BadArgumentsFail) {
   const std::string exe = VKLLM_EXE;
+  EXPECT_NE(sh(exe + " bench").rc, 0);  // no model and no --physics
   EXPECT_NE(sh(exe + " bench -m " + artifact() + " --output xml").rc, 0);
   EXPECT_NE(sh(exe + " bench -m /nonexistent.vkllm").rc, 0);
   EXPECT_NE(sh(exe + " bench -m " + artifact() + " --backend cpu -p 100000").rc, 0);

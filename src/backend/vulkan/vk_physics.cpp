@@ -62,8 +62,7 @@ std::vector<PhysicsRow> measure_physics(Context& ctx, const PhysicsOptions& opt)
                      : ctx.info().compute_units ? ctx.info().compute_units
                                                 : 2;
   const bool cpu = ctx.info().type == "cpu";
-  const uint64_t max_bytes =
-      std::min<uint64_t>(cpu ? 16ull << 20 : 256ull << 20, ctx.max_binding());
+  const uint64_t max_bytes = std::min<uint64_t>(cpu ? 2ull << 20 : 256ull << 20, ctx.max_binding());
   Buffer sync = alloc.create(16, false, "grid sync counters"),
          out = alloc.create(256, false, "out"), w = alloc.create(max_bytes, false, "stream source");
   alloc.fill(sync, 0);
