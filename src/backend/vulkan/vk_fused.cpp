@@ -634,7 +634,7 @@ std::unique_ptr<PreparedOp> prepare_chain(OpEnv& env, const std::vector<Match>& 
     const uint32_t nb = u32(K / 32), b = ceil_div(nb, sg);
     bpl = std::max(bpl, b);
     if (K <= kChainMaxNarrowK) bplb = std::max(bplb, b);
-    const bool swiglu = m.pat->epi == Epi::Swiglu, add = m.pat->epi == Epi::Add;
+    const bool add = m.pat->epi == Epi::Add;
     uint32_t flags = 0;
     auto flag = [&](bool on, uint32_t bit) {
       if (on) {
@@ -666,7 +666,6 @@ std::unique_ptr<PreparedOp> prepare_chain(OpEnv& env, const std::vector<Match>& 
         rows += u32(N);
       }
     }
-    if (swiglu) c.need(K <= kChainMaxNarrowK, "a SwiGLU stage's row is at most 4,096 wide");
     table[at + 0] = u32(K);
     table[at + 1] = u32(G);
     table[at + 2] = static_cast<uint32_t>(m.pat->pro);
@@ -721,6 +720,15 @@ bool disabled(const Pattern& pat, bool chain) {
     at = end + 1;
   }
   return false;
+}
+
+// The match of a run found earlier (by its pattern's name), again: the preparation needs the ops.
+std::optional<Match> rematch(const Matcher& matcher, const FusedRun& run,
+                             const std::string& unfused) {
+  for (const Pattern& pat : kPatterns)
+    if (pat.name == run.pattern)
+      if (auto m = matcher.at(run.first, pat, unfused); m && m->last == run.last) return m;
+  return std::nullopt;
 }
 
 }  // namespace
@@ -821,10 +829,8 @@ std::vector<FusedRun> find_fused_runs(const Program& p, const std::string& unfus
   const size_t max_stages =
       env_int("VKLLM_CHAIN_STAGES") > 0 ? env_int("VKLLM_CHAIN_STAGES") : 1024;
   for (FusedRun& r : runs) {
-    std::optional<Match> m;
-    for (const Pattern& pat : kPatterns)
-      if (pat.name == r.pattern && pat.kind == Kind::Matvec)
-        m = matcher.at(r.first, pat, unfused_family);
+    const std::optional<Match> m =
+        r.private_scratch ? rematch(matcher, r, unfused_family) : std::nullopt;
     if (!m || !chainable(p, *m)) {
       out.push_back(std::move(r));
       continue;
@@ -845,19 +851,12 @@ std::unique_ptr<PreparedOp> prepare_fused(OpEnv& env, const FusedRun& run,
   if (!run.stages.empty()) {
     std::vector<Match> stages;
     for (const FusedRun& st : run.stages)
-      for (const Pattern& pat : kPatterns)
-        if (pat.name == st.pattern)
-          if (auto m = matcher.at(st.first, pat, unfused_family); m && m->last == st.last)
-            stages.push_back(*m);
+      if (auto m = rematch(matcher, st, unfused_family)) stages.push_back(*m);
     if (stages.size() != run.stages.size())
       fail("vulkan backend: chain run at op {} no longer matches", run.first);
     return prepare_chain(env, stages);
   }
-  for (const Pattern& pat : kPatterns)
-    if (pat.name == run.pattern) {
-      auto m = matcher.at(run.first, pat, unfused_family);
-      if (m && m->last == run.last) return prepare(env, *m, run.quantize_out);
-    }
+  if (auto m = rematch(matcher, run, unfused_family)) return prepare(env, *m, run.quantize_out);
   fail("vulkan backend: fused run {} at op {} no longer matches", run.pattern, run.first);
 }
 

@@ -28,6 +28,7 @@
 #include "common.glsl"
 #include "quant.glsl"
 #include "idot.glsl"
+#include "shared_row_dot.glsl"
 #define GS_BINDING 0
 #define GS_SPIN 3
 #include "grid_sync.glsl"
@@ -83,7 +84,6 @@ uvec2 MA(uint st, uint m, uint w) { return A(st, 16u + 10u * m + w); }
 
 const uint MAXV = 32u;  // K <= 32 * 256 (checked by the host)
 const uint MAXN = 16u;  // a normalized row: K <= 16 * 256
-shared uint qxs[MAXV * PWG / 4u];
 shared float red[64], red_lo[64], red_hi[64];
 
 // The prologue: the stage's int8 row into qxs, its scale and zero point.
@@ -138,11 +138,7 @@ void prologue(uint st, out float sx, out int zp) {
     lo = min(lo, red_lo[i]);
     hi = max(hi, red_hi[i]);
   }
-  precise float scale = div_rn(hi - lo, 255.0);
-  scale = max(scale, 1.1920928955078125e-7);  // FLT_EPSILON, as torchao clamps the scale
-  precise float zpf = clamp(-128.0 - roundEven(div_rn(lo, scale)), -128.0, 127.0);
-  sx = scale;
-  zp = int(zpf);
+  quant_scale_zp(lo, hi, sx, zp);  // quant.glsl's formula
   if (mine) {
     const float rcp = div_rn(1.0, sx);  // exact, as quant.glsl
     // Element j = tid + i * 256 is this lane's; the word of j / 4 gathers four neighbour lanes.
@@ -159,22 +155,6 @@ void prologue(uint st, out float sx, out int zp) {
   barrier();
 }
 
-// Integer dot of 32-weight block b (nibbles w) with the shared int8 row.
-int block_dot(uvec4 w, uint b) {
-  const uint xb = 8u * b;
-  const uvec4 xa = uvec4(qxs[xb], qxs[xb + 1u], qxs[xb + 2u], qxs[xb + 3u]),
-              xc = uvec4(qxs[xb + 4u], qxs[xb + 5u], qxs[xb + 6u], qxs[xb + 7u]);
-  int d = 0;
-  d = dot4(int(xa.x), nibbles4_to_i8x4(w.x & 0xFFFFu), d);
-  d = dot4(int(xa.y), nibbles4_to_i8x4(w.x >> 16), d);
-  d = dot4(int(xa.z), nibbles4_to_i8x4(w.y & 0xFFFFu), d);
-  d = dot4(int(xa.w), nibbles4_to_i8x4(w.y >> 16), d);
-  d = dot4(int(xc.x), nibbles4_to_i8x4(w.z & 0xFFFFu), d);
-  d = dot4(int(xc.y), nibbles4_to_i8x4(w.z >> 16), d);
-  d = dot4(int(xc.z), nibbles4_to_i8x4(w.w & 0xFFFFu), d);
-  d = dot4(int(xc.w), nibbles4_to_i8x4(w.w >> 16), d);
-  return d;
-}
 
 // Two row slots: slot 0 is A (a row; the gate's in SwiGLU stages) and B (the up row); slot 1 is C
 // and D, the same for the row after it. A set holds the nibbles, scale and weight sum of each of a
@@ -269,7 +249,7 @@ void fetch_first(uint st, uint r0, uint step) {
 
 void main() {
   const uint NS = gl_NumSubgroups, step = grid_groups() * NS;
-  const uint r0 = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * NS + gl_SubgroupID;
+  const uint r0 = flat_group() * NS + gl_SubgroupID;
   fetch_first(0u, r0, step);
   for (uint st = 0; st < pc.stages; ++st) {
     float sx;

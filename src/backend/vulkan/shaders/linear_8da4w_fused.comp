@@ -18,6 +18,7 @@
 #include "common.glsl"
 #include "quant.glsl"
 #include "idot.glsl"
+#include "shared_row_dot.glsl"
 layout(constant_id = 1) const bool X16 = false;   // input row
 layout(constant_id = 2) const bool Y16 = false;   // output
 layout(constant_id = 3) const bool H16 = false;   // the norm's output (PRO 1), as it would be stored
@@ -47,7 +48,6 @@ DECL_FBUF(9, r, readonly)  // EPI 1: the residual
 layout(push_constant) uniform PC { uint K, Nc, n0, G, unused; float eps; } pc;
 
 const uint MAXV = 32u;  // K <= 32 * WG (checked by the host)
-shared uint qxs[MAXV * WG / 4u];  // the int8 row, four codes a word
 shared float red[WG], red_lo[WG], red_hi[WG];
 
 float round_to(bool f16, float v) {
@@ -107,11 +107,7 @@ void prologue(out float sx, out int zp) {
     lo = min(lo, red_lo[i]);
     hi = max(hi, red_hi[i]);
   }
-  precise float scale = div_rn(hi - lo, 255.0);
-  scale = max(scale, 1.1920928955078125e-7);  // FLT_EPSILON, as torchao clamps the scale
-  precise float zpf = clamp(-128.0 - roundEven(div_rn(lo, scale)), -128.0, 127.0);
-  sx = scale;
-  zp = int(zpf);
+  quant_scale_zp(lo, hi, sx, zp);  // quant.glsl's formula
   const float rcp = div_rn(1.0, sx);  // exact, as quant.glsl
   for (uint w = tid; w < K / 4u; w += WG) {
     uint packed = 0u;
@@ -122,22 +118,6 @@ void prologue(out float sx, out int zp) {
   barrier();
 }
 
-// Integer dot of 32-weight block b (nibbles w) with the shared int8 row.
-int block_dot(uvec4 w, uint b) {
-  const uint xb = 8u * b;
-  const uvec4 xa = uvec4(qxs[xb], qxs[xb + 1u], qxs[xb + 2u], qxs[xb + 3u]),
-              xc = uvec4(qxs[xb + 4u], qxs[xb + 5u], qxs[xb + 6u], qxs[xb + 7u]);
-  int d = 0;
-  d = dot4(int(xa.x), nibbles4_to_i8x4(w.x & 0xFFFFu), d);
-  d = dot4(int(xa.y), nibbles4_to_i8x4(w.x >> 16), d);
-  d = dot4(int(xa.z), nibbles4_to_i8x4(w.y & 0xFFFFu), d);
-  d = dot4(int(xa.w), nibbles4_to_i8x4(w.y >> 16), d);
-  d = dot4(int(xc.x), nibbles4_to_i8x4(w.z & 0xFFFFu), d);
-  d = dot4(int(xc.y), nibbles4_to_i8x4(w.z >> 16), d);
-  d = dot4(int(xc.z), nibbles4_to_i8x4(w.w & 0xFFFFu), d);
-  d = dot4(int(xc.w), nibbles4_to_i8x4(w.w >> 16), d);
-  return d;
-}
 
 // A subgroup's rows in flight: nibbles, scale and weight sum of each lane's blocks (lane + i SG).
 uvec4 wq[RPS][BPL];

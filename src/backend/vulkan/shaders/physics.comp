@@ -6,8 +6,8 @@
 //  MODE 1: pc.n grid syncs;
 //  MODE 2: read pc.words 16-byte words, every thread a strided share, four loads in flight;
 //  MODE 3: pc.n stages, each reading its 1 / n of the words, then a grid sync.
-#extension GL_EXT_control_flow_attributes : enable
 #define WG_SPEC
+#include "common.glsl"
 layout(local_size_x_id = 1) in;
 layout(constant_id = 2) const uint MODE = 0;
 #define GS_BINDING 0
@@ -17,12 +17,10 @@ layout(std430, binding = 1) readonly buffer W { uvec4 w[]; };
 layout(std430, binding = 2) buffer Out { uint outw[]; };
 layout(push_constant) uniform PC { uint n, words; } pc;
 
-uint group_index() { return gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x; }
-
 // Reads words [a, b) strided over the grid's threads, four loads issued before they are used.
 uvec4 stream(uint a, uint b) {
   const uint T = grid_groups() * gl_WorkGroupSize.x;
-  const uint t = group_index() * gl_WorkGroupSize.x + gl_LocalInvocationID.x;
+  const uint t = flat_group() * gl_WorkGroupSize.x + gl_LocalInvocationID.x;
   uvec4 acc = uvec4(0u);
   uint i = a + t;
   for (; i + 3u * T < b; i += 4u * T) {
@@ -49,6 +47,6 @@ void main() {
     grid_exit();
   }
   const uint x = acc.x ^ acc.y ^ acc.z ^ acc.w;
-  if (x == 0x9E3779B9u || (gl_LocalInvocationIndex == 0u && group_index() == 0u))
-    outw[group_index() % 64u] = x;  // keeps the loads; the bench reads nothing back but errors
+  if (x == 0x9E3779B9u || (gl_LocalInvocationIndex == 0u && flat_group() == 0u))
+    outw[flat_group() % 64u] = x;  // keeps the loads; the bench reads nothing back but errors
 }

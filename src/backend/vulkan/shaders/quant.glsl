@@ -45,6 +45,15 @@ float div_rn(float a, float b) {
   return uintBitsToFloat(sgn | (uint(e) << 23) | (q & 0x7FFFFFu));
 }
 
+// Scale and zero point of a token from its row's minimum lo and maximum hi (both include 0).
+void quant_scale_zp(float lo, float hi, out float sc, out int zp) {
+  precise float scale = div_rn(hi - lo, 255.0);
+  scale = max(scale, 1.1920928955078125e-7);  // FLT_EPSILON, as torchao clamps the scale
+  precise float zpf = clamp(-128.0 - roundEven(div_rn(lo, scale)), -128.0, 127.0);
+  sc = scale;
+  zp = int(zpf);
+}
+
 // Scale and zero point of a token from each thread's partial minimum and maximum (both start at 0).
 void quant_params(float lo, float hi, out float sc, out int zp) {
   const uint tid = gl_LocalInvocationID.x;
@@ -58,11 +67,7 @@ void quant_params(float lo, float hi, out float sc, out int zp) {
     }
     barrier();
   }
-  precise float scale = div_rn(q_hi[0] - q_lo[0], 255.0);
-  scale = max(scale, 1.1920928955078125e-7);  // FLT_EPSILON, as torchao clamps the scale
-  precise float zpf = clamp(-128.0 - roundEven(div_rn(q_lo[0], scale)), -128.0, 127.0);
-  sc = scale;
-  zp = int(zpf);
+  quant_scale_zp(q_lo[0], q_hi[0], sc, zp);
 }
 
 // One value's int8 code (as the low byte of the result). rcp = 1 / sc.
