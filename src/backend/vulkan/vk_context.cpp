@@ -532,6 +532,20 @@ Context::Context(const VulkanOptions& opt) : opt_(opt) {
     bdaf.pNext = f2.pNext;
     f2.pNext = &bdaf;
   }
+  VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR pef{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};
+  if (env_flag("VKLLM_PIPELINE_STATS")) {
+    if (has_ext(dexts, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME)) {
+      pipeline_stats_ = true;
+      pef.pipelineExecutableInfo = VK_TRUE;
+      pef.pNext = f2.pNext;
+      f2.pNext = &pef;
+      exts.push_back(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
+    } else {
+      fmt::print(stderr, "vkllm: VKLLM_PIPELINE_STATS: {} has no {}; no statistics\n", info_.name,
+                 VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
+    }
+  }
   if (has_ext(dexts, "VK_KHR_portability_subset")) exts.push_back("VK_KHR_portability_subset");
   VkDeviceCreateInfo dci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
   dci.pNext = &f2;

@@ -71,6 +71,10 @@ class Context {
   // Buffer device addresses are enabled (every Allocator buffer has one: address()).
   bool use_buffer_address() const { return use_bda_; }
   uint64_t address(VkBuffer b) const;
+  // VKLLM_PIPELINE_STATS=1 on a device with VK_KHR_pipeline_executable_properties: every pipeline
+  // is created capturing its compiler statistics (registers, spills, shared memory: whatever the
+  // driver reports), and Kernels::get prints them (docs/vulkan.md).
+  bool pipeline_stats() const { return pipeline_stats_; }
   // Largest byte range one descriptor binding may cover (multiple of 256).
   uint64_t max_binding() const { return max_binding_; }
   // Rows one workgroup of a mat-vec kernel (matvec.glsl) takes for a weight of n rows: one per
@@ -98,6 +102,7 @@ class Context {
   VkPhysicalDeviceMemoryProperties mem_{};
   DeviceInfo info_;
   bool use_fp16_ = false, use_int_dot_ = false, use_coopmat_ = false, use_bda_ = false;
+  bool pipeline_stats_ = false;
   uint64_t max_binding_ = 0;
 };
 

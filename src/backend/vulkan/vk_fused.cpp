@@ -597,18 +597,28 @@ std::unique_ptr<PreparedOp> prepare(OpEnv& env, const Match& m, bool quantize_ou
 }
 
 // Chain runs (linear_8da4w_chain.comp). A stage's input row is at most 8,192 values, a normalized
-// or SwiGLU stage's at most 4,096 (the kernel's register budget); at most three mat-vecs.
+// one at most 4,096 (the prologue's registers); at most three mat-vecs.
 constexpr uint32_t kChainWords = 48;  // the stage table's record (linear_8da4w_chain.comp SREC)
-constexpr int64_t kChainMaxK = 8192, kChainMaxNarrowK = 4096;
+constexpr int64_t kChainMaxK = 8192, kChainMaxNormK = 4096;
 bool chainable(const Program& p, const Match& m) {
   const int64_t K = p.tensors[m.x].shape.back();
   if (K > kChainMaxK || K % 32 != 0 || m.mv.empty() || m.mv.size() > 3) return false;
-  return K <= kChainMaxNarrowK || (m.pat->pro != Pro::Norm && m.pat->epi != Epi::Swiglu);
+  // VKLLM_CHAIN_MAXK=n: only stages of inputs up to n wide (measurement: the kernel's register
+  // budget follows its widest stage).
+  if (const int maxk = env_int("VKLLM_CHAIN_MAXK"); maxk > 0 && K > maxk) return false;
+  return K <= kChainMaxNormK || m.pat->pro != Pro::Norm;
+}
+
+// Units (one 32-weight block a lane) each subgroup of a chain keeps in flight: enough bytes in
+// flight for a GPU's bandwidth from one workgroup a compute unit; few on CPU devices, where
+// registers do not decide anything. VKLLM_CHAIN_DEPTH=n overrides (measurement).
+uint32_t chain_depth(const DeviceInfo& dev) {
+  if (const int d = env_int("VKLLM_CHAIN_DEPTH"); d > 0) return static_cast<uint32_t>(std::min(d, 64));
+  return dev.type == "cpu" ? 4 : 16;
 }
 
 // One persistent dispatch for the chain's stages: the stage table with the buffers' device
-// addresses, blocks per lane for the widest stage (BPL) and for the narrow ones (BPLB: two rows in
-// flight, SwiGLU's up rows).
+// addresses.
 std::unique_ptr<PreparedOp> prepare_chain(OpEnv& env, const std::vector<Match>& stages) {
   const Program& p = env.program;
   Context& ctx = env.ctx;
@@ -622,7 +632,6 @@ std::unique_ptr<PreparedOp> prepare_chain(OpEnv& env, const std::vector<Match>& 
     table[at] = static_cast<uint32_t>(a);
     table[at + 1] = static_cast<uint32_t>(a >> 32);
   };
-  uint32_t bpl = 1, bplb = 1;
   bool any16 = false;
   std::vector<VkBuffer> reads, writes;
   for (size_t i = 0; i < stages.size(); ++i) {
@@ -631,9 +640,9 @@ std::unique_ptr<PreparedOp> prepare_chain(OpEnv& env, const std::vector<Match>& 
     const int64_t K = c.width(m.x), G = m.mv[0]->attrs["group"].get<int64_t>();
     const DecodeSplit split = decode_split(ctx, K, p.tensors[m.mv[0]->inputs[1]].shape[0]);
     c.need(split.parts == 1, "decode chains sum each row in one part (VKLLM_MATVEC_PARTS unset)");
-    const uint32_t nb = u32(K / 32), b = ceil_div(nb, sg);
-    bpl = std::max(bpl, b);
-    if (K <= kChainMaxNarrowK) bplb = std::max(bplb, b);
+    const int64_t bpg = G / 32;
+    c.need(G % 32 == 0 && bpg <= sg && (bpg & (bpg - 1)) == 0,
+           "a chain stage's groups fit a subgroup in a power of two of blocks");
     const bool add = m.pat->epi == Epi::Add;
     uint32_t flags = 0;
     auto flag = [&](bool on, uint32_t bit) {
@@ -689,7 +698,8 @@ std::unique_ptr<PreparedOp> prepare_chain(OpEnv& env, const std::vector<Match>& 
   env.alloc.upload(tab, 0, table.data(), table.size() * 4);
   const std::string name = std::string("linear_8da4w_chain") + (ctx.use_int_dot() ? "_idot" : "") +
                            (any16 ? "_f16" : "");
-  const Kernel& k = env.kernels.get(name, 2, 4, {bpl, bplb, grid_spin_limit(ctx.info())});
+  const Kernel& k =
+      env.kernels.get(name, 2, 4, {chain_depth(ctx.info()), grid_spin_limit(ctx.info())});
   const std::vector<BufRange> r = {{env.chain_sync.buf, 0, env.chain_sync.size},
                                    {tab.buf, 0, tab.size}};
   VkDescriptorSet set = env.kernels.make_set(k, r);

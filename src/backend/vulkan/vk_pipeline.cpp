@@ -1,7 +1,11 @@
 #include "backend/vulkan/vk_pipeline.h"
 
 #include <array>
+#include <cstdio>
 #include <cstring>
+#include <vector>
+
+#include <fmt/format.h>
 
 #include "backend/vulkan/vk_shaders.h"
 #include "core/error.h"
@@ -114,10 +118,55 @@ const Kernel& Kernels::get(const std::string& shader, uint32_t bindings, uint32_
     k->full_subgroups = true;
   }
   ci.layout = k->layout;
+  if (ctx_.pipeline_stats()) ci.flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;
   VkResult r = vkCreateComputePipelines(d, VK_NULL_HANDLE, 1, &ci, nullptr, &k->pipeline);
   vkDestroyShaderModule(d, mod, nullptr);
   if (r != VK_SUCCESS) vk_fail(("vkCreateComputePipelines(" + shader + ")").c_str(), r);
+  if (ctx_.pipeline_stats()) print_statistics(key, k->pipeline);
   return *cache_.emplace(key, std::move(k)).first->second;
+}
+
+// One line per executable of the pipeline: the driver's compiler statistics (VKLLM_PIPELINE_STATS).
+void Kernels::print_statistics(const std::string& key, VkPipeline pipeline) const {
+  VkDevice d = ctx_.device();
+  auto props_fn = reinterpret_cast<PFN_vkGetPipelineExecutablePropertiesKHR>(
+      vkGetDeviceProcAddr(d, "vkGetPipelineExecutablePropertiesKHR"));
+  auto stats_fn = reinterpret_cast<PFN_vkGetPipelineExecutableStatisticsKHR>(
+      vkGetDeviceProcAddr(d, "vkGetPipelineExecutableStatisticsKHR"));
+  if (!props_fn || !stats_fn) return;
+  VkPipelineInfoKHR pi{VK_STRUCTURE_TYPE_PIPELINE_INFO_KHR};
+  pi.pipeline = pipeline;
+  uint32_t n = 0;
+  if (props_fn(d, &pi, &n, nullptr) != VK_SUCCESS) return;
+  for (uint32_t e = 0; e < n; ++e) {
+    VkPipelineExecutableInfoKHR ei{VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INFO_KHR};
+    ei.pipeline = pipeline;
+    ei.executableIndex = e;
+    uint32_t ns = 0;
+    if (stats_fn(d, &ei, &ns, nullptr) != VK_SUCCESS) continue;
+    std::vector<VkPipelineExecutableStatisticKHR> st(
+        ns, VkPipelineExecutableStatisticKHR{VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR});
+    if (stats_fn(d, &ei, &ns, st.data()) != VK_SUCCESS) continue;
+    std::string line;
+    for (const auto& s : st) {
+      std::string v;
+      switch (s.format) {
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_BOOL32_KHR:
+          v = s.value.b32 ? "true" : "false";
+          break;
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR:
+          v = fmt::format("{}", s.value.i64);
+          break;
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR:
+          v = fmt::format("{}", s.value.u64);
+          break;
+        default:
+          v = fmt::format("{}", s.value.f64);
+      }
+      line += fmt::format("{}{}={}", line.empty() ? "" : ", ", s.name, v);
+    }
+    fmt::print(stderr, "vkllm: pipeline {}: {}\n", key, line);
+  }
 }
 
 VkDescriptorSet Kernels::make_set(const Kernel& k, std::span<const BufRange> ranges) {

@@ -51,6 +51,7 @@ class Kernels {
   Context& context() { return ctx_; }
 
  private:
+  void print_statistics(const std::string& key, VkPipeline pipeline) const;
   Context& ctx_;
   std::map<std::string, std::unique_ptr<Kernel>> cache_;
   std::vector<VkDescriptorPool> pools_;

@@ -13,9 +13,17 @@
 //  epilogue epi = 0: each of 1-3 mat-vecs stores its rows;
 //               1: the residual add (y = r + W x rounded as the mat-vec's output is stored);
 //               2: SwiGLU of the gate and up mat-vecs (rows computed together).
-// The prologue runs on the first 256 threads in rms_norm.comp's order (that order depends on the
-// workgroup size); the rows are spread over every subgroup of the grid, two in flight per subgroup
-// where a stage has more rows than the grid has subgroups.
+// The prologue runs on the workgroup's 256 threads in rms_norm.comp's order (that order depends on
+// the workgroup size). The rows are spread over every subgroup of the grid, and each subgroup walks
+// its rows as a stream of units, one 32-weight block per lane of one row (a row of K weights is
+// ceil(K / 32 / lanes) units; a SwiGLU row's gate and up units alternate), keeping DEPTH units'
+// loads in flight: a unit's slot is refilled with the unit DEPTH on as soon as it is summed, so
+// every stage reads its weights with the same few registers whatever its width, and the loads of
+// a stage's first DEPTH units are issued before the sync that precedes it.
+// The int8 row sits in shared memory with each eight codes' even and odd ones in two words, so a
+// word of eight nibbles needs two masks, not an unpacking, for two four-way dot products with the
+// nibbles as stored (q + 8); each block's sum of codes then takes the 8 back out, in integers, so
+// every group's dot is the unfused kernels' exactly.
 // Buffers are reached through their device addresses (a stage table, one binding): a chain has
 // more tensors than a device's binding limit allows. Activations are `coherent`: a stage reads
 // rows that other workgroups wrote before the sync.
@@ -23,20 +31,16 @@
 #extension GL_KHR_shader_subgroup_shuffle : require
 #extension GL_EXT_buffer_reference : require
 #extension GL_EXT_buffer_reference_uvec2 : require
-#define WG 512
-#define PWG 256u  // the prologue's threads (rms_norm.comp's workgroup)
+#define WG 256
+#define PWG 256u  // the prologue's threads (rms_norm.comp's workgroup: all of them)
 #include "common.glsl"
 #include "quant.glsl"
 #include "idot.glsl"
-#include "shared_row_dot.glsl"
 #define GS_BINDING 0
-#define GS_SPIN 3
+#define GS_SPIN 2
 #include "grid_sync.glsl"
-// 32-weight blocks per lane: the widest stage's (BPL), and the most of the stages whose rows are
-// double-buffered or whose epilogue is SwiGLU (BPLB; the host gives a stage wider than BPLB one
-// row in flight).
-layout(constant_id = 1) const uint BPL = 2;
-layout(constant_id = 2) const uint BPLB = 2;
+// Units in flight per subgroup (the host's: 16 on GPUs, fewer on CPU devices).
+layout(constant_id = 1) const uint DEPTH = 8;
 layout(std430, binding = 1) readonly buffer Table { uint tab[]; };
 layout(push_constant) uniform PC { uint stages; } pc;
 
@@ -85,20 +89,30 @@ uvec2 MA(uint st, uint m, uint w) { return A(st, 16u + 10u * m + w); }
 const uint MAXV = 32u;  // K <= 32 * 256 (checked by the host)
 const uint MAXN = 16u;  // a normalized row: K <= 16 * 256
 shared float red[64], red_lo[64], red_hi[64];
+// The stage's int8 row: for the eight codes e0..e7 of word pair p, word 2p holds e0 e2 e4 e6 and
+// word 2p + 1 holds e1 e3 e5 e7 (a byte each, low byte first); xsum: each 32-code block's sum.
+shared uint qxs[8192u / 4u];
+shared int xsum[8192u / 32u];
 
-// The prologue: the stage's int8 row into qxs, its scale and zero point.
+// Where code j of the row goes: its word and its byte's shift.
+uint code_word(uint j) { return ((j >> 3) << 1) | (j & 1u); }
+uint code_shift(uint j) { return ((j & 7u) >> 1) << 3; }
+
+// The prologue: the stage's int8 row into qxs and xsum, its scale and zero point.
 void prologue(uint st, out float sx, out int zp) {
   const uint tid = gl_LocalInvocationID.x, K = T(st, 0u), fl = T(st, 5u);
   const bool norm = T(st, 2u) == 1u, x16 = (fl & 1u) != 0u, h16 = (fl & 2u) != 0u;
-  const bool mine = tid < PWG;  // the prologue's threads (whole subgroups: PWG % lanes == 0)
   const uint NSP = PWG / gl_SubgroupSize;
   float xv[MAXV], nv[MAXN];
   const uvec2 xa = A(st, 8u), na = A(st, 10u);
   [[unroll]] for (uint i = 0; i < MAXV; ++i) {
     const uint j = tid + i * PWG;
-    xv[i] = mine && j < K ? act_load(xa, x16, j) : 0.0;
-    if (i < MAXN) nv[i] = norm && mine && j < K ? FRef(na).v[j] : 0.0;  // issued with x's
+    xv[i] = j < K ? act_load(xa, x16, j) : 0.0;
+    if (i < MAXN) nv[i] = norm && j < K ? FRef(na).v[j] : 0.0;  // issued with x's
   }
+  const bool bytes = gl_SubgroupSize < 8u;  // (lanes gather a word's codes where there are 8)
+  if (bytes)
+    for (uint w = tid; w < K / 4u; w += PWG) qxs[w] = 0u;
   if (norm) {  // rms_norm.comp's order: four-value chunks, then the rest
     vec4 ss = vec4(0.0);
     uint done = 0u;
@@ -111,25 +125,25 @@ void prologue(uint st, out float sx, out int zp) {
     [[unroll]] for (uint i = 0; i < MAXV; ++i)
       if (i >= done && tid + i * PWG < K) ss.x += xv[i] * xv[i];
     const float part = subgroupAdd((ss.x + ss.y) + (ss.z + ss.w));
-    if (mine && subgroupElect()) red[gl_SubgroupID] = part;
+    if (subgroupElect()) red[gl_SubgroupID] = part;
     barrier();
     float total = 0.0;
     for (uint i = 0; i < NSP; ++i) total += red[i];
     const float inv = 1.0 / sqrt(total / float(K) + uintBitsToFloat(T(st, 6u)));
     [[unroll]] for (uint i = 0; i < MAXN; ++i) {
       const uint j = tid + i * PWG;
-      if (mine && j < K) xv[i] = round_to(h16, nv[i] * (xv[i] * inv));
+      if (j < K) xv[i] = round_to(h16, nv[i] * (xv[i] * inv));
     }
   }
   float lo = 0.0, hi = 0.0;
   [[unroll]] for (uint i = 0; i < MAXV; ++i)
-    if (mine && tid + i * PWG < K) {
+    if (tid + i * PWG < K) {
       lo = min(lo, xv[i]);
       hi = max(hi, xv[i]);
     }
   lo = subgroupMin(lo);
   hi = subgroupMax(hi);
-  if (mine && subgroupElect()) {
+  if (subgroupElect()) {
     red_lo[gl_SubgroupID] = lo;
     red_hi[gl_SubgroupID] = hi;
   }
@@ -139,64 +153,47 @@ void prologue(uint st, out float sx, out int zp) {
     hi = max(hi, red_hi[i]);
   }
   quant_scale_zp(lo, hi, sx, zp);  // quant.glsl's formula
-  if (mine) {
-    const float rcp = div_rn(1.0, sx);  // exact, as quant.glsl
-    // Element j = tid + i * 256 is this lane's; the word of j / 4 gathers four neighbour lanes.
-    const uint lane = gl_SubgroupInvocationID, base = lane & ~3u;
-    [[unroll]] for (uint i = 0; i < MAXV; ++i)
-      if (i * PWG < K) {
-        const uint j = tid + i * PWG;
-        const uint c = j < K ? quant_value(xv[i], sx, rcp, zp) : 0u;
-        const uint w = subgroupShuffle(c, base) | (subgroupShuffle(c, base + 1u) << 8) |
-                       (subgroupShuffle(c, base + 2u) << 16) | (subgroupShuffle(c, base + 3u) << 24);
-        if ((lane & 3u) == 0u && j < K) qxs[j >> 2] = w;
+  const float rcp = div_rn(1.0, sx);  // exact, as quant.glsl
+  // Element j = tid + i * 256 is this lane's; eight neighbour lanes hold a word pair's codes.
+  const uint lane = gl_SubgroupInvocationID, base = (lane & ~7u) | (lane & 1u);
+  [[unroll]] for (uint i = 0; i < MAXV; ++i)
+    if (i * PWG < K) {
+      const uint j = tid + i * PWG;
+      const uint c = j < K ? quant_value(xv[i], sx, rcp, zp) : 0u;
+      if (bytes) {
+        if (j < K) atomicOr(qxs[code_word(j)], c << code_shift(j));
+      } else {
+        const uint w = subgroupShuffle(c, base) | (subgroupShuffle(c, base + 2u) << 8) |
+                       (subgroupShuffle(c, base + 4u) << 16) | (subgroupShuffle(c, base + 6u) << 24);
+        if ((lane & 6u) == 0u && j < K) qxs[code_word(j)] = w;
       }
+    }
+  barrier();
+  for (uint b = tid; b < K / 32u; b += PWG) {
+    int sum = 0;
+    [[unroll]] for (uint w = 0; w < 8u; ++w) sum = dot4(int(qxs[8u * b + w]), 0x01010101, sum);
+    xsum[b] = sum;
   }
   barrier();
 }
 
+// The integer dot of 32-weight block b (nibbles w: byte i holds weights 2i and 2i + 1, each as
+// q + 8) with the row's codes: two masks a word, then the 8 taken back out.
+int block_dot(uvec4 w, uint b) {
+  const uint xb = 8u * b, MASK = 0x0F0F0F0Fu;
+  int d = 0, e = 0;
+  d = dot4(int(qxs[xb]), int(w.x & MASK), d);
+  e = dot4(int(qxs[xb + 1u]), int((w.x >> 4) & MASK), e);
+  d = dot4(int(qxs[xb + 2u]), int(w.y & MASK), d);
+  e = dot4(int(qxs[xb + 3u]), int((w.y >> 4) & MASK), e);
+  d = dot4(int(qxs[xb + 4u]), int(w.z & MASK), d);
+  e = dot4(int(qxs[xb + 5u]), int((w.z >> 4) & MASK), e);
+  d = dot4(int(qxs[xb + 6u]), int(w.w & MASK), d);
+  e = dot4(int(qxs[xb + 7u]), int((w.w >> 4) & MASK), e);
+  return d + e - 8 * xsum[b];
+}
 
-// Two row slots: slot 0 is A (a row; the gate's in SwiGLU stages) and B (the up row); slot 1 is C
-// and D, the same for the row after it. A set holds the nibbles, scale and weight sum of each of a
-// lane's blocks (lane + i SG).
-#define ROW_SET(X, N)  \
-  uvec4 X##q[N];       \
-  float X##s[N];       \
-  int X##w[N];         \
-  void fetch_##X(uint st, uint m, uint n) {                                                   \
-    const uint lane = gl_SubgroupInvocationID, K = T(st, 0u), nb = K / 32u,                   \
-               bpg = T(st, 1u) / 32u, ng = K / T(st, 1u);                                     \
-    const bool live = m != NONE;                                                              \
-    const uint mm = live ? m : 0u;                                                            \
-    QRef q = QRef(MA(st, mm, 2u));                                                            \
-    FRef s = FRef(MA(st, mm, 4u));                                                            \
-    IRef ws = IRef(MA(st, mm, 6u));                                                           \
-    [[unroll]] for (uint i = 0; i < N; ++i) {                                                 \
-      const uint b = lane + i * gl_SubgroupSize;                                              \
-      const bool ok = live && b < nb;                                                         \
-      const uint gi = n * ng + b / bpg;                                                       \
-      X##q[i] = ok ? q.v[n * nb + b] : uvec4(0u);                                             \
-      X##s[i] = ok ? s.v[gi] : 0.0;                                                           \
-      X##w[i] = ok ? ws.v[gi] : 0;                                                            \
-    }                                                                                         \
-  }                                                                                           \
-  float dot_##X(uint st, float sx, int zp) {                                                  \
-    const uint lane = gl_SubgroupInvocationID, nb = T(st, 0u) / 32u, bpg = T(st, 1u) / 32u;   \
-    float acc = 0.0;                                                                          \
-    [[unroll]] for (uint i = 0; i < N; ++i) {                                                 \
-      const uint b = lane + i * gl_SubgroupSize;                                              \
-      if (i * gl_SubgroupSize >= nb) break;                                                   \
-      int d = b < nb ? block_dot(X##q[i], b) : 0;                                             \
-      for (uint off = 1u; off < bpg; off <<= 1u) d += subgroupShuffleXor(d, off);             \
-      if (b < nb && (lane & (bpg - 1u)) == 0u) acc += X##s[i] * sx * float(d - zp * X##w[i]); \
-    }                                                                                         \
-    return subgroupAdd(acc);                                                                  \
-  }
 const uint NONE = 0xFFFFFFFFu;
-ROW_SET(A, BPL)
-ROW_SET(B, BPLB)
-ROW_SET(C, BPLB)
-ROW_SET(D, BPLB)
 
 // Which mat-vec of stage st row r belongs to, and its row there (NONE past the stage's rows).
 uint locate(uint st, uint r, out uint n) {
@@ -210,21 +207,51 @@ uint locate(uint st, uint r, out uint n) {
   }
   return NONE;
 }
-// Does stage st keep two rows in flight (its rows fit the slot-1 sets)?
-bool two_slots(uint st) { return T(st, 0u) / 32u <= BPLB * gl_SubgroupSize; }
 
-// Slot 0 (A, B) for row r of stage st, slot 1 (C, D) likewise.
-void fetch_slot0(uint st, uint r) {
-  uint n;
-  const uint m = locate(st, r, n);
-  fetch_A(st, m, n);
-  if (T(st, 3u) == 2u) fetch_B(st, m == NONE ? NONE : 1u, n);
+// A stage's unit geometry: units per row (ur), per row and matrix (C), matrices a row (2 for
+// SwiGLU's gate and up, else 1), and this subgroup's units.
+struct Geo {
+  uint nb, C, per, ur, units;
+};
+Geo geo(uint st, uint r0, uint step) {
+  Geo g;
+  g.nb = T(st, 0u) / 32u;
+  g.C = (g.nb + gl_SubgroupSize - 1u) / gl_SubgroupSize;
+  g.per = T(st, 3u) == 2u ? 2u : 1u;
+  g.ur = g.C * g.per;
+  const uint rows = T(st, 7u);
+  g.units = r0 < rows ? ((rows - r0 + step - 1u) / step) * g.ur : 0u;
+  return g;
 }
-void fetch_slot1(uint st, uint r) {
-  uint n;
-  const uint m = locate(st, r, n);
-  fetch_C(st, m, n);
-  if (T(st, 3u) == 2u) fetch_D(st, m == NONE ? NONE : 1u, n);
+// Unit j of this subgroup: its stage row r, the mat-vec m and row n it stores, the matrix whose
+// weights it reads (mat), its chunk c and hf (0: the gate or the only row, 1: SwiGLU's up).
+struct Unit {
+  uint r, m, n, mat, c, hf;
+};
+Unit unit(uint st, Geo g, uint j, uint r0, uint step) {
+  Unit u;
+  const uint k = j / g.ur, w = j - k * g.ur;
+  u.r = r0 + k * step;
+  u.m = locate(st, u.r, u.n);
+  u.hf = w % g.per;
+  u.c = w / g.per;
+  u.mat = g.per == 2u ? u.hf : u.m;
+  return u;
+}
+
+// The loads of unit j (nothing past this subgroup's units).
+void fetch(uint st, Geo g, uint j, uint r0, uint step, out uvec4 q, out float s, out int ws) {
+  q = uvec4(0u);
+  s = 0.0;
+  ws = 0;
+  if (j >= g.units) return;
+  const Unit u = unit(st, g, j, r0, step);
+  const uint b = u.c * gl_SubgroupSize + gl_SubgroupInvocationID;
+  if (u.m == NONE || b >= g.nb) return;
+  const uint bpg = T(st, 1u) / 32u, gi = u.n * (g.nb / bpg) + b / bpg;
+  q = QRef(MA(st, u.mat, 2u)).v[u.n * g.nb + b];
+  s = FRef(MA(st, u.mat, 4u)).v[gi];
+  ws = IRef(MA(st, u.mat, 6u)).v[gi];
 }
 
 // Row n of mat-vec m: its epilogue and store. a: the row's sum; u: the up row's (SwiGLU).
@@ -241,47 +268,56 @@ void finish(uint st, uint m, uint n, float a, float u) {
   if (subgroupElect()) act_store(MA(st, m, 8u), y16, n, val);
 }
 
-// The first rows of stage st for this subgroup (r0), fetched before the stage begins.
-void fetch_first(uint st, uint r0, uint step) {
-  fetch_slot0(st, r0);
-  if (two_slots(st)) fetch_slot1(st, r0 + step);
+// Sums unit j (its loads in q, s, ws) into its row's sum; the row's last unit finishes the row.
+// acc[0]: the row's (the gate's) partial sum, acc[1]: the up row's. Subgroup-uniform.
+void consume(uint st, Geo g, uint j, uint r0, uint step, float sx, int zp, uvec4 q, float s,
+             int ws, inout float acc0, inout float acc1) {
+  const Unit u = unit(st, g, j, r0, step);
+  if (u.m == NONE) return;
+  const uint lane = gl_SubgroupInvocationID, b = u.c * gl_SubgroupSize + lane;
+  const uint bpg = T(st, 1u) / 32u;
+  int d = b < g.nb ? block_dot(q, b) : 0;
+  for (uint off = 1u; off < bpg; off <<= 1u) d += subgroupShuffleXor(d, off);
+  if (b < g.nb && (lane & (bpg - 1u)) == 0u) {
+    const float t = s * sx * float(d - zp * ws);  // the CPU's (s * sx) * float(dot - zp * wsum)
+    if (u.hf == 0u)
+      acc0 += t;
+    else
+      acc1 += t;
+  }
+  if (u.c + 1u == g.C && u.hf + 1u == g.per) {
+    const float a = subgroupAdd(acc0), up = g.per == 2u ? subgroupAdd(acc1) : 0.0;
+    finish(st, u.m, u.n, a, up);
+    acc0 = 0.0;
+    acc1 = 0.0;
+  }
 }
 
 void main() {
   const uint NS = gl_NumSubgroups, step = grid_groups() * NS;
   const uint r0 = flat_group() * NS + gl_SubgroupID;
-  fetch_first(0u, r0, step);
+  uvec4 q[DEPTH];
+  float s[DEPTH];
+  int ws[DEPTH];
+  Geo g = geo(0u, r0, step);
+  [[unroll]] for (uint i = 0; i < DEPTH; ++i) fetch(0u, g, i, r0, step, q[i], s[i], ws[i]);
   for (uint st = 0; st < pc.stages; ++st) {
     float sx;
     int zp;
     prologue(st, sx, zp);
-    const uint rows = T(st, 7u);
-    const bool swiglu = T(st, 3u) == 2u;
-    if (two_slots(st)) {
-      // Slot 0 holds row r, slot 1 row r + step; each slot is refilled with the row two steps on
-      // as soon as its sums are taken, so a row's loads are in flight while the other is summed.
-      for (uint r = r0; r < rows; r += 2u * step) {
-        uint n;
-        const uint m = locate(st, r, n);
-        const float a = dot_A(st, sx, zp), u = swiglu ? dot_B(st, sx, zp) : 0.0;
-        fetch_slot0(st, r + 2u * step);
-        finish(st, m, n, a, u);
-        const uint m2 = locate(st, r + step, n);
-        if (m2 == NONE) break;
-        const float c = dot_C(st, sx, zp), d = swiglu ? dot_D(st, sx, zp) : 0.0;
-        fetch_slot1(st, r + 3u * step);
-        finish(st, m2, n, c, d);
-      }
-    } else {
-      for (uint r = r0; r < rows; r += step) {
-        uint n;
-        const uint m = locate(st, r, n);
-        if (r != r0) fetch_slot0(st, r);
-        finish(st, m, n, dot_A(st, sx, zp), swiglu ? dot_B(st, sx, zp) : 0.0);
+    float acc0 = 0.0, acc1 = 0.0;
+    for (uint j0 = 0; j0 < g.units; j0 += DEPTH) {
+      [[unroll]] for (uint i = 0; i < DEPTH; ++i) {
+        const uint j = j0 + i;
+        if (j < g.units) {
+          consume(st, g, j, r0, step, sx, zp, q[i], s[i], ws[i], acc0, acc1);
+          fetch(st, g, j + DEPTH, r0, step, q[i], s[i], ws[i]);
+        }
       }
     }
     if (st + 1u < pc.stages) {
-      fetch_first(st + 1u, r0, step);
+      g = geo(st + 1u, r0, step);
+      [[unroll]] for (uint i = 0; i < DEPTH; ++i) fetch(st + 1u, g, i, r0, step, q[i], s[i], ws[i]);
       grid_sync(st);
     }
   }

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Run THERE after run.sh has installed the loader (e.g. `tools/device/run.sh physics`): the decode
+# chain (linear_8da4w_chain.comp) on Llama-3.2-1B 8da4w-fp16 at a 4,096-token context: the
+# compiler's statistics of the decode kernels (VKLLM_PIPELINE_STATS), tg128 (median of 3) per
+# switch (CHAIN_VARIANTS), the chain's decode profile, then the chain against the CPU reference on
+# the tiny twins (verify --agree). Results also go to $OUT/chain_units.txt.
+source "$(dirname "$0")/after_side.sh"
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+exec > >(tee -a "$OUT/chain_units.txt") 2>&1
+a=/tmp/llama-3.2-1b.quantized-8da4w-fp16.vkllm
+[ -d /tmp/full-llama-3.2-1b ] || "$BIN" synth --preset llama-3.2-1b -o /tmp/full-llama-3.2-1b --tokenizer-dir /tmp/fixtures/llama3.2 -q >/dev/null
+[ -f "$a" ] || "$BIN" export /tmp/full-llama-3.2-1b --recipe quantized-8da4w-fp16 --max-context 4096 -o "$a" -q 2>&1 | tail -1
+for e in VKLLM_X=default VKLLM_CHAIN_GROUPS=-1; do
+  echo "== pipeline statistics, $e"
+  env $e VKLLM_PIPELINE_STATS=1 "$BIN" bench -m "$a" -p 16 -n 8 -r 1 2>&1 >/dev/null | grep "vkllm: pipeline" | sort -u | cut -c1-300
+done
+for e in ${CHAIN_VARIANTS:-VKLLM_X=default VKLLM_CHAIN_GROUPS=-1 "VKLLM_CHAIN_GROUPS=-1 VKLLM_CHAIN_DEPTH=8" "VKLLM_CHAIN_GROUPS=-1 VKLLM_CHAIN_DEPTH=32" "VKLLM_CHAIN_GROUPS=-1 VKLLM_CHAIN_STAGES=1"}; do
+  env $e timeout 120 "$BIN" bench -m "$a" -p 16 -n 128 -r 3 --output json 2>/dev/null |
+    python3 -c "import json,sys; j=json.load(sys.stdin); print('VARIANT', sys.argv[1], 'tg128', round(j['tg']['median_tok_s'], 1))" "$e"
+done
+echo "== decode profile, chains on"
+VKLLM_CHAIN_GROUPS=-1 VKLLM_PROFILE=1 timeout 120 "$BIN" run -m "$a" -p "Hello" -n 64 2>&1 >/dev/null |
+  sed -n -e '/profile, decode/,/total/p' | cut -c1-140
+for t in tiny-llama3.2:llama3.2 tiny-qwen3:qwen3 tiny-phi4mini:phi4mini; do
+  name=${t%%:*}; fam=${t##*:}
+  [ -d /tmp/twins/$name ] || "$BIN" synth --preset "$name" -o /tmp/twins/$name --tokenizer-dir /tmp/fixtures/$fam >/dev/null
+  for r in quantized-8da4w quantized-8da4w-fp16; do
+    "$BIN" export /tmp/twins/$name --recipe $r -o /tmp/c.vkllm -q >/dev/null 2>&1
+    line=$(VKLLM_CHAIN_GROUPS=-1 timeout 120 "$BIN" verify /tmp/c.vkllm --agree e2e/prompts/$fam.txt -n 50 2>&1 | grep agreement)
+    echo "AGREE $name $r ${line:0:200}"
+  done
+done
