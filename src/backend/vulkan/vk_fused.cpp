@@ -609,12 +609,13 @@ bool chainable(const Program& p, const Match& m) {
   return K <= kChainMaxNormK || m.pat->pro != Pro::Norm;
 }
 
-// Units (one 32-weight block a lane) each subgroup of a chain keeps in flight: enough bytes in
-// flight for a GPU's bandwidth from one workgroup a compute unit; few on CPU devices, where
-// registers do not decide anything. VKLLM_CHAIN_DEPTH=n overrides (measurement).
-uint32_t chain_depth(const DeviceInfo& dev) {
-  if (const int d = env_int("VKLLM_CHAIN_DEPTH"); d > 0) return static_cast<uint32_t>(std::min(d, 64));
-  return dev.type == "cpu" ? 4 : 16;
+// Units (one 32-weight block a lane) each subgroup of a chain keeps in flight: 4 measured fastest
+// on the H200 (8 and 16 slower: the deeper ring's registers and code, docs/perf.md session 11).
+// VKLLM_CHAIN_DEPTH=n overrides (measurement).
+uint32_t chain_depth() {
+  if (const int d = env_int("VKLLM_CHAIN_DEPTH"); d > 0)
+    return static_cast<uint32_t>(std::min(d, 64));
+  return 4;
 }
 
 // One persistent dispatch for the chain's stages: the stage table with the buffers' device
@@ -698,8 +699,7 @@ std::unique_ptr<PreparedOp> prepare_chain(OpEnv& env, const std::vector<Match>& 
   env.alloc.upload(tab, 0, table.data(), table.size() * 4);
   const std::string name = std::string("linear_8da4w_chain") + (ctx.use_int_dot() ? "_idot" : "") +
                            (any16 ? "_f16" : "");
-  const Kernel& k =
-      env.kernels.get(name, 2, 4, {chain_depth(ctx.info()), grid_spin_limit(ctx.info())});
+  const Kernel& k = env.kernels.get(name, 2, 4, {chain_depth(), grid_spin_limit(ctx.info())});
   const std::vector<BufRange> r = {{env.chain_sync.buf, 0, env.chain_sync.size},
                                    {tab.buf, 0, tab.size}};
   VkDescriptorSet set = env.kernels.make_set(k, r);

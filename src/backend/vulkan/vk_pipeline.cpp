@@ -1,11 +1,11 @@
 #include "backend/vulkan/vk_pipeline.h"
 
+#include <fmt/format.h>
+
 #include <array>
 #include <cstdio>
 #include <cstring>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "backend/vulkan/vk_shaders.h"
 #include "core/error.h"

@@ -39,8 +39,8 @@
 #define GS_BINDING 0
 #define GS_SPIN 2
 #include "grid_sync.glsl"
-// Units in flight per subgroup (the host's: 16 on GPUs, fewer on CPU devices).
-layout(constant_id = 1) const uint DEPTH = 8;
+// Units in flight per subgroup (the host's, vk_fused.cpp chain_depth).
+layout(constant_id = 1) const uint DEPTH = 4;
 layout(std430, binding = 1) readonly buffer Table { uint tab[]; };
 layout(push_constant) uniform PC { uint stages; } pc;
 
@@ -195,63 +195,93 @@ int block_dot(uvec4 w, uint b) {
 
 const uint NONE = 0xFFFFFFFFu;
 
-// Which mat-vec of stage st row r belongs to, and its row there (NONE past the stage's rows).
-uint locate(uint st, uint r, out uint n) {
-  n = r;
-  if (T(st, 3u) != 0u) return r < T(st, 7u) ? 0u : NONE;
-  const uint nm = T(st, 4u);
-  for (uint m = 0; m < nm; ++m) {
-    const uint rows = M(st, m, 0u);
-    if (n < rows) return m;
-    n -= rows;
-  }
-  return NONE;
-}
-
-// A stage's unit geometry: units per row (ur), per row and matrix (C), matrices a row (2 for
-// SwiGLU's gate and up, else 1), and this subgroup's units.
-struct Geo {
-  uint nb, C, per, ur, units;
+// A stage's constants, read from the table once per stage so that the row loop reads none: the
+// row's blocks (nb) and units per mat-vec (C) and in all (ur), mat-vecs a row (per: 2 for SwiGLU's
+// gate and up, else 1), log2 of blocks a group, groups a row, the rows of each mat-vec (a store
+// epilogue's rows are theirs one after the other), and each mat-vec's nibbles, scales, sums.
+struct Stage {
+  uint nb, C, per, ur, lbpg, ng, nm, rows, mine;
+  uint rows0, rows1;
+  uvec2 q0, q1, q2, s0, s1, s2, w0, w1, w2;
 };
-Geo geo(uint st, uint r0, uint step) {
-  Geo g;
-  g.nb = T(st, 0u) / 32u;
+Stage stage(uint st, uint r0, uint step) {
+  Stage g;
+  const uint K = T(st, 0u), G = T(st, 1u);
+  g.nb = K / 32u;
   g.C = (g.nb + gl_SubgroupSize - 1u) / gl_SubgroupSize;
   g.per = T(st, 3u) == 2u ? 2u : 1u;
   g.ur = g.C * g.per;
-  const uint rows = T(st, 7u);
-  g.units = r0 < rows ? ((rows - r0 + step - 1u) / step) * g.ur : 0u;
+  g.lbpg = uint(findLSB(G / 32u));
+  g.ng = K / G;
+  g.nm = T(st, 3u) != 0u ? 1u : T(st, 4u);
+  g.rows = T(st, 7u);
+  g.mine = r0 < g.rows ? (g.rows - r0 + step - 1u) / step : 0u;
+  g.rows0 = M(st, 0u, 0u);
+  g.rows1 = g.nm > 1u ? M(st, 1u, 0u) : 0u;
+  g.q0 = MA(st, 0u, 2u);
+  g.s0 = MA(st, 0u, 4u);
+  g.w0 = MA(st, 0u, 6u);
+  const bool two = g.nm > 1u || g.per == 2u;
+  g.q1 = two ? MA(st, 1u, 2u) : g.q0;
+  g.s1 = two ? MA(st, 1u, 4u) : g.s0;
+  g.w1 = two ? MA(st, 1u, 6u) : g.w0;
+  const bool three = g.nm > 2u;
+  g.q2 = three ? MA(st, 2u, 2u) : g.q0;
+  g.s2 = three ? MA(st, 2u, 4u) : g.s0;
+  g.w2 = three ? MA(st, 2u, 6u) : g.w0;
   return g;
 }
-// Unit j of this subgroup: its stage row r, the mat-vec m and row n it stores, the matrix whose
-// weights it reads (mat), its chunk c and hf (0: the gate or the only row, 1: SwiGLU's up).
-struct Unit {
-  uint r, m, n, mat, c, hf;
+
+// A subgroup's place in its stream of units: its k-th row (stage row r0 + k step), the unit w in
+// that row, the mat-vec m and row n the row stores (m = NONE past this subgroup's rows).
+struct Cur {
+  uint k, w, m, n;
 };
-Unit unit(uint st, Geo g, uint j, uint r0, uint step) {
-  Unit u;
-  const uint k = j / g.ur, w = j - k * g.ur;
-  u.r = r0 + k * step;
-  u.m = locate(st, u.r, u.n);
-  u.hf = w % g.per;
-  u.c = w / g.per;
-  u.mat = g.per == 2u ? u.hf : u.m;
+void place(Stage g, uint r, inout Cur u) {
+  u.n = r;
+  u.m = 0u;
+  if (g.per == 1u && u.n >= g.rows0) {
+    u.n -= g.rows0;
+    u.m = 1u;
+    if (u.n >= g.rows1) {
+      u.n -= g.rows1;
+      u.m = 2u;
+    }
+  }
+}
+Cur start(Stage g, uint r0) {
+  Cur u;
+  u.k = 0u;
+  u.w = 0u;
+  u.m = NONE;
+  u.n = 0u;
+  if (g.mine > 0u) place(g, r0, u);
   return u;
 }
+void advance(Stage g, uint r0, uint step, inout Cur u) {
+  if (++u.w < g.ur) return;
+  u.w = 0u;
+  if (++u.k < g.mine)
+    place(g, r0 + u.k * step, u);
+  else
+    u.m = NONE;
+}
 
-// The loads of unit j (nothing past this subgroup's units).
-void fetch(uint st, Geo g, uint j, uint r0, uint step, out uvec4 q, out float s, out int ws) {
+// The loads of unit u (nothing past this subgroup's rows).
+void fetch(Stage g, Cur u, out uvec4 q, out float s, out int ws) {
   q = uvec4(0u);
   s = 0.0;
   ws = 0;
-  if (j >= g.units) return;
-  const Unit u = unit(st, g, j, r0, step);
-  const uint b = u.c * gl_SubgroupSize + gl_SubgroupInvocationID;
+  const uint hf = g.per == 2u ? (u.w & 1u) : 0u, c = u.w >> (g.per - 1u);
+  const uint b = c * gl_SubgroupSize + gl_SubgroupInvocationID;
   if (u.m == NONE || b >= g.nb) return;
-  const uint bpg = T(st, 1u) / 32u, gi = u.n * (g.nb / bpg) + b / bpg;
-  q = QRef(MA(st, u.mat, 2u)).v[u.n * g.nb + b];
-  s = FRef(MA(st, u.mat, 4u)).v[gi];
-  ws = IRef(MA(st, u.mat, 6u)).v[gi];
+  const uint mat = g.per == 2u ? hf : u.m, gi = u.n * g.ng + (b >> g.lbpg);
+  const uvec2 qa = mat == 0u ? g.q0 : (mat == 1u ? g.q1 : g.q2);
+  const uvec2 sa = mat == 0u ? g.s0 : (mat == 1u ? g.s1 : g.s2);
+  const uvec2 wa = mat == 0u ? g.w0 : (mat == 1u ? g.w1 : g.w2);
+  q = QRef(qa).v[u.n * g.nb + b];
+  s = FRef(sa).v[gi];
+  ws = IRef(wa).v[gi];
 }
 
 // Row n of mat-vec m: its epilogue and store. a: the row's sum; u: the up row's (SwiGLU).
@@ -268,24 +298,22 @@ void finish(uint st, uint m, uint n, float a, float u) {
   if (subgroupElect()) act_store(MA(st, m, 8u), y16, n, val);
 }
 
-// Sums unit j (its loads in q, s, ws) into its row's sum; the row's last unit finishes the row.
-// acc[0]: the row's (the gate's) partial sum, acc[1]: the up row's. Subgroup-uniform.
-void consume(uint st, Geo g, uint j, uint r0, uint step, float sx, int zp, uvec4 q, float s,
-             int ws, inout float acc0, inout float acc1) {
-  const Unit u = unit(st, g, j, r0, step);
-  if (u.m == NONE) return;
-  const uint lane = gl_SubgroupInvocationID, b = u.c * gl_SubgroupSize + lane;
-  const uint bpg = T(st, 1u) / 32u;
+// Sums unit u (its loads in q, s, ws) into its row's sum; the row's last unit finishes the row.
+// acc0: the row's (the gate's) partial sum, acc1: the up row's. Subgroup-uniform.
+void consume(uint st, Stage g, Cur u, float sx, int zp, uvec4 q, float s, int ws,
+             inout float acc0, inout float acc1) {
+  const uint lane = gl_SubgroupInvocationID, hf = g.per == 2u ? (u.w & 1u) : 0u;
+  const uint c = u.w >> (g.per - 1u), b = c * gl_SubgroupSize + lane, bpg = 1u << g.lbpg;
   int d = b < g.nb ? block_dot(q, b) : 0;
   for (uint off = 1u; off < bpg; off <<= 1u) d += subgroupShuffleXor(d, off);
   if (b < g.nb && (lane & (bpg - 1u)) == 0u) {
     const float t = s * sx * float(d - zp * ws);  // the CPU's (s * sx) * float(dot - zp * wsum)
-    if (u.hf == 0u)
+    if (hf == 0u)
       acc0 += t;
     else
       acc1 += t;
   }
-  if (u.c + 1u == g.C && u.hf + 1u == g.per) {
+  if (u.w + 1u == g.ur) {
     const float a = subgroupAdd(acc0), up = g.per == 2u ? subgroupAdd(acc1) : 0.0;
     finish(st, u.m, u.n, a, up);
     acc0 = 0.0;
@@ -299,25 +327,35 @@ void main() {
   uvec4 q[DEPTH];
   float s[DEPTH];
   int ws[DEPTH];
-  Geo g = geo(0u, r0, step);
-  [[unroll]] for (uint i = 0; i < DEPTH; ++i) fetch(0u, g, i, r0, step, q[i], s[i], ws[i]);
+  Stage g = stage(0u, r0, step);
+  Cur f = start(g, r0);  // the next unit to fetch
+  [[unroll]] for (uint i = 0; i < DEPTH; ++i) {
+    fetch(g, f, q[i], s[i], ws[i]);
+    advance(g, r0, step, f);
+  }
   for (uint st = 0; st < pc.stages; ++st) {
     float sx;
     int zp;
     prologue(st, sx, zp);
     float acc0 = 0.0, acc1 = 0.0;
-    for (uint j0 = 0; j0 < g.units; j0 += DEPTH) {
+    Cur u = start(g, r0);  // the next unit to sum
+    while (u.m != NONE) {
       [[unroll]] for (uint i = 0; i < DEPTH; ++i) {
-        const uint j = j0 + i;
-        if (j < g.units) {
-          consume(st, g, j, r0, step, sx, zp, q[i], s[i], ws[i], acc0, acc1);
-          fetch(st, g, j + DEPTH, r0, step, q[i], s[i], ws[i]);
+        if (u.m != NONE) {
+          consume(st, g, u, sx, zp, q[i], s[i], ws[i], acc0, acc1);
+          advance(g, r0, step, u);
+          fetch(g, f, q[i], s[i], ws[i]);
+          advance(g, r0, step, f);
         }
       }
     }
     if (st + 1u < pc.stages) {
-      g = geo(st + 1u, r0, step);
-      [[unroll]] for (uint i = 0; i < DEPTH; ++i) fetch(st + 1u, g, i, r0, step, q[i], s[i], ws[i]);
+      g = stage(st + 1u, r0, step);
+      f = start(g, r0);
+      [[unroll]] for (uint i = 0; i < DEPTH; ++i) {
+        fetch(g, f, q[i], s[i], ws[i]);
+        advance(g, r0, step, f);
+      }
       grid_sync(st);
     }
   }
