@@ -2,7 +2,7 @@
 # Run THERE after run.sh has installed the loader (e.g. `tools/device/run.sh physics`): the decode
 # chain (linear_8da4w_chain.comp) on Llama-3.2-1B 8da4w-fp16 at a 4,096-token context: the
 # compiler's statistics of the decode kernels (VKLLM_PIPELINE_STATS), tg128 (median of 3) per
-# switch (CHAIN_VARIANTS), the chain's decode profile, then the chain against the CPU reference on
+# switch (CHAIN_VARIANTS: space-separated, each a comma-separated list of VAR=value), the chain's decode profile, then the chain against the CPU reference on
 # the tiny twins (verify --agree). Results also go to $OUT/chain_units.txt.
 source "$(dirname "$0")/after_side.sh"
 OUT=${OUT:-/tmp/out}
@@ -16,7 +16,7 @@ for e in VKLLM_X=default VKLLM_CHAIN_GROUPS=-1; do
   env $e VKLLM_PIPELINE_STATS=1 "$BIN" bench -m "$a" -p 16 -n 8 -r 1 2>&1 >/dev/null | grep "vkllm: pipeline" | sort -u | cut -c1-300
 done
 for e in ${CHAIN_VARIANTS:-VKLLM_X=default VKLLM_CHAIN_GROUPS=-1 "VKLLM_CHAIN_GROUPS=-1 VKLLM_CHAIN_DEPTH=8" "VKLLM_CHAIN_GROUPS=-1 VKLLM_CHAIN_DEPTH=32" "VKLLM_CHAIN_GROUPS=-1 VKLLM_CHAIN_STAGES=1"}; do
-  env $e timeout 120 "$BIN" bench -m "$a" -p 16 -n 128 -r 3 --output json 2>/dev/null |
+  env ${e//,/ } timeout 120 "$BIN" bench -m "$a" -p 16 -n 128 -r 3 --output json 2>/dev/null |
     python3 -c "import json,sys; j=json.load(sys.stdin); print('VARIANT', sys.argv[1], 'tg128', round(j['tg']['median_tok_s'], 1))" "$e"
 done
 echo "== decode profile, chains on"

@@ -86,61 +86,74 @@ uvec2 A(uint st, uint w) { return uvec2(tab[st * SREC + w], tab[st * SREC + w + 
 uint M(uint st, uint m, uint w) { return T(st, 16u + 10u * m + w); }
 uvec2 MA(uint st, uint m, uint w) { return A(st, 16u + 10u * m + w); }
 
-const uint MAXV = 32u;  // K <= 32 * 256 (checked by the host)
-const uint MAXN = 16u;  // a normalized row: K <= 16 * 256
+const uint KEEP = 4096u;  // rows up to this wide stay in shared memory (a normalized row must)
 shared float red[64], red_lo[64], red_hi[64];
+shared float xs[KEEP];
 // The stage's int8 row: for the eight codes e0..e7 of word pair p, word 2p holds e0 e2 e4 e6 and
 // word 2p + 1 holds e1 e3 e5 e7 (a byte each, low byte first); xsum: each 32-code block's sum.
 shared uint qxs[8192u / 4u];
 shared int xsum[8192u / 32u];
 
-// Where code j of the row goes: its word and its byte's shift.
-uint code_word(uint j) { return ((j >> 3) << 1) | (j & 1u); }
-uint code_shift(uint j) { return ((j & 7u) >> 1) << 3; }
-
-// The prologue: the stage's int8 row into qxs and xsum, its scale and zero point.
+// The prologue: the stage's int8 row into qxs and xsum, its scale and zero point. Loops, not
+// unrolled code: the prologue runs once a stage, and its code must leave the row loop room in the
+// instruction cache (docs/perf.md, session 11).
 void prologue(uint st, out float sx, out int zp) {
   const uint tid = gl_LocalInvocationID.x, K = T(st, 0u), fl = T(st, 5u);
   const bool norm = T(st, 2u) == 1u, x16 = (fl & 1u) != 0u, h16 = (fl & 2u) != 0u;
+  const bool keep = K <= KEEP;
   const uint NSP = PWG / gl_SubgroupSize;
-  float xv[MAXV], nv[MAXN];
   const uvec2 xa = A(st, 8u), na = A(st, 10u);
-  [[unroll]] for (uint i = 0; i < MAXV; ++i) {
-    const uint j = tid + i * PWG;
-    xv[i] = j < K ? act_load(xa, x16, j) : 0.0;
-    if (i < MAXN) nv[i] = norm && j < K ? FRef(na).v[j] : 0.0;  // issued with x's
+  // Pass 1: the row (kept), and its sum of squares in rms_norm.glsl's order: four values at a
+  // time, then the rest; or, without the norm, its minimum and maximum.
+  vec4 ss = vec4(0.0);
+  float lo = 0.0, hi = 0.0;
+  uint j = tid;
+  for (; j + 3u * PWG < K; j += 4u * PWG) {
+    const vec4 v = vec4(act_load(xa, x16, j), act_load(xa, x16, j + PWG),
+                        act_load(xa, x16, j + 2u * PWG), act_load(xa, x16, j + 3u * PWG));
+    if (keep) {
+      xs[j] = v.x;
+      xs[j + PWG] = v.y;
+      xs[j + 2u * PWG] = v.z;
+      xs[j + 3u * PWG] = v.w;
+    }
+    ss += v * v;
+    lo = min(lo, min(min(v.x, v.y), min(v.z, v.w)));
+    hi = max(hi, max(max(v.x, v.y), max(v.z, v.w)));
   }
-  const bool bytes = gl_SubgroupSize < 8u;  // (lanes gather a word's codes where there are 8)
-  if (bytes)
-    for (uint w = tid; w < K / 4u; w += PWG) qxs[w] = 0u;
-  if (norm) {  // rms_norm.comp's order: four-value chunks, then the rest
-    vec4 ss = vec4(0.0);
-    uint done = 0u;
-    [[unroll]] for (uint c = 0; c < MAXV / 4u; ++c)
-      if (tid + (4u * c + 3u) * PWG < K) {
-        const vec4 v = vec4(xv[4u * c], xv[4u * c + 1u], xv[4u * c + 2u], xv[4u * c + 3u]);
-        ss += v * v;
-        done = 4u * c + 4u;
-      }
-    [[unroll]] for (uint i = 0; i < MAXV; ++i)
-      if (i >= done && tid + i * PWG < K) ss.x += xv[i] * xv[i];
+  for (; j < K; j += PWG) {
+    const float v = act_load(xa, x16, j);
+    if (keep) xs[j] = v;
+    ss.x += v * v;
+    lo = min(lo, v);
+    hi = max(hi, v);
+  }
+  if (norm) {  // (the host keeps a normalized row within KEEP)
     const float part = subgroupAdd((ss.x + ss.y) + (ss.z + ss.w));
     if (subgroupElect()) red[gl_SubgroupID] = part;
     barrier();
     float total = 0.0;
     for (uint i = 0; i < NSP; ++i) total += red[i];
     const float inv = 1.0 / sqrt(total / float(K) + uintBitsToFloat(T(st, 6u)));
-    [[unroll]] for (uint i = 0; i < MAXN; ++i) {
-      const uint j = tid + i * PWG;
-      if (j < K) xv[i] = round_to(h16, nv[i] * (xv[i] * inv));
+    lo = 0.0;
+    hi = 0.0;
+    for (j = tid; j + 3u * PWG < K; j += 4u * PWG) {
+      const vec4 w = vec4(FRef(na).v[j], FRef(na).v[j + PWG], FRef(na).v[j + 2u * PWG],
+                          FRef(na).v[j + 3u * PWG]);
+      [[unroll]] for (uint e = 0; e < 4u; ++e) {
+        const float v = round_to(h16, w[e] * (xs[j + e * PWG] * inv));
+        xs[j + e * PWG] = v;
+        lo = min(lo, v);
+        hi = max(hi, v);
+      }
+    }
+    for (; j < K; j += PWG) {
+      const float v = round_to(h16, FRef(na).v[j] * (xs[j] * inv));
+      xs[j] = v;
+      lo = min(lo, v);
+      hi = max(hi, v);
     }
   }
-  float lo = 0.0, hi = 0.0;
-  [[unroll]] for (uint i = 0; i < MAXV; ++i)
-    if (tid + i * PWG < K) {
-      lo = min(lo, xv[i]);
-      hi = max(hi, xv[i]);
-    }
   lo = subgroupMin(lo);
   hi = subgroupMax(hi);
   if (subgroupElect()) {
@@ -154,20 +167,20 @@ void prologue(uint st, out float sx, out int zp) {
   }
   quant_scale_zp(lo, hi, sx, zp);  // quant.glsl's formula
   const float rcp = div_rn(1.0, sx);  // exact, as quant.glsl
-  // Element j = tid + i * 256 is this lane's; eight neighbour lanes hold a word pair's codes.
-  const uint lane = gl_SubgroupInvocationID, base = (lane & ~7u) | (lane & 1u);
-  [[unroll]] for (uint i = 0; i < MAXV; ++i)
-    if (i * PWG < K) {
-      const uint j = tid + i * PWG;
-      const uint c = j < K ? quant_value(xv[i], sx, rcp, zp) : 0u;
-      if (bytes) {
-        if (j < K) atomicOr(qxs[code_word(j)], c << code_shift(j));
-      } else {
-        const uint w = subgroupShuffle(c, base) | (subgroupShuffle(c, base + 2u) << 8) |
-                       (subgroupShuffle(c, base + 4u) << 16) | (subgroupShuffle(c, base + 6u) << 24);
-        if ((lane & 6u) == 0u && j < K) qxs[code_word(j)] = w;
-      }
+  // Word pair p: codes 8p .. 8p + 7, from the kept row or loaded again.
+  for (uint p = tid; p < K / 8u; p += PWG) {
+    uint ev = 0u, od = 0u;
+    for (uint t = 0; t < 8u; ++t) {
+      const uint k = 8u * p + t;
+      const uint c = quant_value(keep ? xs[k] : act_load(xa, x16, k), sx, rcp, zp);
+      if ((t & 1u) == 0u)
+        ev |= c << (4u * t);
+      else
+        od |= c << (4u * (t - 1u));
     }
+    qxs[2u * p] = ev;
+    qxs[2u * p + 1u] = od;
+  }
   barrier();
   for (uint b = tid; b < K / 32u; b += PWG) {
     int sum = 0;
