@@ -91,7 +91,7 @@ shared float red[64], red_lo[64], red_hi[64];
 shared float xs[KEEP];
 // The stage's int8 row: for the eight codes e0..e7 of word pair p, word 2p holds e0 e2 e4 e6 and
 // word 2p + 1 holds e1 e3 e5 e7 (a byte each, low byte first); xsum: each 32-code block's sum.
-shared uint qxs[8192u / 4u];
+shared uvec4 qxs[8192u / 16u];  // (word w at qxs[w / 4][w % 4]: a block is two uvec4)
 shared int xsum[8192u / 32u];
 
 // The prologue: the stage's int8 row into qxs and xsum, its scale and zero point. Loops, not
@@ -178,13 +178,17 @@ void prologue(uint st, out float sx, out int zp) {
       else
         od |= c << (4u * (t - 1u));
     }
-    qxs[2u * p] = ev;
-    qxs[2u * p + 1u] = od;
+    qxs[p >> 1][(p & 1u) * 2u] = ev;
+    qxs[p >> 1][(p & 1u) * 2u + 1u] = od;
   }
   barrier();
   for (uint b = tid; b < K / 32u; b += PWG) {
     int sum = 0;
-    [[unroll]] for (uint w = 0; w < 8u; ++w) sum = dot4(int(qxs[8u * b + w]), 0x01010101, sum);
+    const uvec4 a = qxs[2u * b], c = qxs[2u * b + 1u];
+    [[unroll]] for (uint w = 0; w < 4u; ++w) {
+      sum = dot4(int(a[w]), 0x01010101, sum);
+      sum = dot4(int(c[w]), 0x01010101, sum);
+    }
     xsum[b] = sum;
   }
   barrier();
@@ -193,16 +197,17 @@ void prologue(uint st, out float sx, out int zp) {
 // The integer dot of 32-weight block b (nibbles w: byte i holds weights 2i and 2i + 1, each as
 // q + 8) with the row's codes: two masks a word, then the 8 taken back out.
 int block_dot(uvec4 w, uint b) {
-  const uint xb = 8u * b, MASK = 0x0F0F0F0Fu;
+  const uint MASK = 0x0F0F0F0Fu;
+  const uvec4 xa = qxs[2u * b], xc = qxs[2u * b + 1u];
   int d = 0, e = 0;
-  d = dot4(int(qxs[xb]), int(w.x & MASK), d);
-  e = dot4(int(qxs[xb + 1u]), int((w.x >> 4) & MASK), e);
-  d = dot4(int(qxs[xb + 2u]), int(w.y & MASK), d);
-  e = dot4(int(qxs[xb + 3u]), int((w.y >> 4) & MASK), e);
-  d = dot4(int(qxs[xb + 4u]), int(w.z & MASK), d);
-  e = dot4(int(qxs[xb + 5u]), int((w.z >> 4) & MASK), e);
-  d = dot4(int(qxs[xb + 6u]), int(w.w & MASK), d);
-  e = dot4(int(qxs[xb + 7u]), int((w.w >> 4) & MASK), e);
+  d = dot4(int(xa.x), int(w.x & MASK), d);
+  e = dot4(int(xa.y), int((w.x >> 4) & MASK), e);
+  d = dot4(int(xa.z), int(w.y & MASK), d);
+  e = dot4(int(xa.w), int((w.y >> 4) & MASK), e);
+  d = dot4(int(xc.x), int(w.z & MASK), d);
+  e = dot4(int(xc.y), int((w.z >> 4) & MASK), e);
+  d = dot4(int(xc.z), int(w.w & MASK), d);
+  e = dot4(int(xc.w), int((w.w >> 4) & MASK), e);
   return d + e - 8 * xsum[b];
 }
 
@@ -214,8 +219,8 @@ const uint NONE = 0xFFFFFFFFu;
 // epilogue's rows are theirs one after the other), and each mat-vec's nibbles, scales, sums.
 struct Stage {
   uint nb, C, per, ur, lbpg, ng, nm, rows, mine;
-  uint rows0, rows1;
-  uvec2 q0, q1, q2, s0, s1, s2, w0, w1, w2;
+  uint rows0, rows1, epi, fl;
+  uvec2 q0, q1, q2, s0, s1, s2, w0, w1, w2, y0, y1, y2, res;
 };
 Stage stage(uint st, uint r0, uint step) {
   Stage g;
@@ -242,6 +247,12 @@ Stage stage(uint st, uint r0, uint step) {
   g.q2 = three ? MA(st, 2u, 2u) : g.q0;
   g.s2 = three ? MA(st, 2u, 4u) : g.s0;
   g.w2 = three ? MA(st, 2u, 6u) : g.w0;
+  g.epi = T(st, 3u);
+  g.fl = T(st, 5u);
+  g.y0 = MA(st, 0u, 8u);
+  g.y1 = g.nm > 1u ? MA(st, 1u, 8u) : g.y0;
+  g.y2 = three ? MA(st, 2u, 8u) : g.y0;
+  g.res = A(st, 12u);
   return g;
 }
 
@@ -298,22 +309,23 @@ void fetch(Stage g, Cur u, out uvec4 q, out float s, out int ws) {
 }
 
 // Row n of mat-vec m: its epilogue and store. a: the row's sum; u: the up row's (SwiGLU).
-void finish(uint st, uint m, uint n, float a, float u) {
-  const uint epi = T(st, 3u), fl = T(st, 5u);
+void finish(Stage g, uint m, uint n, float a, float u) {
+  const uint epi = g.epi, fl = g.fl;
   const bool o16 = (fl & 4u) != 0u, r16 = (fl & 8u) != 0u, y16 = (fl & (16u << m)) != 0u;
   float val = a;
   if (epi == 1u) {
-    val = act_load(A(st, 12u), r16, n) + round_to(o16, a);
+    val = act_load(g.res, r16, n) + round_to(o16, a);
   } else if (epi == 2u) {
-    const float g = round_to(o16, a), up = round_to(o16, u);
-    val = g / (1.0 + exp(-g)) * up;
+    const float gt = round_to(o16, a), up = round_to(o16, u);
+    val = gt / (1.0 + exp(-gt)) * up;
   }
-  if (subgroupElect()) act_store(MA(st, m, 8u), y16, n, val);
+  const uvec2 y = m == 0u ? g.y0 : (m == 1u ? g.y1 : g.y2);
+  if (subgroupElect()) act_store(y, y16, n, val);
 }
 
 // Sums unit u (its loads in q, s, ws) into its row's sum; the row's last unit finishes the row.
 // acc0: the row's (the gate's) partial sum, acc1: the up row's. Subgroup-uniform.
-void consume(uint st, Stage g, Cur u, float sx, int zp, uvec4 q, float s, int ws,
+void consume(Stage g, Cur u, float sx, int zp, uvec4 q, float s, int ws,
              inout float acc0, inout float acc1) {
   const uint lane = gl_SubgroupInvocationID, hf = g.per == 2u ? (u.w & 1u) : 0u;
   const uint c = u.w >> (g.per - 1u), b = c * gl_SubgroupSize + lane, bpg = 1u << g.lbpg;
@@ -328,7 +340,7 @@ void consume(uint st, Stage g, Cur u, float sx, int zp, uvec4 q, float s, int ws
   }
   if (u.w + 1u == g.ur) {
     const float a = subgroupAdd(acc0), up = g.per == 2u ? subgroupAdd(acc1) : 0.0;
-    finish(st, u.m, u.n, a, up);
+    finish(g, u.m, u.n, a, up);
     acc0 = 0.0;
     acc1 = 0.0;
   }
@@ -355,7 +367,7 @@ void main() {
     while (u.m != NONE) {
       [[unroll]] for (uint i = 0; i < DEPTH; ++i) {
         if (u.m != NONE) {
-          consume(st, g, u, sx, zp, q[i], s[i], ws[i], acc0, acc1);
+          consume(g, u, sx, zp, q[i], s[i], ws[i], acc0, acc1);
           advance(g, r0, step, u);
           fetch(g, f, q[i], s[i], ws[i]);
           advance(g, r0, step, f);
