@@ -213,46 +213,37 @@ int block_dot(uvec4 w, uint b) {
 
 const uint NONE = 0xFFFFFFFFu;
 
-// A stage's constants, read from the table once per stage so that the row loop reads none: the
-// row's blocks (nb) and units per mat-vec (C) and in all (ur), mat-vecs a row (per: 2 for SwiGLU's
-// gate and up, else 1), log2 of blocks a group, groups a row, the rows of each mat-vec (a store
-// epilogue's rows are theirs one after the other), and each mat-vec's nibbles, scales, sums.
+// A stage's constants, read from the table once per stage so that the row loop reads none from
+// memory: the row's blocks (nb) and units per mat-vec (C) and in all (ur), mat-vecs a row (per: 2
+// for SwiGLU's gate and up, else 1), log2 of blocks a group, groups a row, the rows of each
+// mat-vec (a store epilogue's rows are theirs one after the other). The stage's record itself
+// (its buffers' addresses) is copied to shared memory, two records apart so that the next
+// stage's copy (made before the sync, for its first loads) leaves this one to the subgroups still
+// in its rows; the row loop reads the addresses from there, not from registers (docs/perf.md,
+// session 11: registers decide how many workgroups an SM holds).
+shared uint stab[2][SREC];
 struct Stage {
-  uint nb, C, per, ur, lbpg, ng, nm, rows, mine;
-  uint rows0, rows1, epi, fl;
-  uvec2 q0, q1, q2, s0, s1, s2, w0, w1, w2, y0, y1, y2, res;
+  uint nb, C, per, ur, lbpg, ng, nm, rows, mine, rows0, rows1, par;
 };
+uvec2 SA(Stage g, uint w) { return uvec2(stab[g.par][w], stab[g.par][w + 1u]); }
 Stage stage(uint st, uint r0, uint step) {
   Stage g;
-  const uint K = T(st, 0u), G = T(st, 1u);
+  g.par = st & 1u;
+  const uint tid = gl_LocalInvocationID.x;
+  if (tid < SREC) stab[g.par][tid] = T(st, tid);
+  barrier();
+  const uint K = stab[g.par][0], G = stab[g.par][1], epi = stab[g.par][3];
   g.nb = K / 32u;
   g.C = (g.nb + gl_SubgroupSize - 1u) / gl_SubgroupSize;
-  g.per = T(st, 3u) == 2u ? 2u : 1u;
+  g.per = epi == 2u ? 2u : 1u;
   g.ur = g.C * g.per;
   g.lbpg = uint(findLSB(G / 32u));
   g.ng = K / G;
-  g.nm = T(st, 3u) != 0u ? 1u : T(st, 4u);
-  g.rows = T(st, 7u);
+  g.nm = epi != 0u ? 1u : stab[g.par][4];
+  g.rows = stab[g.par][7];
   g.mine = r0 < g.rows ? (g.rows - r0 + step - 1u) / step : 0u;
-  g.rows0 = M(st, 0u, 0u);
-  g.rows1 = g.nm > 1u ? M(st, 1u, 0u) : 0u;
-  g.q0 = MA(st, 0u, 2u);
-  g.s0 = MA(st, 0u, 4u);
-  g.w0 = MA(st, 0u, 6u);
-  const bool two = g.nm > 1u || g.per == 2u;
-  g.q1 = two ? MA(st, 1u, 2u) : g.q0;
-  g.s1 = two ? MA(st, 1u, 4u) : g.s0;
-  g.w1 = two ? MA(st, 1u, 6u) : g.w0;
-  const bool three = g.nm > 2u;
-  g.q2 = three ? MA(st, 2u, 2u) : g.q0;
-  g.s2 = three ? MA(st, 2u, 4u) : g.s0;
-  g.w2 = three ? MA(st, 2u, 6u) : g.w0;
-  g.epi = T(st, 3u);
-  g.fl = T(st, 5u);
-  g.y0 = MA(st, 0u, 8u);
-  g.y1 = g.nm > 1u ? MA(st, 1u, 8u) : g.y0;
-  g.y2 = three ? MA(st, 2u, 8u) : g.y0;
-  g.res = A(st, 12u);
+  g.rows0 = stab[g.par][16];
+  g.rows1 = g.nm > 1u ? stab[g.par][26] : 0u;
   return g;
 }
 
@@ -300,27 +291,24 @@ void fetch(Stage g, Cur u, out uvec4 q, out float s, out int ws) {
   const uint b = c * gl_SubgroupSize + gl_SubgroupInvocationID;
   if (u.m == NONE || b >= g.nb) return;
   const uint mat = g.per == 2u ? hf : u.m, gi = u.n * g.ng + (b >> g.lbpg);
-  const uvec2 qa = mat == 0u ? g.q0 : (mat == 1u ? g.q1 : g.q2);
-  const uvec2 sa = mat == 0u ? g.s0 : (mat == 1u ? g.s1 : g.s2);
-  const uvec2 wa = mat == 0u ? g.w0 : (mat == 1u ? g.w1 : g.w2);
-  q = QRef(qa).v[u.n * g.nb + b];
-  s = FRef(sa).v[gi];
-  ws = IRef(wa).v[gi];
+  const uint at = 16u + 10u * mat;
+  q = QRef(SA(g, at + 2u)).v[u.n * g.nb + b];
+  s = FRef(SA(g, at + 4u)).v[gi];
+  ws = IRef(SA(g, at + 6u)).v[gi];
 }
 
 // Row n of mat-vec m: its epilogue and store. a: the row's sum; u: the up row's (SwiGLU).
 void finish(Stage g, uint m, uint n, float a, float u) {
-  const uint epi = g.epi, fl = g.fl;
+  const uint epi = stab[g.par][3], fl = stab[g.par][5];
   const bool o16 = (fl & 4u) != 0u, r16 = (fl & 8u) != 0u, y16 = (fl & (16u << m)) != 0u;
   float val = a;
   if (epi == 1u) {
-    val = act_load(g.res, r16, n) + round_to(o16, a);
+    val = act_load(SA(g, 12u), r16, n) + round_to(o16, a);
   } else if (epi == 2u) {
     const float gt = round_to(o16, a), up = round_to(o16, u);
     val = gt / (1.0 + exp(-gt)) * up;
   }
-  const uvec2 y = m == 0u ? g.y0 : (m == 1u ? g.y1 : g.y2);
-  if (subgroupElect()) act_store(y, y16, n, val);
+  if (subgroupElect()) act_store(SA(g, 16u + 10u * m + 8u), y16, n, val);
 }
 
 // Sums unit u (its loads in q, s, ws) into its row's sum; the row's last unit finishes the row.
