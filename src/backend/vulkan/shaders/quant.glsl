@@ -45,11 +45,22 @@ float div_rn(float a, float b) {
   return uintBitsToFloat(sgn | (uint(e) << 23) | (q & 0x7FFFFFu));
 }
 
+// x rounded to the nearest integer, ties to even, from floor and exact comparisons (|x| < 2^23,
+// where x - floor(x) is exact). GLSL's roundEven is not used: Mesa 22.3's lavapipe at 16 lanes
+// (LP_NATIVE_VECTOR_WIDTH=512 on an AVX2 CPU) rounds some ties away from zero
+// (docs/portability.md).
+float round_even(float x) {
+  const float f = floor(x), d = x - f;
+  if (d > 0.5) return f + 1.0;
+  if (d < 0.5) return f;
+  return mod(f, 2.0) == 0.0 ? f : f + 1.0;
+}
+
 // Scale and zero point of a token from its row's minimum lo and maximum hi (both include 0).
 void quant_scale_zp(float lo, float hi, out float sc, out int zp) {
   precise float scale = div_rn(hi - lo, 255.0);
   scale = max(scale, 1.1920928955078125e-7);  // FLT_EPSILON, as torchao clamps the scale
-  precise float zpf = clamp(-128.0 - roundEven(div_rn(lo, scale)), -128.0, 127.0);
+  precise float zpf = clamp(-128.0 - round_even(div_rn(lo, scale)), -128.0, 127.0);
   sc = scale;
   zp = int(zpf);
 }
@@ -74,7 +85,7 @@ void quant_params(float lo, float hi, out float sc, out int zp) {
 uint quant_value(float xv, float sc, float rcp, int zp) {
   precise float qf = xv * rcp;
   if (abs(qf) <= 512.0 && abs(fract(qf) - 0.5) < 0.0009765625) qf = div_rn(xv, sc);
-  precise float v = roundEven(qf) + float(zp);
+  precise float v = round_even(qf) + float(zp);
   return uint(int(clamp(v, -128.0, 127.0))) & 255u;
 }
 
