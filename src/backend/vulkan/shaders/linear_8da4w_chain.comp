@@ -20,10 +20,7 @@
 // loads in flight: a unit's slot is refilled with the unit DEPTH on as soon as it is summed, so
 // every stage reads its weights with the same few registers whatever its width, and the loads of
 // a stage's first DEPTH units are issued before the sync that precedes it.
-// The int8 row sits in shared memory with each eight codes' even and odd ones in two words, so a
-// word of eight nibbles needs two masks, not an unpacking, for two four-way dot products with the
-// nibbles as stored (q + 8); each block's sum of codes then takes the 8 back out, in integers, so
-// every group's dot is the unfused kernels' exactly.
+// The int8 row sits in shared memory as shared_row_dot.glsl lays it out.
 // Buffers are reached through their device addresses (a stage table, one binding): a chain has
 // more tensors than a device's binding limit allows. Activations are `coherent`: a stage reads
 // rows that other workgroups wrote before the sync.
@@ -36,6 +33,7 @@
 #include "common.glsl"
 #include "quant.glsl"
 #include "idot.glsl"
+#include "shared_row_dot.glsl"
 #define GS_BINDING 0
 #define GS_SPIN 2
 #include "grid_sync.glsl"
@@ -89,10 +87,6 @@ uvec2 MA(uint st, uint m, uint w) { return A(st, 16u + 10u * m + w); }
 const uint KEEP = 4096u;  // rows up to this wide stay in shared memory (a normalized row must)
 shared float red[64], red_lo[64], red_hi[64];
 shared float xs[KEEP];
-// The stage's int8 row: for the eight codes e0..e7 of word pair p, word 2p holds e0 e2 e4 e6 and
-// word 2p + 1 holds e1 e3 e5 e7 (a byte each, low byte first); xsum: each 32-code block's sum.
-shared uvec4 qxs[8192u / 16u];  // (word w at qxs[w / 4][w % 4]: a block is two uvec4)
-shared int xsum[8192u / 32u];
 
 // The prologue: the stage's int8 row into qxs and xsum, its scale and zero point. Loops, not
 // unrolled code: the prologue runs once a stage, and its code must leave the row loop room in the
@@ -172,43 +166,13 @@ void prologue(uint st, out float sx, out int zp) {
     uint ev = 0u, od = 0u;
     for (uint t = 0; t < 8u; ++t) {
       const uint k = 8u * p + t;
-      const uint c = quant_value(keep ? xs[k] : act_load(xa, x16, k), sx, rcp, zp);
-      if ((t & 1u) == 0u)
-        ev |= c << (4u * t);
-      else
-        od |= c << (4u * (t - 1u));
+      pack_code(t, quant_value(keep ? xs[k] : act_load(xa, x16, k), sx, rcp, zp), ev, od);
     }
-    qxs[p >> 1][(p & 1u) * 2u] = ev;
-    qxs[p >> 1][(p & 1u) * 2u + 1u] = od;
+    store_pair(p, ev, od);
   }
   barrier();
-  for (uint b = tid; b < K / 32u; b += PWG) {
-    int sum = 0;
-    const uvec4 a = qxs[2u * b], c = qxs[2u * b + 1u];
-    [[unroll]] for (uint w = 0; w < 4u; ++w) {
-      sum = dot4(int(a[w]), 0x01010101, sum);
-      sum = dot4(int(c[w]), 0x01010101, sum);
-    }
-    xsum[b] = sum;
-  }
+  block_sums(K, tid, PWG);
   barrier();
-}
-
-// The integer dot of 32-weight block b (nibbles w: byte i holds weights 2i and 2i + 1, each as
-// q + 8) with the row's codes: two masks a word, then the 8 taken back out.
-int block_dot(uvec4 w, uint b) {
-  const uint MASK = 0x0F0F0F0Fu;
-  const uvec4 xa = qxs[2u * b], xc = qxs[2u * b + 1u];
-  int d = 0, e = 0;
-  d = dot4(int(xa.x), int(w.x & MASK), d);
-  e = dot4(int(xa.y), int((w.x >> 4) & MASK), e);
-  d = dot4(int(xa.z), int(w.y & MASK), d);
-  e = dot4(int(xa.w), int((w.y >> 4) & MASK), e);
-  d = dot4(int(xc.x), int(w.z & MASK), d);
-  e = dot4(int(xc.y), int((w.z >> 4) & MASK), e);
-  d = dot4(int(xc.z), int(w.w & MASK), d);
-  e = dot4(int(xc.w), int((w.w >> 4) & MASK), e);
-  return d + e - 8 * xsum[b];
 }
 
 const uint NONE = 0xFFFFFFFFu;
@@ -340,13 +304,15 @@ void main() {
   uvec4 q[DEPTH];
   float s[DEPTH];
   int ws[DEPTH];
-  Stage g = stage(0u, r0, step);
-  Cur f = start(g, r0);  // the next unit to fetch
-  [[unroll]] for (uint i = 0; i < DEPTH; ++i) {
-    fetch(g, f, q[i], s[i], ws[i]);
-    advance(g, r0, step, f);
-  }
   for (uint st = 0; st < pc.stages; ++st) {
+    // The stage's first units are fetched before the sync that ends the stage before it.
+    const Stage g = stage(st, r0, step);
+    Cur f = start(g, r0);  // the next unit to fetch
+    [[unroll]] for (uint i = 0; i < DEPTH; ++i) {
+      fetch(g, f, q[i], s[i], ws[i]);
+      advance(g, r0, step, f);
+    }
+    if (st > 0u) grid_sync(st - 1u);
     float sx;
     int zp;
     prologue(st, sx, zp);
@@ -361,15 +327,6 @@ void main() {
           advance(g, r0, step, f);
         }
       }
-    }
-    if (st + 1u < pc.stages) {
-      g = stage(st + 1u, r0, step);
-      f = start(g, r0);
-      [[unroll]] for (uint i = 0; i < DEPTH; ++i) {
-        fetch(g, f, q[i], s[i], ws[i]);
-        advance(g, r0, step, f);
-      }
-      grid_sync(st);
     }
   }
   grid_exit();

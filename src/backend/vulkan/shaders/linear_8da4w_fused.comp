@@ -65,7 +65,8 @@ float pval(uint j, float inv) {
 
 // The prologue: the row's int8 codes into qxs, its scale and zero point. Structured as
 // rms_norm_quant: the sum of squares in rms_norm.comp's order, then the minimum and maximum, then
-// each thread's words of four codes (the row is re-read from L1/L2 rather than held).
+// each thread's word pairs of eight codes, shared_row_dot.glsl's layout (the row is re-read from
+// L1/L2 rather than held).
 void prologue(out float sx, out int zp) {
   const uint tid = gl_LocalInvocationID.x, K = pc.K;
   float inv = 1.0;
@@ -109,12 +110,14 @@ void prologue(out float sx, out int zp) {
   }
   quant_scale_zp(lo, hi, sx, zp);  // quant.glsl's formula
   const float rcp = div_rn(1.0, sx);  // exact, as quant.glsl
-  for (uint w = tid; w < K / 4u; w += WG) {
-    uint packed = 0u;
-    [[unroll]] for (uint e = 0; e < 4u; ++e)
-      packed |= quant_value(pval(4u * w + e, inv), sx, rcp, zp) << (8u * e);
-    qxs[w] = packed;
+  for (uint p = tid; p < K / 8u; p += WG) {
+    uint ev = 0u, od = 0u;
+    [[unroll]] for (uint t = 0; t < 8u; ++t)
+      pack_code(t, quant_value(pval(8u * p + t, inv), sx, rcp, zp), ev, od);
+    store_pair(p, ev, od);
   }
+  barrier();
+  block_sums(K, tid, WG);
   barrier();
 }
 

@@ -1,21 +1,50 @@
-// block_dot(w, b): the integer dot of 32-weight block b (nibbles w, linear_8da4w's layout) with
-// the int8 row the workgroup holds in shared memory, four codes a word (the decode mat-vec runs:
-// linear_8da4w_fused.comp and linear_8da4w_chain.comp), which their prologues write. The row is
-// at most 8,192 codes; the includer includes common.glsl and idot.glsl first.
-shared uint qxs[8192u / 4u];
+// The int8 row a decode mat-vec run holds in shared memory, and its block dot (the fused and chain
+// kernels: linear_8da4w_fused.comp, linear_8da4w_chain.comp, whose prologues write it). For the
+// eight codes e0..e7 of word pair p, word 2p holds e0 e2 e4 e6 and word 2p + 1 holds e1 e3 e5 e7 (a
+// byte each, low byte first), so a word of eight nibbles needs two masks, not an unpacking, for
+// two four-way dot products with the nibbles as stored (q + 8); each block's sum of codes (xsum)
+// then takes the 8 back out, in integers, so every group's dot is the unfused kernel's exactly.
+// The row is at most 8,192 codes; the includer includes common.glsl and idot.glsl first.
+shared uvec4 qxs[8192u / 16u];  // (word w at qxs[w / 4][w % 4]: a block is two uvec4)
+shared int xsum[8192u / 32u];
 
+// Adds code c (the low byte) of element t (0..7) of a word pair to its even or odd word.
+void pack_code(uint t, uint c, inout uint ev, inout uint od) {
+  if ((t & 1u) == 0u)
+    ev |= c << (4u * t);
+  else
+    od |= c << (4u * (t - 1u));
+}
+void store_pair(uint p, uint ev, uint od) {
+  qxs[p >> 1][(p & 1u) * 2u] = ev;
+  qxs[p >> 1][(p & 1u) * 2u + 1u] = od;
+}
+// Each 32-code block's sum, after the row's words are stored (and a barrier); threads tid of n.
+void block_sums(uint K, uint tid, uint n) {
+  for (uint b = tid; b < K / 32u; b += n) {
+    int sum = 0;
+    const uvec4 a = qxs[2u * b], c = qxs[2u * b + 1u];
+    [[unroll]] for (uint w = 0; w < 4u; ++w) {
+      sum = dot4(int(a[w]), 0x01010101, sum);
+      sum = dot4(int(c[w]), 0x01010101, sum);
+    }
+    xsum[b] = sum;
+  }
+}
+
+// The integer dot of 32-weight block b (nibbles w: byte i holds weights 2i and 2i + 1, each as
+// q + 8, linear_8da4w's layout) with the row's codes: two masks a word, then the 8 taken back out.
 int block_dot(uvec4 w, uint b) {
-  const uint xb = 8u * b;
-  const uvec4 xa = uvec4(qxs[xb], qxs[xb + 1u], qxs[xb + 2u], qxs[xb + 3u]),
-              xc = uvec4(qxs[xb + 4u], qxs[xb + 5u], qxs[xb + 6u], qxs[xb + 7u]);
-  int d = 0;
-  d = dot4(int(xa.x), nibbles4_to_i8x4(w.x & 0xFFFFu), d);
-  d = dot4(int(xa.y), nibbles4_to_i8x4(w.x >> 16), d);
-  d = dot4(int(xa.z), nibbles4_to_i8x4(w.y & 0xFFFFu), d);
-  d = dot4(int(xa.w), nibbles4_to_i8x4(w.y >> 16), d);
-  d = dot4(int(xc.x), nibbles4_to_i8x4(w.z & 0xFFFFu), d);
-  d = dot4(int(xc.y), nibbles4_to_i8x4(w.z >> 16), d);
-  d = dot4(int(xc.z), nibbles4_to_i8x4(w.w & 0xFFFFu), d);
-  d = dot4(int(xc.w), nibbles4_to_i8x4(w.w >> 16), d);
-  return d;
+  const uint MASK = 0x0F0F0F0Fu;
+  const uvec4 xa = qxs[2u * b], xc = qxs[2u * b + 1u];
+  int d = 0, e = 0;
+  d = dot4(int(xa.x), int(w.x & MASK), d);
+  e = dot4(int(xa.y), int((w.x >> 4) & MASK), e);
+  d = dot4(int(xa.z), int(w.y & MASK), d);
+  e = dot4(int(xa.w), int((w.y >> 4) & MASK), e);
+  d = dot4(int(xc.x), int(w.z & MASK), d);
+  e = dot4(int(xc.y), int((w.z >> 4) & MASK), e);
+  d = dot4(int(xc.z), int(w.w & MASK), d);
+  e = dot4(int(xc.w), int((w.w >> 4) & MASK), e);
+  return d + e - 8 * xsum[b];
 }
