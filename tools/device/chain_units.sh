@@ -4,6 +4,8 @@
 # compiler's statistics of the decode kernels (VKLLM_PIPELINE_STATS), tg128 (median of 3) per
 # switch (CHAIN_VARIANTS: space-separated, each a comma-separated list of VAR=value), the chain's decode profile, then the chain against the CPU reference on
 # the tiny twins (verify --agree). Results also go to $OUT/chain_units.txt.
+# CHAIN_PARTS (default "stats variants profile clock twins") picks the parts; clock: the chain's
+# phases in SM cycles (VKLLM_CHAIN_CLOCK) at each CHAIN_CLOCK_GROUPS (default "264 132").
 source "$(dirname "$0")/after_side.sh"
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
@@ -11,18 +13,27 @@ exec > >(tee -a "$OUT/chain_units.txt") 2>&1
 a=/tmp/llama-3.2-1b.quantized-8da4w-fp16.vkllm
 [ -d /tmp/full-llama-3.2-1b ] || "$BIN" synth --preset llama-3.2-1b -o /tmp/full-llama-3.2-1b --tokenizer-dir /tmp/fixtures/llama3.2 -q >/dev/null
 [ -f "$a" ] || "$BIN" export /tmp/full-llama-3.2-1b --recipe quantized-8da4w-fp16 --max-context 4096 -o "$a" -q 2>&1 | tail -1
-for e in VKLLM_X=default VKLLM_CHAIN_GROUPS=-1; do
+parts=" ${CHAIN_PARTS:-stats variants profile clock twins} "
+has() { [[ "$parts" == *" $1 "* ]]; }
+has stats && for e in VKLLM_X=default VKLLM_CHAIN_GROUPS=-1; do
   echo "== pipeline statistics, $e"
   env $e VKLLM_PIPELINE_STATS=1 "$BIN" bench -m "$a" -p 16 -n 8 -r 1 2>&1 >/dev/null | grep "vkllm: pipeline" | sort -u | cut -c1-300
 done
-for e in ${CHAIN_VARIANTS:-VKLLM_X=default VKLLM_CHAIN_GROUPS=-1 "VKLLM_CHAIN_GROUPS=-1 VKLLM_CHAIN_DEPTH=8" "VKLLM_CHAIN_GROUPS=-1 VKLLM_CHAIN_DEPTH=32" "VKLLM_CHAIN_GROUPS=-1 VKLLM_CHAIN_STAGES=1"}; do
+has variants && for e in ${CHAIN_VARIANTS:-VKLLM_X=default VKLLM_CHAIN_GROUPS=-1 "VKLLM_CHAIN_GROUPS=-1 VKLLM_CHAIN_DEPTH=8" "VKLLM_CHAIN_GROUPS=-1 VKLLM_CHAIN_DEPTH=32" "VKLLM_CHAIN_GROUPS=-1 VKLLM_CHAIN_STAGES=1"}; do
   env ${e//,/ } timeout 120 "$BIN" bench -m "$a" -p 16 -n 128 -r 3 --output json 2>/dev/null |
     python3 -c "import json,sys; j=json.load(sys.stdin); print('VARIANT', sys.argv[1], 'tg128', round(j['tg']['median_tok_s'], 1))" "$e"
 done
-echo "== decode profile, chains on"
-VKLLM_CHAIN_GROUPS=-1 VKLLM_PROFILE=1 timeout 120 "$BIN" run -m "$a" -p "Hello" -n 64 2>&1 >/dev/null |
-  sed -n -e '/profile, decode/,/total/p' | cut -c1-140
-for t in tiny-llama3.2:llama3.2 tiny-qwen3:qwen3 tiny-phi4mini:phi4mini; do
+has profile && {
+  echo "== decode profile, chains on (${CHAIN_PROFILE_GROUPS:=-1} groups)"
+  VKLLM_CHAIN_GROUPS=$CHAIN_PROFILE_GROUPS VKLLM_PROFILE=1 timeout 120 "$BIN" run -m "$a" -p "Hello" -n 64 2>&1 >/dev/null |
+    sed -n -e '/profile, decode/,/total/p' | cut -c1-140
+}
+has clock && for g in ${CHAIN_CLOCK_GROUPS:-264 132}; do
+  echo "== chain clock, $g groups"
+  VKLLM_CHAIN_GROUPS=$g VKLLM_CHAIN_CLOCK=1 timeout 120 "$BIN" run -m "$a" -p "Hello" -n 128 2>&1 >/dev/null |
+    sed -n -e '/chain clock/,$p' | cut -c1-160
+done
+has twins && for t in tiny-llama3.2:llama3.2 tiny-qwen3:qwen3 tiny-phi4mini:phi4mini; do
   name=${t%%:*}; fam=${t##*:}
   [ -d /tmp/twins/$name ] || "$BIN" synth --preset "$name" -o /tmp/twins/$name --tokenizer-dir /tmp/fixtures/$fam >/dev/null
   for r in quantized-8da4w quantized-8da4w-fp16; do

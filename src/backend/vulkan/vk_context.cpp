@@ -546,6 +546,25 @@ Context::Context(const VulkanOptions& opt) : opt_(opt) {
                  VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
     }
   }
+  VkPhysicalDeviceShaderClockFeaturesKHR clkf{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CLOCK_FEATURES_KHR};
+  if (env_flag("VKLLM_CHAIN_CLOCK")) {
+    VkPhysicalDeviceShaderClockFeaturesKHR have{
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CLOCK_FEATURES_KHR};
+    VkPhysicalDeviceFeatures2 q{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+    q.pNext = &have;
+    if (has_ext(dexts, VK_KHR_SHADER_CLOCK_EXTENSION_NAME)) vkGetPhysicalDeviceFeatures2(phys_, &q);
+    if (have.shaderSubgroupClock) {
+      chain_clock_ = true;
+      clkf.shaderSubgroupClock = VK_TRUE;
+      clkf.pNext = f2.pNext;
+      f2.pNext = &clkf;
+      exts.push_back(VK_KHR_SHADER_CLOCK_EXTENSION_NAME);
+    } else {
+      fmt::print(stderr, "vkllm: VKLLM_CHAIN_CLOCK: {} has no {} subgroup clock; no chain clock\n",
+                 info_.name, VK_KHR_SHADER_CLOCK_EXTENSION_NAME);
+    }
+  }
   if (has_ext(dexts, "VK_KHR_portability_subset")) exts.push_back("VK_KHR_portability_subset");
   VkDeviceCreateInfo dci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
   dci.pNext = &f2;

@@ -75,6 +75,9 @@ class Context {
   // is created capturing its compiler statistics (registers, spills, shared memory: whatever the
   // driver reports), and Kernels::get prints them (docs/vulkan.md).
   bool pipeline_stats() const { return pipeline_stats_; }
+  // VKLLM_CHAIN_CLOCK=1 on a device with VK_KHR_shader_clock's subgroup clock: the decode chains
+  // time their phases in SM cycles (linear_8da4w_chain.comp VKLLM_CLOCK, docs/vulkan.md).
+  bool chain_clock() const { return chain_clock_; }
   // Largest byte range one descriptor binding may cover (multiple of 256).
   uint64_t max_binding() const { return max_binding_; }
   // Rows one workgroup of a mat-vec kernel (matvec.glsl) takes for a weight of n rows: one per
@@ -103,6 +106,7 @@ class Context {
   DeviceInfo info_;
   bool use_fp16_ = false, use_int_dot_ = false, use_coopmat_ = false, use_bda_ = false;
   bool pipeline_stats_ = false;
+  bool chain_clock_ = false;
   uint64_t max_binding_ = 0;
 };
 

@@ -5,7 +5,10 @@
 // SwiGLU of two mat-vecs). Every intermediate tensor of a run must be read only inside the run.
 #include "backend/vulkan/vk_fused.h"
 
+#include <array>
+#include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <optional>
 
 #include "backend/vulkan/vk_ops_internal.h"
@@ -600,6 +603,9 @@ std::unique_ptr<PreparedOp> prepare(OpEnv& env, const Match& m, bool quantize_ou
 // one at most 4,096 (the prologue's registers); at most three mat-vecs.
 constexpr uint32_t kChainWords = 48;  // the stage table's record (linear_8da4w_chain.comp SREC)
 constexpr int64_t kChainMaxK = 8192, kChainMaxNormK = 4096;
+// VKLLM_CHAIN_CLOCK: slots (chain stages timed; Phi-4-mini has 129) and phases a slot
+// (linear_8da4w_chain.comp CLK_PHASES), 64-bit sums each.
+constexpr uint32_t kClockSlots = 512, kClockPhases = 6;
 bool chainable(const Program& p, const Match& m) {
   const int64_t K = p.tensors[m.x].shape.back();
   if (K > kChainMaxK || K % 32 != 0 || m.mv.empty() || m.mv.size() > 3) return false;
@@ -676,6 +682,12 @@ std::unique_ptr<PreparedOp> prepare_chain(OpEnv& env, const std::vector<Match>& 
         rows += u32(N);
       }
     }
+    table[at + kChainWords - 1] = 0xFFFFFFFFu;  // the clock's slot (none)
+    if (ctx.chain_clock() && env.chain_clock.slots.size() < kClockSlots) {
+      table[at + kChainWords - 1] = u32(static_cast<int64_t>(env.chain_clock.slots.size()));
+      env.chain_clock.slots.push_back(
+          fmt::format("{} {}<-{} ({}/{})", m.pat->name, rows, K, i + 1, stages.size()));
+    }
     table[at + 0] = u32(K);
     table[at + 1] = u32(G);
     table[at + 2] = static_cast<uint32_t>(m.pat->pro);
@@ -697,17 +709,26 @@ std::unique_ptr<PreparedOp> prepare_chain(OpEnv& env, const std::vector<Match>& 
   }
   Buffer tab = env.alloc.create(table.size() * 4, false, "decode chain stage table");
   env.alloc.upload(tab, 0, table.data(), table.size() * 4);
+  const bool clock = ctx.chain_clock();
+  if (clock && !env.chain_clock.buf.buf) {
+    env.chain_clock.groups = groups;
+    env.chain_clock.buf = env.alloc.create(uint64_t(kClockSlots) * groups * kClockPhases * 8, false,
+                                           "decode chain clock");
+    env.alloc.fill(env.chain_clock.buf, 0);
+  }
   const std::string name = std::string("linear_8da4w_chain") + (ctx.use_int_dot() ? "_idot" : "") +
-                           (any16 ? "_f16" : "");
-  const Kernel& k = env.kernels.get(name, 2, 4, {chain_depth(), grid_spin_limit(ctx.info())});
-  const std::vector<BufRange> r = {{env.chain_sync.buf, 0, env.chain_sync.size},
-                                   {tab.buf, 0, tab.size}};
+                           (clock ? "_clock" : "") + (any16 ? "_f16" : "");
+  const Kernel& k =
+      env.kernels.get(name, clock ? 3 : 2, 4, {chain_depth(), grid_spin_limit(ctx.info())});
+  std::vector<BufRange> r = {{env.chain_sync.buf, 0, env.chain_sync.size}, {tab.buf, 0, tab.size}};
+  if (clock) r.push_back({env.chain_clock.buf.buf, 0, env.chain_clock.buf.size});
   VkDescriptorSet set = env.kernels.make_set(k, r);
   const uint32_t n = u32(static_cast<int64_t>(stages.size()));
   auto prepared = std::make_unique<PreparedOp>(
       [set, &k, n, groups](VkCommandBuffer cb, int) { dispatch_flat(cb, k, set, {n}, groups); },
       nullptr);
   writes.push_back(env.chain_sync.buf);
+  if (clock) writes.push_back(env.chain_clock.buf.buf);
   prepared->phases = {{reads, writes}};
   return prepared;
 }
@@ -742,6 +763,48 @@ std::optional<Match> rematch(const Matcher& matcher, const FusedRun& run,
 }
 
 }  // namespace
+
+void print_chain_clock(Allocator& alloc, const ChainClock& clock) {
+  if (!clock.buf.buf || clock.slots.empty()) return;
+  const size_t per = size_t(clock.groups) * kClockPhases;
+  std::vector<uint64_t> sums(clock.slots.size() * per);
+  alloc.download(clock.buf, 0, sums.data(), sums.size() * 8);
+  // Rows: the stages of one pattern, width and place in a chain, over every layer's chain.
+  struct Row {
+    int stages = 0;
+    std::array<double, 5> mean{}, worst{};  // cycles a workgroup and stage
+  };
+  std::map<std::string, Row> rows;
+  for (size_t s = 0; s < clock.slots.size(); ++s) {
+    Row& row = rows[clock.slots[s]];
+    ++row.stages;
+    for (uint32_t ph = 0; ph < 5; ++ph) {
+      double total = 0, worst = 0, n = 0;
+      for (uint32_t g = 0; g < clock.groups; ++g) {
+        const uint64_t* w = &sums[s * per + size_t(g) * kClockPhases];
+        if (!w[5]) continue;
+        const double v = static_cast<double>(w[ph]) / static_cast<double>(w[5]);
+        total += v;
+        worst = std::max(worst, v);
+        ++n;
+      }
+      row.mean[ph] += n ? total / n : 0;
+      row.worst[ph] += worst;
+    }
+  }
+  std::fprintf(stderr,
+               "vkllm: decode chain clock, SM cycles a stage (mean over workgroups / slowest "
+               "workgroup), averaged over the stages of a row:\n  %-46s %4s %13s %13s %13s %13s "
+               "%13s\n",
+               "stage (rows<-K, place in chain)", "n", "setup", "sync", "prologue", "rows sg0",
+               "rows wg");
+  for (const auto& [key, row] : rows) {
+    std::fprintf(stderr, "  %-46s %4d", key.c_str(), row.stages);
+    for (uint32_t ph = 0; ph < 5; ++ph)
+      std::fprintf(stderr, " %6.0f/%6.0f", row.mean[ph] / row.stages, row.worst[ph] / row.stages);
+    std::fprintf(stderr, "\n");
+  }
+}
 
 uint32_t chain_groups(const DeviceInfo& dev) {
   // Off unless asked for: measured slower than the default step on the H200 (docs/perf.md,

@@ -41,4 +41,8 @@ std::vector<FusedRun> find_fused_runs(const Program& p, const std::string& unfus
 std::unique_ptr<PreparedOp> prepare_fused(OpEnv& env, const FusedRun& run,
                                           const std::string& unfused_family);
 
+// VKLLM_CHAIN_CLOCK=1: prints the chains' cycles per stage phase (mean over workgroups and the
+// slowest workgroup's mean) to stderr.
+void print_chain_clock(Allocator& alloc, const ChainClock& clock);
+
 }  // namespace vkllm::vk

@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -20,6 +21,14 @@ namespace vkllm::vk {
 // What ops share: the device, pipelines, memory, and scratch owned by the interpreter. It lives
 // only while the executor prepares its ops: a record function must not read it (take what it
 // needs, such as the Kernels cache or a buffer, when it is made).
+// VKLLM_CHAIN_CLOCK=1: the decode chains' phase cycles (linear_8da4w_chain.comp VKLLM_CLOCK), a
+// slot per chain stage; print_chain_clock (vk_fused.h) prints them when the executor ends.
+struct ChainClock {
+  Buffer buf;
+  uint32_t groups = 0;
+  std::vector<std::string> slots;  // each slot's row: the stage's pattern, widths, place in chain
+};
+
 struct OpEnv {
   Context& ctx;
   Kernels& kernels;
@@ -43,6 +52,7 @@ struct OpEnv {
   Buffer attn_counter;  // the fused decode attention's counters: one per head and one for the row
   Buffer tail_counter;  // the tail runs' finished-workgroup counter (zero between uses)
   Buffer chain_sync;    // the decode chains' grid-sync counters (grid_sync.glsl; zero between uses)
+  ChainClock chain_clock;
 };
 
 // One stage of a recorded op: the buffers it reads and writes.

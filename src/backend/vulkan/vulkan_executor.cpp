@@ -197,6 +197,7 @@ class VulkanExecutor final : public Executor {
       }
       if (done->quantizes >= 0) env.quant_src = done->quantizes;
     }
+    chain_clock_ = env.chain_clock;
     plan_barriers(prefill_, false);
     plan_barriers(decode_, true);
     if (ctx_->options().profile)
@@ -249,6 +250,7 @@ class VulkanExecutor final : public Executor {
       std::fprintf(stderr,
                    "vkllm: VKLLM_TEST_CORRUPT_OP=%s zeroed %zu op outputs in recorded forwards\n",
                    corrupt_family_.c_str(), n_corrupted_);
+    print_chain_clock(alloc_, chain_clock_);
     if (queries_) {
       print_profile();
       vkDestroyQueryPool(d, queries_, nullptr);
@@ -671,6 +673,7 @@ class VulkanExecutor final : public Executor {
   std::vector<std::unique_ptr<PreparedOp>> fused_;  // the decode plan's fused steps
   Plan prefill_, decode_;
   Buffer readback_;
+  ChainClock chain_clock_;  // VKLLM_CHAIN_CLOCK=1
   uint64_t logits_n_ = 0;
   size_t n_slots_ = 0;
   int max_t_ = 1;

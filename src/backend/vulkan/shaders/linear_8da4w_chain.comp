@@ -42,6 +42,34 @@ layout(constant_id = 1) const uint DEPTH = 4;
 layout(std430, binding = 1) readonly buffer Table { uint tab[]; };
 layout(push_constant) uniform PC { uint stages; } pc;
 
+// VKLLM_CLOCK (the _clock variants, VKLLM_CHAIN_CLOCK=1): thread 0 of each workgroup adds the SM
+// cycles of each phase of each stage to its own slot (table word 47; the host prints the sums,
+// vk_fused.cpp ChainClock): 0 the stage's setup and first fetches, 1 the grid sync, 2 the
+// prologue, 3 subgroup 0's rows, 4 the workgroup's other subgroups finishing theirs (a barrier
+// the clocked kernel alone has), 5 a count of samples. Two words a phase: a 64-bit sum.
+#ifdef VKLLM_CLOCK
+#extension GL_ARB_shader_clock : require
+layout(std430, binding = 2) buffer Clock { uint clk[]; };
+const uint CLK_PHASES = 6u;
+void clk_add(uint slot, uint ph, uint v) {
+  const uint at = ((slot * grid_groups() + flat_group()) * CLK_PHASES + ph) * 2u;
+  const uint s = clk[at] + v;
+  clk[at + 1u] += s < v ? 1u : 0u;
+  clk[at] = s;
+}
+void clk_mark(uint slot, uint ph, inout uvec2 t) {
+  const uvec2 now = clock2x32ARB();
+  if (gl_LocalInvocationIndex == 0u && slot != 0xFFFFFFFFu) {
+    clk_add(slot, ph, now.x - t.x);
+    if (ph == 0u) clk_add(slot, 5u, 1u);
+  }
+  t = now;
+}
+#define CLK(PH) clk_mark(slot, PH, clk_t)
+#else
+#define CLK(PH)
+#endif
+
 layout(buffer_reference, std430, buffer_reference_align = 16) readonly buffer QRef { uvec4 v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 4) readonly buffer FRef { float v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 4) readonly buffer IRef { int v[]; };
@@ -304,7 +332,13 @@ void main() {
   uvec4 q[DEPTH];
   float s[DEPTH];
   int ws[DEPTH];
+#ifdef VKLLM_CLOCK
+  uvec2 clk_t = clock2x32ARB();
+#endif
   for (uint st = 0; st < pc.stages; ++st) {
+#ifdef VKLLM_CLOCK
+    const uint slot = T(st, SREC - 1u);
+#endif
     // The stage's first units are fetched before the sync that ends the stage before it.
     const Stage g = stage(st, r0, step);
     Cur f = start(g, r0);  // the next unit to fetch
@@ -312,10 +346,13 @@ void main() {
       fetch(g, f, q[i], s[i], ws[i]);
       advance(g, r0, step, f);
     }
+    CLK(0u);
     if (st > 0u) grid_sync(st - 1u);
+    CLK(1u);
     float sx;
     int zp;
     prologue(st, sx, zp);
+    CLK(2u);
     float acc0 = 0.0, acc1 = 0.0;
     Cur u = start(g, r0);  // the next unit to sum
     while (u.m != NONE) {
@@ -328,6 +365,11 @@ void main() {
         }
       }
     }
+    CLK(3u);
+#ifdef VKLLM_CLOCK
+    barrier();
+#endif
+    CLK(4u);
   }
   grid_exit();
 }
