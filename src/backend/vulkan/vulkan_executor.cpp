@@ -198,6 +198,7 @@ class VulkanExecutor final : public Executor {
       if (done->quantizes >= 0) env.quant_src = done->quantizes;
     }
     chain_clock_ = env.chain_clock;
+    chain_sync_ = env.chain_sync;
     plan_barriers(prefill_, false);
     plan_barriers(decode_, true);
     if (ctx_->options().profile)
@@ -442,6 +443,7 @@ class VulkanExecutor final : public Executor {
     submit_and_wait(cb);
     if (queries_) collect_profile(T == 1 ? decode_ : prefill_);
     if (!last) return 0;
+    if (T == 1) check_chains();
     int32_t next;
     std::memcpy(&next, readback_.mapped, 4);
     if (logits_out)
@@ -476,6 +478,7 @@ class VulkanExecutor final : public Executor {
                            0, 1, &mb, 0, nullptr, 0, nullptr);
       VkBufferCopy id_copy{0, 0, 4};
       vkCmdCopyBuffer(cb, bufs_[p_.next_token].buf, readback_.buf, 1, &id_copy);
+      copy_chain_flag(cb);
       if (logits) {
         VkBufferCopy lg{0, 16, logits_n_ * 4};
         vkCmdCopyBuffer(cb, bufs_[p_.logits].buf, readback_.buf, 1, &lg);
@@ -538,6 +541,7 @@ class VulkanExecutor final : public Executor {
       batch_recorded_ = true;
     }
     submit_and_wait(batch_cb_);
+    check_chains();
     std::memcpy(out, batch_tokens_.mapped, static_cast<size_t>(n) * 4);
   }
 
@@ -568,11 +572,36 @@ class VulkanExecutor final : public Executor {
       vkCmdDispatch(cb, 1, 1, 1);
       compute_barrier(cb);
     }
-    mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
+    if (chain_sync_.buf) {
+      mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
+      mb.dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT;
+      vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT,
+                           0, 1, &mb, 0, nullptr, 0, nullptr);
+      copy_chain_flag(cb);
+    }
+    mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
     mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
-    vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1,
-                         &mb, 0, nullptr, 0, nullptr);
+    vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                         VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
     VK_CHECK(vkEndCommandBuffer(cb));
+  }
+
+  // The decode chains' error flag (grid_sync.glsl: a grid sync that waited out its spin limit,
+  // so the grid was not resident and the step's output is wrong) into the readback's word 1;
+  // check_chains reads it after the submit.
+  void copy_chain_flag(VkCommandBuffer cb) {
+    if (!chain_sync_.buf) return;
+    VkBufferCopy flag{8, 4, 4};
+    vkCmdCopyBuffer(cb, chain_sync_.buf, readback_.buf, 1, &flag);
+  }
+  void check_chains() const {
+    uint32_t flag = 0;
+    if (chain_sync_.buf) std::memcpy(&flag, static_cast<const uint8_t*>(readback_.mapped) + 4, 4);
+    if (flag)
+      fail(
+          "vulkan backend: a decode chain's grid of {} workgroups was not resident on {} (its "
+          "grid sync waited out its limit): set VKLLM_CHAIN_GROUPS lower",
+          chain_groups(ctx_->info()), ctx_->info().name);
   }
 
   // Test-only switch for the gate-can-fail tests (tests/e2e): VKLLM_TEST_CORRUPT_OP=<op family>
@@ -674,6 +703,7 @@ class VulkanExecutor final : public Executor {
   Plan prefill_, decode_;
   Buffer readback_;
   ChainClock chain_clock_;  // VKLLM_CHAIN_CLOCK=1
+  Buffer chain_sync_;       // the decode chains' grid-sync counters (none without chains)
   uint64_t logits_n_ = 0;
   size_t n_slots_ = 0;
   int max_t_ = 1;

@@ -16,10 +16,10 @@
 // The prologue runs on the workgroup's 256 threads in rms_norm.comp's order (that order depends on
 // the workgroup size). The rows are spread over every subgroup of the grid, and each subgroup walks
 // its rows as a stream of units, one 32-weight block per lane of one row (a row of K weights is
-// ceil(K / 32 / lanes) units; a SwiGLU row's gate and up units alternate), keeping DEPTH units'
-// loads in flight: a unit's slot is refilled with the unit DEPTH on as soon as it is summed, so
-// every stage reads its weights with the same few registers whatever its width, and the loads of
-// a stage's first DEPTH units are issued before the sync that precedes it.
+// ceil(K / 32 / lanes) units; a SwiGLU row's gate and up units alternate) in batches of DEPTH
+// units: a batch's loads are issued together, then its units summed, so every stage reads its
+// weights with the same few registers whatever its width, and the loads of a stage's first batch
+// are issued before the sync that precedes it.
 // The int8 row sits in shared memory as shared_row_dot.glsl lays it out.
 // Buffers are reached through their device addresses (a stage table, one binding): a chain has
 // more tensors than a device's binding limit allows. Activations are `coherent`: a stage reads
@@ -42,33 +42,6 @@ layout(constant_id = 1) const uint DEPTH = 4;
 layout(std430, binding = 1) readonly buffer Table { uint tab[]; };
 layout(push_constant) uniform PC { uint stages; } pc;
 
-// VKLLM_CLOCK (the _clock variants, VKLLM_CHAIN_CLOCK=1): thread 0 of each workgroup adds the SM
-// cycles of each phase of each stage to its own slot (table word 47; the host prints the sums,
-// vk_fused.cpp ChainClock): 0 the stage's setup and first fetches, 1 the grid sync, 2 the
-// prologue, 3 subgroup 0's rows, 4 the workgroup's other subgroups finishing theirs (a barrier
-// the clocked kernel alone has), 5 a count of samples. Two words a phase: a 64-bit sum.
-#ifdef VKLLM_CLOCK
-#extension GL_ARB_shader_clock : require
-layout(std430, binding = 2) buffer Clock { uint clk[]; };
-const uint CLK_PHASES = 6u;
-void clk_add(uint slot, uint ph, uint v) {
-  const uint at = ((slot * grid_groups() + flat_group()) * CLK_PHASES + ph) * 2u;
-  const uint s = clk[at] + v;
-  clk[at + 1u] += s < v ? 1u : 0u;
-  clk[at] = s;
-}
-void clk_mark(uint slot, uint ph, inout uvec2 t) {
-  const uvec2 now = clock2x32ARB();
-  if (gl_LocalInvocationIndex == 0u && slot != 0xFFFFFFFFu) {
-    clk_add(slot, ph, now.x - t.x);
-    if (ph == 0u) clk_add(slot, 5u, 1u);
-  }
-  t = now;
-}
-#define CLK(PH) clk_mark(slot, PH, clk_t)
-#else
-#define CLK(PH)
-#endif
 
 layout(buffer_reference, std430, buffer_reference_align = 16) readonly buffer QRef { uvec4 v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 4) readonly buffer FRef { float v[]; };
@@ -105,52 +78,134 @@ float round_to(bool f16, float v) {
 // The stage table (vk_fused.cpp chain_table): SREC words per stage.
 //  0 K, 1 G (group), 2 pro, 3 epi, 4 mat-vecs, 5 flags (1 x f16, 2 norm output f16, 4 mat-vec
 //  outputs f16, 8 residual f16, 16 << m: output m f16), 6 eps, 7 rows, 8 x, 10 norm weight,
-//  12 residual, and per mat-vec m at 16 + 10 m: rows, nibbles, scales, weight sums, output.
+//  12 residual, and per mat-vec m at 16 + 10 m: rows, nibbles, scales, weight sums, output;
+//  47 the clock's slot (VKLLM_CLOCK).
 const uint SREC = 48u;
 uint T(uint st, uint w) { return tab[st * SREC + w]; }
 uvec2 A(uint st, uint w) { return uvec2(tab[st * SREC + w], tab[st * SREC + w + 1u]); }
 uint M(uint st, uint m, uint w) { return T(st, 16u + 10u * m + w); }
 uvec2 MA(uint st, uint m, uint w) { return A(st, 16u + 10u * m + w); }
 
-const uint KEEP = 4096u;  // rows up to this wide stay in shared memory (a normalized row must)
-shared float red[64], red_lo[64], red_hi[64];
-shared float xs[KEEP];
+// VKLLM_CLOCK (the _clock variants, VKLLM_CHAIN_CLOCK=1): thread 0 of each workgroup adds the SM
+// cycles of each phase of each stage to its own slot (table word 47; the host prints the sums,
+// vk_fused.cpp print_chain_clock): 0 the stage's setup and first fetches, 1 the grid sync, 2 the
+// prologue, 3 subgroup 0's rows, 4 the workgroup's other subgroups finishing theirs (a barrier
+// the clocked kernel alone has), 5 a count of samples. Two words a phase: a 64-bit sum.
+#ifdef VKLLM_CLOCK
+#extension GL_ARB_shader_clock : require
+layout(std430, binding = 2) buffer Clock { uint clk[]; };
+const uint CLK_PHASES = 6u, CLK_STAGES = 8u;
+// The dispatch's cycles per stage and phase, kept in shared memory (a global add on the way would
+// wait out a memory round trip inside the phase it ends) and added to the slots at the end.
+shared uint clk_d[CLK_STAGES][CLK_PHASES - 1u];
+void clk_mark(uint st, uint ph, inout uvec2 t) {
+  const uvec2 now = clock2x32ARB();
+  if (gl_LocalInvocationIndex == 0u && st < CLK_STAGES) clk_d[st][ph] = now.x - t.x;
+  t = now;
+}
+void clk_add(uint slot, uint ph, uint v) {
+  const uint at = ((slot * grid_groups() + flat_group()) * CLK_PHASES + ph) * 2u;
+  const uint s = clk[at] + v;
+  clk[at + 1u] += s < v ? 1u : 0u;
+  clk[at] = s;
+}
+void clk_flush() {
+  if (gl_LocalInvocationIndex != 0u) return;
+  for (uint st = 0; st < min(pc.stages, CLK_STAGES); ++st) {
+    const uint slot = tab[st * SREC + SREC - 1u];
+    if (slot == 0xFFFFFFFFu) continue;
+    for (uint ph = 0; ph + 1u < CLK_PHASES; ++ph) clk_add(slot, ph, clk_d[st][ph]);
+    clk_add(slot, CLK_PHASES - 1u, 1u);
+  }
+}
+#define CLK(PH) clk_mark(st, PH, clk_t)
+#else
+#define CLK(PH)
+#endif
 
-// The prologue: the stage's int8 row into qxs and xsum, its scale and zero point. Loops, not
-// unrolled code: the prologue runs once a stage, and its code must leave the row loop room in the
-// instruction cache (docs/perf.md, session 11).
+// The input row in chunks of eight values: chunk c holds values 8c .. 8c + 7, which become word
+// pair c of the int8 row (shared_row_dot.glsl). Thread t loads chunks t, t + PWG, ... with one
+// 16-byte load each (two for fp32), every load of the row issued at once: one L2 round trip for
+// the row, however wide (docs/perf.md, session 12: the prologue of loops over scalar loads was
+// half of a stage).
+const uint MAXK = 8192u, MAXNORMK = 4096u;  // (vk_fused.cpp kChainMaxK, kChainMaxNormK)
+const uint NCH = MAXK / 8u / PWG, NCHN = MAXNORMK / 8u / PWG;  // chunks a thread at most
+shared float xs[MAXNORMK];  // a norm stage's row, then its normalized row as rms_norm stores it
+shared float red[64], red_lo[64], red_hi[64];
+layout(buffer_reference, std430, buffer_reference_align = 16) coherent buffer VRef { uvec4 v[]; };
+struct Chunk {
+  uvec4 a, b;  // fp16: eight halves in a; fp32: values 0-3 in a, 4-7 in b
+};
+Chunk load_chunk(uvec2 addr, bool h, uint c) {
+  Chunk k;
+#ifdef VKLLM_F16
+  if (h) {
+    k.a = VRef(addr).v[c];
+    k.b = uvec4(0u);
+    return k;
+  }
+#endif
+  k.a = VRef(addr).v[2u * c];
+  k.b = VRef(addr).v[2u * c + 1u];
+  return k;
+}
+float chunk_at(Chunk k, bool h, uint e) {
+#ifdef VKLLM_F16
+  if (h) return unpackHalf2x16(k.a[e >> 1u])[e & 1u];
+#endif
+  return uintBitsToFloat(e < 4u ? k.a[e] : k.b[e - 4u]);
+}
+float fp32_at(uvec4 a, uvec4 b, uint e) { return uintBitsToFloat(e < 4u ? a[e] : b[e - 4u]); }
+
+// The prologue: the stage's int8 row into qxs and xsum, its scale and zero point. A norm stage
+// sums the squares in rms_norm.glsl's order (four values at a time, then the rest, over the
+// row's elements tid + PWG i) from the row in shared memory, so its normalized row, and then
+// every code, is rms_norm_quant's; the minimum, the maximum and the block sums are exact in any
+// order.
 void prologue(uint st, out float sx, out int zp) {
-  const uint tid = gl_LocalInvocationID.x, K = T(st, 0u), fl = T(st, 5u);
+  const uint tid = gl_LocalInvocationID.x, K = T(st, 0u), fl = T(st, 5u), nch = K / 8u;
   const bool norm = T(st, 2u) == 1u, x16 = (fl & 1u) != 0u, h16 = (fl & 2u) != 0u;
-  const bool keep = K <= KEEP;
   const uint NSP = PWG / gl_SubgroupSize;
   const uvec2 xa = A(st, 8u), na = A(st, 10u);
-  // Pass 1: the row (kept), and its sum of squares in rms_norm.glsl's order: four values at a
-  // time, then the rest; or, without the norm, its minimum and maximum.
-  vec4 ss = vec4(0.0);
-  float lo = 0.0, hi = 0.0;
-  uint j = tid;
-  for (; j + 3u * PWG < K; j += 4u * PWG) {
-    const vec4 v = vec4(act_load(xa, x16, j), act_load(xa, x16, j + PWG),
-                        act_load(xa, x16, j + 2u * PWG), act_load(xa, x16, j + 3u * PWG));
-    if (keep) {
-      xs[j] = v.x;
-      xs[j + PWG] = v.y;
-      xs[j + 2u * PWG] = v.z;
-      xs[j + 3u * PWG] = v.w;
+  // Every load first: the row's chunks and, for a norm, the weight's (fp32).
+  Chunk ck[NCH];
+  uvec4 wa[NCHN], wb[NCHN];
+  [[unroll]] for (uint i = 0; i < NCH; ++i) {
+    ck[i].a = uvec4(0u);
+    ck[i].b = uvec4(0u);
+    if (tid + PWG * i < nch) ck[i] = load_chunk(xa, x16, tid + PWG * i);
+  }
+  [[unroll]] for (uint i = 0; i < NCHN; ++i) {
+    wa[i] = uvec4(0u);
+    wb[i] = uvec4(0u);
+    if (norm && tid + PWG * i < nch) {
+      wa[i] = QRef(na).v[2u * (tid + PWG * i)];
+      wb[i] = QRef(na).v[2u * (tid + PWG * i) + 1u];
     }
-    ss += v * v;
-    lo = min(lo, min(min(v.x, v.y), min(v.z, v.w)));
-    hi = max(hi, max(max(v.x, v.y), max(v.z, v.w)));
   }
-  for (; j < K; j += PWG) {
-    const float v = act_load(xa, x16, j);
-    if (keep) xs[j] = v;
-    ss.x += v * v;
-    lo = min(lo, v);
-    hi = max(hi, v);
+  float lo = 0.0, hi = 0.0;
+  [[unroll]] for (uint i = 0; i < NCH; ++i) {
+    const uint c = tid + PWG * i;
+    if (c < nch)
+      [[unroll]] for (uint e = 0; e < 8u; ++e) {
+        const float v = chunk_at(ck[i], x16, e);
+        if (norm && i < NCHN) xs[8u * c + e] = v;
+        lo = min(lo, v);
+        hi = max(hi, v);
+      }
   }
-  if (norm) {  // (the host keeps a normalized row within KEEP)
+  if (norm) {  // (the host keeps a normalized row within MAXNORMK)
+    barrier();
+    vec4 ss = vec4(0.0);
+    uint j = tid;
+    for (; j + 3u * PWG < K; j += 4u * PWG) {
+      const vec4 v = vec4(xs[j], xs[j + PWG], xs[j + 2u * PWG], xs[j + 3u * PWG]);
+      ss += v * v;
+    }
+    for (; j < K; j += PWG) {
+      const float v = xs[j];
+      ss.x += v * v;
+    }
     const float part = subgroupAdd((ss.x + ss.y) + (ss.z + ss.w));
     if (subgroupElect()) red[gl_SubgroupID] = part;
     barrier();
@@ -159,21 +214,15 @@ void prologue(uint st, out float sx, out int zp) {
     const float inv = 1.0 / sqrt(total / float(K) + uintBitsToFloat(T(st, 6u)));
     lo = 0.0;
     hi = 0.0;
-    for (j = tid; j + 3u * PWG < K; j += 4u * PWG) {
-      const vec4 w = vec4(FRef(na).v[j], FRef(na).v[j + PWG], FRef(na).v[j + 2u * PWG],
-                          FRef(na).v[j + 3u * PWG]);
-      [[unroll]] for (uint e = 0; e < 4u; ++e) {
-        const float v = round_to(h16, w[e] * (xs[j + e * PWG] * inv));
-        xs[j + e * PWG] = v;
-        lo = min(lo, v);
-        hi = max(hi, v);
-      }
-    }
-    for (; j < K; j += PWG) {
-      const float v = round_to(h16, FRef(na).v[j] * (xs[j] * inv));
-      xs[j] = v;
-      lo = min(lo, v);
-      hi = max(hi, v);
+    [[unroll]] for (uint i = 0; i < NCHN; ++i) {
+      const uint c = tid + PWG * i;
+      if (c < nch)
+        [[unroll]] for (uint e = 0; e < 8u; ++e) {
+          const float v = round_to(h16, fp32_at(wa[i], wb[i], e) * (xs[8u * c + e] * inv));
+          xs[8u * c + e] = v;  // (this thread's own values: no other thread reads them before
+          lo = min(lo, v);     // the barrier below)
+          hi = max(hi, v);
+        }
     }
   }
   lo = subgroupMin(lo);
@@ -189,17 +238,25 @@ void prologue(uint st, out float sx, out int zp) {
   }
   quant_scale_zp(lo, hi, sx, zp);  // quant.glsl's formula
   const float rcp = div_rn(1.0, sx);  // exact, as quant.glsl
-  // Word pair p: codes 8p .. 8p + 7, from the kept row or loaded again.
-  for (uint p = tid; p < K / 8u; p += PWG) {
+  // Word pair c from this thread's chunk c (a norm stage's from the normalized row), and each
+  // block's code sum from its four pairs' (four neighbouring lanes: PWG and the subgroup are
+  // multiples of four).
+  [[unroll]] for (uint i = 0; i < NCH; ++i) {
+    const uint c = tid + PWG * i;
     uint ev = 0u, od = 0u;
-    for (uint t = 0; t < 8u; ++t) {
-      const uint k = 8u * p + t;
-      pack_code(t, quant_value(keep ? xs[k] : act_load(xa, x16, k), sx, rcp, zp), ev, od);
+    if (c < nch)
+      for (uint t = 0; t < 8u; ++t) {
+        const float v = norm ? xs[(8u * c + t) % MAXNORMK] : chunk_at(ck[i], x16, t);
+        pack_code(t, quant_value(v, sx, rcp, zp), ev, od);
+      }
+    int sum = dot4(int(ev), 0x01010101, dot4(int(od), 0x01010101, 0));
+    sum += subgroupShuffleXor(sum, 1u);
+    sum += subgroupShuffleXor(sum, 2u);
+    if (c < nch) {
+      store_pair(c, ev, od);
+      if ((c & 3u) == 0u) xsum[c >> 2] = sum;
     }
-    store_pair(p, ev, od);
   }
-  barrier();
-  block_sums(K, tid, PWG);
   barrier();
 }
 
@@ -336,9 +393,6 @@ void main() {
   uvec2 clk_t = clock2x32ARB();
 #endif
   for (uint st = 0; st < pc.stages; ++st) {
-#ifdef VKLLM_CLOCK
-    const uint slot = T(st, SREC - 1u);
-#endif
     // The stage's first units are fetched before the sync that ends the stage before it.
     const Stage g = stage(st, r0, step);
     Cur f = start(g, r0);  // the next unit to fetch
@@ -355,14 +409,20 @@ void main() {
     CLK(2u);
     float acc0 = 0.0, acc1 = 0.0;
     Cur u = start(g, r0);  // the next unit to sum
+    // A batch of DEPTH units is summed, then the next batch fetched: the sums of a batch wait for
+    // its loads only. (Refilling each unit's slot as soon as it was summed made the next unit's
+    // sum wait for that refill too: NVIDIA's compiler waits for a warp's loads in groups, and the
+    // row loop paid a DRAM latency per unit; docs/perf.md, session 12.)
     while (u.m != NONE) {
       [[unroll]] for (uint i = 0; i < DEPTH; ++i) {
         if (u.m != NONE) {
           consume(g, u, sx, zp, q[i], s[i], ws[i], acc0, acc1);
           advance(g, r0, step, u);
-          fetch(g, f, q[i], s[i], ws[i]);
-          advance(g, r0, step, f);
         }
+      }
+      [[unroll]] for (uint i = 0; i < DEPTH; ++i) {
+        fetch(g, f, q[i], s[i], ws[i]);
+        advance(g, r0, step, f);
       }
     }
     CLK(3u);
@@ -371,5 +431,8 @@ void main() {
 #endif
     CLK(4u);
   }
+#ifdef VKLLM_CLOCK
+  clk_flush();
+#endif
   grid_exit();
 }
