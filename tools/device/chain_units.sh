@@ -5,7 +5,8 @@
 # switch (CHAIN_VARIANTS: space-separated, each a comma-separated list of VAR=value), the chain's decode profile, then the chain against the CPU reference on
 # the tiny twins (verify --agree). Results also go to $OUT/chain_units.txt.
 # CHAIN_PARTS (default "stats variants profile clock twins") picks the parts; clock: the chain's
-# phases in SM cycles (VKLLM_CHAIN_CLOCK) at each CHAIN_CLOCK_GROUPS (default "264 132").
+# phases in SM cycles (VKLLM_CHAIN_CLOCK) at each CHAIN_CLOCK_GROUPS (default "264 132"; an entry
+# may add comma-joined VAR=value, e.g. 264,VKLLM_CHAIN_MEASURE=noload).
 source "$(dirname "$0")/after_side.sh"
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
@@ -20,8 +21,9 @@ has stats && for e in VKLLM_X=default VKLLM_CHAIN_GROUPS=-1; do
   env $e VKLLM_PIPELINE_STATS=1 "$BIN" bench -m "$a" -p 16 -n 8 -r 1 2>&1 >/dev/null | grep "vkllm: pipeline" | sort -u | cut -c1-300
 done
 has variants && for e in ${CHAIN_VARIANTS:-VKLLM_X=default VKLLM_CHAIN_GROUPS=-1 "VKLLM_CHAIN_GROUPS=-1 VKLLM_CHAIN_DEPTH=8" "VKLLM_CHAIN_GROUPS=-1 VKLLM_CHAIN_DEPTH=32" "VKLLM_CHAIN_GROUPS=-1 VKLLM_CHAIN_STAGES=1"}; do
-  env ${e//,/ } timeout 120 "$BIN" bench -m "$a" -p 16 -n 128 -r 3 --output json 2>/dev/null |
-    python3 -c "import json,sys; j=json.load(sys.stdin); print('VARIANT', sys.argv[1], 'tg128', round(j['tg']['median_tok_s'], 1))" "$e"
+  env ${e//,/ } timeout 120 "$BIN" bench -m "$a" -p 16 -n 128 -r 3 --output json 2>/tmp/bench_err.txt |
+    python3 -c "import json,sys; j=json.load(sys.stdin); print('VARIANT', sys.argv[1], 'tg128', round(j['tg']['median_tok_s'], 1))" "$e" 2>/dev/null ||
+    echo "VARIANT $e failed: $(grep -v '^vkllm: vulkan' /tmp/bench_err.txt | tail -2)"
 done
 has profile && {
   echo "== decode profile, chains on (${CHAIN_PROFILE_GROUPS:=-1} groups)"
@@ -30,8 +32,8 @@ has profile && {
 }
 has clock && for g in ${CHAIN_CLOCK_GROUPS:-264 132}; do
   echo "== chain clock, $g groups"
-  VKLLM_CHAIN_GROUPS=$g VKLLM_CHAIN_CLOCK=1 timeout 120 "$BIN" run -m "$a" -p "Hello" -n 128 2>&1 >/dev/null |
-    sed -n -e '/chain clock/,$p' | cut -c1-160
+  env VKLLM_CHAIN_GROUPS=${g//,/ } VKLLM_CHAIN_CLOCK=1 timeout 120 "$BIN" run -m "$a" -p "Hello" -n 128 2>&1 >/dev/null |
+    sed -n -e '/chain clock/,$p' | cut -c1-200
 done
 has twins && for t in tiny-llama3.2:llama3.2 tiny-qwen3:qwen3 tiny-phi4mini:phi4mini; do
   name=${t%%:*}; fam=${t##*:}

@@ -605,7 +605,7 @@ constexpr uint32_t kChainWords = 48;  // the stage table's record (linear_8da4w_
 constexpr int64_t kChainMaxK = 8192, kChainMaxNormK = 4096;
 // VKLLM_CHAIN_CLOCK: slots (chain stages timed; Phi-4-mini has 129) and phases a slot
 // (linear_8da4w_chain.comp CLK_PHASES), 64-bit sums each.
-constexpr uint32_t kClockSlots = 512, kClockPhases = 6;
+constexpr uint32_t kClockSlots = 512, kClockPhases = 8;
 bool chainable(const Program& p, const Match& m) {
   const int64_t K = p.tensors[m.x].shape.back();
   if (K > kChainMaxK || K % 32 != 0 || m.mv.empty() || m.mv.size() > 3) return false;
@@ -622,6 +622,13 @@ uint32_t chain_depth() {
   if (const int d = env_int("VKLLM_CHAIN_DEPTH"); d > 0)
     return static_cast<uint32_t>(std::min(d, 64));
   return 4;
+}
+
+// VKLLM_CHAIN_MEASURE=noload: the chain sums made-up weights instead of loading them (a
+// measurement switch for the clock; the output is wrong).
+uint32_t chain_measure() {
+  const char* m = std::getenv("VKLLM_CHAIN_MEASURE");
+  return m && std::string(m) == "noload" ? 1 : 0;
 }
 
 // One persistent dispatch for the chain's stages: the stage table with the buffers' device
@@ -718,8 +725,8 @@ std::unique_ptr<PreparedOp> prepare_chain(OpEnv& env, const std::vector<Match>& 
   }
   const std::string name = std::string("linear_8da4w_chain") + (ctx.use_int_dot() ? "_idot" : "") +
                            (clock ? "_clock" : "") + (any16 ? "_f16" : "");
-  const Kernel& k =
-      env.kernels.get(name, clock ? 3 : 2, 4, {chain_depth(), grid_spin_limit(ctx.info())});
+  const Kernel& k = env.kernels.get(name, clock ? 3 : 2, 4,
+                                    {chain_depth(), grid_spin_limit(ctx.info()), chain_measure()});
   std::vector<BufRange> r = {{env.chain_sync.buf, 0, env.chain_sync.size}, {tab.buf, 0, tab.size}};
   if (clock) r.push_back({env.chain_clock.buf.buf, 0, env.chain_clock.buf.size});
   VkDescriptorSet set = env.kernels.make_set(k, r);
@@ -772,18 +779,19 @@ void print_chain_clock(Allocator& alloc, const ChainClock& clock) {
   // Rows: the stages of one pattern, width and place in a chain, over every layer's chain.
   struct Row {
     int stages = 0;
-    std::array<double, 5> mean{}, worst{};  // cycles a workgroup and stage
+    std::array<double, kClockPhases - 1> mean{}, worst{};  // cycles a workgroup and stage
   };
   std::map<std::string, Row> rows;
   for (size_t s = 0; s < clock.slots.size(); ++s) {
     Row& row = rows[clock.slots[s]];
     ++row.stages;
-    for (uint32_t ph = 0; ph < 5; ++ph) {
+    for (uint32_t ph = 0; ph + 1 < kClockPhases; ++ph) {
       double total = 0, worst = 0, n = 0;
       for (uint32_t g = 0; g < clock.groups; ++g) {
         const uint64_t* w = &sums[s * per + size_t(g) * kClockPhases];
-        if (!w[5]) continue;
-        const double v = static_cast<double>(w[ph]) / static_cast<double>(w[5]);
+        const uint64_t n_samples = w[kClockPhases - 1];
+        if (!n_samples) continue;
+        const double v = static_cast<double>(w[ph]) / static_cast<double>(n_samples);
         total += v;
         worst = std::max(worst, v);
         ++n;
@@ -795,12 +803,12 @@ void print_chain_clock(Allocator& alloc, const ChainClock& clock) {
   std::fprintf(stderr,
                "vkllm: decode chain clock, SM cycles a stage (mean over workgroups / slowest "
                "workgroup), averaged over the stages of a row:\n  %-46s %4s %13s %13s %13s %13s "
-               "%13s\n",
-               "stage (rows<-K, place in chain)", "n", "setup", "sync", "prologue", "rows sg0",
-               "rows wg");
+               "%13s %13s %13s\n",
+               "stage (rows<-K, place in chain)", "n", "setup", "sync", "pro: load", "pro: scale",
+               "pro: codes", "rows sg0", "rows wg");
   for (const auto& [key, row] : rows) {
     std::fprintf(stderr, "  %-46s %4d", key.c_str(), row.stages);
-    for (uint32_t ph = 0; ph < 5; ++ph)
+    for (uint32_t ph = 0; ph + 1 < kClockPhases; ++ph)
       std::fprintf(stderr, " %6.0f/%6.0f", row.mean[ph] / row.stages, row.worst[ph] / row.stages);
     std::fprintf(stderr, "\n");
   }

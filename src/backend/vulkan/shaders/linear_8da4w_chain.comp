@@ -39,6 +39,9 @@
 #include "grid_sync.glsl"
 // Units in flight per subgroup (the host's, vk_fused.cpp chain_depth).
 layout(constant_id = 1) const uint DEPTH = 4;
+// VKLLM_CHAIN_MEASURE=noload (1; a measurement switch, the output is wrong): the row loop sums
+// made-up weights instead of loading them, so the clock shows the loop's work without its loads.
+layout(constant_id = 3) const uint MEASURE = 0;
 layout(std430, binding = 1) readonly buffer Table { uint tab[]; };
 layout(push_constant) uniform PC { uint stages; } pc;
 
@@ -88,20 +91,23 @@ uvec2 MA(uint st, uint m, uint w) { return A(st, 16u + 10u * m + w); }
 
 // VKLLM_CLOCK (the _clock variants, VKLLM_CHAIN_CLOCK=1): thread 0 of each workgroup adds the SM
 // cycles of each phase of each stage to its own slot (table word 47; the host prints the sums,
-// vk_fused.cpp print_chain_clock): 0 the stage's setup and first fetches, 1 the grid sync, 2 the
-// prologue, 3 subgroup 0's rows, 4 the workgroup's other subgroups finishing theirs (a barrier
-// the clocked kernel alone has), 5 a count of samples. Two words a phase: a 64-bit sum.
+// vk_fused.cpp print_chain_clock): 0 the stage's setup and first fetches, 1 the grid sync, the
+// prologue's 2 loads and reductions, 3 scale and zero point, 4 codes, 5 subgroup 0's rows, 6 the
+// workgroup's other subgroups finishing theirs (a barrier the clocked kernel alone has), 7 a count
+// of samples. Two words a phase: a 64-bit sum.
 #ifdef VKLLM_CLOCK
 #extension GL_ARB_shader_clock : require
 layout(std430, binding = 2) buffer Clock { uint clk[]; };
-const uint CLK_PHASES = 6u, CLK_STAGES = 8u;
+const uint CLK_PHASES = 8u, CLK_STAGES = 8u;
 // The dispatch's cycles per stage and phase, kept in shared memory (a global add on the way would
 // wait out a memory round trip inside the phase it ends) and added to the slots at the end.
 shared uint clk_d[CLK_STAGES][CLK_PHASES - 1u];
-void clk_mark(uint st, uint ph, inout uvec2 t) {
+uvec2 clk_t;   // the last mark's clock
+uint clk_st;  // the stage
+void clk_mark(uint ph) {
   const uvec2 now = clock2x32ARB();
-  if (gl_LocalInvocationIndex == 0u && st < CLK_STAGES) clk_d[st][ph] = now.x - t.x;
-  t = now;
+  if (gl_LocalInvocationIndex == 0u && clk_st < CLK_STAGES) clk_d[clk_st][ph] = now.x - clk_t.x;
+  clk_t = now;
 }
 void clk_add(uint slot, uint ph, uint v) {
   const uint at = ((slot * grid_groups() + flat_group()) * CLK_PHASES + ph) * 2u;
@@ -118,7 +124,7 @@ void clk_flush() {
     clk_add(slot, CLK_PHASES - 1u, 1u);
   }
 }
-#define CLK(PH) clk_mark(st, PH, clk_t)
+#define CLK(PH) clk_mark(PH)
 #else
 #define CLK(PH)
 #endif
@@ -236,8 +242,10 @@ void prologue(uint st, out float sx, out int zp) {
     lo = min(lo, red_lo[i]);
     hi = max(hi, red_hi[i]);
   }
+  CLK(2u);
   quant_scale_zp(lo, hi, sx, zp);  // quant.glsl's formula
   const float rcp = div_rn(1.0, sx);  // exact, as quant.glsl
+  CLK(3u);
   // Word pair c from this thread's chunk c (a norm stage's from the normalized row), and each
   // block's code sum from its four pairs' (four neighbouring lanes: PWG and the subgroup are
   // multiples of four).
@@ -339,6 +347,11 @@ void fetch(Stage g, Cur u, out uvec4 q, out float s, out int ws) {
   const uint hf = g.per == 2u ? (u.w & 1u) : 0u, c = u.w >> (g.per - 1u);
   const uint b = c * gl_SubgroupSize + gl_SubgroupInvocationID;
   if (u.m == NONE || b >= g.nb) return;
+  if (MEASURE == 1u) {
+    q = uvec4(u.n * 2654435761u + b) * uvec4(1u, 3u, 5u, 7u);
+    s = 1e-3;
+    return;
+  }
   const uint mat = g.per == 2u ? hf : u.m, gi = u.n * g.ng + (b >> g.lbpg);
   const uint at = 16u + 10u * mat;
   q = QRef(SA(g, at + 2u)).v[u.n * g.nb + b];
@@ -390,9 +403,12 @@ void main() {
   float s[DEPTH];
   int ws[DEPTH];
 #ifdef VKLLM_CLOCK
-  uvec2 clk_t = clock2x32ARB();
+  clk_t = clock2x32ARB();
 #endif
   for (uint st = 0; st < pc.stages; ++st) {
+#ifdef VKLLM_CLOCK
+    clk_st = st;
+#endif
     // The stage's first units are fetched before the sync that ends the stage before it.
     const Stage g = stage(st, r0, step);
     Cur f = start(g, r0);  // the next unit to fetch
@@ -406,7 +422,7 @@ void main() {
     float sx;
     int zp;
     prologue(st, sx, zp);
-    CLK(2u);
+    CLK(4u);
     float acc0 = 0.0, acc1 = 0.0;
     Cur u = start(g, r0);  // the next unit to sum
     // A batch of DEPTH units is summed, then the next batch fetched: the sums of a batch wait for
@@ -425,11 +441,11 @@ void main() {
         advance(g, r0, step, f);
       }
     }
-    CLK(3u);
+    CLK(5u);
 #ifdef VKLLM_CLOCK
     barrier();
 #endif
-    CLK(4u);
+    CLK(6u);
   }
 #ifdef VKLLM_CLOCK
   clk_flush();
