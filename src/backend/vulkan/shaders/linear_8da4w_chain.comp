@@ -31,6 +31,7 @@
 #define WG 256
 #define PWG 256u  // the prologue's threads (rms_norm.comp's workgroup: all of them)
 #include "common.glsl"
+#define QUANT_LANES
 #include "quant.glsl"
 #include "idot.glsl"
 #include "shared_row_dot.glsl"
@@ -243,8 +244,8 @@ void prologue(uint st, out float sx, out int zp) {
     hi = max(hi, red_hi[i]);
   }
   CLK(2u);
-  quant_scale_zp(lo, hi, sx, zp);  // quant.glsl's formula
-  const float rcp = div_rn(1.0, sx);  // exact, as quant.glsl
+  float rcp;
+  quant_scale_zp_rcp(lo, hi, sx, zp, rcp);  // quant.glsl's formula
   CLK(3u);
   // Word pair c from this thread's chunk c (a norm stage's from the normalized row), and each
   // block's code sum from its four pairs' (four neighbouring lanes: PWG and the subgroup are
@@ -252,11 +253,14 @@ void prologue(uint st, out float sx, out int zp) {
   [[unroll]] for (uint i = 0; i < NCH; ++i) {
     const uint c = tid + PWG * i;
     uint ev = 0u, od = 0u;
-    if (c < nch)
-      for (uint t = 0; t < 8u; ++t) {
-        const float v = norm ? xs[(8u * c + t) % MAXNORMK] : chunk_at(ck[i], x16, t);
-        pack_code(t, quant_value(v, sx, rcp, zp), ev, od);
-      }
+    if (c < nch) {
+      float v[8];
+      uint codes[8];
+      [[unroll]] for (uint t = 0; t < 8u; ++t)
+        v[t] = norm ? xs[(8u * c + t) % MAXNORMK] : chunk_at(ck[i], x16, t);
+      quant_values8(v, sx, rcp, zp, codes);
+      [[unroll]] for (uint t = 0; t < 8u; ++t) pack_code(t, codes[t], ev, od);
+    }
     int sum = dot4(int(ev), 0x01010101, dot4(int(od), 0x01010101, 0));
     sum += subgroupShuffleXor(sum, 1u);
     sum += subgroupShuffleXor(sum, 2u);

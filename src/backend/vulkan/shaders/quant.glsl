@@ -65,6 +65,46 @@ void quant_scale_zp(float lo, float hi, out float sc, out int zp) {
   zp = int(zpf);
 }
 
+// quant_scale_zp and rcp = div_rn(1.0, sc) with one division's latency for the last two: lane 0
+// of the subgroup divides the minimum, the other lanes 1.0, and the results are shuffled to all
+// (subgroup-uniform lo and hi; an includer that defines QUANT_LANES, with subgroup shuffles).
+#ifdef QUANT_LANES
+void quant_scale_zp_rcp(float lo, float hi, out float sc, out int zp, out float rcp) {
+  precise float scale = div_rn(hi - lo, 255.0);
+  scale = max(scale, 1.1920928955078125e-7);  // as quant_scale_zp
+  const float q = div_rn(gl_SubgroupInvocationID == 0u ? lo : 1.0, scale);
+  precise float zpf = clamp(-128.0 - round_even(subgroupShuffle(q, 0u)), -128.0, 127.0);
+  sc = scale;
+  zp = int(zpf);
+  rcp = subgroupShuffle(q, 1u);
+}
+#endif
+
+// Eight values' codes, quant_value's each (the low byte of each), with one exact division in the
+// code, however many of the eight lie near a rounding boundary: the unrolled callers (no
+// dynamically indexed arrays, which would go to local memory) stay small.
+void quant_values8(float v[8], float sc, float rcp, int zp, out uint codes[8]) {
+  float qf[8];
+  uint near = 0u;
+  [[unroll]] for (uint e = 0; e < 8u; ++e) {
+    precise float q = v[e] * rcp;
+    qf[e] = q;
+    if (abs(q) <= 512.0 && abs(fract(q) - 0.5) < 0.0009765625) near |= 1u << e;
+  }
+  while (near != 0u) {  // rare: ~2^-9 of values
+    const uint k = uint(findLSB(near));
+    near &= near - 1u;
+    float x = v[0];
+    [[unroll]] for (uint e = 1; e < 8u; ++e) x = k == e ? v[e] : x;
+    const float q = div_rn(x, sc);
+    [[unroll]] for (uint e = 0; e < 8u; ++e) qf[e] = k == e ? q : qf[e];
+  }
+  [[unroll]] for (uint e = 0; e < 8u; ++e) {
+    precise float r = round_even(qf[e]) + float(zp);
+    codes[e] = uint(int(clamp(r, -128.0, 127.0))) & 255u;
+  }
+}
+
 // Scale and zero point of a token from each thread's partial minimum and maximum (both start at 0).
 void quant_params(float lo, float hi, out float sc, out int zp) {
   const uint tid = gl_LocalInvocationID.x;
