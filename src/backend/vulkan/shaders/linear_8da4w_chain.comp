@@ -255,11 +255,9 @@ void prologue(uint st, out float sx, out int zp) {
     uint ev = 0u, od = 0u;
     if (c < nch) {
       float v[8];
-      uint codes[8];
       [[unroll]] for (uint t = 0; t < 8u; ++t)
         v[t] = norm ? xs[(8u * c + t) % MAXNORMK] : chunk_at(ck[i], x16, t);
-      quant_values8(v, sx, rcp, zp, codes);
-      [[unroll]] for (uint t = 0; t < 8u; ++t) pack_code(t, codes[t], ev, od);
+      quant_pair(v, sx, rcp, zp, ev, od);
     }
     int sum = dot4(int(ev), 0x01010101, dot4(int(od), 0x01010101, 0));
     sum += subgroupShuffleXor(sum, 1u);

@@ -48,7 +48,9 @@ float div_rn(float a, float b) {
 // x rounded to the nearest integer, ties to even, from floor and exact comparisons (|x| < 2^23,
 // where x - floor(x) is exact). GLSL's roundEven is not used: Mesa 22.3's lavapipe at 16 lanes
 // (LP_NATIVE_VECTOR_WIDTH=512 on an AVX2 CPU) rounds some ties away from zero
-// (docs/portability.md).
+// (docs/portability.md). (Nor the magic-number add, (x + 1.5 * 2^23) - 1.5 * 2^23: spirv-opt's
+// unroller drops the NoContraction that keeps the driver from folding it to x, as measured in the
+// unrolled chain prologue on lavapipe, docs/perf.md session 12.)
 float round_even(float x) {
   const float f = floor(x), d = x - f;
   if (d > 0.5) return f + 1.0;
@@ -80,31 +82,6 @@ void quant_scale_zp_rcp(float lo, float hi, out float sc, out int zp, out float 
 }
 #endif
 
-// Eight values' codes, quant_value's each (the low byte of each), with one exact division in the
-// code, however many of the eight lie near a rounding boundary: the unrolled callers (no
-// dynamically indexed arrays, which would go to local memory) stay small.
-void quant_values8(float v[8], float sc, float rcp, int zp, out uint codes[8]) {
-  float qf[8];
-  uint near = 0u;
-  [[unroll]] for (uint e = 0; e < 8u; ++e) {
-    precise float q = v[e] * rcp;
-    qf[e] = q;
-    if (abs(q) <= 512.0 && abs(fract(q) - 0.5) < 0.0009765625) near |= 1u << e;
-  }
-  while (near != 0u) {  // rare: ~2^-9 of values
-    const uint k = uint(findLSB(near));
-    near &= near - 1u;
-    float x = v[0];
-    [[unroll]] for (uint e = 1; e < 8u; ++e) x = k == e ? v[e] : x;
-    const float q = div_rn(x, sc);
-    [[unroll]] for (uint e = 0; e < 8u; ++e) qf[e] = k == e ? q : qf[e];
-  }
-  [[unroll]] for (uint e = 0; e < 8u; ++e) {
-    precise float r = round_even(qf[e]) + float(zp);
-    codes[e] = uint(int(clamp(r, -128.0, 127.0))) & 255u;
-  }
-}
-
 // Scale and zero point of a token from each thread's partial minimum and maximum (both start at 0).
 void quant_params(float lo, float hi, out float sc, out int zp) {
   const uint tid = gl_LocalInvocationID.x;
@@ -121,12 +98,19 @@ void quant_params(float lo, float hi, out float sc, out int zp) {
   quant_scale_zp(q_lo[0], q_hi[0], sc, zp);
 }
 
+// The code of quotient q (as the low byte of the result), and whether q = x * rcp lies so near a
+// rounding boundary that the exact quotient div_rn(x, sc) must decide instead.
+uint quant_code(float q, int zp) {
+  precise float v = round_even(q) + float(zp);
+  return uint(int(clamp(v, -128.0, 127.0))) & 255u;
+}
+bool quant_near(float q) { return abs(q) <= 512.0 && abs(fract(q) - 0.5) < 0.0009765625; }
+
 // One value's int8 code (as the low byte of the result). rcp = 1 / sc.
 uint quant_value(float xv, float sc, float rcp, int zp) {
   precise float qf = xv * rcp;
-  if (abs(qf) <= 512.0 && abs(fract(qf) - 0.5) < 0.0009765625) qf = div_rn(xv, sc);
-  precise float v = round_even(qf) + float(zp);
-  return uint(int(clamp(v, -128.0, 127.0))) & 255u;
+  if (quant_near(qf)) qf = div_rn(xv, sc);
+  return quant_code(qf, zp);
 }
 
 #ifdef QUANT_ROW_BINDING

@@ -4,7 +4,7 @@
 // byte each, low byte first), so a word of eight nibbles needs two masks, not an unpacking, for
 // two four-way dot products with the nibbles as stored (q + 8); each block's sum of codes (xsum)
 // then takes the 8 back out, in integers, so every group's dot is the unfused kernel's exactly.
-// The row is at most 8,192 codes; the includer includes common.glsl and idot.glsl first.
+// The row is at most 8,192 codes; the includer includes common.glsl, quant.glsl and idot.glsl first.
 shared uvec4 qxs[8192u / 16u];  // (word w at qxs[w / 4][w % 4]: a block is two uvec4)
 shared int xsum[8192u / 32u];
 
@@ -19,6 +19,31 @@ void store_pair(uint p, uint ev, uint od) {
   qxs[p >> 1][(p & 1u) * 2u] = ev;
   qxs[p >> 1][(p & 1u) * 2u + 1u] = od;
 }
+// Word pair (ev, od) of eight values, quant_value's code each (quant.glsl, included first), with
+// one exact division in the code however many of the eight lie near a rounding boundary, and no
+// arrays of codes: the unrolled callers stay small in code and registers.
+void quant_pair(float v[8], float sc, float rcp, int zp, out uint ev, out uint od) {
+  ev = 0u;
+  od = 0u;
+  uint near = 0u;
+  [[unroll]] for (uint e = 0; e < 8u; ++e) {
+    precise float q = v[e] * rcp;
+    if (quant_near(q)) near |= 1u << e;
+    pack_code(e, quant_code(q, zp), ev, od);
+  }
+  while (near != 0u) {  // rare: ~2^-9 of values
+    const uint k = uint(findLSB(near));
+    near &= near - 1u;
+    float x = v[0];
+    [[unroll]] for (uint e = 1; e < 8u; ++e) x = k == e ? v[e] : x;
+    const uint c = quant_code(div_rn(x, sc), zp), at = 8u * (k >> 1);
+    if ((k & 1u) == 0u)
+      ev = bitfieldInsert(ev, c, int(at), 8);
+    else
+      od = bitfieldInsert(od, c, int(at), 8);
+  }
+}
+
 // Each 32-code block's sum, after the row's words are stored (and a barrier); threads tid of n.
 void block_sums(uint K, uint tid, uint n) {
   for (uint b = tid; b < K / 32u; b += n) {
