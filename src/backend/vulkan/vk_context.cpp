@@ -189,7 +189,10 @@ DeviceInfo query(VkInstance inst, VkPhysicalDevice pd, uint32_t index) {
     tail = &amd.pNext;
   }
   vkGetPhysicalDeviceProperties2(pd, &p2);
-  if (e_sm) d.compute_units = smp.shaderSMCount;
+  if (e_sm) {
+    d.compute_units = smp.shaderSMCount;
+    d.sm_builtins = d.compute_units > 0;
+  }
   if (e_amd && !e_sm)
     d.compute_units =
         amd.shaderEngineCount * amd.shaderArraysPerEngineCount * amd.computeUnitsPerShaderArray;

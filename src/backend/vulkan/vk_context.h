@@ -30,6 +30,7 @@ struct DeviceInfo {
   bool subgroup_size_control = false;
   uint32_t max_wg_subgroups = 0;  // maxComputeWorkgroupSubgroups (subgroup size control)
   uint32_t compute_units = 0;     // SMs / CUs where the driver says (NV SM builtins, AMD core)
+  bool sm_builtins = false;       // VK_NV_shader_sm_builtins reported compute_units
   bool buffer_address = false;    // bufferDeviceAddress (Vulkan 1.2): the decode chain's tables
   bool subgroup_arith = false;    // subgroup arithmetic and shuffles in compute shaders (required)
   bool fp16_arith = false, storage16 = false, storage8 = false, int8_arith = false;

@@ -606,9 +606,16 @@ constexpr int64_t kChainMaxK = 8192, kChainMaxNormK = 4096;
 // VKLLM_CHAIN_CLOCK: slots (chain stages timed; Phi-4-mini has 129) and phases a slot
 // (linear_8da4w_chain.comp CLK_PHASES), 64-bit sums each.
 constexpr uint32_t kClockSlots = 512, kClockPhases = 8;
+// A stage's rows at most: wider mat-vecs (the lm_head, 128-200K rows) are faster unfused, one
+// subgroup a row (docs/perf.md, session 12: 159K SM cycles of rows in the chain at 264
+// workgroups, 78 us unfused).
+constexpr int64_t kChainMaxRows = 32768;
 bool chainable(const Program& p, const Match& m) {
   const int64_t K = p.tensors[m.x].shape.back();
   if (K > kChainMaxK || K % 32 != 0 || m.mv.empty() || m.mv.size() > 3) return false;
+  int64_t rows = 0;
+  for (const Op* l : m.mv) rows += p.tensors[l->inputs[1]].shape[0];
+  if (rows > kChainMaxRows) return false;
   // VKLLM_CHAIN_MAXK=n: only stages of inputs up to n wide (measurement: the kernel's register
   // budget follows its widest stage).
   if (const int maxk = env_int("VKLLM_CHAIN_MAXK"); maxk > 0 && K > maxk) return false;
@@ -815,10 +822,17 @@ void print_chain_clock(Allocator& alloc, const ChainClock& clock) {
 }
 
 uint32_t chain_groups(const DeviceInfo& dev) {
-  // Off unless asked for: measured slower than the default step on the H200 (docs/perf.md,
-  // session 10), and two or more workgroups disagree with the CPU on lavapipe (cause open).
+  // By default two workgroups an SM on GPUs whose driver reports its SMs (NVIDIA's SM builtins):
+  // measured faster than the step without chains on the H200 (docs/perf.md, session 12), and the
+  // kernel's 121 registers a thread let two 256-thread workgroups share an SM. Elsewhere off
+  // unless asked for (VKLLM_CHAIN_GROUPS=n, -1 for one an SM or CU): on lavapipe two or more
+  // workgroups disagree with the CPU (cause open, docs/perf.md). A grid that turns out not to be
+  // resident fails the decode with one line (the executor reads the grid sync's error flag).
+  // (Chains sum each row in one part: VKLLM_MATVEC_PARTS, a measurement switch, turns them off.)
+  if (!dev.buffer_address || env_flag("VKLLM_NO_CHAIN") || std::getenv("VKLLM_MATVEC_PARTS"))
+    return 0;
   const char* e = std::getenv("VKLLM_CHAIN_GROUPS");
-  if (!e || !dev.buffer_address || env_flag("VKLLM_NO_CHAIN")) return 0;
+  if (!e) return dev.sm_builtins ? 2 * dev.compute_units : 0;
   const int g = std::atoi(e);
   return g < 0 ? dev.compute_units : static_cast<uint32_t>(std::min(g, 65535));
 }
@@ -832,8 +846,14 @@ std::vector<FusedRun> find_fused_runs(const Program& p, const std::string& unfus
     std::optional<Match> m;
     for (const Pattern& pat : kPatterns)
       if (!disabled(pat, chain) && (pat.kind != Kind::Tail || dev.max_shared >= kTailShared) &&
-          (m = matcher.at(k, pat, unfused_family)))
+          (m = matcher.at(k, pat, unfused_family))) {
+        // A mat-vec run that is on only to be a chain's stage stays unfused where it cannot be.
+        if (chain && pat.kind == Kind::Matvec && disabled(pat, false) && !chainable(p, *m)) {
+          m.reset();
+          continue;
+        }
         break;
+      }
     if (!m) {
       ++k;
       continue;

@@ -29,7 +29,7 @@ struct VulkanOptions {
   // Apply the verdict `vkllm selftest` cached for the device (vk_verdict.h); the selftest itself
   // turns it off to test every variant.
   bool selftest_verdict = true;
-  bool profile = false;     // per-op GPU timestamps (VKLLM_PROFILE=1)
+  bool profile = false;  // per-op GPU timestamps (VKLLM_PROFILE=1)
 };
 
 }  // namespace vkllm
