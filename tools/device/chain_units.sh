@@ -3,7 +3,8 @@
 # chain (linear_8da4w_chain.comp) on Llama-3.2-1B 8da4w-fp16 at a 4,096-token context: the
 # compiler's statistics of the decode kernels (VKLLM_PIPELINE_STATS), tg128 (median of 3) per
 # switch (CHAIN_VARIANTS: space-separated, each a comma-separated list of VAR=value), the chain's decode profile, then the chain against the CPU reference on
-# the tiny twins (verify --agree). Results also go to $OUT/chain_units.txt.
+# the tiny twins (verify --agree; CHAIN_TWINS_ENV, default the default chains, CHAIN_TWINS_STEPS).
+# Results also go to $OUT/chain_units.txt.
 # CHAIN_PARTS (default "stats variants profile clock twins") picks the parts; clock: the chain's
 # phases in SM cycles (VKLLM_CHAIN_CLOCK) at each CHAIN_CLOCK_GROUPS (default "264 132"; an entry
 # may add comma-joined VAR=value, e.g. 264,VKLLM_CHAIN_MEASURE=noload).
@@ -40,7 +41,7 @@ has twins && for t in tiny-llama3.2:llama3.2 tiny-qwen3:qwen3 tiny-phi4mini:phi4
   [ -d /tmp/twins/$name ] || "$BIN" synth --preset "$name" -o /tmp/twins/$name --tokenizer-dir /tmp/fixtures/$fam >/dev/null
   for r in quantized-8da4w quantized-8da4w-fp16; do
     "$BIN" export /tmp/twins/$name --recipe $r -o /tmp/c.vkllm -q >/dev/null 2>&1
-    line=$(VKLLM_CHAIN_GROUPS=-1 timeout 120 "$BIN" verify /tmp/c.vkllm --agree e2e/prompts/$fam.txt -n 50 2>&1 | grep agreement)
+    line=$(env ${CHAIN_TWINS_ENV:-VKLLM_X=default} timeout 120 "$BIN" verify /tmp/c.vkllm --agree e2e/prompts/$fam.txt -n ${CHAIN_TWINS_STEPS:-50} 2>&1 | grep "agreement\|resident")
     echo "AGREE $name $r ${line:0:200}"
   done
 done

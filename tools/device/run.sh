@@ -115,16 +115,18 @@ for task in "$@"; do
       # the three models' target recipes, then the peer (.peer/run.sh, llama.cpp Vulkan, Q4_0) on
       # the same shapes in the same call, and the ratios. Needs .peer carried.
       rc=0; : >"$OUT/side.txt"
+      # SIDE_MODELS (default "llama qwen phi"): the models to run.
       for cell in llama-3.2-1b:llama3.2:quantized-8da4w-fp16:llama qwen3-0.6b:qwen3:quantized-8da4w-fp16-embedding:qwen \
                   phi-4-mini:phi4mini:quantized-8da4w-embedding:phi; do
         IFS=: read -r preset fam recipe peer <<<"$cell"
+        [[ " ${SIDE_MODELS:-llama qwen phi} " == *" $peer "* ]] || continue
         [ -d /tmp/full-$preset ] || "$BIN" synth --preset "$preset" -o /tmp/full-$preset --tokenizer-dir /tmp/fixtures/$fam -q >/dev/null
         a=/tmp/$preset.$recipe.vkllm
         [ -f "$a" ] || "$BIN" export /tmp/full-$preset --recipe "$recipe" --max-context 4096 -o "$a" -q 2>&1 | tail -1
         "$BIN" bench -m "$a" -p 512 -n 128 -r 5 --output json > /tmp/bench.json 2>/dev/null || rc=1
         python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print('VKLLM', sys.argv[2], 'pp512', round(j['pp']['median_tok_s']), '| tg128', round(j['tg']['median_tok_s'],1), '| gpu_mib', round(j.get('peak_gpu_mb',0)), '| load_ms', round(j['load_ms']))" /tmp/bench.json "$peer" | tee -a "$OUT/side.txt"
       done
-      if [ -d .peer ]; then bash .peer/run.sh llama qwen phi 2>&1 | tee -a "$OUT/side.txt"; fi
+      if [ -d .peer ]; then bash .peer/run.sh ${SIDE_MODELS:-llama qwen phi} 2>&1 | tee -a "$OUT/side.txt"; fi
       python3 - "$OUT/side.txt" <<'PY' | tee -a "$OUT/side.txt"
 import sys, re
 v, p = {}, {}
