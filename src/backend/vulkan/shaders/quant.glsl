@@ -51,11 +51,12 @@ float div_rn(float a, float b) {
 // (docs/portability.md). (Nor the magic-number add, (x + 1.5 * 2^23) - 1.5 * 2^23: spirv-opt's
 // unroller drops the NoContraction that keeps the driver from folding it to x, as measured in the
 // unrolled chain prologue on lavapipe, docs/perf.md session 12.)
+// At a tie f is even when floor(f / 2) * 2 == f, all exact (GLSL's mod(f, 2.0) may divide).
 float round_even(float x) {
   const float f = floor(x), d = x - f;
   if (d > 0.5) return f + 1.0;
   if (d < 0.5) return f;
-  return mod(f, 2.0) == 0.0 ? f : f + 1.0;
+  return floor(f * 0.5) * 2.0 == f ? f : f + 1.0;
 }
 
 // Scale and zero point of a token from its row's minimum lo and maximum hi (both include 0).
