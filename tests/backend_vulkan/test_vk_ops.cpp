@@ -249,44 +249,6 @@ TEST(VulkanOps, SubgroupsAreWhatTheKernelsAssume) {
   }
 }
 
-// The decode chain's grid sync hands data from every workgroup to every other (grid_check.comp):
-// 40 rounds of write, sync, read another workgroup's words, sync; through a binding and through
-// buffer device addresses (the chain's way). Without the first sync it fails in round 0. Two
-// workgroups: lavapipe runs a grid resident only up to its thread count (two on the CI machine),
-// and with three or more (LP_NUM_THREADS=4) its hand-offs fail (docs/perf.md, session 12).
-TEST(VulkanOps, GridSyncHandsDataAcrossWorkgroups) {
-  vk::Context ctx(validated());
-  vk::Allocator alloc(ctx);
-  vk::Kernels kernels(ctx);
-  const uint32_t G = 2, WG = 256, rounds = 40;
-  for (bool bda : {false, true}) {
-    if (bda && !ctx.use_buffer_address()) continue;
-    vk::Buffer sync = alloc.create(16, false, "sync"),
-               data = alloc.create(G * WG * 4, false, "data"), err = alloc.create(16, false, "err");
-    alloc.fill(sync, 0);
-    alloc.fill(data, 0);
-    alloc.fill(err, 0);
-    const vk::Kernel& k =
-        kernels.get("grid_check", 3, 16, {vk::grid_spin_limit(ctx.info()), bda ? 1u : 0u});
-    const vk::BufRange r[3] = {{sync.buf, 0, 16}, {data.buf, 0, data.size}, {err.buf, 0, 16}};
-    VkDescriptorSet set = kernels.make_set(k, r);
-    const uint64_t a = bda ? ctx.address(data.buf) : 0;
-    const uint32_t push[4] = {rounds, 0, static_cast<uint32_t>(a), static_cast<uint32_t>(a >> 32)};
-    VkCommandBuffer cb = ctx.begin_once();
-    vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, k.pipeline);
-    vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, k.layout, 0, 1, &set, 0, nullptr);
-    vkCmdPushConstants(cb, k.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof push, push);
-    vkCmdDispatch(cb, G, 1, 1);
-    ctx.submit_and_wait(cb);
-    uint32_t e[4] = {}, c[4] = {};
-    alloc.download(err, 0, e, 16);
-    alloc.download(sync, 0, c, 16);
-    EXPECT_EQ(c[2], 0u) << "the grid was not resident";
-    EXPECT_EQ(e[0], 0u) << (bda ? "device addresses" : "bindings") << ": first wrong word "
-                        << (e[1] & 0xFFFF) << " in round " << (e[1] >> 16);
-  }
-}
-
 TEST(VulkanOps, LinearF32) {
   for (int T : {1, 5, 13}) check_linear(Lin::F32, 100, 77, T, DType::F32);
 }
