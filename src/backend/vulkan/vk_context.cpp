@@ -535,38 +535,38 @@ Context::Context(const VulkanOptions& opt) : opt_(opt) {
     bdaf.pNext = f2.pNext;
     f2.pNext = &bdaf;
   }
+  // Features a measurement switch asks for: chained into the device's features with their
+  // extension where the device has them, else one line says so.
+  auto optional_feature = [&](const char* sw, bool have, auto& feature, const char* ext,
+                              const char* without) {
+    if (!have) {
+      fmt::print(stderr, "vkllm: {}: {} has no {}; {}\n", sw, info_.name, ext, without);
+      return false;
+    }
+    feature.pNext = f2.pNext;
+    f2.pNext = &feature;
+    exts.push_back(ext);
+    return true;
+  };
   VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR pef{
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};
-  if (env_flag("VKLLM_PIPELINE_STATS")) {
-    if (has_ext(dexts, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME)) {
-      pipeline_stats_ = true;
-      pef.pipelineExecutableInfo = VK_TRUE;
-      pef.pNext = f2.pNext;
-      f2.pNext = &pef;
-      exts.push_back(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
-    } else {
-      fmt::print(stderr, "vkllm: VKLLM_PIPELINE_STATS: {} has no {}; no statistics\n", info_.name,
-                 VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
-    }
-  }
+  pef.pipelineExecutableInfo = VK_TRUE;
+  if (env_flag("VKLLM_PIPELINE_STATS"))
+    pipeline_stats_ =
+        optional_feature("VKLLM_PIPELINE_STATS",
+                         has_ext(dexts, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME), pef,
+                         VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME, "no statistics");
   VkPhysicalDeviceShaderClockFeaturesKHR clkf{
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CLOCK_FEATURES_KHR};
   if (env_flag("VKLLM_CHAIN_CLOCK")) {
-    VkPhysicalDeviceShaderClockFeaturesKHR have{
-        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CLOCK_FEATURES_KHR};
     VkPhysicalDeviceFeatures2 q{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
-    q.pNext = &have;
+    q.pNext = &clkf;
     if (has_ext(dexts, VK_KHR_SHADER_CLOCK_EXTENSION_NAME)) vkGetPhysicalDeviceFeatures2(phys_, &q);
-    if (have.shaderSubgroupClock) {
-      chain_clock_ = true;
-      clkf.shaderSubgroupClock = VK_TRUE;
-      clkf.pNext = f2.pNext;
-      f2.pNext = &clkf;
-      exts.push_back(VK_KHR_SHADER_CLOCK_EXTENSION_NAME);
-    } else {
-      fmt::print(stderr, "vkllm: VKLLM_CHAIN_CLOCK: {} has no {} subgroup clock; no chain clock\n",
-                 info_.name, VK_KHR_SHADER_CLOCK_EXTENSION_NAME);
-    }
+    const bool have = clkf.shaderSubgroupClock;
+    clkf = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CLOCK_FEATURES_KHR};
+    clkf.shaderSubgroupClock = VK_TRUE;
+    chain_clock_ = optional_feature("VKLLM_CHAIN_CLOCK", have, clkf,
+                                    VK_KHR_SHADER_CLOCK_EXTENSION_NAME, "no chain clock");
   }
   if (has_ext(dexts, "VK_KHR_portability_subset")) exts.push_back("VK_KHR_portability_subset");
   VkDeviceCreateInfo dci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};

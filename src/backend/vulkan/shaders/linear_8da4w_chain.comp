@@ -46,7 +46,6 @@ layout(constant_id = 3) const uint MEASURE = 0;
 layout(std430, binding = 1) readonly buffer Table { uint tab[]; };
 layout(push_constant) uniform PC { uint stages; } pc;
 
-
 layout(buffer_reference, std430, buffer_reference_align = 16) readonly buffer QRef { uvec4 v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 4) readonly buffer FRef { float v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 4) readonly buffer IRef { int v[]; };
@@ -162,7 +161,6 @@ float chunk_at(Chunk k, bool h, uint e) {
 #endif
   return uintBitsToFloat(e < 4u ? k.a[e] : k.b[e - 4u]);
 }
-float fp32_at(uvec4 a, uvec4 b, uint e) { return uintBitsToFloat(e < 4u ? a[e] : b[e - 4u]); }
 
 // The prologue: the stage's int8 row into qxs and xsum, its scale and zero point. A norm stage
 // sums the squares in rms_norm.glsl's order (four values at a time, then the rest, over the
@@ -175,19 +173,18 @@ void prologue(uint st, out float sx, out int zp) {
   const uint NSP = PWG / gl_SubgroupSize;
   const uvec2 xa = A(st, 8u), na = A(st, 10u);
   // Every load first: the row's chunks and, for a norm, the weight's (fp32).
-  Chunk ck[NCH];
-  uvec4 wa[NCHN], wb[NCHN];
+  Chunk ck[NCH], w[NCHN];
   [[unroll]] for (uint i = 0; i < NCH; ++i) {
     ck[i].a = uvec4(0u);
     ck[i].b = uvec4(0u);
     if (tid + PWG * i < nch) ck[i] = load_chunk(xa, x16, tid + PWG * i);
   }
   [[unroll]] for (uint i = 0; i < NCHN; ++i) {
-    wa[i] = uvec4(0u);
-    wb[i] = uvec4(0u);
+    w[i].a = uvec4(0u);
+    w[i].b = uvec4(0u);
     if (norm && tid + PWG * i < nch) {
-      wa[i] = QRef(na).v[2u * (tid + PWG * i)];
-      wb[i] = QRef(na).v[2u * (tid + PWG * i) + 1u];
+      w[i].a = QRef(na).v[2u * (tid + PWG * i)];
+      w[i].b = QRef(na).v[2u * (tid + PWG * i) + 1u];
     }
   }
   float lo = 0.0, hi = 0.0;
@@ -225,7 +222,7 @@ void prologue(uint st, out float sx, out int zp) {
       const uint c = tid + PWG * i;
       if (c < nch)
         [[unroll]] for (uint e = 0; e < 8u; ++e) {
-          const float v = round_to(h16, fp32_at(wa[i], wb[i], e) * (xs[8u * c + e] * inv));
+          const float v = round_to(h16, chunk_at(w[i], false, e) * (xs[8u * c + e] * inv));
           xs[8u * c + e] = v;  // (this thread's own values: no other thread reads them before
           lo = min(lo, v);     // the barrier below)
           hi = max(hi, v);

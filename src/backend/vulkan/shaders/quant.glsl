@@ -59,13 +59,21 @@ float round_even(float x) {
   return floor(f * 0.5) * 2.0 == f ? f : f + 1.0;
 }
 
+// A token's scale from its row's minimum lo and maximum hi (both include 0), and its zero point
+// from q = lo / scale (div_rn's).
+float quant_scale(float lo, float hi) {
+  precise float scale = div_rn(hi - lo, 255.0);
+  return max(scale, 1.1920928955078125e-7);  // FLT_EPSILON, as torchao clamps the scale
+}
+int quant_zero_point(float q) {
+  precise float zpf = clamp(-128.0 - round_even(q), -128.0, 127.0);
+  return int(zpf);
+}
+
 // Scale and zero point of a token from its row's minimum lo and maximum hi (both include 0).
 void quant_scale_zp(float lo, float hi, out float sc, out int zp) {
-  precise float scale = div_rn(hi - lo, 255.0);
-  scale = max(scale, 1.1920928955078125e-7);  // FLT_EPSILON, as torchao clamps the scale
-  precise float zpf = clamp(-128.0 - round_even(div_rn(lo, scale)), -128.0, 127.0);
-  sc = scale;
-  zp = int(zpf);
+  sc = quant_scale(lo, hi);
+  zp = quant_zero_point(div_rn(lo, sc));
 }
 
 // quant_scale_zp and rcp = div_rn(1.0, sc) with one division's latency for the last two: lane 0
@@ -73,12 +81,9 @@ void quant_scale_zp(float lo, float hi, out float sc, out int zp) {
 // (subgroup-uniform lo and hi; an includer that defines QUANT_LANES, with subgroup shuffles).
 #ifdef QUANT_LANES
 void quant_scale_zp_rcp(float lo, float hi, out float sc, out int zp, out float rcp) {
-  precise float scale = div_rn(hi - lo, 255.0);
-  scale = max(scale, 1.1920928955078125e-7);  // as quant_scale_zp
-  const float q = div_rn(gl_SubgroupInvocationID == 0u ? lo : 1.0, scale);
-  precise float zpf = clamp(-128.0 - round_even(subgroupShuffle(q, 0u)), -128.0, 127.0);
-  sc = scale;
-  zp = int(zpf);
+  sc = quant_scale(lo, hi);
+  const float q = div_rn(gl_SubgroupInvocationID == 0u ? lo : 1.0, sc);
+  zp = quant_zero_point(subgroupShuffle(q, 0u));
   rcp = subgroupShuffle(q, 1u);
 }
 #endif
