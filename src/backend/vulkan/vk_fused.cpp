@@ -325,10 +325,10 @@ std::unique_ptr<PreparedOp> prepare_attention(OpEnv& env, const Match& m, bool q
   const int hd = static_cast<int>(c.attr_i("head_dim"));
   const float scale = c.attr_f("scale");
   const int64_t W = int64_t(Hkv) * hd;
-  c.need(Hkv > 0 && H % Hkv == 0 && hd > 0 && hd <= 4 * 64 && c.width(m.q) == int64_t(H) * hd &&
-             c.width(m.k) == W && c.width(I[2]) == W && c.width(I[3]) == W && c.width(I[4]) == W &&
-             c.width(m.y) == int64_t(H) * hd,
-         "bad shape (head_dim must be <= 256)");
+  c.need(Hkv > 0 && H % Hkv == 0 && hd > 0 && hd <= 256 && hd % 8 == 0 &&
+             c.width(m.q) == int64_t(H) * hd && c.width(m.k) == W && c.width(I[2]) == W &&
+             c.width(I[3]) == W && c.width(I[4]) == W && c.width(m.y) == int64_t(H) * hd,
+         "bad shape (head_dim must be a multiple of 8, <= 256)");
   c.need(c.decl(I[3]).kind == TensorKind::KVCache && c.decl(I[4]).kind == TensorKind::KVCache &&
              c.decl(I[3]).dtype == c.decl(I[4]).dtype && c.decl(I[3]).shape[0] >= p.max_ctx,
          "bad KV caches");
@@ -377,9 +377,9 @@ std::unique_ptr<PreparedOp> prepare_attention(OpEnv& env, const Match& m, bool q
   const auto [qs, qps] = act_scratch(c, int64_t(H) * hd);
   const uint32_t a16 = c.f16(m.q), c16 = c.f16(I[3]), y16 = c.f16(m.y);
   const bool any16 = a16 || c16 || y16 || n16 || r16;
-  const Kernel& k =
-      env.kernels.get(std::string("attention_decode") + (any16 ? "_f16" : ""), 16, 11 * 4,
-                      {a16, c16, y16, m.qnorm != nullptr, m.qrope != nullptr, n16, r16, oquant});
+  const Kernel& k = env.kernels.get(
+      std::string("attention_decode") + (any16 ? "_f16" : ""), 16, 11 * 4,
+      {a16, c16, y16, m.qnorm != nullptr, m.qrope != nullptr, n16, r16, oquant, u32(hd)});
   const BufRange nq = m.qnorm ? c.whole(m.qnorm->inputs[1]) : c.whole(I[2]),
                  nk = m.knorm ? c.whole(m.knorm->inputs[1]) : c.whole(I[2]);
   const std::vector<BufRange> r = {c.whole(m.q),

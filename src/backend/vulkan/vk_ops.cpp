@@ -397,10 +397,10 @@ std::unique_ptr<PreparedOp> prep_attention(Ctx c) {
   const int hd = static_cast<int>(c.attr_i("head_dim"));
   const float scale = c.attr_f("scale");
   const int64_t W = int64_t(Hkv) * hd;
-  c.need(Hkv > 0 && H % Hkv == 0 && hd > 0 && hd <= 256 && c.width(I[0]) == int64_t(H) * hd &&
-             c.width(I[1]) == W && c.width(I[2]) == W && c.width(I[3]) == W && c.width(I[4]) == W &&
-             c.width(y) == int64_t(H) * hd,
-         "bad shape (head_dim must be <= 256)");
+  c.need(Hkv > 0 && H % Hkv == 0 && hd > 0 && hd <= 256 && hd % 8 == 0 &&
+             c.width(I[0]) == int64_t(H) * hd && c.width(I[1]) == W && c.width(I[2]) == W &&
+             c.width(I[3]) == W && c.width(I[4]) == W && c.width(y) == int64_t(H) * hd,
+         "bad shape (head_dim must be a multiple of 8, <= 256)");
   c.need(c.decl(I[3]).kind == TensorKind::KVCache && c.decl(I[4]).kind == TensorKind::KVCache &&
              c.decl(I[3]).dtype == c.decl(I[4]).dtype && c.decl(I[3]).shape[0] >= c.p.max_ctx,
          "bad KV caches");
@@ -409,8 +409,9 @@ std::unique_ptr<PreparedOp> prep_attention(Ctx c) {
          "q, k and v must share one dtype");
   const uint32_t a16 = c.f16(I[0]), c16 = c.f16(I[3]), y16 = c.f16(y);
   const Kernel& ks = c.kernel("attention_store", 5, 2, {a16, c16, y16});
-  const Kernel& ka = c.kernel("attention", 6, 7, {a16, c16, y16});
-  const Kernel& kc = c.kernel("attention_combine", 2, 3, {0, 0, y16});
+  // (attention_split.glsl's tiles and merge, specialized on the head dim)
+  const Kernel& ka = c.kernel("attention", 6, 7, {a16, c16, y16}, u32(hd));
+  const Kernel& kc = c.kernel("attention_combine", 2, 3, {0, 0, y16}, u32(hd));
   // Forwards of several tokens: the tiled kernel (32 tokens of one head a workgroup, K and V
   // tiles shared by them; attention_prefill.comp), which needs 8-lane subgroups, hd % 8 == 0 and
   // its shared memory.

@@ -3,17 +3,23 @@
 //  VKLLM_KV_STORE: write k, v rows t into cache rows pos + t (rounded to the cache dtype);
 //  (default): causal grouped-query attention of one (token t, head h) over one split of its keys:
 //    workgroup g takes (t, h) = g / S and keys [c * C, (c + 1) * C) with c = g % S (S and C fixed
-//    per executor for decode, so a recorded step replays at any position). Keys are
-//    taken in tiles of WG with an online softmax: a subgroup scores a key with its lanes across the
-//    head dims, then each thread owns up to four output dims (head_dim <= 4 * WG). With S == 1 it writes the output; otherwise its partial
+//    per executor for decode, so a recorded step replays at any position), tile by tile as
+//    attention_split.glsl computes them. With S == 1 it writes the output; otherwise its partial
 //    (running max m, sum l, unnormalized accumulator) goes to the scratch `part`;
 //  VKLLM_COMBINE: merges the S partials of each (t, h) into the output (split-K, "flash
 //    decoding": a decode step has only H (t, h) pairs, too few workgroups for a GPU).
 #extension GL_KHR_shader_subgroup_arithmetic : require
+#extension GL_KHR_shader_subgroup_shuffle : require
+#ifdef VKLLM_KV_STORE
+#define WG 64
+#else
+#define WG 256
+#endif
 #include "common.glsl"
 layout(constant_id = 1) const bool A16 = false;  // q / k / v activations
 layout(constant_id = 2) const bool C16 = false;  // caches
 layout(constant_id = 3) const bool Y16 = false;  // output
+layout(constant_id = 8) const uint HD = 64;      // head dim (% 8 == 0, <= 256)
 #ifdef VKLLM_KV_STORE
 DECL_FBUF(0, k, readonly)
 DECL_FBUF(1, v, readonly)
@@ -32,125 +38,48 @@ void main() {
 layout(std430, binding = 0) readonly buffer P { float part[]; };
 DECL_FBUF(1, o, writeonly)
 layout(push_constant) uniform PC { uint TH, hd, S; } pc;
+#define ATT_MERGE
+#define ATT_MERGE_ONLY
+#include "attention_split.glsl"
 void main() {
   const uint th = flat_group(), tid = gl_LocalInvocationID.x;
   if (th >= pc.TH) return;
-  const uint stride = pc.hd + 2u, base = th * pc.S * stride;
-  float m = -3.0e38;
-  for (uint c = 0; c < pc.S; ++c) m = max(m, part[base + c * stride]);
-  float l = 0.0;
-  for (uint c = 0; c < pc.S; ++c)
-    l += part[base + c * stride + 1u] * exp(part[base + c * stride] - m);
-  for (uint i = tid; i < pc.hd; i += WG) {
-    float a = 0.0;
-    for (uint c = 0; c < pc.S; ++c)
-      a += part[base + c * stride + 2u + i] * exp(part[base + c * stride] - m);
-    STOREF(o, Y16, th * pc.hd + i, a / l);
-  }
+  const float y = att_merge(th * pc.S * (HD + 2u), pc.S);
+  if (tid < HD) STOREF(o, Y16, th * HD + tid, y);
 }
 #else
 DECL_FBUF(0, q, readonly)
-DECL_FBUF(1, kc, readonly)
-DECL_FBUF(2, vc, readonly)
+layout(std430, binding = 1) readonly buffer KCW { uvec2 kcw[]; };
+layout(std430, binding = 1) readonly buffer KCN { uint kcn[]; };
+layout(std430, binding = 2) readonly buffer VCW { uvec2 vcw[]; };
+layout(std430, binding = 2) readonly buffer VCN { uint vcn[]; };
 DECL_FBUF(3, o, writeonly)
 layout(std430, binding = 4) writeonly buffer P { float part[]; };
 DECL_STEP(5)
 layout(push_constant) uniform PC { uint T, H, Hkv, hd; float scale; uint S, C; } pc;
-shared float qs[4 * WG];
-shared float red[WG];  // one entry per subgroup
-shared float ps[WG];
-shared float ss[WG];  // the tile's scores
-
-// Workgroup-wide max / sum: the subgroup's, then across subgroups through shared memory.
-float wg_max(float v) {
-  const float s = subgroupMax(v);
-  if (subgroupElect()) red[gl_SubgroupID] = s;
-  barrier();
-  float r = red[0];
-  for (uint i = 1; i < gl_NumSubgroups; ++i) r = max(r, red[i]);
-  barrier();
-  return r;
-}
-float wg_sum(float v) {
-  const float s = subgroupAdd(v);
-  if (subgroupElect()) red[gl_SubgroupID] = s;
-  barrier();
-  float r = red[0];
-  for (uint i = 1; i < gl_NumSubgroups; ++i) r += red[i];
-  barrier();
-  return r;
-}
+shared float qs[HD];
+#include "attention_split.glsl"
 
 void main() {
   const uint g = flat_group(), tid = gl_LocalInvocationID.x;
   const uint th = g / pc.S, c = g % pc.S;
   if (th >= pc.T * pc.H) return;  // uniform per workgroup
   const uint t = th / pc.H, h = th % pc.H;
-  const uint kvh = h / (pc.H / pc.Hkv), W = pc.Hkv * pc.hd, koff = kvh * pc.hd;
-  for (uint i = tid; i < pc.hd; i += WG) qs[i] = LOADF(q, A16, th * pc.hd + i);
+  const uint kvh = h / (pc.H / pc.Hkv), W = pc.Hkv * HD, koff = kvh * HD;
+  const uint first = c * pc.C, n = min(step_pos + t + 1u, first + pc.C);  // empty past the keys
+  att_fetch(first, n, W, koff, ATT_NONE);  // the first tile's loads beside q's
+  if (tid < HD) qs[tid] = LOADF(q, A16, th * HD + tid);
   barrier();
-  const uint n = min(step_pos + t + 1u, (c + 1u) * pc.C);  // splits past the keys stay empty
-  float m = -3.0e38, l = 0.0;
-  float acc[4] = float[4](0.0, 0.0, 0.0, 0.0);
-  for (uint base = c * pc.C; base < n; base += WG) {
-    // Scores of keys base .. base + WG - 1: subgroup s takes keys base + s, base + s + NS, ..., its
-    // lanes split the head dims (adjacent lanes, adjacent cache values: coalesced) and subgroupAdd
-    // sums; two keys at a time keep two rows' loads in flight.
-    for (uint jj = gl_SubgroupID; jj < WG; jj += 2u * gl_NumSubgroups) {
-      const uint j0 = base + jj, j1 = j0 + gl_NumSubgroups;
-      float p0 = 0.0, p1 = 0.0;
-      for (uint i = gl_SubgroupInvocationID; i < pc.hd; i += gl_SubgroupSize) {
-        if (j0 < n) p0 += qs[i] * LOADF(kc, C16, j0 * W + koff + i);
-        if (j1 < n && jj + gl_NumSubgroups < WG) p1 += qs[i] * LOADF(kc, C16, j1 * W + koff + i);
-      }
-      const float d0 = subgroupAdd(p0), d1 = subgroupAdd(p1);
-      if (subgroupElect()) {
-        ss[jj] = j0 < n ? d0 * pc.scale : -3.0e38;
-        if (jj + gl_NumSubgroups < WG) ss[jj + gl_NumSubgroups] = j1 < n ? d1 * pc.scale : -3.0e38;
-      }
-    }
-    barrier();
-    const uint j = base + tid;
-    const float sc = ss[tid];
-    const float mn = max(m, wg_max(sc));
-    const float p = j < n ? exp(sc - mn) : 0.0;
-    ps[tid] = p;
-    const float corr = exp(m - mn);
-    l = l * corr + wg_sum(p);  // its barriers also publish ps
-    const uint cnt = min(uint(WG), n - base);
-    [[unroll]] for (uint r = 0; r < 4u; ++r) {
-      const uint i = tid + r * WG;
-      if (i < pc.hd) {
-        vec4 a4 = vec4(acc[r] * corr, 0.0, 0.0, 0.0);
-        const uint vb = base * W + koff + i;
-        uint jj = 0;
-        for (; jj + 4u <= cnt; jj += 4u)
-          a4 += vec4(ps[jj], ps[jj + 1u], ps[jj + 2u], ps[jj + 3u]) *
-                vec4(LOADF(vc, C16, vb + jj * W), LOADF(vc, C16, vb + (jj + 1u) * W),
-                     LOADF(vc, C16, vb + (jj + 2u) * W), LOADF(vc, C16, vb + (jj + 3u) * W));
-        float a = (a4.x + a4.y) + (a4.z + a4.w);
-        for (; jj < cnt; ++jj) a += ps[jj] * LOADF(vc, C16, vb + jj * W);
-        acc[r] = a;
-      }
-    }
-    m = mn;
-    barrier();  // ps is rewritten by the next tile
-  }
+  att_run(first, n, W, koff, pc.scale, ATT_NONE, true);
   if (pc.S == 1u) {
-    [[unroll]] for (uint r = 0; r < 4u; ++r) {
-      const uint i = tid + r * WG;
-      if (i < pc.hd) STOREF(o, Y16, th * pc.hd + i, acc[r] / l);
-    }
+    if (tid < HD) STOREF(o, Y16, th * HD + tid, att_acc / att_l);
     return;
   }
-  const uint at = g * (pc.hd + 2u);  // (th, c) partial: m, l, then hd accumulators
+  const uint at = g * (HD + 2u);  // (th, c) partial: m, l, then HD accumulators
   if (tid == 0u) {
-    part[at] = m;
-    part[at + 1u] = l;
+    part[at] = att_m;
+    part[at + 1u] = att_l;
   }
-  [[unroll]] for (uint r = 0; r < 4u; ++r) {
-    const uint i = tid + r * WG;
-    if (i < pc.hd) part[at + 2u + i] = acc[r];
-  }
+  if (tid < HD) part[at + 2u + tid] = att_acc;
 }
 #endif

@@ -1,0 +1,173 @@
+// One query head's causal attention over a run of keys of the KV caches, a tile of KT keys at a
+// time with an online softmax, and the merge of a head's split partials: shared by attention.comp
+// (the unfused op) and attention_decode.comp (the decode step's fused run), so that both compute
+// every score, weight and sum in the same order and give bit-identical outputs.
+//
+// Each tile's key and value rows are loaded with 8-byte loads, all of them issued at once
+// (att_fetch) before anything waits on them: one memory round trip a tile (docs/perf.md, session
+// 13: the former loop of a subgroup a key, lanes across the dims, waited a round trip per key pair
+// and per four values).
+//  - Scores: four threads a key, each with a quarter of the head dims (SPAN); their partial dots
+//    are summed over the four lanes ((a + b) + (c + d): every lane gets the same value).
+//  - Values: thread (kq, wd) takes word wd of the value rows of keys kq, kq + KQ, ...; its sums go
+//    through shared memory, and thread d adds dim d's KQ partials in order.
+// The includer defines WG (256), the spec constants HD (head dim, a multiple of 8, <= 256) and C16
+// (fp16 caches), and for the tiles (unless ATT_MERGE_ONLY) the caches' uvec2 and uint views kcw,
+// kcn / vcw, vcn (the same bindings) and
+// the query row qs[HD] (shared, fp32), for att_merge (ATT_MERGE) the partials buffer part[].
+const uint ATT_TPK = 4u, ATT_KT = WG / ATT_TPK;  // threads a key, keys a tile
+const uint ATT_SPAN = HD / ATT_TPK;               // a thread's head dims (scores)
+// Words of 8 bytes where a span is a whole number of them, else of 4 (head dims % 16 != 0, fp16).
+const bool ATT_WIDE = C16 ? HD % 16u == 0u : HD % 8u == 0u;
+const uint ATT_VPW = (C16 ? 2u : 1u) * (ATT_WIDE ? 2u : 1u);  // cache values a word
+const uint ATT_NWK = ATT_SPAN / ATT_VPW;          // a thread's key words
+const uint ATT_WPR = HD / ATT_VPW;                // words a row
+const uint ATT_KQ = WG / ATT_WPR;                 // key classes of the value mapping (>= 1)
+const uint ATT_NWV = (ATT_KT + ATT_KQ - 1u) / ATT_KQ;  // a thread's value words
+const uint ATT_NONE = 0xFFFFFFFFu;
+
+shared float red[WG];  // one entry per subgroup
+
+// Workgroup-wide max / sum: the subgroup's, then across subgroups through shared memory.
+float wg_max(float v) {
+  const float s = subgroupMax(v);
+  if (subgroupElect()) red[gl_SubgroupID] = s;
+  barrier();
+  float r = red[0];
+  for (uint i = 1; i < gl_NumSubgroups; ++i) r = max(r, red[i]);
+  barrier();
+  return r;
+}
+float wg_sum(float v) {
+  const float s = subgroupAdd(v);
+  if (subgroupElect()) red[gl_SubgroupID] = s;
+  barrier();
+  float r = red[0];
+  for (uint i = 1; i < gl_NumSubgroups; ++i) r += red[i];
+  barrier();
+  return r;
+}
+
+#ifndef ATT_MERGE_ONLY
+shared float att_ps[ATT_KT];   // the tile's softmax weights
+shared float att_vp[WG * 4u];  // the value sums of each key class (KQ x HD <= WG x VPW)
+shared float att_ks[HD], att_vs[HD];  // the fresh key / value row (att_fetch's `fresh`)
+
+float att_word(uvec2 w, uint e) {
+#ifdef VKLLM_F16
+  if (C16) return unpackHalf2x16(e < 2u ? w.x : w.y)[e & 1u];
+#endif
+  return uintBitsToFloat(e == 0u ? w.x : w.y);
+}
+uvec2 att_kload(uint e) {  // the word at cache element e
+  return ATT_WIDE ? kcw[e / ATT_VPW] : uvec2(kcn[e / ATT_VPW], 0u);
+}
+uvec2 att_vload(uint e) {
+  return ATT_WIDE ? vcw[e / ATT_VPW] : uvec2(vcn[e / ATT_VPW], 0u);
+}
+
+// The tile in flight, and this thread's running softmax state: m and l (the same in every
+// thread) and dim tid's accumulator (tid < HD).
+uvec2 att_k[ATT_NWK], att_v[ATT_NWV];
+float att_m = -3.0e38, att_l = 0.0, att_acc = 0.0;
+
+// Issues the loads of keys base .. base + KT - 1 below n (row j at element j * W + koff of each
+// cache). Row `fresh` is not in the cache yet: att_tile takes it from att_ks / att_vs.
+void att_fetch(uint base, uint n, uint W, uint koff, uint fresh) {
+  const uint tid = gl_LocalInvocationID.x, jk = base + tid / ATT_TPK, s = tid % ATT_TPK;
+  [[unroll]] for (uint i = 0; i < ATT_NWK; ++i)
+    att_k[i] = jk < n && jk != fresh
+                   ? att_kload(jk * W + koff + s * ATT_SPAN + i * ATT_VPW)
+                   : uvec2(0u);
+  const uint kq = tid / ATT_WPR, wd = tid % ATT_WPR;
+  [[unroll]] for (uint i = 0; i < ATT_NWV; ++i) {
+    const uint kk = kq + ATT_KQ * i, j = base + kk;
+    att_v[i] = kq < ATT_KQ && kk < ATT_KT && j < n && j != fresh
+                   ? att_vload(j * W + koff + wd * ATT_VPW)
+                   : uvec2(0u);
+  }
+}
+
+// Consumes the fetched tile into the running state. Every thread calls it.
+void att_tile(uint base, uint n, float scale, uint fresh) {
+  const uint tid = gl_LocalInvocationID.x, jk = base + tid / ATT_TPK, s = tid % ATT_TPK;
+  float d = 0.0;
+  [[unroll]] for (uint i = 0; i < ATT_NWK; ++i)
+    [[unroll]] for (uint e = 0; e < ATT_VPW; ++e) {
+      const uint dim = s * ATT_SPAN + i * ATT_VPW + e;
+      d += qs[dim] * (jk == fresh ? att_ks[dim] : att_word(att_k[i], e));
+    }
+  d += subgroupShuffleXor(d, 1u);
+  d += subgroupShuffleXor(d, 2u);
+  const float sc = jk < n ? d * scale : -3.0e38;
+  const float mn = max(att_m, wg_max(sc));
+  const float p = jk < n ? exp(sc - mn) : 0.0;
+  if (s == 0u) att_ps[tid / ATT_TPK] = p;
+  const float corr = exp(att_m - mn);
+  att_l = att_l * corr + wg_sum(s == 0u ? p : 0.0);  // its barriers also publish att_ps
+  const uint kq = tid / ATT_WPR, wd = tid % ATT_WPR;
+  if (kq < ATT_KQ) {
+    float a[ATT_VPW];
+    [[unroll]] for (uint e = 0; e < ATT_VPW; ++e) a[e] = 0.0;
+    [[unroll]] for (uint i = 0; i < ATT_NWV; ++i) {
+      const uint kk = kq + ATT_KQ * i;
+      if (kk < ATT_KT) {
+        const float pj = att_ps[kk];
+        [[unroll]] for (uint e = 0; e < ATT_VPW; ++e)
+          a[e] += pj * (base + kk == fresh ? att_vs[wd * ATT_VPW + e] : att_word(att_v[i], e));
+      }
+    }
+    [[unroll]] for (uint e = 0; e < ATT_VPW; ++e) att_vp[kq * HD + wd * ATT_VPW + e] = a[e];
+  }
+  barrier();
+  if (tid < HD) {
+    float t = 0.0;
+    for (uint q = 0; q < ATT_KQ; ++q) t += att_vp[q * HD + tid];
+    att_acc = att_acc * corr + t;
+  }
+  att_m = mn;
+  barrier();  // att_ps and att_vp are rewritten by the next tile
+}
+
+// Keys first .. n - 1, tile by tile (the first tile's loads may already be in flight: fetched).
+void att_run(uint first, uint n, uint W, uint koff, float scale, uint fresh, bool fetched) {
+  for (uint base = first; base < n; base += ATT_KT) {
+    if (base != first || !fetched) att_fetch(base, n, W, koff, fresh);
+    att_tile(base, n, scale, fresh);
+  }
+}
+#endif
+
+#ifdef ATT_MERGE
+// The merge of a head's `splits` partials at part[hb + s * (HD + 2)] (m, l, then the HD
+// accumulators), in split order; returns dim tid's output (tid < HD). Each chunk of splits is
+// loaded into shared memory at once, then summed in order.
+const uint ATT_MCH = 8u;  // splits a chunk
+shared float att_mw[64], att_ml[64];  // each split's m (then exp(m_s - max)) and l (<= 64)
+shared float att_mp[ATT_MCH * HD];
+float att_merge(uint hb, uint splits) {
+  const uint tid = gl_LocalInvocationID.x, stride = HD + 2u;
+  for (uint s = tid; s < splits; s += WG) {
+    att_mw[s] = part[hb + s * stride];
+    att_ml[s] = part[hb + s * stride + 1u];
+  }
+  barrier();
+  float mm = -3.0e38;
+  for (uint s = 0; s < splits; ++s) mm = max(mm, att_mw[s]);
+  float ll = 0.0;
+  for (uint s = 0; s < splits; ++s) ll += att_ml[s] * exp(att_mw[s] - mm);
+  barrier();
+  for (uint s = tid; s < splits; s += WG) att_mw[s] = exp(att_mw[s] - mm);
+  float a = 0.0;
+  for (uint s0 = 0; s0 < splits; s0 += ATT_MCH) {
+    const uint cnt = min(ATT_MCH, splits - s0);
+    for (uint i = tid; i < cnt * HD; i += WG)
+      att_mp[i] = part[hb + (s0 + i / HD) * stride + 2u + i % HD];
+    barrier();
+    if (tid < HD)
+      for (uint s = 0; s < cnt; ++s) a += att_mp[s * HD + tid] * att_mw[s0 + s];
+    barrier();
+  }
+  return a / ll;
+}
+#endif
