@@ -2,18 +2,25 @@
 // linear_8da4w ops (rms_norm_quant): bit-exact with the CPU reference cpu::quantize_act_int8
 // (same float operations; nearbyint = roundEven). SPIR-V's OpFDiv may be 2.5 ulp off (NVIDIA's
 // is), and one ulp moves round(x / scale) across a .5 boundary, so the scale and zero point come
-// from div_rn, which is exact, and so does every quotient within 2^-10 of a .5 boundary (the
-// product by the reciprocal is a few ulp off, far less); a quotient beyond +-512 clamps either way.
+// from div_rn, which is exact, and so does every quotient within 2^-12 of a .5 boundary: the
+// product by the correctly rounded reciprocal (both roundings correct, as Vulkan requires of
+// OpFMul) is within 2^-23 relative of the exact quotient, 2^-14 at |q| <= 512, so beyond 2^-12 it
+// rounds as the exact one does; a quotient beyond +-512 clamps either way.
 // The includer defines WG and calls quant_params with every thread of the workgroup.
 // With QUANT_ROW_BINDING defined, the includer is an op that quantizes its own output rows for the
 // linear_8da4w ops that read them (rms_norm_quant): it defines row_value and calls
 // quantize_row; the int8 scratch and the scales are bound at QUANT_ROW_BINDING and the next one.
 shared float q_lo[WG], q_hi[WG];
 
-// Correctly rounded a / b for a normal b > 0, by integer long division of the significands
-// (fma is not required to be fused in Vulkan, so a residual correction would not be portable).
-// Quotients below the normal range come back as a signed zero: every caller here either rounds
-// them to an integer (0) or raises them to FLT_EPSILON, exactly as the CPU does with the subnormal.
+// Correctly rounded a / b for a normal b > 0, from the significands: an estimate of the 24-bit
+// quotient q = floor(ma * 2^23 / mb) from a reciprocal refined by two Newton steps (within a few
+// units whatever the device's division), then its exact remainder ma * 2^23 - q * mb in 32-bit
+// integers (wrapping: the true remainder is far below 2^31), q corrected until the remainder lies
+// in [0, mb), and rounded up when more than half of mb is left (a quotient is never exactly
+// halfway). No fma is needed (Vulkan does not require it to be fused). Quotients below the normal
+// range come back as a signed zero: every caller here either rounds them to an integer (0) or
+// raises them to FLT_EPSILON, exactly as the CPU does with the subnormal. (The former bit-by-bit
+// long division took ~700 SM cycles on the H200, docs/perf.md session 13.)
 float div_rn(float a, float b) {
   const uint ua = floatBitsToUint(a), ub = floatBitsToUint(b), sgn = ua & 0x80000000u;
   const int ea = int((ua >> 23) & 255u), eb = int((ub >> 23) & 255u);
@@ -23,19 +30,24 @@ float div_rn(float a, float b) {
   const uint mb = (ub & 0x7FFFFFu) | 0x800000u;
   int e = ea - eb + 127;
   if (ma < mb) {
-    ma <<= 1;
+    ma <<= 1;  // (even, so float(ma) stays exact)
     e -= 1;
   }
-  uint q = 0u, rem = ma;  // rem < 2 mb < 2^25 throughout
-  for (int i = 0; i < 24; ++i) {
-    q <<= 1;
-    if (rem >= mb) {
-      rem -= mb;
-      q |= 1u;
-    }
-    rem <<= 1;
+  const float fa = float(ma), fb = float(mb);
+  float r = 1.0 / fb;
+  r = r * (2.0 - fb * r);
+  r = r * (2.0 - fb * r);
+  uint q = uint(fa * r * 8388608.0);
+  int rem = int((ma << 23) - q * mb);
+  while (rem < 0) {
+    q -= 1u;
+    rem += int(mb);
   }
-  if (rem > mb) q += 1u;  // more than half an ulp left (a quotient is never exactly halfway)
+  while (rem >= int(mb)) {
+    q += 1u;
+    rem -= int(mb);
+  }
+  if (2 * rem > int(mb)) q += 1u;
   if (q == 0x1000000u) {
     q >>= 1;
     e += 1;
@@ -110,7 +122,7 @@ uint quant_code(float q, int zp) {
   precise float v = round_even(q) + float(zp);
   return uint(int(clamp(v, -128.0, 127.0))) & 255u;
 }
-bool quant_near(float q) { return abs(q) <= 512.0 && abs(fract(q) - 0.5) < 0.0009765625; }
+bool quant_near(float q) { return abs(q) <= 512.0 && abs(fract(q) - 0.5) < 0.000244140625; }
 
 // One value's int8 code (as the low byte of the result). rcp = 1 / sc.
 uint quant_value(float xv, float sc, float rcp, int zp) {
