@@ -10,6 +10,10 @@
 // the same sums in the same order, the same roundings):
 //  prologue pro = 0: the input row quantized (quant.glsl's formula);
 //               1: the row normalized as rms_norm stores it, then quantized;
+//               2: the row quantized across the grid (prologue_split): the stage before, flagged
+//                  128, left each workgroup's minimum and maximum of the rows it stored; every
+//                  workgroup reduces them, quantizes a slice of blocks and writes it to the
+//                  stage's scratch, and after one more grid sync loads the whole int8 row;
 //  epilogue epi = 0: each of 1-3 mat-vecs stores its rows;
 //               1: the residual add (y = r + W x rounded as the mat-vec's output is stored);
 //               2: SwiGLU of the gate and up mat-vecs (rows computed together).
@@ -80,9 +84,11 @@ float round_to(bool f16, float v) {
 
 // The stage table (vk_fused.cpp chain_table): SREC words per stage.
 //  0 K, 1 G (group), 2 pro, 3 epi, 4 mat-vecs, 5 flags (1 x f16, 2 norm output f16, 4 mat-vec
-//  outputs f16, 8 residual f16, 16 << m: output m f16), 6 eps, 7 rows, 8 x, 10 norm weight,
-//  12 residual, and per mat-vec m at 16 + 10 m: rows, nibbles, scales, weight sums, output;
-//  47 the clock's slot (VKLLM_CLOCK).
+//  outputs f16, 8 residual f16, 16 << m: output m f16, 128 record the stored rows' minimum and
+//  maximum for a split prologue), 6 eps, 7 rows, 8 x, 10 norm weight, 12 residual, 14 the split
+//  scratch (pro 2 and flag 128: per workgroup a minimum and a maximum, then at a 16-byte offset
+//  the int8 row's word pairs, then its block sums), and per mat-vec m at 16 + 10 m: rows,
+//  nibbles, scales, weight sums, output; 47 the clock's slot (VKLLM_CLOCK).
 const uint SREC = 48u;
 uint T(uint st, uint w) { return tab[st * SREC + w]; }
 uvec2 A(uint st, uint w) { return uvec2(tab[st * SREC + w], tab[st * SREC + w + 1u]); }
@@ -139,6 +145,8 @@ const uint NCH = MAXK / 8u / PWG, NCHN = MAXNORMK / 8u / PWG;  // chunks a threa
 shared float xs[MAXNORMK];  // a norm stage's row, then its normalized row as rms_norm stores it
 shared float red[64], red_lo[64], red_hi[64];
 layout(buffer_reference, std430, buffer_reference_align = 16) coherent buffer VRef { uvec4 v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 4) coherent buffer URef { uint v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 4) coherent buffer SRef { int v[]; };
 struct Chunk {
   uvec4 a, b;  // fp16: eight halves in a; fp32: values 0-3 in a, 4-7 in b
 };
@@ -267,6 +275,72 @@ void prologue(uint st, out float sx, out int zp) {
   barrier();
 }
 
+// The split scratch's parts (table word 14): each workgroup's minimum and maximum, then the int8
+// row's word pairs at a 16-byte offset, then its block sums.
+uvec2 split_codes(uvec2 base) {
+  const uint off = (grid_groups() * 8u + 15u) & ~15u;
+  const uint lo = base.x + off;
+  return uvec2(lo, base.y + (lo < base.x ? 1u : 0u));
+}
+uvec2 split_sums(uvec2 base, uint K) {
+  const uvec2 c = split_codes(base);
+  const uint lo = c.x + K;
+  return uvec2(lo, c.y + (lo < c.x ? 1u : 0u));
+}
+
+// Prologue 2: the grid quantizes the row together. Every workgroup reduces the stage before's
+// minima and maxima (exact in any order: the scale and zero point are every workgroup's and
+// quant.glsl's), quantizes its slice of 32-value blocks into the scratch, and after grid sync
+// `ns` loads the whole row of codes and block sums: a few dozen values a workgroup instead of
+// the whole row (docs/perf.md, session 13: the down projection's 8,192 codes cost each
+// workgroup 12K SM cycles).
+void prologue_split(uint st, uint ns, out float sx, out int zp) {
+  const uint tid = gl_LocalInvocationID.x, K = T(st, 0u), nb = K / 32u, x16 = T(st, 5u) & 1u;
+  const uvec2 base = A(st, 14u), xa = A(st, 8u);
+  const uint NG = grid_groups(), NSP = PWG / gl_SubgroupSize;
+  float lo = 0.0, hi = 0.0;
+  for (uint w = tid; w < NG; w += PWG) {
+    lo = min(lo, ARef(base).v[2u * w]);
+    hi = max(hi, ARef(base).v[2u * w + 1u]);
+  }
+  lo = subgroupMin(lo);
+  hi = subgroupMax(hi);
+  if (subgroupElect()) {
+    red_lo[gl_SubgroupID] = lo;
+    red_hi[gl_SubgroupID] = hi;
+  }
+  barrier();
+  for (uint i = 0; i < NSP; ++i) {
+    lo = min(lo, red_lo[i]);
+    hi = max(hi, red_hi[i]);
+  }
+  CLK(2u);
+  float rcp;
+  quant_scale_zp_rcp(lo, hi, sx, zp, rcp);
+  CLK(3u);
+  // This workgroup's blocks: four chunks (threads) a block, as the whole-row prologue packs them.
+  const uint per = (nb + NG - 1u) / NG, c0 = 4u * flat_group() * per;
+  for (uint c = c0 + tid; c < min(c0 + 4u * per, K / 8u); c += PWG) {  // (whole blocks a pass)
+    const Chunk ck = load_chunk(xa, x16 != 0u, c);
+    float v[8];
+    [[unroll]] for (uint t = 0; t < 8u; ++t) v[t] = chunk_at(ck, x16 != 0u, t);
+    uint ev, od;
+    quant_pair(v, sx, rcp, zp, ev, od);
+    int sum = dot4(int(ev), 0x01010101, dot4(int(od), 0x01010101, 0));
+    sum += subgroupShuffleXor(sum, 1u);
+    sum += subgroupShuffleXor(sum, 2u);
+    const uvec2 ca = split_codes(base);
+    URef(ca).v[2u * c] = ev;
+    URef(ca).v[2u * c + 1u] = od;
+    if ((c & 3u) == 0u) SRef(split_sums(base, K)).v[c >> 2] = sum;
+  }
+  grid_sync(ns);
+  const uvec2 ca = split_codes(base), sa = split_sums(base, K);
+  for (uint i = tid; i < K / 16u; i += PWG) qxs[i] = VRef(ca).v[i];
+  for (uint b = tid; b < nb; b += PWG) xsum[b] = SRef(sa).v[b];
+  barrier();
+}
+
 const uint NONE = 0xFFFFFFFFu;
 
 // A stage's constants, read from the table once per stage so that the row loop reads none from
@@ -358,6 +432,28 @@ void fetch(Stage g, Cur u, out uvec4 q, out float s, out int ws) {
   ws = IRef(SA(g, at + 6u)).v[gi];
 }
 
+// The minimum and maximum of the rows this subgroup stored in the stage (both start at 0), for
+// a split prologue after it (flag 128; record_split writes the workgroup's).
+float rec_lo, rec_hi;
+void record_split(uint st) {
+  if ((T(st, 5u) & 128u) == 0u) return;
+  if (subgroupElect()) {
+    red_lo[gl_SubgroupID] = rec_lo;
+    red_hi[gl_SubgroupID] = rec_hi;
+  }
+  barrier();
+  if (gl_LocalInvocationIndex == 0u) {
+    float lo = 0.0, hi = 0.0;
+    for (uint i = 0; i < gl_NumSubgroups; ++i) {
+      lo = min(lo, red_lo[i]);
+      hi = max(hi, red_hi[i]);
+    }
+    const uvec2 base = A(st, 14u);
+    URef(base).v[2u * flat_group()] = floatBitsToUint(lo);
+    URef(base).v[2u * flat_group() + 1u] = floatBitsToUint(hi);
+  }
+}
+
 // Row n of mat-vec m: its epilogue and store. a: the row's sum; u: the up row's (SwiGLU).
 void finish(Stage g, uint m, uint n, float a, float u) {
   const uint epi = stab[g.par][3], fl = stab[g.par][5];
@@ -370,6 +466,9 @@ void finish(Stage g, uint m, uint n, float a, float u) {
     val = gt / (1.0 + exp(-gt)) * up;
   }
   if (subgroupElect()) act_store(SA(g, 16u + 10u * m + 8u), y16, n, val);
+  const float kept = round_to(y16, val);  // as stored (subgroup-uniform)
+  rec_lo = min(rec_lo, kept);
+  rec_hi = max(rec_hi, kept);
 }
 
 // Sums unit u (its loads in q, s, ws) into its row's sum; the row's last unit finishes the row.
@@ -404,6 +503,7 @@ void main() {
 #ifdef VKLLM_CLOCK
   clk_t = clock2x32ARB();
 #endif
+  uint ns = 0u;  // grid syncs so far
   for (uint st = 0; st < pc.stages; ++st) {
 #ifdef VKLLM_CLOCK
     clk_st = st;
@@ -416,12 +516,17 @@ void main() {
       advance(g, r0, step, f);
     }
     CLK(0u);
-    if (st > 0u) grid_sync(st - 1u);
+    if (st > 0u) grid_sync(ns++);
     CLK(1u);
     float sx;
     int zp;
-    prologue(st, sx, zp);
+    if (T(st, 2u) == 2u)
+      prologue_split(st, ns++, sx, zp);
+    else
+      prologue(st, sx, zp);
     CLK(4u);
+    rec_lo = 0.0;
+    rec_hi = 0.0;
     float acc0 = 0.0, acc1 = 0.0;
     Cur u = start(g, r0);  // the next unit to sum
     // A batch of DEPTH units is summed, then the next batch fetched: the sums of a batch wait for
@@ -441,6 +546,7 @@ void main() {
       }
     }
     CLK(5u);
+    record_split(st);
 #ifdef VKLLM_CLOCK
     barrier();
 #endif
