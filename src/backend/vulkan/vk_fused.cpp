@@ -671,6 +671,7 @@ std::unique_ptr<PreparedOp> prepare_chain(OpEnv& env, const std::vector<Match>& 
   if (any_split && !env.chain_split.buf)  // (one size for every chain: the tables keep its address)
     env.chain_split = env.alloc.create((uint64_t(groups) * 8 + 15) / 16 * 16 + kChainMaxK * 9 / 8,
                                        false, "decode chain split scratch");
+  uint32_t syncs = 0;  // grid syncs before each stage (table word 46)
   for (size_t i = 0; i < stages.size(); ++i) {
     const Match& m = stages[i];
     const size_t at = i * kChainWords;
@@ -723,6 +724,10 @@ std::unique_ptr<PreparedOp> prepare_chain(OpEnv& env, const std::vector<Match>& 
     table[at + 0] = u32(K);
     table[at + 1] = u32(G);
     table[at + 2] = split_at(i) ? 2u : static_cast<uint32_t>(m.pat->pro);
+    if (i > 0) {
+      table[at + 46] = syncs;
+      syncs += split_at(i) ? 2 : 1;
+    }
     table[at + 3] = static_cast<uint32_t>(m.pat->epi);
     table[at + 4] = u32(m.mv.size());
     table[at + 5] = flags;

@@ -10,10 +10,12 @@
 // the same sums in the same order, the same roundings):
 //  prologue pro = 0: the input row quantized (quant.glsl's formula);
 //               1: the row normalized as rms_norm stores it, then quantized;
-//               2: the row quantized across the grid (prologue_split): the stage before, flagged
+//               2: the row quantized across the grid (a split stage): the stage before, flagged
 //                  128, left each workgroup's minimum and maximum of the rows it stored; every
-//                  workgroup reduces them, quantizes a slice of blocks and writes it to the
-//                  stage's scratch, and after one more grid sync loads the whole int8 row;
+//                  workgroup reduces them, quantizes its slice of blocks and writes it to the
+//                  stage's scratch, and after one more grid sync loads the whole int8 row: a few
+//                  dozen values a workgroup instead of the whole row (docs/perf.md, session 13:
+//                  the down projection's 8,192 codes cost each workgroup 12K SM cycles);
 //  epilogue epi = 0: each of 1-3 mat-vecs stores its rows;
 //               1: the residual add (y = r + W x rounded as the mat-vec's output is stored);
 //               2: SwiGLU of the gate and up mat-vecs (rows computed together).
@@ -88,7 +90,8 @@ float round_to(bool f16, float v) {
 //  maximum for a split prologue), 6 eps, 7 rows, 8 x, 10 norm weight, 12 residual, 14 the split
 //  scratch (pro 2 and flag 128: per workgroup a minimum and a maximum, then at a 16-byte offset
 //  the int8 row's word pairs, then its block sums), and per mat-vec m at 16 + 10 m: rows,
-//  nibbles, scales, weight sums, output; 47 the clock's slot (VKLLM_CLOCK).
+//  nibbles, scales, weight sums, output; 46 the number of the grid sync before the stage (a split
+//  prologue's own is the next); 47 the clock's slot (VKLLM_CLOCK).
 const uint SREC = 48u;
 uint T(uint st, uint w) { return tab[st * SREC + w]; }
 uvec2 A(uint st, uint w) { return uvec2(tab[st * SREC + w], tab[st * SREC + w + 1u]); }
@@ -170,13 +173,32 @@ float chunk_at(Chunk k, bool h, uint e) {
   return uintBitsToFloat(e < 4u ? k.a[e] : k.b[e - 4u]);
 }
 
+// The split scratch's parts (table word 14): each workgroup's minimum and maximum, then the int8
+// row's word pairs at a 16-byte offset, then its block sums.
+uvec2 split_codes(uvec2 base) {
+  const uint off = (grid_groups() * 8u + 15u) & ~15u;
+  const uint lo = base.x + off;
+  return uvec2(lo, base.y + (lo < base.x ? 1u : 0u));
+}
+uvec2 split_sums(uvec2 base, uint K) {
+  const uvec2 c = split_codes(base);
+  const uint lo = c.x + K;
+  return uvec2(lo, c.y + (lo < c.x ? 1u : 0u));
+}
+
 // The prologue: the stage's int8 row into qxs and xsum, its scale and zero point. A norm stage
 // sums the squares in rms_norm.glsl's order (four values at a time, then the rest, over the
 // row's elements tid + PWG i) from the row in shared memory, so its normalized row, and then
 // every code, is rms_norm_quant's; the minimum, the maximum and the block sums are exact in any
 // order.
+// A split stage (pro 2) does the same for its slice of the row, with the stage before's minima
+// and maxima, then publishes the slice and loads every other workgroup's.
 void prologue(uint st, out float sx, out int zp) {
   const uint tid = gl_LocalInvocationID.x, K = T(st, 0u), fl = T(st, 5u), nch = K / 8u;
+  // A split stage's slice: whole blocks (four chunks each) of this workgroup's share.
+  const bool split = T(st, 2u) == 2u;
+  const uint per = (K / 32u + grid_groups() - 1u) / grid_groups();
+  const uint c0 = split ? 4u * flat_group() * per : 0u, c1 = split ? min(c0 + 4u * per, nch) : nch;
   const bool norm = T(st, 2u) == 1u, x16 = (fl & 1u) != 0u, h16 = (fl & 2u) != 0u;
   const uint NSP = PWG / gl_SubgroupSize;
   const uvec2 xa = A(st, 8u), na = A(st, 10u);
@@ -185,7 +207,7 @@ void prologue(uint st, out float sx, out int zp) {
   [[unroll]] for (uint i = 0; i < NCH; ++i) {
     ck[i].a = uvec4(0u);
     ck[i].b = uvec4(0u);
-    if (tid + PWG * i < nch) ck[i] = load_chunk(xa, x16, tid + PWG * i);
+    if (c0 + tid + PWG * i < c1) ck[i] = load_chunk(xa, x16, c0 + tid + PWG * i);
   }
   [[unroll]] for (uint i = 0; i < NCHN; ++i) {
     w[i].a = uvec4(0u);
@@ -196,9 +218,16 @@ void prologue(uint st, out float sx, out int zp) {
     }
   }
   float lo = 0.0, hi = 0.0;
+  if (split) {  // the stage before's minima and maxima (the slice's own are among them)
+    const uvec2 base = A(st, 14u);
+    for (uint w = tid; w < grid_groups(); w += PWG) {
+      lo = min(lo, ARef(base).v[2u * w]);
+      hi = max(hi, ARef(base).v[2u * w + 1u]);
+    }
+  }
   [[unroll]] for (uint i = 0; i < NCH; ++i) {
-    const uint c = tid + PWG * i;
-    if (c < nch)
+    const uint c = c0 + tid + PWG * i;
+    if (c < c1)
       [[unroll]] for (uint e = 0; e < 8u; ++e) {
         const float v = chunk_at(ck[i], x16, e);
         if (norm && i < NCHN) xs[8u * c + e] = v;
@@ -252,92 +281,48 @@ void prologue(uint st, out float sx, out int zp) {
   float rcp;
   quant_scale_zp_rcp(lo, hi, sx, zp, rcp);  // quant.glsl's formula
   CLK(3u);
-  // Word pair c from this thread's chunk c (a norm stage's from the normalized row), and each
-  // block's code sum from its four pairs' (four neighbouring lanes: PWG and the subgroup are
+  // Word pair c from this thread's chunk c (a norm stage's from the normalized row); then the
+  // near values' codes again, exactly (one loop, rare), from the row as loaded or normalized; then
+  // each block's code sum from its four pairs' (four neighbouring lanes: PWG and the subgroup are
   // multiples of four).
+  uint near = 0u;  // bit 8 i + t: value t of chunk i
   [[unroll]] for (uint i = 0; i < NCH; ++i) {
-    const uint c = tid + PWG * i;
-    uint ev = 0u, od = 0u;
-    if (c < nch) {
+    const uint c = c0 + tid + PWG * i;
+    if (c < c1) {
       float v[8];
       [[unroll]] for (uint t = 0; t < 8u; ++t)
         v[t] = norm ? xs[(8u * c + t) % MAXNORMK] : chunk_at(ck[i], x16, t);
-      quant_pair(v, sx, rcp, zp, ev, od);
-    }
-    int sum = dot4(int(ev), 0x01010101, dot4(int(od), 0x01010101, 0));
-    sum += subgroupShuffleXor(sum, 1u);
-    sum += subgroupShuffleXor(sum, 2u);
-    if (c < nch) {
+      uint ev, od;
+      near |= quant_pair(v, rcp, zp, ev, od) << (8u * i);
       store_pair(c, ev, od);
-      if ((c & 3u) == 0u) xsum[c >> 2] = sum;
     }
   }
-  barrier();
-}
-
-// The split scratch's parts (table word 14): each workgroup's minimum and maximum, then the int8
-// row's word pairs at a 16-byte offset, then its block sums.
-uvec2 split_codes(uvec2 base) {
-  const uint off = (grid_groups() * 8u + 15u) & ~15u;
-  const uint lo = base.x + off;
-  return uvec2(lo, base.y + (lo < base.x ? 1u : 0u));
-}
-uvec2 split_sums(uvec2 base, uint K) {
-  const uvec2 c = split_codes(base);
-  const uint lo = c.x + K;
-  return uvec2(lo, c.y + (lo < c.x ? 1u : 0u));
-}
-
-// Prologue 2: the grid quantizes the row together. Every workgroup reduces the stage before's
-// minima and maxima (exact in any order: the scale and zero point are every workgroup's and
-// quant.glsl's), quantizes its slice of 32-value blocks into the scratch, and after grid sync
-// `ns` loads the whole row of codes and block sums: a few dozen values a workgroup instead of
-// the whole row (docs/perf.md, session 13: the down projection's 8,192 codes cost each
-// workgroup 12K SM cycles).
-void prologue_split(uint st, uint ns, out float sx, out int zp) {
-  const uint tid = gl_LocalInvocationID.x, K = T(st, 0u), nb = K / 32u, x16 = T(st, 5u) & 1u;
-  const uvec2 base = A(st, 14u), xa = A(st, 8u);
-  const uint NG = grid_groups(), NSP = PWG / gl_SubgroupSize;
-  float lo = 0.0, hi = 0.0;
-  for (uint w = tid; w < NG; w += PWG) {
-    lo = min(lo, ARef(base).v[2u * w]);
-    hi = max(hi, ARef(base).v[2u * w + 1u]);
+  while (near != 0u) {
+    const uint k = uint(findLSB(near)), c = c0 + tid + PWG * (k >> 3), j = 8u * c + (k & 7u);
+    near &= near - 1u;
+    uvec2 pr = load_pair(c);
+    quant_redo(norm ? xs[j % MAXNORMK] : act_load(xa, x16, j), k & 7u, sx, zp, pr.x, pr.y);
+    store_pair(c, pr.x, pr.y);
   }
-  lo = subgroupMin(lo);
-  hi = subgroupMax(hi);
-  if (subgroupElect()) {
-    red_lo[gl_SubgroupID] = lo;
-    red_hi[gl_SubgroupID] = hi;
-  }
-  barrier();
-  for (uint i = 0; i < NSP; ++i) {
-    lo = min(lo, red_lo[i]);
-    hi = max(hi, red_hi[i]);
-  }
-  CLK(2u);
-  float rcp;
-  quant_scale_zp_rcp(lo, hi, sx, zp, rcp);
-  CLK(3u);
-  // This workgroup's blocks: four chunks (threads) a block, as the whole-row prologue packs them.
-  const uint per = (nb + NG - 1u) / NG, c0 = 4u * flat_group() * per;
-  for (uint c = c0 + tid; c < min(c0 + 4u * per, K / 8u); c += PWG) {  // (whole blocks a pass)
-    const Chunk ck = load_chunk(xa, x16 != 0u, c);
-    float v[8];
-    [[unroll]] for (uint t = 0; t < 8u; ++t) v[t] = chunk_at(ck, x16 != 0u, t);
-    uint ev, od;
-    quant_pair(v, sx, rcp, zp, ev, od);
-    int sum = dot4(int(ev), 0x01010101, dot4(int(od), 0x01010101, 0));
+  const uvec2 base = A(st, 14u), ca = split_codes(base), sa = split_sums(base, K);
+  [[unroll]] for (uint i = 0; i < NCH; ++i) {
+    const uint c = c0 + tid + PWG * i;
+    const uvec2 pr = c < c1 ? load_pair(c) : uvec2(0u);
+    int sum = dot4(int(pr.x), 0x01010101, dot4(int(pr.y), 0x01010101, 0));
     sum += subgroupShuffleXor(sum, 1u);
     sum += subgroupShuffleXor(sum, 2u);
-    const uvec2 ca = split_codes(base);
-    URef(ca).v[2u * c] = ev;
-    URef(ca).v[2u * c + 1u] = od;
-    if ((c & 3u) == 0u) SRef(split_sums(base, K)).v[c >> 2] = sum;
+    if (c < c1 && (c & 3u) == 0u) xsum[c >> 2] = sum;
+    if (split && c < c1) {  // the slice for the other workgroups
+      URef(ca).v[2u * c] = pr.x;
+      URef(ca).v[2u * c + 1u] = pr.y;
+      if ((c & 3u) == 0u) SRef(sa).v[c >> 2] = sum;
+    }
   }
-  grid_sync(ns);
-  const uvec2 ca = split_codes(base), sa = split_sums(base, K);
-  for (uint i = tid; i < K / 16u; i += PWG) qxs[i] = VRef(ca).v[i];
-  for (uint b = tid; b < nb; b += PWG) xsum[b] = SRef(sa).v[b];
+  if (split) {  // every slice, after one more grid sync (the stage's second)
+    grid_sync(T(st, 46u) + 1u);
+    for (uint i = tid; i < K / 16u; i += PWG) qxs[i] = VRef(ca).v[i];
+    for (uint b = tid; b < K / 32u; b += PWG) xsum[b] = SRef(sa).v[b];
+  }
   barrier();
 }
 
@@ -432,21 +417,18 @@ void fetch(Stage g, Cur u, out uvec4 q, out float s, out int ws) {
   ws = IRef(SA(g, at + 6u)).v[gi];
 }
 
-// The minimum and maximum of the rows this subgroup stored in the stage (both start at 0), for
-// a split prologue after it (flag 128; record_split writes the workgroup's).
-float rec_lo, rec_hi;
+// The minimum and maximum of the rows each subgroup stored in the stage (both start at 0), for a
+// split prologue after it (flag 128; record_split writes the workgroup's). In shared memory, not
+// registers: registers decide how many workgroups an SM holds.
+shared float rec_lo[64], rec_hi[64];
 void record_split(uint st) {
   if ((T(st, 5u) & 128u) == 0u) return;
-  if (subgroupElect()) {
-    red_lo[gl_SubgroupID] = rec_lo;
-    red_hi[gl_SubgroupID] = rec_hi;
-  }
   barrier();
   if (gl_LocalInvocationIndex == 0u) {
     float lo = 0.0, hi = 0.0;
     for (uint i = 0; i < gl_NumSubgroups; ++i) {
-      lo = min(lo, red_lo[i]);
-      hi = max(hi, red_hi[i]);
+      lo = min(lo, rec_lo[i]);
+      hi = max(hi, rec_hi[i]);
     }
     const uvec2 base = A(st, 14u);
     URef(base).v[2u * flat_group()] = floatBitsToUint(lo);
@@ -466,9 +448,11 @@ void finish(Stage g, uint m, uint n, float a, float u) {
     val = gt / (1.0 + exp(-gt)) * up;
   }
   if (subgroupElect()) act_store(SA(g, 16u + 10u * m + 8u), y16, n, val);
-  const float kept = round_to(y16, val);  // as stored (subgroup-uniform)
-  rec_lo = min(rec_lo, kept);
-  rec_hi = max(rec_hi, kept);
+  if ((fl & 128u) != 0u && subgroupElect()) {
+    const float kept = round_to(y16, val);  // as stored
+    rec_lo[gl_SubgroupID] = min(rec_lo[gl_SubgroupID], kept);
+    rec_hi[gl_SubgroupID] = max(rec_hi[gl_SubgroupID], kept);
+  }
 }
 
 // Sums unit u (its loads in q, s, ws) into its row's sum; the row's last unit finishes the row.
@@ -503,7 +487,6 @@ void main() {
 #ifdef VKLLM_CLOCK
   clk_t = clock2x32ARB();
 #endif
-  uint ns = 0u;  // grid syncs so far
   for (uint st = 0; st < pc.stages; ++st) {
 #ifdef VKLLM_CLOCK
     clk_st = st;
@@ -516,17 +499,16 @@ void main() {
       advance(g, r0, step, f);
     }
     CLK(0u);
-    if (st > 0u) grid_sync(ns++);
+    if (st > 0u) grid_sync(T(st, 46u));
     CLK(1u);
     float sx;
     int zp;
-    if (T(st, 2u) == 2u)
-      prologue_split(st, ns++, sx, zp);
-    else
-      prologue(st, sx, zp);
+    if (gl_LocalInvocationIndex < gl_NumSubgroups) {  // (published by the prologue's barriers)
+      rec_lo[gl_LocalInvocationIndex] = 0.0;
+      rec_hi[gl_LocalInvocationIndex] = 0.0;
+    }
+    prologue(st, sx, zp);
     CLK(4u);
-    rec_lo = 0.0;
-    rec_hi = 0.0;
     float acc0 = 0.0, acc1 = 0.0;
     Cur u = start(g, r0);  // the next unit to sum
     // A batch of DEPTH units is summed, then the next batch fetched: the sums of a batch wait for
