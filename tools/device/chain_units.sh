@@ -19,7 +19,7 @@ parts=" ${CHAIN_PARTS:-stats variants profile clock twins} "
 has() { [[ "$parts" == *" $1 "* ]]; }
 has stats && for e in VKLLM_X=default VKLLM_CHAIN_GROUPS=-1; do
   echo "== pipeline statistics, $e"
-  env $e VKLLM_PIPELINE_STATS=1 "$BIN" bench -m "$a" -p 16 -n 8 -r 1 2>&1 >/dev/null | grep "vkllm: pipeline" | sort -u | cut -c1-300
+  env $e VKLLM_PIPELINE_STATS=1 timeout 60 "$BIN" bench -m "$a" -p 16 -n 8 -r 1 2>&1 >/dev/null | grep "vkllm: pipeline" | sort -u | cut -c1-300
 done
 has variants && for e in ${CHAIN_VARIANTS:-VKLLM_X=default VKLLM_CHAIN_GROUPS=-1 "VKLLM_CHAIN_GROUPS=-1 VKLLM_CHAIN_DEPTH=8" "VKLLM_CHAIN_GROUPS=-1 VKLLM_CHAIN_DEPTH=32" "VKLLM_CHAIN_GROUPS=-1 VKLLM_CHAIN_STAGES=1"}; do
   env ${e//,/ } timeout 120 "$BIN" bench -m "$a" -p 16 -n 128 -r 3 --output json 2>/tmp/bench_err.txt |

@@ -49,6 +49,8 @@ layout(constant_id = 1) const uint DEPTH = 4;
 // VKLLM_CHAIN_MEASURE=noload (1; a measurement switch, the output is wrong): the row loop sums
 // made-up weights instead of loading them, so the clock shows the loop's work without its loads.
 layout(constant_id = 3) const uint MEASURE = 0;
+// Whether any stage of the chain has a split prologue (without, its code and registers are out).
+layout(constant_id = 4) const bool SPLIT = true;
 layout(std430, binding = 1) readonly buffer Table { uint tab[]; };
 layout(push_constant) uniform PC { uint stages; } pc;
 
@@ -196,7 +198,7 @@ uvec2 split_sums(uvec2 base, uint K) {
 void prologue(uint st, out float sx, out int zp) {
   const uint tid = gl_LocalInvocationID.x, K = T(st, 0u), fl = T(st, 5u), nch = K / 8u;
   // A split stage's slice: whole blocks (four chunks each) of this workgroup's share.
-  const bool split = T(st, 2u) == 2u;
+  const bool split = SPLIT && T(st, 2u) == 2u;
   const uint per = (K / 32u + grid_groups() - 1u) / grid_groups();
   const uint c0 = split ? 4u * flat_group() * per : 0u, c1 = split ? min(c0 + 4u * per, nch) : nch;
   const bool norm = T(st, 2u) == 1u, x16 = (fl & 1u) != 0u, h16 = (fl & 2u) != 0u;
@@ -422,7 +424,7 @@ void fetch(Stage g, Cur u, out uvec4 q, out float s, out int ws) {
 // registers: registers decide how many workgroups an SM holds.
 shared float rec_lo[64], rec_hi[64];
 void record_split(uint st) {
-  if ((T(st, 5u) & 128u) == 0u) return;
+  if (!SPLIT || (T(st, 5u) & 128u) == 0u) return;
   barrier();
   if (gl_LocalInvocationIndex == 0u) {
     float lo = 0.0, hi = 0.0;
@@ -448,7 +450,7 @@ void finish(Stage g, uint m, uint n, float a, float u) {
     val = gt / (1.0 + exp(-gt)) * up;
   }
   if (subgroupElect()) act_store(SA(g, 16u + 10u * m + 8u), y16, n, val);
-  if ((fl & 128u) != 0u && subgroupElect()) {
+  if (SPLIT && (fl & 128u) != 0u && subgroupElect()) {
     const float kept = round_to(y16, val);  // as stored
     rec_lo[gl_SubgroupID] = min(rec_lo[gl_SubgroupID], kept);
     rec_hi[gl_SubgroupID] = max(rec_hi[gl_SubgroupID], kept);
@@ -503,7 +505,7 @@ void main() {
     CLK(1u);
     float sx;
     int zp;
-    if (gl_LocalInvocationIndex < gl_NumSubgroups) {  // (published by the prologue's barriers)
+    if (SPLIT && gl_LocalInvocationIndex < gl_NumSubgroups) {  // (the prologue's barriers publish)
       rec_lo[gl_LocalInvocationIndex] = 0.0;
       rec_hi[gl_LocalInvocationIndex] = 0.0;
     }
