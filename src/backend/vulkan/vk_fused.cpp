@@ -655,23 +655,6 @@ std::unique_ptr<PreparedOp> prepare_chain(OpEnv& env, const std::vector<Match>& 
   };
   bool any16 = false;
   std::vector<VkBuffer> reads, writes;
-  // Split prologues: a quantize-only stage whose row the stage before (SwiGLU) stored, at least
-  // VKLLM_CHAIN_SPLIT_K wide (default 4,096; 0: none), is quantized across the grid, a slice of
-  // blocks a workgroup, instead of whole in every workgroup. The scratch: a minimum and maximum
-  // a workgroup, then at a 16-byte offset the K codes and K / 32 block sums.
-  const int64_t split_k =
-      std::getenv("VKLLM_CHAIN_SPLIT_K") ? env_int("VKLLM_CHAIN_SPLIT_K") : 4096;
-  auto split_at = [&](size_t i) {
-    return i > 0 && split_k > 0 && stages[i].pat->pro == Pro::Quant &&
-           stages[i - 1].pat->epi == Epi::Swiglu && stages[i].x == stages[i - 1].y &&
-           c.width(stages[i].x) >= split_k;
-  };
-  bool any_split = false;
-  for (size_t i = 0; i < stages.size(); ++i) any_split = any_split || split_at(i);
-  if (any_split && !env.chain_split.buf)  // (one size for every chain: the tables keep its address)
-    env.chain_split = env.alloc.create((uint64_t(groups) * 8 + 15) / 16 * 16 + kChainMaxK * 9 / 8,
-                                       false, "decode chain split scratch");
-  uint32_t syncs = 0;  // grid syncs before each stage (table word 46)
   for (size_t i = 0; i < stages.size(); ++i) {
     const Match& m = stages[i];
     const size_t at = i * kChainWords;
@@ -691,8 +674,6 @@ std::unique_ptr<PreparedOp> prepare_chain(OpEnv& env, const std::vector<Match>& 
     };
     flag(c.f16(m.x), 1);
     if (m.norm) flag(c.f16(m.norm->outputs[0]), 2);
-    if (i + 1 < stages.size() && split_at(i + 1)) flags |= 128;  // records for the split after it
-    if (split_at(i) || (flags & 128)) put(at + 14, ctx.address(env.chain_split.buf));
     flag(c.f16(m.mv[0]->outputs[0]), 4);
     if (add) flag(c.f16(m.residual), 8);
     const int outs = m.pat->epi == Epi::Store ? static_cast<int>(m.mv.size()) : 1;
@@ -723,11 +704,7 @@ std::unique_ptr<PreparedOp> prepare_chain(OpEnv& env, const std::vector<Match>& 
     }
     table[at + 0] = u32(K);
     table[at + 1] = u32(G);
-    table[at + 2] = split_at(i) ? 2u : static_cast<uint32_t>(m.pat->pro);
-    if (i > 0) {
-      table[at + 46] = syncs;
-      syncs += split_at(i) ? 2 : 1;
-    }
+    table[at + 2] = static_cast<uint32_t>(m.pat->pro);
     table[at + 3] = static_cast<uint32_t>(m.pat->epi);
     table[at + 4] = u32(m.mv.size());
     table[at + 5] = flags;
@@ -756,8 +733,7 @@ std::unique_ptr<PreparedOp> prepare_chain(OpEnv& env, const std::vector<Match>& 
   const std::string name = std::string("linear_8da4w_chain") + (ctx.use_int_dot() ? "_idot" : "") +
                            (clock ? "_clock" : "") + (any16 ? "_f16" : "");
   const Kernel& k = env.kernels.get(name, clock ? 3 : 2, 4,
-                                    {chain_depth(), grid_spin_limit(ctx.info()), chain_measure(),
-                                     any_split ? 1u : 0u});
+                                    {chain_depth(), grid_spin_limit(ctx.info()), chain_measure()});
   std::vector<BufRange> r = {{env.chain_sync.buf, 0, env.chain_sync.size}, {tab.buf, 0, tab.size}};
   if (clock) r.push_back({env.chain_clock.buf.buf, 0, env.chain_clock.buf.size});
   VkDescriptorSet set = env.kernels.make_set(k, r);
@@ -766,7 +742,6 @@ std::unique_ptr<PreparedOp> prepare_chain(OpEnv& env, const std::vector<Match>& 
       [set, &k, n, groups](VkCommandBuffer cb, int) { dispatch_flat(cb, k, set, {n}, groups); },
       nullptr);
   writes.push_back(env.chain_sync.buf);
-  if (any_split) writes.push_back(env.chain_split.buf);
   if (clock) writes.push_back(env.chain_clock.buf.buf);
   prepared->phases = {{reads, writes}};
   return prepared;

@@ -52,7 +52,6 @@ struct OpEnv {
   Buffer attn_counter;  // the fused decode attention's counters: one per head and one for the row
   Buffer tail_counter;  // the tail runs' finished-workgroup counter (zero between uses)
   Buffer chain_sync;    // the decode chains' grid-sync counters (grid_sync.glsl; zero between uses)
-  Buffer chain_split;   // the decode chains' split-prologue scratch (linear_8da4w_chain.comp)
   ChainClock chain_clock;
 };
 

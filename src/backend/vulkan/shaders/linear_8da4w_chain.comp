@@ -10,12 +10,6 @@
 // the same sums in the same order, the same roundings):
 //  prologue pro = 0: the input row quantized (quant.glsl's formula);
 //               1: the row normalized as rms_norm stores it, then quantized;
-//               2: the row quantized across the grid (a split stage): the stage before, flagged
-//                  128, left each workgroup's minimum and maximum of the rows it stored; every
-//                  workgroup reduces them, quantizes its slice of blocks and writes it to the
-//                  stage's scratch, and after one more grid sync loads the whole int8 row: a few
-//                  dozen values a workgroup instead of the whole row (docs/perf.md, session 13:
-//                  the down projection's 8,192 codes cost each workgroup 12K SM cycles);
 //  epilogue epi = 0: each of 1-3 mat-vecs stores its rows;
 //               1: the residual add (y = r + W x rounded as the mat-vec's output is stored);
 //               2: SwiGLU of the gate and up mat-vecs (rows computed together).
@@ -49,8 +43,6 @@ layout(constant_id = 1) const uint DEPTH = 4;
 // VKLLM_CHAIN_MEASURE=noload (1; a measurement switch, the output is wrong): the row loop sums
 // made-up weights instead of loading them, so the clock shows the loop's work without its loads.
 layout(constant_id = 3) const uint MEASURE = 0;
-// Whether any stage of the chain has a split prologue (without, its code and registers are out).
-layout(constant_id = 4) const bool SPLIT = true;
 layout(std430, binding = 1) readonly buffer Table { uint tab[]; };
 layout(push_constant) uniform PC { uint stages; } pc;
 
@@ -88,12 +80,9 @@ float round_to(bool f16, float v) {
 
 // The stage table (vk_fused.cpp chain_table): SREC words per stage.
 //  0 K, 1 G (group), 2 pro, 3 epi, 4 mat-vecs, 5 flags (1 x f16, 2 norm output f16, 4 mat-vec
-//  outputs f16, 8 residual f16, 16 << m: output m f16, 128 record the stored rows' minimum and
-//  maximum for a split prologue), 6 eps, 7 rows, 8 x, 10 norm weight, 12 residual, 14 the split
-//  scratch (pro 2 and flag 128: per workgroup a minimum and a maximum, then at a 16-byte offset
-//  the int8 row's word pairs, then its block sums), and per mat-vec m at 16 + 10 m: rows,
-//  nibbles, scales, weight sums, output; 46 the number of the grid sync before the stage (a split
-//  prologue's own is the next); 47 the clock's slot (VKLLM_CLOCK).
+//  outputs f16, 8 residual f16, 16 << m: output m f16), 6 eps, 7 rows, 8 x, 10 norm weight,
+//  12 residual, and per mat-vec m at 16 + 10 m: rows, nibbles, scales, weight sums, output;
+//  47 the clock's slot (VKLLM_CLOCK).
 const uint SREC = 48u;
 uint T(uint st, uint w) { return tab[st * SREC + w]; }
 uvec2 A(uint st, uint w) { return uvec2(tab[st * SREC + w], tab[st * SREC + w + 1u]); }
@@ -150,8 +139,6 @@ const uint NCH = MAXK / 8u / PWG, NCHN = MAXNORMK / 8u / PWG;  // chunks a threa
 shared float xs[MAXNORMK];  // a norm stage's row, then its normalized row as rms_norm stores it
 shared float red[64], red_lo[64], red_hi[64];
 layout(buffer_reference, std430, buffer_reference_align = 16) coherent buffer VRef { uvec4 v[]; };
-layout(buffer_reference, std430, buffer_reference_align = 4) coherent buffer URef { uint v[]; };
-layout(buffer_reference, std430, buffer_reference_align = 4) coherent buffer SRef { int v[]; };
 struct Chunk {
   uvec4 a, b;  // fp16: eight halves in a; fp32: values 0-3 in a, 4-7 in b
 };
@@ -175,32 +162,13 @@ float chunk_at(Chunk k, bool h, uint e) {
   return uintBitsToFloat(e < 4u ? k.a[e] : k.b[e - 4u]);
 }
 
-// The split scratch's parts (table word 14): each workgroup's minimum and maximum, then the int8
-// row's word pairs at a 16-byte offset, then its block sums.
-uvec2 split_codes(uvec2 base) {
-  const uint off = (grid_groups() * 8u + 15u) & ~15u;
-  const uint lo = base.x + off;
-  return uvec2(lo, base.y + (lo < base.x ? 1u : 0u));
-}
-uvec2 split_sums(uvec2 base, uint K) {
-  const uvec2 c = split_codes(base);
-  const uint lo = c.x + K;
-  return uvec2(lo, c.y + (lo < c.x ? 1u : 0u));
-}
-
 // The prologue: the stage's int8 row into qxs and xsum, its scale and zero point. A norm stage
 // sums the squares in rms_norm.glsl's order (four values at a time, then the rest, over the
 // row's elements tid + PWG i) from the row in shared memory, so its normalized row, and then
 // every code, is rms_norm_quant's; the minimum, the maximum and the block sums are exact in any
 // order.
-// A split stage (pro 2) does the same for its slice of the row, with the stage before's minima
-// and maxima, then publishes the slice and loads every other workgroup's.
 void prologue(uint st, out float sx, out int zp) {
   const uint tid = gl_LocalInvocationID.x, K = T(st, 0u), fl = T(st, 5u), nch = K / 8u;
-  // A split stage's slice: whole blocks (four chunks each) of this workgroup's share.
-  const bool split = SPLIT && T(st, 2u) == 2u;
-  const uint per = (K / 32u + grid_groups() - 1u) / grid_groups();
-  const uint c0 = split ? 4u * flat_group() * per : 0u, c1 = split ? min(c0 + 4u * per, nch) : nch;
   const bool norm = T(st, 2u) == 1u, x16 = (fl & 1u) != 0u, h16 = (fl & 2u) != 0u;
   const uint NSP = PWG / gl_SubgroupSize;
   const uvec2 xa = A(st, 8u), na = A(st, 10u);
@@ -209,7 +177,7 @@ void prologue(uint st, out float sx, out int zp) {
   [[unroll]] for (uint i = 0; i < NCH; ++i) {
     ck[i].a = uvec4(0u);
     ck[i].b = uvec4(0u);
-    if (c0 + tid + PWG * i < c1) ck[i] = load_chunk(xa, x16, c0 + tid + PWG * i);
+    if (tid + PWG * i < nch) ck[i] = load_chunk(xa, x16, tid + PWG * i);
   }
   [[unroll]] for (uint i = 0; i < NCHN; ++i) {
     w[i].a = uvec4(0u);
@@ -220,16 +188,9 @@ void prologue(uint st, out float sx, out int zp) {
     }
   }
   float lo = 0.0, hi = 0.0;
-  if (split) {  // the stage before's minima and maxima (the slice's own are among them)
-    const uvec2 base = A(st, 14u);
-    for (uint w = tid; w < grid_groups(); w += PWG) {
-      lo = min(lo, ARef(base).v[2u * w]);
-      hi = max(hi, ARef(base).v[2u * w + 1u]);
-    }
-  }
   [[unroll]] for (uint i = 0; i < NCH; ++i) {
-    const uint c = c0 + tid + PWG * i;
-    if (c < c1)
+    const uint c = tid + PWG * i;
+    if (c < nch)
       [[unroll]] for (uint e = 0; e < 8u; ++e) {
         const float v = chunk_at(ck[i], x16, e);
         if (norm && i < NCHN) xs[8u * c + e] = v;
@@ -283,47 +244,25 @@ void prologue(uint st, out float sx, out int zp) {
   float rcp;
   quant_scale_zp_rcp(lo, hi, sx, zp, rcp);  // quant.glsl's formula
   CLK(3u);
-  // Word pair c from this thread's chunk c (a norm stage's from the normalized row); then the
-  // near values' codes again, exactly (one loop, rare), from the row as loaded or normalized; then
-  // each block's code sum from its four pairs' (four neighbouring lanes: PWG and the subgroup are
+  // Word pair c from this thread's chunk c (a norm stage's from the normalized row), and each
+  // block's code sum from its four pairs' (four neighbouring lanes: PWG and the subgroup are
   // multiples of four).
-  uint near = 0u;  // bit 8 i + t: value t of chunk i
   [[unroll]] for (uint i = 0; i < NCH; ++i) {
-    const uint c = c0 + tid + PWG * i;
-    if (c < c1) {
+    const uint c = tid + PWG * i;
+    uint ev = 0u, od = 0u;
+    if (c < nch) {
       float v[8];
       [[unroll]] for (uint t = 0; t < 8u; ++t)
         v[t] = norm ? xs[(8u * c + t) % MAXNORMK] : chunk_at(ck[i], x16, t);
-      uint ev, od;
-      near |= quant_pair(v, rcp, zp, ev, od) << (8u * i);
-      store_pair(c, ev, od);
+      quant_pair(v, sx, rcp, zp, ev, od);
     }
-  }
-  while (near != 0u) {
-    const uint k = uint(findLSB(near)), c = c0 + tid + PWG * (k >> 3), j = 8u * c + (k & 7u);
-    near &= near - 1u;
-    uvec2 pr = load_pair(c);
-    quant_redo(norm ? xs[j % MAXNORMK] : act_load(xa, x16, j), k & 7u, sx, zp, pr.x, pr.y);
-    store_pair(c, pr.x, pr.y);
-  }
-  const uvec2 base = A(st, 14u), ca = split_codes(base), sa = split_sums(base, K);
-  [[unroll]] for (uint i = 0; i < NCH; ++i) {
-    const uint c = c0 + tid + PWG * i;
-    const uvec2 pr = c < c1 ? load_pair(c) : uvec2(0u);
-    int sum = dot4(int(pr.x), 0x01010101, dot4(int(pr.y), 0x01010101, 0));
+    int sum = dot4(int(ev), 0x01010101, dot4(int(od), 0x01010101, 0));
     sum += subgroupShuffleXor(sum, 1u);
     sum += subgroupShuffleXor(sum, 2u);
-    if (c < c1 && (c & 3u) == 0u) xsum[c >> 2] = sum;
-    if (split && c < c1) {  // the slice for the other workgroups
-      URef(ca).v[2u * c] = pr.x;
-      URef(ca).v[2u * c + 1u] = pr.y;
-      if ((c & 3u) == 0u) SRef(sa).v[c >> 2] = sum;
+    if (c < nch) {
+      store_pair(c, ev, od);
+      if ((c & 3u) == 0u) xsum[c >> 2] = sum;
     }
-  }
-  if (split) {  // every slice, after one more grid sync (the stage's second)
-    grid_sync(T(st, 46u) + 1u);
-    for (uint i = tid; i < K / 16u; i += PWG) qxs[i] = VRef(ca).v[i];
-    for (uint b = tid; b < K / 32u; b += PWG) xsum[b] = SRef(sa).v[b];
   }
   barrier();
 }
@@ -419,25 +358,6 @@ void fetch(Stage g, Cur u, out uvec4 q, out float s, out int ws) {
   ws = IRef(SA(g, at + 6u)).v[gi];
 }
 
-// The minimum and maximum of the rows each subgroup stored in the stage (both start at 0), for a
-// split prologue after it (flag 128; record_split writes the workgroup's). In shared memory, not
-// registers: registers decide how many workgroups an SM holds.
-shared float rec_lo[64], rec_hi[64];
-void record_split(uint st) {
-  if (!SPLIT || (T(st, 5u) & 128u) == 0u) return;
-  barrier();
-  if (gl_LocalInvocationIndex == 0u) {
-    float lo = 0.0, hi = 0.0;
-    for (uint i = 0; i < gl_NumSubgroups; ++i) {
-      lo = min(lo, rec_lo[i]);
-      hi = max(hi, rec_hi[i]);
-    }
-    const uvec2 base = A(st, 14u);
-    URef(base).v[2u * flat_group()] = floatBitsToUint(lo);
-    URef(base).v[2u * flat_group() + 1u] = floatBitsToUint(hi);
-  }
-}
-
 // Row n of mat-vec m: its epilogue and store. a: the row's sum; u: the up row's (SwiGLU).
 void finish(Stage g, uint m, uint n, float a, float u) {
   const uint epi = stab[g.par][3], fl = stab[g.par][5];
@@ -450,11 +370,6 @@ void finish(Stage g, uint m, uint n, float a, float u) {
     val = gt / (1.0 + exp(-gt)) * up;
   }
   if (subgroupElect()) act_store(SA(g, 16u + 10u * m + 8u), y16, n, val);
-  if (SPLIT && (fl & 128u) != 0u && subgroupElect()) {
-    const float kept = round_to(y16, val);  // as stored
-    rec_lo[gl_SubgroupID] = min(rec_lo[gl_SubgroupID], kept);
-    rec_hi[gl_SubgroupID] = max(rec_hi[gl_SubgroupID], kept);
-  }
 }
 
 // Sums unit u (its loads in q, s, ws) into its row's sum; the row's last unit finishes the row.
@@ -501,14 +416,10 @@ void main() {
       advance(g, r0, step, f);
     }
     CLK(0u);
-    if (st > 0u) grid_sync(T(st, 46u));
+    if (st > 0u) grid_sync(st - 1u);
     CLK(1u);
     float sx;
     int zp;
-    if (SPLIT && gl_LocalInvocationIndex < gl_NumSubgroups) {  // (the prologue's barriers publish)
-      rec_lo[gl_LocalInvocationIndex] = 0.0;
-      rec_hi[gl_LocalInvocationIndex] = 0.0;
-    }
     prologue(st, sx, zp);
     CLK(4u);
     float acc0 = 0.0, acc1 = 0.0;
@@ -530,7 +441,6 @@ void main() {
       }
     }
     CLK(5u);
-    record_split(st);
 #ifdef VKLLM_CLOCK
     barrier();
 #endif

@@ -19,32 +19,29 @@ void store_pair(uint p, uint ev, uint od) {
   qxs[p >> 1][(p & 1u) * 2u] = ev;
   qxs[p >> 1][(p & 1u) * 2u + 1u] = od;
 }
-// Word pair (ev, od) of eight values, quant_value's code each (quant.glsl, included first) for
-// every value not near a rounding boundary; returns a mask of the near ones (bit t: value t), whose
-// codes the caller redoes with quant_redo after its unrolled chunks: one exact division in the
-// kernel's code, and no arrays of codes (the unrolled callers stay small in code and registers).
-uint quant_pair(float v[8], float rcp, int zp, out uint ev, out uint od) {
+// Word pair (ev, od) of eight values, quant_value's code each (quant.glsl, included first), with
+// one exact division in the code however many of the eight lie near a rounding boundary, and no
+// arrays of codes: the unrolled callers stay small in code and registers.
+void quant_pair(float v[8], float sc, float rcp, int zp, out uint ev, out uint od) {
   ev = 0u;
   od = 0u;
   uint near = 0u;
-  [[unroll]] for (uint t = 0; t < 8u; ++t) {
-    precise float q = v[t] * rcp;
-    if (quant_near(q)) near |= 1u << t;
-    pack_code(t, quant_code(q, zp), ev, od);
+  [[unroll]] for (uint e = 0; e < 8u; ++e) {
+    precise float q = v[e] * rcp;
+    if (quant_near(q)) near |= 1u << e;
+    pack_code(e, quant_code(q, zp), ev, od);
   }
-  return near;
-}
-// Element t's code of word pair (ev, od) from value x by the exact division (rare: ~2^-11 of
-// values).
-void quant_redo(float x, uint t, float sc, int zp, inout uint ev, inout uint od) {
-  const uint c = quant_code(div_rn(x, sc), zp), at = 8u * (t >> 1);
-  if ((t & 1u) == 0u)
-    ev = bitfieldInsert(ev, c, int(at), 8);
-  else
-    od = bitfieldInsert(od, c, int(at), 8);
-}
-uvec2 load_pair(uint p) {
-  return uvec2(qxs[p >> 1][(p & 1u) * 2u], qxs[p >> 1][(p & 1u) * 2u + 1u]);
+  while (near != 0u) {  // rare: ~2^-9 of values
+    const uint k = uint(findLSB(near));
+    near &= near - 1u;
+    float x = v[0];
+    [[unroll]] for (uint e = 1; e < 8u; ++e) x = k == e ? v[e] : x;
+    const uint c = quant_code(div_rn(x, sc), zp), at = 8u * (k >> 1);
+    if ((k & 1u) == 0u)
+      ev = bitfieldInsert(ev, c, int(at), 8);
+    else
+      od = bitfieldInsert(od, c, int(at), 8);
+  }
 }
 
 // Each 32-code block's sum, after the row's words are stored (and a barrier); threads tid of n.
