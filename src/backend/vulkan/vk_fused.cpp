@@ -324,14 +324,7 @@ std::unique_ptr<PreparedOp> prepare_attention(OpEnv& env, const Match& m, bool q
             Hkv = static_cast<int>(c.attr_i("n_kv_heads"));
   const int hd = static_cast<int>(c.attr_i("head_dim"));
   const float scale = c.attr_f("scale");
-  const int64_t W = int64_t(Hkv) * hd;
-  c.need(Hkv > 0 && H % Hkv == 0 && hd > 0 && hd <= 256 && hd % 8 == 0 &&
-             c.width(m.q) == int64_t(H) * hd && c.width(m.k) == W && c.width(I[2]) == W &&
-             c.width(I[3]) == W && c.width(I[4]) == W && c.width(m.y) == int64_t(H) * hd,
-         "bad shape (head_dim must be a multiple of 8, <= 256)");
-  c.need(c.decl(I[3]).kind == TensorKind::KVCache && c.decl(I[4]).kind == TensorKind::KVCache &&
-             c.decl(I[3]).dtype == c.decl(I[4]).dtype && c.decl(I[3]).shape[0] >= p.max_ctx,
-         "bad KV caches");
+  need_attention_shapes(c, H, Hkv, hd, m.q, m.k, I[2], I[3], I[4], m.y);
   c.need(c.f16(m.q) == c.f16(m.k) && c.f16(m.k) == c.f16(I[2]), "q, k and v must share one dtype");
   // The normed and rotated rows' dtypes (rounded to as the unfused ops store them).
   bool n16 = false, r16 = false;

@@ -397,13 +397,7 @@ std::unique_ptr<PreparedOp> prep_attention(Ctx c) {
   const int hd = static_cast<int>(c.attr_i("head_dim"));
   const float scale = c.attr_f("scale");
   const int64_t W = int64_t(Hkv) * hd;
-  c.need(Hkv > 0 && H % Hkv == 0 && hd > 0 && hd <= 256 && hd % 8 == 0 &&
-             c.width(I[0]) == int64_t(H) * hd && c.width(I[1]) == W && c.width(I[2]) == W &&
-             c.width(I[3]) == W && c.width(I[4]) == W && c.width(y) == int64_t(H) * hd,
-         "bad shape (head_dim must be a multiple of 8, <= 256)");
-  c.need(c.decl(I[3]).kind == TensorKind::KVCache && c.decl(I[4]).kind == TensorKind::KVCache &&
-             c.decl(I[3]).dtype == c.decl(I[4]).dtype && c.decl(I[3]).shape[0] >= c.p.max_ctx,
-         "bad KV caches");
+  need_attention_shapes(c, H, Hkv, hd, I[0], I[1], I[2], I[3], I[4], y);
   for (int i = 0; i < 5; ++i) c.need_float(I[i]);
   c.need(c.f16(I[0]) == c.f16(I[1]) && c.f16(I[1]) == c.f16(I[2]),
          "q, k and v must share one dtype");

@@ -178,6 +178,21 @@ inline BufRange chunk_range(const Ctx& c, int32_t t, uint64_t row_bytes, const R
   return {b.buf, off, len};
 }
 
+// The attention op's shapes and caches as its kernels need them (attention_split.glsl: head_dim
+// a multiple of 8, at most 256), for the unfused op and the fused decode run alike: q and y are
+// H heads wide, k, v and the caches Hkv heads.
+inline void need_attention_shapes(const Ctx& c, int H, int Hkv, int hd, int32_t q, int32_t k,
+                                  int32_t v, int32_t kc, int32_t vc, int32_t y) {
+  const int64_t W = int64_t(Hkv) * hd;
+  c.need(Hkv > 0 && H % Hkv == 0 && hd > 0 && hd <= 256 && hd % 8 == 0 &&
+             c.width(q) == int64_t(H) * hd && c.width(k) == W && c.width(v) == W &&
+             c.width(kc) == W && c.width(vc) == W && c.width(y) == int64_t(H) * hd,
+         "bad shape (head_dim must be a multiple of 8, <= 256)");
+  c.need(c.decl(kc).kind == TensorKind::KVCache && c.decl(vc).kind == TensorKind::KVCache &&
+             c.decl(kc).dtype == c.decl(vc).dtype && c.decl(kc).shape[0] >= c.p.max_ctx,
+         "bad KV caches");
+}
+
 // A decode step's attention splits: the context in S parts of C keys (C a multiple of the 64-key
 // tile, S <= 64), and the shared partials buffer sized for H heads of head_dim hd.
 struct AttentionSplits {

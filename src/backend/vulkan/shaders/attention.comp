@@ -75,11 +75,6 @@ void main() {
     if (tid < HD) STOREF(o, Y16, th * HD + tid, att_acc / att_l);
     return;
   }
-  const uint at = g * (HD + 2u);  // (th, c) partial: m, l, then HD accumulators
-  if (tid == 0u) {
-    part[at] = att_m;
-    part[at + 1u] = att_l;
-  }
-  if (tid < HD) part[at + 2u + tid] = att_acc;
+  att_write_part(g * (HD + 2u));  // the (th, c) partial
 }
 #endif

@@ -70,7 +70,7 @@ void quant_tail() {
   barrier();
   if (last_split == 0u) return;
   memoryBarrierBuffer();
-  const uint row = pc.H * pc.hd;
+  const uint row = pc.H * HD;
   float lo = 0.0, hi = 0.0;
   for (uint j = tid; j < row; j += WG) {
     const float v = row_value(0u, j);
@@ -157,12 +157,8 @@ void main() {
     quant_tail();
     return;
   }
-  const uint stride = HD + 2u, at = g * stride;
-  if (tid == 0u) {
-    part[at] = att_m;
-    part[at + 1u] = att_l;
-  }
-  if (tid < HD) part[at + 2u + tid] = att_acc;
+  const uint stride = HD + 2u;
+  att_write_part(g * stride);
   // The last split of the head to finish merges (splits past the position stay out).
   const uint splits = pos / pc.C + 1u;
   memoryBarrierBuffer();

@@ -12,9 +12,9 @@
 //  - Values: thread (kq, wd) takes word wd of the value rows of keys kq, kq + KQ, ...; its sums go
 //    through shared memory, and thread d adds dim d's KQ partials in order.
 // The includer defines WG (256), the spec constants HD (head dim, a multiple of 8, <= 256) and C16
-// (fp16 caches), and for the tiles (unless ATT_MERGE_ONLY) the caches' uvec2 and uint views kcw,
-// kcn / vcw, vcn (the same bindings) and
-// the query row qs[HD] (shared, fp32), for att_merge (ATT_MERGE) the partials buffer part[].
+// (fp16 caches), the partials buffer part[] (read by att_merge, ATT_MERGE; written by
+// att_write_part), and for the tiles (unless ATT_MERGE_ONLY) the caches' uvec2 and uint views kcw,
+// kcn / vcw, vcn (the same bindings) and the query row qs[HD] (shared, fp32).
 const uint ATT_TPK = 4u, ATT_KT = WG / ATT_TPK;  // threads a key, keys a tile
 const uint ATT_SPAN = HD / ATT_TPK;               // a thread's head dims (scores)
 // Words of 8 bytes where a span is a whole number of them, else of 4 (head dims % 16 != 0, fp16).
@@ -127,6 +127,16 @@ void att_tile(uint base, uint n, float scale, uint fresh) {
   }
   att_m = mn;
   barrier();  // att_ps and att_vp are rewritten by the next tile
+}
+
+// The running state as split partial `at` of the scratch: m, l, then the HD accumulators.
+void att_write_part(uint at) {
+  const uint tid = gl_LocalInvocationID.x;
+  if (tid == 0u) {
+    part[at] = att_m;
+    part[at + 1u] = att_l;
+  }
+  if (tid < HD) part[at + 2u + tid] = att_acc;
 }
 
 // Keys first .. n - 1, tile by tile (the first tile's loads may already be in flight: fetched).
