@@ -28,7 +28,7 @@ namespace {
 struct BenchArgs {
   std::string model, backend = "vulkan", device, output = "md";
   int prompt = 512, gen = 128, reps = 5;
-  bool physics = false;
+  bool physics = false, gemm = false;
   uint32_t groups = 0;
 };
 
@@ -106,20 +106,48 @@ void run_physics(const BenchArgs& a) {
       std::printf("| %s | %u x %u | %.0f | %.3f | %.0f |\n", r.what.c_str(), r.groups, r.threads,
                   static_cast<double>(r.bytes) / 1048576.0, r.us, r.gb_s);
 }
+
+// --gemm: the prefill GEMM's ceiling and linear_8da4w's tiled GEMM at prefill shapes, no model.
+void run_gemm(const BenchArgs& a) {
+  VulkanOptions vo;
+  vo.device = a.device;
+  vk::Context ctx(vo);
+  const auto rows = vk::measure_gemm(ctx, a.reps);
+  nlohmann::json j = {{"device", ctx.info().name},
+                      {"driver", ctx.info().driver},
+                      {"rows", nlohmann::json::array()}};
+  for (const auto& r : rows)
+    j["rows"].push_back(
+        {{"what", r.what}, {"M", r.M}, {"N", r.N}, {"K", r.K}, {"us", r.us}, {"tops", r.tops}});
+  if (a.output == "json") {
+    std::printf("%s\n", j.dump(2).c_str());
+    return;
+  }
+  const bool csv = a.output == "csv";
+  std::printf(csv ? "what,M,N,K,us,tops\n"
+                  : "device: %s (%s)\n\n| what | rows M | tokens N | K | us | TOPS |\n"
+                    "|---|---|---|---|---|---|\n",
+              ctx.info().name.c_str(), ctx.info().driver.c_str());
+  for (const auto& r : rows)
+    std::printf(csv ? "\"%s\",%u,%u,%u,%.3f,%.2f\n" : "| %s | %u | %u | %u | %.2f | %.1f |\n",
+                r.what.c_str(), r.M, r.N, r.K, r.us, r.tops);
+}
 #endif
 
 void run(const BenchArgs& a) {
   if (a.output != "md" && a.output != "json" && a.output != "csv")
     fail("--output must be md, json or csv (got '{}')", a.output);
-  if (a.physics) {
+  if (a.physics && a.gemm) fail("--physics and --gemm are two separate measurements: pass one");
+  if (a.physics || a.gemm) {
 #ifdef VKLLM_WITH_VULKAN
-    run_physics(a);
+    if (a.physics) run_physics(a);
+    if (a.gemm) run_gemm(a);
     return;
 #else
-    fail("--physics needs the Vulkan backend (this build has none)");
+    fail("--physics and --gemm need the Vulkan backend (this build has none)");
 #endif
   }
-  if (a.model.empty()) fail("--model is required (or --physics)");
+  if (a.model.empty()) fail("--model is required (or --physics, --gemm)");
   ModelOptions mo;
   mo.backend = a.backend;
   mo.device = a.device;
@@ -221,6 +249,9 @@ void add_bench(CLI::App& app) {
   cmd->add_option("--device", a->device, "Vulkan device index or name substring");
   cmd->add_flag("--physics", a->physics,
                 "No model: the device's dispatch, grid-sync and bandwidth costs (docs/perf.md)");
+  cmd->add_flag("--gemm", a->gemm,
+                "No model: the cooperative-matrix ceiling and the prefill GEMM's TOPS at prefill "
+                "shapes (docs/perf.md)");
   cmd->add_option(
          "--groups", a->groups,
          "--physics: workgroups of the resident grid (default: the device's compute units)")

@@ -421,8 +421,9 @@ TEST(VulkanOps, Linear8da4wTiledGemmIsBitExact) {
                           {384, 64, 130, 64, DType::F32},
                           {128, 45, 17, 128, DType::F32},
                           {256, 70, 40, 128, DType::F16}};
-  // This device's path at 32-, 64- and 128-token tiles (128 where K is staged in chunks of 64 or
-  // more: the G = 32 shape falls back to 32), then the portable path at 128.
+  // This device's path at 32-, 64- and 128-token tiles (128 on the integer paths where K is
+  // staged in chunks of 64 or more: the G = 32 shape falls back to the default), then the portable
+  // path at 128.
   const char* tiles[] = {"32", "64", "128", "128"};
   for (int mode = 0; mode < 4; ++mode) {
     const bool portable = mode == 3;

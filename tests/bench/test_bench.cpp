@@ -105,6 +105,26 @@ TEST(Bench, PhysicsMeasuresDispatchesSyncsAndStreams) {
     EXPECT_GT(kinds[k], 0) << k << "\n" << r.out;
 }
 
+// --gemm: the prefill GEMM at prefill-like shapes (small ones on a CPU device), each row with its
+// shape, a positive time and throughput; the cooperative-matrix ceiling rows appear only where the
+// device has them (not on lavapipe).
+TEST(Bench, GemmMeasuresTheTiledGemm) {
+  const auto r = sh(std::string(VKLLM_EXE) + " bench --gemm -r 1 --output json");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  int gemms = 0;
+  for (const auto& row : j["rows"]) {
+    EXPECT_GT(row["us"].get<double>(), 0.0) << row.dump();
+    EXPECT_GT(row["tops"].get<double>(), 0.0) << row.dump();
+    if (row["what"].get<std::string>().rfind("linear_8da4w_mm", 0) == 0) {
+      ++gemms;
+      EXPECT_GT(row["M"].get<int>() * row["N"].get<int>() * row["K"].get<int>(), 0) << row.dump();
+    }
+  }
+  EXPECT_GE(gemms, 2) << r.out;
+  EXPECT_NE(sh(std::string(VKLLM_EXE) + " bench --gemm --physics").rc, 0);
+}
+
 TEST(Bench, BadArgumentsFail) {
   const std::string exe = VKLLM_EXE;
   EXPECT_NE(sh(exe + " bench").rc, 0);  // no model and no --physics

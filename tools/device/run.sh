@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Run THERE (the GPU machine, through the device tool, carry [".gl", ".dev"]):
-#   tools/device/run.sh TASK...   with TASK one of: info goldens vulkan-tests twins e2e perf profile bench side profile-all physics
+#   tools/device/run.sh TASK...   with TASK one of: info goldens vulkan-tests twins e2e perf profile bench side profile-all physics gemm
 # Brings the Vulkan loader, points at the NVIDIA ICD, unpacks the fixtures, runs the tasks and
 # prints a short table last. Results go to $OUT.
 set -uo pipefail
@@ -140,6 +140,9 @@ PY
     physics)
       # The device's dispatch, grid-sync and bandwidth costs (vkllm bench --physics).
       "$BIN" bench --physics | tee "$OUT/physics.md"; rc=${PIPESTATUS[0]} ;;
+    gemm)
+      # The cooperative-matrix ceiling and the prefill GEMM at prefill shapes (vkllm bench --gemm).
+      "$BIN" bench --gemm | tee "$OUT/gemm.md"; rc=${PIPESTATUS[0]} ;;
     profile-all)
       # VKLLM_PROFILE of the three side-by-side artifacts (made by `side`): a 512-token prefill
       # and 64 decode steps each; the decode tables.

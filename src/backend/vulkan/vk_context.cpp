@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "backend/vulkan/vk_probe.h"
 #include "backend/vulkan/vk_verdict.h"
 #include "core/error.h"
 
@@ -90,9 +91,11 @@ std::string version_string(uint32_t v) {
          "." + std::to_string(VK_API_VERSION_PATCH(v));
 }
 
-// Does the device list the cooperative matrix shape linear_8da4w_mm.comp uses (16 x 8 x 32,
-// int8 x int8 -> int32, subgroup scope), with the feature and the Vulkan memory model on?
-bool coopmat_int8_listed(VkInstance inst, VkPhysicalDevice pd) {
+// Does the device list the cooperative matrix shape M x N x K of A x A -> C at subgroup scope
+// (linear_8da4w_mm.comp: 16 x 8 x 32, int8 x int8 -> int32; `vkllm bench --gemm`'s fp16 ceiling:
+// 16 x 8 x 16, fp16 x fp16 -> fp32), with the feature and the Vulkan memory model on?
+bool coopmat_listed(VkInstance inst, VkPhysicalDevice pd, uint32_t M, uint32_t N, uint32_t K,
+                    VkComponentTypeNV A, VkComponentTypeNV C) {
   auto props = reinterpret_cast<PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV>(
       vkGetInstanceProcAddr(inst, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV"));
   if (!props) return false;
@@ -113,9 +116,8 @@ bool coopmat_int8_listed(VkInstance inst, VkPhysicalDevice pd) {
       n, {VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV});
   if (props(pd, &n, list.data()) != VK_SUCCESS) return false;
   for (const auto& p : list)
-    if (p.MSize == 16 && p.NSize == 8 && p.KSize == 32 && p.AType == VK_COMPONENT_TYPE_SINT8_NV &&
-        p.BType == VK_COMPONENT_TYPE_SINT8_NV && p.CType == VK_COMPONENT_TYPE_SINT32_NV &&
-        p.DType == VK_COMPONENT_TYPE_SINT32_NV && p.scope == VK_SCOPE_SUBGROUP_NV)
+    if (p.MSize == M && p.NSize == N && p.KSize == K && p.AType == A && p.BType == A &&
+        p.CType == C && p.DType == C && p.scope == VK_SCOPE_SUBGROUP_NV)
       return true;
   return false;
 }
@@ -252,8 +254,12 @@ DeviceInfo query(VkInstance inst, VkPhysicalDevice pd, uint32_t index) {
   d.buffer_address = v12 && bdaf.bufferDeviceAddress;
   d.subgroup_size_control = e_ssc && ssc.subgroupSizeControl && ssc.computeFullSubgroups &&
                             (sscp.requiredSubgroupSizeStages & VK_SHADER_STAGE_COMPUTE_BIT);
-  d.coopmat_int8 = d.coopmat_nv && d.int8_arith && d.api >= VK_API_VERSION_1_2 &&
-                   d.subgroup_size == 32 && coopmat_int8_listed(inst, pd);
+  d.coopmat_int8 =
+      d.coopmat_nv && d.int8_arith && d.api >= VK_API_VERSION_1_2 && d.subgroup_size == 32 &&
+      coopmat_listed(inst, pd, 16, 8, 32, VK_COMPONENT_TYPE_SINT8_NV, VK_COMPONENT_TYPE_SINT32_NV);
+  d.coopmat_f16 = d.coopmat_int8 && d.fp16_arith && d.storage16 &&
+                  coopmat_listed(inst, pd, 16, 8, 16, VK_COMPONENT_TYPE_FLOAT16_NV,
+                                 VK_COMPONENT_TYPE_FLOAT32_NV);
 
   VkPhysicalDeviceMemoryProperties mp{};
   vkGetPhysicalDeviceMemoryProperties(pd, &mp);
@@ -586,6 +592,16 @@ Context::Context(const VulkanOptions& opt) : opt_(opt) {
   VK_CHECK(vkCreateCommandPool(dev_, &pci, nullptr, &pool_));
   VkFenceCreateInfo fci{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
   VK_CHECK(vkCreateFence(dev_, &fci, nullptr, &fence_));
+  // The prefill GEMM's cooperative-matrix variant forms its terms from the accumulators in
+  // registers, four elements a lane: where the device's layout differs, the int8-dot path runs.
+  if (use_coopmat_) {
+    const std::string why = probe_coopmat_accumulator(*this);
+    if (!why.empty()) {
+      use_coopmat_ = false;
+      std::fprintf(stderr, "vkllm: the prefill GEMM runs without cooperative matrices: %s\n",
+                   why.c_str());
+    }
+  }
 }
 
 uint64_t Context::address(VkBuffer b) const {

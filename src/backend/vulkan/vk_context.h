@@ -40,6 +40,7 @@ struct DeviceInfo {
   // VK_NV_cooperative_matrix listing 16 x 8 x 32 int8 x int8 -> int32 at subgroup scope, its
   // feature, the Vulkan memory model and shaderInt8, on 32-lane subgroups.
   bool coopmat_int8 = false;
+  bool coopmat_f16 = false;  // and 16 x 8 x 16 fp16 x fp16 -> fp32 (`vkllm bench --gemm`'s ceiling)
   bool compute_queue = false, timestamps = false;
   uint64_t max_storage_range = 0, max_alloc = 0;
   uint32_t min_storage_align = 0;

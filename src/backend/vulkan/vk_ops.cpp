@@ -106,6 +106,44 @@ bool feeds_only_8da4w(const Ctx& c, int32_t y) {
   return any;
 }
 
+GemmPlan plan_gemm_8da4w(const Context& ctx, int64_t G, int64_t N, bool y16) {
+  GemmPlan p;
+  if (G % 32 != 0 || ceil_div(N, 64) > 65535) return p;
+  p.kc = G % 128 == 0 ? 128 : G % 64 == 0 ? 64 : 32;
+  p.y16 = y16;
+  p.coopmat = ctx.use_coopmat();
+  p.max_shared = ctx.info().max_shared;
+  p.min_tiles = std::max<uint32_t>(1, ctx.info().compute_units);
+  p.module = std::string("linear_8da4w_mm") +
+             (p.coopmat           ? "_coopmat"
+              : ctx.use_int_dot() ? "_idot"
+                                  : "") +
+             (y16 ? "_f16" : "");  // (the op's mat-vec variant checked fp16 support)
+  return p;
+}
+
+// Shared bytes at 128-token tiles: the coopmat variant's two buffers of staged rows (one uvec4 of
+// padding a row) with their scales and weight sums, the portable variant's staged words with the
+// group's scales and sums.
+uint32_t GemmPlan::shared128() const {
+  return coopmat ? 2 * ((128 + 64) * (kc / 16 + 1) * 16 + 64 * 8)
+                 : (128 + 64) * (kc / 4 + 1) * 4 + 64 * 8;
+}
+
+uint32_t GemmPlan::tile(uint32_t rows, uint32_t T) const {
+  const uint32_t force = static_cast<uint32_t>(std::max(0, env_int("VKLLM_GEMM_TILE")));
+  if (force == 32 || force == 64) return force;
+  if (force == 128 && (coopmat || kc >= 64) && shared128() <= max_shared) return 128;
+  return ceil_div(rows, 64) * ceil_div(T, 64) >= min_tiles ? 64 : 32;
+}
+
+void GemmPlan::record(VkCommandBuffer cb, Kernels& kernels, VkDescriptorSet set, uint32_t K,
+                      uint32_t rows, uint32_t r0, uint32_t N, uint32_t T, uint32_t G) const {
+  const uint32_t bt = tile(rows, T);
+  dispatch(cb, kernels.get(module, 6, 6 * 4, kernel_spec({y16 ? 1u : 0u}, kc, bt)), set,
+           {K, rows, r0, N, T, G}, ceil_div(rows, 64), ceil_div(T, bt));
+}
+
 }  // namespace detail
 
 namespace {
@@ -219,38 +257,13 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
                     6, 7, {c.f16(y)}, tt, tt == 1 ? split.bpl : 0, tt == 1 ? split.parts : 0, wg);
   };
   const Kernel *k = &variant(kPrefillTT), *k1 = &variant(1);
-  // Forwards of at least kGemmTokens tokens run linear_8da4w as a tiled GEMM (BT tokens x 64 rows
-  // a workgroup, linear_8da4w_mm.comp): on cooperative matrices where the device has them, else
-  // with int8 dot products or the portable integer path. It stages K in chunks of KC bytes, the
-  // largest of 128, 64, 32 that divides the group. BT: 64, or 32 where 64-token tiles make fewer
-  // than kGemmMinTiles workgroups (too few to fill a large GPU). VKLLM_GEMM_TILE=32|64|128 forces
-  // one (a measurement switch; 128 needs KC >= 64 and its shared memory): 128-token tiles widen
-  // each weight for twice the tokens but measured slower on the H200 (Llama gate/up 213 against
-  // 145 us, docs/perf.md), so they are never chosen by themselves.
+  // Forwards of at least GemmPlan::kTokens tokens run linear_8da4w as a tiled GEMM (GemmPlan).
   // Each tile size's pipeline is made on first use (at recording), so a model compiles only the
   // variants its prompts need. (The record function may use only what outlives preparation: the
   // executor's pipeline cache, never the OpEnv.)
-  constexpr uint32_t kGemmTokens = 16, kGemmMinTiles = 512;
-  std::string gemm;  // the GEMM module, empty when the op has none
-  uint32_t gemm_kc = 0, gemm_max_bt = 64;
+  GemmPlan gemm;
   Kernels* kernels = &c.env.kernels;
-  if (f == "linear_8da4w" && G % 32 == 0 && ceil_div(N, 64) <= 65535) {
-    gemm_kc = G % 128 == 0 ? 128 : G % 64 == 0 ? 64 : 32;
-    const bool coopmat = c.env.ctx.use_coopmat();
-    gemm = std::string("linear_8da4w_mm") +
-           (coopmat                   ? "_coopmat"
-            : c.env.ctx.use_int_dot() ? "_idot"
-                                      : "") +
-           (c.f16(y) ? "_f16" : "");  // (the mat-vec variant above checked fp16 support)
-    // Shared bytes at BT = 128: the coopmat variant's one array (staged rows or the int32 sums),
-    // the portable variant's staged words; plus the group's scales and weight sums.
-    const uint32_t sv = gemm_kc / 16 + 1,
-                   shared128 = (coopmat ? std::max((128 + 64) * sv * 16, 128u * 68 * 4)
-                                        : (128 + 64) * (gemm_kc / 4 + 1) * 4) +
-                               64 * 8;
-    if (gemm_kc >= 64 && shared128 <= c.env.ctx.info().max_shared) gemm_max_bt = 128;
-  }
-  const uint32_t force_tile = static_cast<uint32_t>(std::max(0, env_int("VKLLM_GEMM_TILE")));
+  if (f == "linear_8da4w") gemm = plan_gemm_8da4w(c.env.ctx, G, N, c.f16(y));
   const Kernel* kq = nullptr;
   VkDescriptorSet qset = VK_NULL_HANDLE;
   std::vector<BufRange> head, tail = {c.whole(y)};
@@ -292,15 +305,8 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
         for (const Part& pt : parts) {  // R rows x tt tokens per workgroup
           std::vector<uint32_t> push = {u32(K), u32(pt.ch.rows), u32(pt.ch.r0), u32(N), Tr};
           if (G) push.push_back(u32(G));
-          if (!gemm.empty() && Tr >= kGemmTokens) {
-            const uint32_t gx = ceil_div(pt.ch.rows, 64);
-            const bool forced =
-                force_tile == 32 || force_tile == 64 || (force_tile == 128 && gemm_max_bt == 128);
-            const uint32_t bt = forced                                   ? force_tile
-                                : gx * ceil_div(Tr, 64) >= kGemmMinTiles ? 64
-                                                                         : 32;
-            dispatch(cb, kernels->get(gemm, 6, 6 * 4, kernel_spec({c.f16(y)}, gemm_kc, bt)), pt.set,
-                     push, gx, ceil_div(Tr, bt));
+          if (!gemm.module.empty() && Tr >= GemmPlan::kTokens) {
+            gemm.record(cb, *kernels, pt.set, u32(K), pt.ch.rows, pt.ch.r0, u32(N), Tr, u32(G));
             continue;
           }
           const uint32_t R = tt == 1 ? pt.R1 : pt.R;

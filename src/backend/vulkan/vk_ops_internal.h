@@ -67,6 +67,29 @@ inline std::vector<uint32_t> kernel_spec(std::vector<uint32_t> flags, uint32_t t
   return flags;
 }
 
+// The tiled prefill GEMM of linear_8da4w: BT tokens x 64 rows a workgroup, on cooperative
+// matrices where the device has them (linear_8da4w_mm_coopmat.comp), else with int8 dot products
+// or the portable integer path (linear_8da4w_mm.comp). It stages K in chunks of KC bytes, the
+// largest of 128, 64, 32 that divides the group. BT: 64, or 32 where 64-token tiles make fewer
+// workgroups than the GPU has compute units (measured on the H200, docs/perf.md session 14:
+// 64-token tiles 30 against 40 us for Llama's q/o, 105 against 150 for its down projection; 32 a
+// little ahead only for k/v's 64 workgroups). VKLLM_GEMM_TILE=32|64|128 forces one (a measurement
+// switch; 128 needs its shared memory, and KC >= 64 on the portable path). The op (vk_ops.cpp)
+// and `vkllm bench --gemm` (vk_physics.cpp) both record it through this plan.
+struct GemmPlan {
+  static constexpr uint32_t kTokens = 16;  // forwards of at least this many tokens use it
+  std::string module;                      // empty: the op has no GEMM
+  uint32_t kc = 0, max_shared = 0, min_tiles = 1;
+  bool y16 = false, coopmat = false;
+  uint32_t shared128() const;
+  uint32_t tile(uint32_t rows, uint32_t T) const;  // BT
+  // Records rows [r0, r0 + rows) of y (N wide) for T tokens; `set` binds the GEMM's six buffers
+  // (activations, their scales, nibbles, scales, weight sums, y).
+  void record(VkCommandBuffer cb, Kernels& kernels, VkDescriptorSet set, uint32_t K, uint32_t rows,
+              uint32_t r0, uint32_t N, uint32_t T, uint32_t G) const;
+};
+GemmPlan plan_gemm_8da4w(const Context& ctx, int64_t G, int64_t N, bool y16);
+
 // How a decode step's linear_8da4w mat-vec (one token, G % 32 == 0) cuts each row's 32-weight
 // blocks: into `parts` parts of `bpl` blocks per lane each (at the device's smallest subgroup
 // size). Every kernel that computes these rows sums them in this order (linear_8da4w.comp

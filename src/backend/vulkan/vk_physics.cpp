@@ -1,5 +1,7 @@
 #include "backend/vulkan/vk_physics.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <limits>
 
@@ -18,7 +20,7 @@ using detail::dispatch_flat;
 class Timer {
  public:
   explicit Timer(Context& ctx) : ctx_(ctx) {
-    if (!ctx.info().timestamps) fail("vkllm bench --physics: the device has no timestamps");
+    if (!ctx.info().timestamps) fail("vkllm bench: the device has no timestamps");
     VkQueryPoolCreateInfo qi{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
     qi.queryType = VK_QUERY_TYPE_TIMESTAMP;
     qi.queryCount = 2;
@@ -146,6 +148,80 @@ std::vector<PhysicsRow> measure_physics(Context& ctx, const PhysicsOptions& opt)
     rows.push_back({"stream, 8 stages + syncs", staged, 256, bytes, us,
                     static_cast<double>(bytes) / (us * 1e3)});
     if (bytes >= max_bytes) break;
+  }
+  return rows;
+}
+
+std::vector<GemmRow> measure_gemm(Context& ctx, int repeats) {
+  Allocator alloc(ctx);
+  Kernels kernels(ctx);
+  Timer timer(ctx);
+  const bool cpu = ctx.info().type == "cpu";
+  const int reps = std::max(1, repeats);
+  std::vector<GemmRow> rows;
+  // The ceiling: 8 multiply-adds a round, pc.n rounds, 4 subgroups a workgroup.
+  if (ctx.use_coopmat()) {
+    Buffer out = alloc.create(65536 * 4, false, "out");
+    const uint32_t groups = 8 * std::max<uint32_t>(1, ctx.info().compute_units), n = 512;
+    struct Peak {
+      const char* shader;
+      const char* what;
+      uint32_t k;
+      bool ok;
+    };
+    for (const Peak& p :
+         {Peak{"gemm_peak", "mma peak, int8 16x8x32 -> int32", 32, true},
+          Peak{"gemm_peak_fp16", "mma peak, fp16 16x8x16 -> fp32", 16, ctx.info().coopmat_f16}}) {
+      if (!p.ok) continue;
+      const Kernel& k = kernels.get(p.shader, 1, 4, {});
+      const BufRange r[1] = {{out.buf, 0, out.size}};
+      VkDescriptorSet s = kernels.make_set(k, r);
+      const double us =
+          timer.best_us(reps, [&](VkCommandBuffer cb) { detail::dispatch(cb, k, s, {n}, groups); });
+      const double ops = 2.0 * 16 * 8 * p.k * 8 * n * 4 * groups;
+      rows.push_back({p.what, 0, 0, 0, us, ops / (us * 1e6)});
+    }
+  }
+  // The tiled GEMM at the shapes of a prefill (weight rows M, tokens N, width K), G = 128.
+  struct Shape {
+    uint32_t M, N, K;
+  };
+  const std::vector<Shape> shapes =
+      cpu ? std::vector<Shape>{{128, 64, 256}, {256, 64, 512}}
+          : std::vector<Shape>{{512, 512, 2048},  {2048, 512, 2048}, {3072, 512, 3072},
+                               {8192, 512, 2048}, {2048, 512, 8192}, {8192, 512, 8192}};
+  constexpr uint32_t G = 128;
+  for (const Shape& sh : shapes) {
+    const detail::GemmPlan plan = detail::plan_gemm_8da4w(ctx, G, sh.M, false);
+    const uint64_t groups = static_cast<uint64_t>(sh.M) * (sh.K / G);
+    Buffer qx = alloc.create(static_cast<uint64_t>(sh.N) * sh.K, false, "int8 activations"),
+           qp = alloc.create(static_cast<uint64_t>(sh.N) * 8, false, "activation scales"),
+           q = alloc.create(static_cast<uint64_t>(sh.M) * sh.K / 2, false, "int4 weights"),
+           sc = alloc.create(groups * 4, false, "scales"),
+           ws = alloc.create(groups * 4, false, "weight sums"),
+           y = alloc.create(static_cast<uint64_t>(sh.N) * sh.M * 4, false, "output");
+    alloc.fill(qx, 0x05F9127Eu);
+    alloc.fill(qp, 0x3C000003u);  // scale bits ~0.0078, zero point bits (any: timing only)
+    alloc.fill(q, 0x9A3C61E7u);
+    alloc.fill(sc, 0x3A000000u);
+    alloc.fill(ws, 17u);
+    const uint32_t bt = plan.tile(sh.M, sh.N);
+    const Kernel& k = kernels.get(plan.module, 6, 6 * 4, detail::kernel_spec({0u}, plan.kc, bt));
+    const BufRange r[6] = {{qx.buf, 0, qx.size}, {qp.buf, 0, qp.size}, {q.buf, 0, q.size},
+                           {sc.buf, 0, sc.size}, {ws.buf, 0, ws.size}, {y.buf, 0, y.size}};
+    VkDescriptorSet s = kernels.make_set(k, r);
+    constexpr int kPerSubmit = 8;
+    const double us = timer.best_us(reps, [&](VkCommandBuffer cb) {
+      for (int i = 0; i < kPerSubmit; ++i) {
+        if (i) compute_barrier(cb);
+        plan.record(cb, kernels, s, sh.K, sh.M, 0, sh.M, sh.N, G);
+      }
+    }) / kPerSubmit;
+    const std::string path = plan.module.find("coopmat") != std::string::npos ? "cooperative matrix"
+                             : plan.module.find("idot") != std::string::npos  ? "int8 dot product"
+                                                                              : "portable integer";
+    rows.push_back({fmt::format("linear_8da4w_mm {}, {} x 64 tiles", path, bt), sh.M, sh.N, sh.K,
+                    us, 2.0 * sh.M * sh.N * sh.K / (us * 1e6)});
   }
   return rows;
 }

@@ -30,4 +30,16 @@ struct PhysicsOptions {
 
 std::vector<PhysicsRow> measure_physics(Context& ctx, const PhysicsOptions& opt);
 
+// `vkllm bench --gemm`: the prefill GEMM's ceiling and what linear_8da4w's tiled GEMM reaches at
+// the shapes of a 512-token prefill (rows x tokens x K, from 512 x 512 x 2,048 to 8,192 x 512 x
+// 8,192). The ceiling rows run only the cooperative matrices' multiply-adds on operands in
+// registers (gemm_peak.comp, where the device has NV cooperative matrices).
+struct GemmRow {
+  std::string what;              // "mma peak ..." or "linear_8da4w_mm <path>, <BT>-token tiles"
+  uint32_t M = 0, N = 0, K = 0;  // weight rows, tokens, input width (0 for the ceiling rows)
+  double us = 0;                 // per GEMM (or per ceiling dispatch), the best of the repeats
+  double tops = 0;               // 2 M N K (or the multiply-adds' operations) per second, 1e12
+};
+std::vector<GemmRow> measure_gemm(Context& ctx, int repeats);
+
 }  // namespace vkllm::vk

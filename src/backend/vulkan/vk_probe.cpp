@@ -50,4 +50,35 @@ SubgroupLayout probe_subgroups(Context& ctx, uint32_t workgroup) {
   return s;
 }
 
+std::string probe_coopmat_accumulator(Context& ctx) {
+  Allocator alloc(ctx);
+  Kernels kernels(ctx);
+  const Kernel& k = kernels.get("coopmat_probe", 1, 0, {});
+  constexpr uint32_t kLanes = 32, kWords = 128 + 9 * kLanes;
+  Buffer io = alloc.create(kWords * 4, false, "cooperative-matrix probe");
+  std::vector<int32_t> v(kWords, -1);
+  for (int32_t i = 0; i < 128; ++i) v[static_cast<size_t>(i)] = i;
+  alloc.upload(io, 0, v.data(), kWords * 4);
+  const BufRange r{io.buf, 0, kWords * 4};
+  VkDescriptorSet set = kernels.make_set(k, {&r, 1});
+  VkCommandBuffer cb = ctx.begin_once();
+  vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, k.pipeline);
+  vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, k.layout, 0, 1, &set, 0, nullptr);
+  vkCmdDispatch(cb, 1, 1, 1);
+  ctx.submit_and_wait(cb);
+  alloc.download(io, 0, v.data(), kWords * 4);
+  std::set<int32_t> seen;
+  for (uint32_t lane = 0; lane < kLanes; ++lane) {
+    const int32_t* e = &v[128 + 9 * lane];
+    if (e[0] != 4)
+      return fmt::format("a 16 x 8 int32 accumulator holds {} elements in lane {}, not 4", e[0],
+                         lane);
+    for (int i = 1; i <= 4; ++i) seen.insert(e[i]);
+  }
+  if (seen.size() != 128 || *seen.begin() != 0 || *seen.rbegin() != 127)
+    return fmt::format("a 16 x 8 int32 accumulator's lanes hold {} distinct elements, not 128",
+                       seen.size());
+  return "";
+}
+
 }  // namespace vkllm::vk

@@ -1,6 +1,6 @@
 #version 450
 // Tiled GEMM of linear_8da4w for forwards of many tokens (prefill): a workgroup computes a tile
-// of BT tokens (128, 64 or 32: the largest that still makes enough workgroups to fill the GPU) x BN = 64
+// of BT tokens (64 or 32: the largest that still makes enough workgroups to fill the GPU) x BN = 64
 // output rows with WG = 2 BT threads. For each K-chunk of KC bytes it stages the tile's int8
 // activations and its int4 weights widened to int8 in shared memory, so that every staged byte
 // is used by a whole row (or column) of the tile instead of being re-read per output; the next
@@ -11,12 +11,9 @@
 //   y[t, n] = sum_g (s[n, g] * sx[t]) * float(dot_g[t, n] - zp[t] * wsum[n, g])
 // with g ascending and no fused multiply-add (precise), so the result is bit-identical with
 // cpu::linear_8da4w (integers are exact and every float operation is the CPU's).
-// Two ways to form the integer dots, the same tile and epilogue around them:
-// - VKLLM_COOPMAT: NVIDIA cooperative matrices (VK_NV_cooperative_matrix, int8 x int8 -> int32,
-//   16 x 8 x 32) on 32-lane subgroups, each a 32 x 32 part of the tile, whose int32 sums go
-//   through shared memory to the epilogue after each group;
-// - otherwise each thread owns 4 tokens x 8 rows in registers and forms their dots four int8 at a
-//   time (dot4, idot.glsl: OpSDotAccSat with VKLLM_IDOT, portable otherwise).
+// Each thread owns 4 tokens x 8 rows in registers and forms their dots four int8 at a time (dot4,
+// idot.glsl: OpSDotAccSat with VKLLM_IDOT, portable otherwise). Devices with NVIDIA cooperative
+// matrices run linear_8da4w_mm_coopmat.comp instead (same tile, bindings and result).
 // Needs G % KC == 0 and KC in {32, 64, 128} (the host picks KC); rows and tokens past the tile's
 // edge are read clamped and never stored.
 #extension GL_KHR_shader_subgroup_basic : require
@@ -24,15 +21,7 @@
 layout(constant_id = 9) const uint BT = 64;  // tokens per tile: 128 (KC >= 64), 64 or 32
 layout(local_size_x_id = 9, local_size_y = 2) in;  // NT = 2 BT threads
 #include "common.glsl"
-#ifdef VKLLM_COOPMAT
-#extension GL_NV_cooperative_matrix : require
-#extension GL_NV_integer_cooperative_matrix : require
-#extension GL_KHR_memory_scope_semantics : require
-#extension GL_EXT_shader_explicit_arithmetic_types_int8 : require
-#extension GL_EXT_shader_explicit_arithmetic_types_int32 : require
-#else
 #include "idot.glsl"
-#endif
 layout(constant_id = 1) const bool Y16 = false;
 layout(constant_id = 8) const uint KC = 32;  // K bytes staged per step (divides G)
 layout(std430, binding = 0) readonly buffer QX { uvec4 qx[]; };  // int8 activations, K / 16 per token
@@ -51,17 +40,8 @@ const uint NA = BT * CV / NT, NB = BN * CV / NT;  // staged words per thread: ac
 const uint TX = BT / 4u;  // threads along the tokens: thread (tx, ty) owns tokens tx + TX i, rows ty + 8 j
 shared float s_scale[BN];
 shared int s_wsum[BN];
-#ifdef VKLLM_COOPMAT
-// One shared array: the staged activations at 0 and weights at SB, and after a group's last chunk
-// the int32 sums over both (SC ints a row; a barrier lies between the last reads and them).
-const uint SV = CV + 1u;  // a staged row in uvec4 (one of padding against bank conflicts)
-const uint SB = BT * SV, SC = BN + 4u;
-const uint SM = SB + BN * SV > BT * SC / 4u ? SB + BN * SV : BT * SC / 4u;
-shared uvec4 sm[SM];
-#else
 const uint SW = KC / 4u + 1u;  // a staged row in words (one of padding)
 shared uint sa[BT * SW], sb[BN * SW];
-#endif
 
 // One chunk's global words for this thread, loaded ahead of their use.
 uvec4 pa[NA];
@@ -87,22 +67,14 @@ void fetch(uint t0, uint r0, uint k0, uint g, bool first, uint tid) {
 void stage(bool first, uint tid) {
   [[unroll]] for (uint e = 0; e < NA; ++e) {
     const uint i = tid + e * NT, r = i / CV, c = i % CV;
-#ifdef VKLLM_COOPMAT
-    sm[r * SV + c] = pa[e];
-#else
     [[unroll]] for (uint w = 0; w < 4u; ++w) sa[r * SW + 4u * c + w] = pa[e][w];
-#endif
   }
   [[unroll]] for (uint e = 0; e < NB; ++e) {
     const uint i = tid + e * NT, r = i / CV, c = i % CV;
     const uvec2 w = pb[e];
     const uvec4 v = uvec4(nibbles4_to_i8x4(w.x & 0xFFFFu), nibbles4_to_i8x4(w.x >> 16),
                           nibbles4_to_i8x4(w.y & 0xFFFFu), nibbles4_to_i8x4(w.y >> 16));
-#ifdef VKLLM_COOPMAT
-    sm[SB + r * SV + c] = v;
-#else
     [[unroll]] for (uint x = 0; x < 4u; ++x) sb[r * SW + 4u * c + x] = v[x];
-#endif
   }
   if (first && tid < BN) {
     s_scale[tid] = p_scale;
@@ -130,39 +102,17 @@ void main() {
   }
   precise float acc[4][8];
   [[unroll]] for (uint i = 0; i < 4u; ++i)[[unroll]] for (uint j = 0; j < 8u; ++j) acc[i][j] = 0.0;
-#ifdef VKLLM_COOPMAT
-  // Subgroup sg: tokens mt .. mt + 31, rows mr .. mr + 31 of the tile.
-  const uint sg = gl_SubgroupID, mt = (sg % (BT / 32u)) * 32u, mr = (sg / (BT / 32u)) * 32u;
-  icoopmatNV<32, gl_ScopeSubgroup, 16, 8> cd[2][4];
-#endif
   const uint chunks = pc.G / KC;
   fetch(t0, r0, 0u, 0u, true, tid);
   for (uint g = 0; g < ng; ++g) {
     int d[4][8];
-#ifdef VKLLM_COOPMAT
-    [[unroll]] for (uint i = 0; i < 2u; ++i)[[unroll]] for (uint j = 0; j < 4u; ++j)
-      cd[i][j] = icoopmatNV<32, gl_ScopeSubgroup, 16, 8>(0);
-#else
     [[unroll]] for (uint i = 0; i < 4u; ++i)[[unroll]] for (uint j = 0; j < 8u; ++j) d[i][j] = 0;
-#endif
     for (uint kc = 0; kc < chunks; ++kc) {
       barrier();  // every read of the previous chunk done
       stage(kc == 0u, tid);
       barrier();
       const uint next = g * chunks + kc + 1u;  // the next chunk, fetched while this one computes
       if (next < ng * chunks) fetch(t0, r0, next * KC, next / chunks, next % chunks == 0u, tid);
-#ifdef VKLLM_COOPMAT
-      [[unroll]] for (uint kk = 0; kk < KC / 32u; ++kk) {
-        icoopmatNV<8, gl_ScopeSubgroup, 16, 32> a[2];
-        icoopmatNV<8, gl_ScopeSubgroup, 32, 8> b[4];
-        [[unroll]] for (uint i = 0; i < 2u; ++i)
-          coopMatLoadNV(a[i], sm, (mt + 16u * i) * SV + 2u * kk, SV, false);
-        [[unroll]] for (uint j = 0; j < 4u; ++j)
-          coopMatLoadNV(b[j], sm, SB + (mr + 8u * j) * SV + 2u * kk, SV, true);
-        [[unroll]] for (uint i = 0; i < 2u; ++i)[[unroll]] for (uint j = 0; j < 4u; ++j)
-          cd[i][j] = coopMatMulAddNV(a[i], b[j], cd[i][j]);
-      }
-#else
       for (uint k4 = 0; k4 < KC / 4u; ++k4) {
         int a[4], b[8];
         [[unroll]] for (uint i = 0; i < 4u; ++i) a[i] = int(sa[(tx + TX * i) * SW + k4]);
@@ -170,18 +120,7 @@ void main() {
         [[unroll]] for (uint i = 0; i < 4u; ++i)[[unroll]] for (uint j = 0; j < 8u; ++j)
           d[i][j] = dot4(a[i], b[j], d[i][j]);
       }
-#endif
     }
-#ifdef VKLLM_COOPMAT
-    barrier();  // every subgroup's reads of the staged chunk done: the sums overwrite it
-    [[unroll]] for (uint i = 0; i < 2u; ++i)[[unroll]] for (uint j = 0; j < 4u; ++j)
-      coopMatStoreNV(cd[i][j], sm, ((mt + 16u * i) * SC + mr + 8u * j) / 4u, SC / 4u, false);
-    barrier();
-    [[unroll]] for (uint i = 0; i < 4u; ++i)[[unroll]] for (uint j = 0; j < 8u; ++j) {
-      const uint at = (tx + TX * i) * SC + ty + 8u * j;
-      d[i][j] = int(sm[at / 4u][at % 4u]);
-    }
-#endif
     // The CPU's term of group g, in its order: (scale * sx) * float(dot - zp * wsum).
     [[unroll]] for (uint j = 0; j < 8u; ++j) {
       const float sc = s_scale[ty + 8u * j];

@@ -1,0 +1,183 @@
+#version 450
+// The tiled prefill GEMM of linear_8da4w on NVIDIA cooperative matrices (VK_NV_cooperative_matrix,
+// int8 x int8 -> int32, 16 x 8 x 32 on 32-lane subgroups): linear_8da4w_mm.comp's tile (BT tokens
+// x BN = 64 rows, 2 BT threads, each subgroup a 32 x 32 part), bindings and result, bit-identical
+// with cpu::linear_8da4w:
+//   y[t, n] = sum_g (s[n, g] * sx[t]) * float(dot_g[t, n] - zp[t] * wsum[n, g])
+// with g ascending and no fused multiply-add (precise). What it does for the tensor units' rate:
+// - K in chunks of KC bytes through two shared buffers: chunk c + 1's global loads are issued
+//   before chunk c's multiply-adds and stored to the other buffer after them, so one barrier a
+//   chunk separates every store from every read;
+// - the int4 weights widened with masks instead of nibble by nibble: a word of nibbles n0..n7
+//   (byte i holds weights 2i and 2i + 1, each as q + 8) gives the bytes n0 n2 n4 n6 and
+//   n1 n3 n5 n7, and the activations are staged in that order too (byte shuffles), so every
+//   32-byte step of K still pairs each weight with its own activation (a group's integer dot does
+//   not depend on the order of its terms);
+// - each group's terms formed from the accumulators in registers: which token and row each of a
+//   lane's four accumulator elements holds (the implementation's layout) is read once, at the
+//   start, from a matrix loaded with known values (Context checks the four: vk_probe.cpp); no
+//   round trip of the sums through shared memory and no barriers for it.
+// Needs G % KC == 0 and KC in {32, 64, 128}; BT 128 needs KC >= 64. Rows and tokens past the
+// tile's edge are read clamped and never stored.
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_NV_cooperative_matrix : require
+#extension GL_NV_integer_cooperative_matrix : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_EXT_shader_explicit_arithmetic_types_int8 : require
+#extension GL_EXT_shader_explicit_arithmetic_types_int32 : require
+#define WG_SPEC
+layout(constant_id = 9) const uint BT = 64;  // tokens per tile: 128, 64 or 32
+layout(local_size_x_id = 9, local_size_y = 2) in;  // NT = 2 BT threads
+const uint JN = 4u;  // 16 x 8 accumulators along a subgroup's 32 rows
+#include "common.glsl"
+layout(constant_id = 1) const bool Y16 = false;
+layout(constant_id = 8) const uint KC = 32;  // K bytes staged per step (divides G)
+layout(std430, binding = 0) readonly buffer QX { uvec4 qx[]; };  // int8 activations, K / 16 per token
+layout(std430, binding = 1) readonly buffer QP { uint qp[]; };   // per token: scale bits, zero point
+layout(std430, binding = 2) readonly buffer Q { uvec2 q[]; };    // int4 weights, K / 16 per row
+layout(std430, binding = 3) readonly buffer S { float s[]; };
+layout(std430, binding = 4) readonly buffer WS { int wsum[]; };
+DECL_FBUF(5, y, writeonly)
+layout(push_constant) uniform PC {
+  uint K, Nc, n0, N, T, G;
+} pc;
+
+const uint BN = 64, NT = BT * 2u;  // rows per tile; threads
+const uint CV = KC / 16u;          // 16-byte words of a staged row
+const uint SV = CV + 1u;           // a staged row in uvec4 (one of padding against bank conflicts)
+// Staged words per thread (the last round partial where NT does not divide them).
+const uint NA = (BT * CV + NT - 1u) / NT, NB = (BN * CV + NT - 1u) / NT;
+const uint SLOT = (BT + BN) * SV;  // one buffer: BT activation rows, then BN weight rows
+const uint CE = 4u;                // accumulator elements a lane (16 x 8 on 32 lanes)
+shared uvec4 sm[2u * SLOT];
+shared uvec2 s_sw[2u][BN];  // per buffer: the chunk's group's scale bits and weight sum per row
+
+// One chunk's global words for this thread, loaded ahead of their use.
+uvec4 pa[NA];
+uvec2 pb[NB];
+uvec2 p_sw;
+void fetch(uint t0, uint r0, uint c, uint tid) {
+  const uint k0 = c * KC, g = k0 / pc.G;
+  [[unroll]] for (uint e = 0; e < NA; ++e) {
+    const uint i = tid + e * NT, r = i / CV, w = i % CV, t = min(t0 + r, pc.T - 1u);
+    if (i < BT * CV) pa[e] = qx[t * (pc.K / 16u) + k0 / 16u + w];
+  }
+  [[unroll]] for (uint e = 0; e < NB; ++e) {
+    const uint i = tid + e * NT, r = i / CV, w = i % CV, n = min(r0 + r, pc.Nc - 1u);
+    if (i < BN * CV) pb[e] = q[n * (pc.K / 16u) + k0 / 16u + w];
+  }
+  if (tid < BN) {
+    const uint n = min(r0 + tid, pc.Nc - 1u), at = n * (pc.K / pc.G) + g;
+    p_sw = uvec2(floatBitsToUint(s[at]), uint(wsum[at]));
+  }
+}
+// Word pair (x, y) of eight int8 codes e0..e7 as (e0 e2 e4 e6, e1 e3 e5 e7).
+uvec2 deinterleave(uint x, uint y) {
+  const u8vec4 a = unpack8(x), b = unpack8(y);
+  return uvec2(pack32(u8vec4(a.x, a.z, b.x, b.z)), pack32(u8vec4(a.y, a.w, b.y, b.w)));
+}
+// Four nibbles as stored (q + 8, one a byte in the low four bits) as four int8: per byte
+// (n | 0x80) - 8 = 120 + n in [120, 135], then the top bit flipped: n - 8.
+uint widen(uint n) { return ((n | 0x80808080u) - 0x08080808u) ^ 0x80808080u; }
+// Stores the fetched words to buffer b, the weights widened to int8, both in the order above.
+void stage(uint b, uint tid) {
+  const uint base = b * SLOT;
+  [[unroll]] for (uint e = 0; e < NA; ++e) {
+    const uint i = tid + e * NT, r = i / CV, w = i % CV;
+    const uvec4 x = pa[e];
+    if (i < BT * CV) sm[base + r * SV + w] = uvec4(deinterleave(x.x, x.y), deinterleave(x.z, x.w));
+  }
+  [[unroll]] for (uint e = 0; e < NB; ++e) {
+    const uint i = tid + e * NT, r = i / CV, w = i % CV;
+    const uvec2 v = pb[e];
+    const uint M = 0x0F0F0F0Fu;
+    if (i < BN * CV)
+      sm[base + BT * SV + r * SV + w] =
+          uvec4(widen(v.x & M), widen((v.x >> 4) & M), widen(v.y & M), widen((v.y >> 4) & M));
+  }
+  if (tid < BN) s_sw[b][tid] = p_sw;
+}
+
+// float(x), exactly, for |x| < 2^22 (every group's dot - zp * wsum here: |x| < 2^18) in two
+// full-rate operations: x added to the significand of 1.5 * 2^23, then that number subtracted.
+float exact_float(int x) {
+  precise float f = uintBitsToFloat(uint(x + 0x4B400000)) - 12582912.0;
+  return f;
+}
+
+void main() {
+  const uint tid = gl_LocalInvocationID.x + gl_LocalInvocationID.y * BT;  // (BT x 2 threads)
+  const uint r0 = gl_WorkGroupID.x * BN, t0 = gl_WorkGroupID.y * BT;
+  // Subgroup sg: tokens mt .. mt + 31, rows mr .. mr + 31 of the tile.
+  const uint sg = gl_SubgroupID, mt = (sg % (BT / 32u)) * 32u, mr = (sg / (BT / 32u)) * 32u;
+  // The accumulator layout: a 16 x 8 matrix of the values 8 row + col.
+  for (uint u = tid; u < 32u; u += NT) sm[u] = uvec4(4u * u) + uvec4(0u, 1u, 2u, 3u);
+  barrier();
+  uint row[CE], col[CE];
+  {
+    icoopmatNV<32, gl_ScopeSubgroup, 16, 8> probe;
+    coopMatLoadNV(probe, sm, 0u, 2u, false);
+    [[unroll]] for (uint e = 0; e < CE; ++e) {
+      row[e] = uint(probe[e]) / 8u;
+      col[e] = uint(probe[e]) % 8u;
+    }
+  }
+  barrier();  // every subgroup's probe read before the first chunk overwrites it
+  // This lane's tokens: mt + 16 i + row[e].
+  float sx[2][CE];
+  int zp[2][CE];
+  [[unroll]] for (uint i = 0; i < 2u; ++i)[[unroll]] for (uint e = 0; e < CE; ++e) {
+    const uint t = min(t0 + mt + 16u * i + row[e], pc.T - 1u);
+    sx[i][e] = uintBitsToFloat(qp[2u * t]);
+    zp[i][e] = int(qp[2u * t + 1u]);
+  }
+  precise float acc[2][JN][CE];
+  [[unroll]] for (uint i = 0; i < 2u; ++i)[[unroll]] for (uint j = 0; j < JN; ++j)
+    [[unroll]] for (uint e = 0; e < CE; ++e) acc[i][j][e] = 0.0;
+  icoopmatNV<32, gl_ScopeSubgroup, 16, 8> cd[2][JN];
+  [[unroll]] for (uint i = 0; i < 2u; ++i)[[unroll]] for (uint j = 0; j < JN; ++j)
+    cd[i][j] = icoopmatNV<32, gl_ScopeSubgroup, 16, 8>(0);
+  const uint chunks = pc.K / KC, per_group = pc.G / KC;
+  fetch(t0, r0, 0u, tid);
+  stage(0u, tid);
+  barrier();
+  for (uint c = 0; c < chunks; ++c) {
+    const uint b = c & 1u, base = b * SLOT;
+    if (c + 1u < chunks) fetch(t0, r0, c + 1u, tid);  // in flight during this chunk's work
+    [[unroll]] for (uint kk = 0; kk < KC / 32u; ++kk) {
+      icoopmatNV<8, gl_ScopeSubgroup, 16, 32> a[2];
+      icoopmatNV<8, gl_ScopeSubgroup, 32, 8> w[JN];
+      [[unroll]] for (uint i = 0; i < 2u; ++i)
+        coopMatLoadNV(a[i], sm, base + (mt + 16u * i) * SV + 2u * kk, SV, false);
+      [[unroll]] for (uint j = 0; j < JN; ++j)
+        coopMatLoadNV(w[j], sm, base + BT * SV + (mr + 8u * j) * SV + 2u * kk, SV, true);
+      [[unroll]] for (uint i = 0; i < 2u; ++i)[[unroll]] for (uint j = 0; j < JN; ++j)
+        cd[i][j] = coopMatMulAddNV(a[i], w[j], cd[i][j]);
+    }
+    if ((c + 1u) % per_group == 0u) {
+      // The CPU's term of this group, in its order: (scale * sx) * float(dot - zp * wsum).
+      [[unroll]] for (uint j = 0; j < JN; ++j)[[unroll]] for (uint e = 0; e < CE; ++e) {
+        const uvec2 sw = s_sw[b][mr + 8u * j + col[e]];
+        const float sc = uintBitsToFloat(sw.x);
+        const int ws = int(sw.y);
+        [[unroll]] for (uint i = 0; i < 2u; ++i) {
+          precise float f = sc * sx[i][e];
+          precise float term = f * exact_float(cd[i][j][e] - zp[i][e] * ws);
+          acc[i][j][e] = acc[i][j][e] + term;
+        }
+      }
+      [[unroll]] for (uint i = 0; i < 2u; ++i)[[unroll]] for (uint j = 0; j < JN; ++j)
+        cd[i][j] = icoopmatNV<32, gl_ScopeSubgroup, 16, 8>(0);
+    }
+    if (c + 1u < chunks) stage(b ^ 1u, tid);
+    barrier();  // the next buffer staged; every read of this one done before it is restaged
+  }
+  [[unroll]] for (uint i = 0; i < 2u; ++i)[[unroll]] for (uint e = 0; e < CE; ++e) {
+    const uint t = t0 + mt + 16u * i + row[e];
+    if (t >= pc.T) continue;
+    [[unroll]] for (uint j = 0; j < JN; ++j) {
+      const uint n = r0 + mr + 8u * j + col[e];
+      if (n < pc.Nc) STOREF(y, Y16, t * pc.N + pc.n0 + n, acc[i][j][e]);
+    }
+  }
+}
