@@ -10,6 +10,20 @@
 
 namespace vkllm::vk {
 
+namespace {
+
+// One workgroup of `k` over the single buffer range `r`, waited for.
+void run_one_workgroup(Context& ctx, Kernels& kernels, const Kernel& k, const BufRange& r) {
+  VkDescriptorSet set = kernels.make_set(k, {&r, 1});
+  VkCommandBuffer cb = ctx.begin_once();
+  vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, k.pipeline);
+  vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, k.layout, 0, 1, &set, 0, nullptr);
+  vkCmdDispatch(cb, 1, 1, 1);
+  ctx.submit_and_wait(cb);
+}
+
+}  // namespace
+
 std::string SubgroupLayout::describe() const {
   return fmt::format(
       "{} threads: gl_SubgroupSize {}, {}-{} invocations active a subgroup, {} subgroups "
@@ -25,12 +39,7 @@ SubgroupLayout probe_subgroups(Context& ctx, uint32_t workgroup) {
   const VkDeviceSize bytes = static_cast<VkDeviceSize>(workgroup) * 16;
   Buffer out = alloc.create(bytes, false, "subgroup probe");
   const BufRange r{out.buf, 0, bytes};
-  VkDescriptorSet set = kernels.make_set(k, {&r, 1});
-  VkCommandBuffer cb = ctx.begin_once();
-  vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, k.pipeline);
-  vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, k.layout, 0, 1, &set, 0, nullptr);
-  vkCmdDispatch(cb, 1, 1, 1);
-  ctx.submit_and_wait(cb);
+  run_one_workgroup(ctx, kernels, k, r);
   std::vector<uint32_t> v(static_cast<size_t>(workgroup) * 4);
   alloc.download(out, 0, v.data(), bytes);
   SubgroupLayout s;
@@ -60,12 +69,7 @@ std::string probe_coopmat_accumulator(Context& ctx) {
   for (int32_t i = 0; i < 128; ++i) v[static_cast<size_t>(i)] = i;
   alloc.upload(io, 0, v.data(), kWords * 4);
   const BufRange r{io.buf, 0, kWords * 4};
-  VkDescriptorSet set = kernels.make_set(k, {&r, 1});
-  VkCommandBuffer cb = ctx.begin_once();
-  vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, k.pipeline);
-  vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, k.layout, 0, 1, &set, 0, nullptr);
-  vkCmdDispatch(cb, 1, 1, 1);
-  ctx.submit_and_wait(cb);
+  run_one_workgroup(ctx, kernels, k, r);
   alloc.download(io, 0, v.data(), kWords * 4);
   std::set<int32_t> seen;
   for (uint32_t lane = 0; lane < kLanes; ++lane) {
