@@ -114,6 +114,7 @@ GemmPlan plan_gemm_8da4w(const Context& ctx, int64_t G, int64_t N, bool y16) {
   p.coopmat = ctx.use_coopmat();
   p.max_shared = ctx.info().max_shared;
   p.min_tiles = std::max<uint32_t>(1, ctx.info().compute_units);
+  p.force_bt = static_cast<uint32_t>(std::max(0, env_int("VKLLM_GEMM_TILE")));
   p.module = std::string("linear_8da4w_mm") +
              (p.coopmat           ? "_coopmat"
               : ctx.use_int_dot() ? "_idot"
@@ -131,17 +132,20 @@ uint32_t GemmPlan::shared128() const {
 }
 
 uint32_t GemmPlan::tile(uint32_t rows, uint32_t T) const {
-  const uint32_t force = static_cast<uint32_t>(std::max(0, env_int("VKLLM_GEMM_TILE")));
-  if (force == 32 || force == 64) return force;
-  if (force == 128 && (coopmat || kc >= 64) && shared128() <= max_shared) return 128;
+  if (force_bt == 32 || force_bt == 64) return force_bt;
+  if (force_bt == 128 && (coopmat || kc >= 64) && shared128() <= max_shared) return 128;
   return ceil_div(rows, 64) * ceil_div(T, 64) >= min_tiles ? 64 : 32;
+}
+
+const Kernel& GemmPlan::kernel(Kernels& kernels, uint32_t bt) const {
+  return kernels.get(module, 6, 6 * 4, kernel_spec({y16 ? 1u : 0u}, kc, bt));
 }
 
 void GemmPlan::record(VkCommandBuffer cb, Kernels& kernels, VkDescriptorSet set, uint32_t K,
                       uint32_t rows, uint32_t r0, uint32_t N, uint32_t T, uint32_t G) const {
   const uint32_t bt = tile(rows, T);
-  dispatch(cb, kernels.get(module, 6, 6 * 4, kernel_spec({y16 ? 1u : 0u}, kc, bt)), set,
-           {K, rows, r0, N, T, G}, ceil_div(rows, 64), ceil_div(T, bt));
+  dispatch(cb, kernel(kernels, bt), set, {K, rows, r0, N, T, G}, ceil_div(rows, 64),
+           ceil_div(T, bt));
 }
 
 }  // namespace detail

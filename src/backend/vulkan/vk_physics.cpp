@@ -206,7 +206,7 @@ std::vector<GemmRow> measure_gemm(Context& ctx, int repeats) {
     alloc.fill(sc, 0x3A000000u);
     alloc.fill(ws, 17u);
     const uint32_t bt = plan.tile(sh.M, sh.N);
-    const Kernel& k = kernels.get(plan.module, 6, 6 * 4, detail::kernel_spec({0u}, plan.kc, bt));
+    const Kernel& k = plan.kernel(kernels, bt);
     const BufRange r[6] = {{qx.buf, 0, qx.size}, {qp.buf, 0, qp.size}, {q.buf, 0, q.size},
                            {sc.buf, 0, sc.size}, {ws.buf, 0, ws.size}, {y.buf, 0, y.size}};
     VkDescriptorSet s = kernels.make_set(k, r);

@@ -25,10 +25,8 @@ std::array<uint32_t, 3> local_size(const ShaderBlob& b, const std::vector<uint32
                      kBuiltIn = 11, kWorkgroupSize = 25, kSpecId = 1;
   const uint32_t* w = b.code;
   std::array<uint32_t, 3> size = {0, 0, 0};
-  uint32_t wg_id = 0;
-  std::array<uint32_t, 3> wg_parts = {0, 0, 0};         // the composite's constituents (x, y, z)
-  std::vector<std::pair<uint32_t, uint32_t>> spec_ids;  // (id, spec id)
-  std::vector<std::pair<uint32_t, std::array<uint32_t, 3>>> composites;  // (id, constituents)
+  uint32_t wg_id = 0, wg_first = 0;
+  std::vector<std::pair<uint32_t, uint32_t>> spec_ids, composites;  // (id, spec id), (id, first)
   for (size_t i = 5; i < b.words;) {
     const uint32_t op = w[i] & 0xFFFFu, len = w[i] >> 16;
     if (len == 0 || i + len > b.words) break;
@@ -38,16 +36,13 @@ std::array<uint32_t, 3> local_size(const ShaderBlob& b, const std::vector<uint32
       wg_id = w[i + 1];
     if (op == kDecorate && len >= 4 && w[i + 2] == kSpecId)
       spec_ids.emplace_back(w[i + 1], w[i + 3]);
-    if (op == kSpecComposite && len >= 6)
-      composites.push_back({w[i + 2], {w[i + 3], w[i + 4], w[i + 5]}});
+    if (op == kSpecComposite && len >= 4) composites.emplace_back(w[i + 2], w[i + 3]);
     i += len;
   }
-  for (const auto& [id, parts] : composites)
-    if (id == wg_id) wg_parts = parts;
+  for (const auto& [id, first] : composites)
+    if (id == wg_id) wg_first = first;
   for (const auto& [id, sid] : spec_ids)
-    for (int d = 0; d < 3; ++d)
-      if (wg_parts[d] && id == wg_parts[d] && sid >= 1 && sid <= spec.size())
-        size[d] = spec[sid - 1];
+    if (wg_first && id == wg_first && sid >= 1 && sid <= spec.size()) size[0] = spec[sid - 1];
   return size;
 }
 
