@@ -169,10 +169,10 @@ SelftestReport run_selftest(const SelftestOptions& opt) {
       vo.no_int_dot = true;
       wrong_int_dot = wrong_int_dot || (variant("portable int8 dot", vo) && !ok);
     }
-    if (a8 && info.coopmat_int8) {
+    if ((a8 || (cfg.cache == DType::F16 && info.coopmat_f16)) && info.coopmat_int8) {
       VulkanOptions vo = base;
       vo.no_coopmat = true;
-      wrong_coopmat = wrong_coopmat || (variant("portable prefill GEMM", vo) && !ok);
+      wrong_coopmat = wrong_coopmat || (variant("prefill without cooperative matrices", vo) && !ok);
     }
     {
       VulkanOptions vo = base;

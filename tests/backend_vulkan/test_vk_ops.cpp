@@ -589,6 +589,22 @@ TEST(VulkanOps, AttentionTiledPrefillBlocks) {
   check_attention(4, 1, 128, 40, 0, DType::F32, DType::F32, 48);
   check_attention(2, 2, 256, 35, 5, DType::F16, DType::F16, 64);
 }
+// fp16 q and caches at the models' head dims (64: Llama-3.2-1B, 128: Qwen3, Phi-4-mini): on a GPU
+// with fp16 cooperative matrices the prefill runs attention_prefill_coopmat.comp (64-token query
+// blocks, 32-key tiles, the weights rounded to fp16), elsewhere attention_prefill.comp; either
+// within the fp16 bound of the CPU. Blocks past the end, cached keys before the chunk, 4:1 and 2:1
+// grouped-query heads, a chunk shorter than one block.
+TEST(VulkanOps, AttentionPrefillF16HeadDims) {
+  {
+    vk::Context ctx(validated());
+    std::printf("fp16 prefill attention path: %s\n",
+                ctx.use_coopmat_f16() ? "cooperative matrix" : "portable tiled");
+  }
+  check_attention(32, 8, 64, 150, 30, DType::F16, DType::F16, 200);
+  check_attention(16, 8, 128, 100, 0, DType::F16, DType::F16, 128);
+  check_attention(4, 1, 128, 70, 200, DType::F16, DType::F16, 300);
+  check_attention(8, 2, 64, 20, 7, DType::F16, DType::F16, 40);
+}
 TEST(VulkanOps, AttentionDecode) {
   check_attention(4, 2, 24, 1, 20, DType::F32, DType::F32, 40);
 }

@@ -46,7 +46,8 @@ TEST(SelftestCli, PassesOnThisDeviceListsEveryVariantAndCachesTheVerdict) {
   EXPECT_TRUE(paths.count("unfused decode"));
   EXPECT_TRUE(paths.count("prefill in chunks of 4"));
   EXPECT_EQ(paths.count("portable int8 dot"), j["int8_dot_product"].get<bool>() ? 1u : 0u);
-  EXPECT_EQ(paths.count("portable prefill GEMM"), j["cooperative_matrix"].get<bool>() ? 1u : 0u);
+  EXPECT_EQ(paths.count("prefill without cooperative matrices"),
+            j["cooperative_matrix"].get<bool>() ? 1u : 0u);
   const json v = json::parse(read_file(j["verdict"].get<std::string>()));
   EXPECT_EQ(v["device"], j["device"]);
   EXPECT_TRUE(v["wrong"].empty());

@@ -463,6 +463,7 @@ Context::Context(const VulkanOptions& opt) : opt_(opt) {
   use_fp16_ = info_.storage16 && !opt_.no_fp16;
   use_int_dot_ = info_.int_dot && !opt_.no_int_dot;
   use_coopmat_ = info_.coopmat_int8 && !opt_.no_coopmat;
+  use_coopmat_f16_ = use_coopmat_ && use_fp16_ && info_.coopmat_f16;
   use_bda_ = info_.buffer_address;
   max_binding_ = info_.max_storage_range;
   if (opt_.max_binding_bytes)
@@ -515,6 +516,7 @@ Context::Context(const VulkanOptions& opt) : opt_(opt) {
     mmf.vulkanMemoryModel = VK_TRUE;
     mmf.vulkanMemoryModelDeviceScope = VK_TRUE;
     i8f.shaderInt8 = VK_TRUE;
+    i8f.shaderFloat16 = use_coopmat_f16_;
     cmf.pNext = &mmf;
     mmf.pNext = &i8f;
     i8f.pNext = f2.pNext;
@@ -595,10 +597,19 @@ Context::Context(const VulkanOptions& opt) : opt_(opt) {
   // The prefill GEMM's cooperative-matrix variant forms its terms from the accumulators in
   // registers, four elements a lane: where the device's layout differs, the int8-dot path runs.
   if (use_coopmat_) {
-    const std::string why = probe_coopmat_accumulator(*this);
+    const std::string why = probe_coopmat_accumulator(*this, false);
     if (!why.empty()) {
-      use_coopmat_ = false;
+      use_coopmat_ = use_coopmat_f16_ = false;
       std::fprintf(stderr, "vkllm: the prefill GEMM runs without cooperative matrices: %s\n",
+                   why.c_str());
+    }
+  }
+  // The same for the prefill attention's fp32 accumulators (attention_prefill_coopmat.comp).
+  if (use_coopmat_f16_) {
+    const std::string why = probe_coopmat_accumulator(*this, true);
+    if (!why.empty()) {
+      use_coopmat_f16_ = false;
+      std::fprintf(stderr, "vkllm: the prefill attention runs without cooperative matrices: %s\n",
                    why.c_str());
     }
   }

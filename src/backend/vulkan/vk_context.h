@@ -70,6 +70,8 @@ class Context {
   bool use_fp16() const { return use_fp16_; }
   bool use_int_dot() const { return use_int_dot_; }
   bool use_coopmat() const { return use_coopmat_; }
+  // fp16 cooperative matrices for the prefill attention of fp16 caches (attention_prefill_coopmat)
+  bool use_coopmat_f16() const { return use_coopmat_f16_; }
   // Buffer device addresses are enabled (every Allocator buffer has one: address()).
   bool use_buffer_address() const { return use_bda_; }
   uint64_t address(VkBuffer b) const;
@@ -107,6 +109,7 @@ class Context {
   VkPhysicalDeviceMemoryProperties mem_{};
   DeviceInfo info_;
   bool use_fp16_ = false, use_int_dot_ = false, use_coopmat_ = false, use_bda_ = false;
+  bool use_coopmat_f16_ = false;
   bool pipeline_stats_ = false;
   bool chain_clock_ = false;
   uint64_t max_binding_ = 0;

@@ -423,10 +423,16 @@ std::unique_ptr<PreparedOp> prep_attention(Ctx c) {
                       : hd <= 128 ? 16
                                   : 8,  // the kernel's keys per tile
       prefill_shared = (2 * bk * u32(hd) + 32 * bk) * 4;
-  const Kernel* kp = c.env.ctx.info().subgroup_min >= 8 && hd % 8 == 0 &&
-                             prefill_shared <= c.env.ctx.info().max_shared
-                         ? &c.kernel("attention_prefill", 5, 4, {a16, c16, y16}, u32(hd))
-                         : nullptr;
+  // On fp16 cooperative matrices where q and the caches are fp16 (attention_prefill_coopmat.comp:
+  // 64 tokens a workgroup, hd % 32 == 0, hd <= 128).
+  const bool coopmat = c.env.ctx.use_coopmat_f16() && a16 && c16 && hd % 32 == 0 && hd <= 128;
+  const bool tiled = c.env.ctx.info().subgroup_min >= 8 && hd % 8 == 0 &&
+                     prefill_shared <= c.env.ctx.info().max_shared;
+  const Kernel* kp = coopmat
+                         ? &c.kernel("attention_prefill_coopmat", 5, 4, {a16, c16, y16}, u32(hd))
+                     : tiled ? &c.kernel("attention_prefill", 5, 4, {a16, c16, y16}, u32(hd))
+                             : nullptr;
+  const uint32_t bq = coopmat ? 64 : 32;  // tokens a workgroup
   // A decode step splits the context into S parts of C keys (C a multiple of the kernel's 64-key
   // tile, S <= 64; parts past the current position stay empty) and merges them in a second pass:
   // a single token has too few (t, h) pairs to fill a GPU, and each part is a serial chain of
@@ -452,7 +458,7 @@ std::unique_ptr<PreparedOp> prep_attention(Ctx c) {
         compute_barrier(cb);
         if (T > 1 && kp) {
           dispatch(cb, *kp, sp, {u32(T), u32(H), u32(Hkv), fbits(scale)}, u32(H),
-                   ceil_div(u32(T), 32));
+                   ceil_div(u32(T), bq));
           return;
         }
         const uint32_t s = T == 1 ? S : 1, keys = T == 1 ? C : ctx;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cstring>
 #include <set>
 #include <vector>
 
@@ -59,14 +60,21 @@ SubgroupLayout probe_subgroups(Context& ctx, uint32_t workgroup) {
   return s;
 }
 
-std::string probe_coopmat_accumulator(Context& ctx) {
+std::string probe_coopmat_accumulator(Context& ctx, bool f32) {
   Allocator alloc(ctx);
   Kernels kernels(ctx);
-  const Kernel& k = kernels.get("coopmat_probe", 1, 0, {});
+  const Kernel& k = kernels.get(f32 ? "coopmat_probe_f32" : "coopmat_probe", 1, 0, {});
   constexpr uint32_t kLanes = 32, kWords = 128 + 9 * kLanes;
   Buffer io = alloc.create(kWords * 4, false, "cooperative-matrix probe");
   std::vector<int32_t> v(kWords, -1);
-  for (int32_t i = 0; i < 128; ++i) v[static_cast<size_t>(i)] = i;
+  for (int32_t i = 0; i < 128; ++i) {
+    const float f = static_cast<float>(i);
+    if (f32)
+      std::memcpy(&v[static_cast<size_t>(i)], &f, 4);
+    else
+      v[static_cast<size_t>(i)] = i;
+  }
+  const char* what = f32 ? "fp32" : "int32";
   alloc.upload(io, 0, v.data(), kWords * 4);
   const BufRange r{io.buf, 0, kWords * 4};
   run_one_workgroup(ctx, kernels, k, r);
@@ -75,12 +83,12 @@ std::string probe_coopmat_accumulator(Context& ctx) {
   for (uint32_t lane = 0; lane < kLanes; ++lane) {
     const int32_t* e = &v[128 + 9 * lane];
     if (e[0] != 4)
-      return fmt::format("a 16 x 8 int32 accumulator holds {} elements in lane {}, not 4", e[0],
+      return fmt::format("a 16 x 8 {} accumulator holds {} elements in lane {}, not 4", what, e[0],
                          lane);
     for (int i = 1; i <= 4; ++i) seen.insert(e[i]);
   }
   if (seen.size() != 128 || *seen.begin() != 0 || *seen.rbegin() != 127)
-    return fmt::format("a 16 x 8 int32 accumulator's lanes hold {} distinct elements, not 128",
+    return fmt::format("a 16 x 8 {} accumulator's lanes hold {} distinct elements, not 128", what,
                        seen.size());
   return "";
 }

@@ -28,9 +28,10 @@ struct SubgroupLayout {
 // Runs the probe with `workgroup` threads (a multiple of 64, at most the device's limit).
 SubgroupLayout probe_subgroups(Context& ctx, uint32_t workgroup);
 
-// Does a 16 x 8 int32 cooperative-matrix accumulator hold four elements a lane, every one of the
-// 128 exactly once (coopmat_probe.comp)? The prefill GEMM's epilogue reads them in registers.
-// Empty when it does; otherwise one line saying what the device does instead.
-std::string probe_coopmat_accumulator(Context& ctx);
+// Does a 16 x 8 int32 (f32: fp32) cooperative-matrix accumulator hold four elements a lane, every
+// one of the 128 exactly once (coopmat_probe.comp)? The prefill GEMM's epilogue (int32) and the
+// prefill attention (fp32) read them in registers. Empty when it does; otherwise one line saying
+// what the device does instead.
+std::string probe_coopmat_accumulator(Context& ctx, bool f32);
 
 }  // namespace vkllm::vk

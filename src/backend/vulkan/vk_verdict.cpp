@@ -118,7 +118,8 @@ void apply_verdict(const DeviceInfo& d, VulkanOptions& opt) {
                    what, d.name.c_str(), d.driver.c_str(), env);
   };
   apply(v->int_dot_wrong, "VKLLM_NO_INT_DOT", opt.no_int_dot, "int8 dot-product kernels");
-  apply(v->coopmat_wrong, "VKLLM_NO_COOPMAT", opt.no_coopmat, "cooperative-matrix prefill GEMM");
+  apply(v->coopmat_wrong, "VKLLM_NO_COOPMAT", opt.no_coopmat,
+        "cooperative-matrix prefill (GEMM and attention)");
   apply(v->fusion_wrong, "VKLLM_NO_FUSION", opt.no_fusion, "fused decode kernels");
 }
 

@@ -23,7 +23,7 @@ struct VulkanOptions {
   uint64_t staging_bytes = 64ull << 20;
   // Optional paths; each is also disabled by its environment switch.
   bool no_int_dot = false;  // VKLLM_NO_INT_DOT=1: portable int8 dot product
-  bool no_coopmat = false;  // VKLLM_NO_COOPMAT=1: the prefill GEMM without cooperative matrices
+  bool no_coopmat = false;  // VKLLM_NO_COOPMAT=1: prefill without cooperative matrices
   bool no_fp16 = false;     // VKLLM_NO_FP16=1: no fp16 storage (programs with F16 tensors fail)
   bool no_fusion = false;   // VKLLM_NO_FUSION=1: the decode step runs every op alone
   // Apply the verdict `vkllm selftest` cached for the device (vk_verdict.h); the selftest itself
