@@ -294,7 +294,7 @@ TEST(VulkanOps, Linear8da4wGroupsOf128) {
 // kernel (rms_norm_add_quant). Against the same program made unfusable (an add also reads the
 // norm's output; an op between the add and the norm): the same values, int8 scratch and linear
 // outputs, bit for bit; and the CPU reference within the matmul tolerance.
-enum class Producer { Norm, AddNorm };
+enum class Producer { Norm, AddNorm, Swiglu };
 void check_fused_producer(Producer pr, DType act, int T) {
   const int64_t K = 256, N = 40, G = 32;
   std::vector<std::vector<uint8_t>> outs[2];
@@ -322,8 +322,13 @@ void check_fused_producer(Producer pr, DType act, int T) {
       cpu::add(x.data(), x2.data(), T * K, sum.data());
       if (act == DType::F16) sum = round_f16(sum);
     }
-    c.op("rms_norm", {tsum >= 0 ? tsum : tx, tw}, th, {{"eps", 1e-6}, {"group", K}});
-    cpu::rms_norm(sum.data(), T, K, w.data(), K, 1e-6f, hn.data());
+    if (pr == Producer::Swiglu) {
+      c.op("swiglu", {tx, tx2}, th);
+      cpu::swiglu(x.data(), x2.data(), T * K, hn.data());
+    } else {
+      c.op("rms_norm", {tsum >= 0 ? tsum : tx, tw}, th, {{"eps", 1e-6}, {"group", K}});
+      cpu::rms_norm(sum.data(), T, K, w.data(), K, 1e-6f, hn.data());
+    }
     if (act == DType::F16) hn = round_f16(hn);
     const size_t producer = c.p.ops.size() - 1;
     auto q = rand_q4(rng, N, K);
@@ -363,9 +368,8 @@ void check_fused_producer(Producer pr, DType act, int T) {
     outs[fused].push_back(bytes_f32(y));
     if (tsum >= 0) outs[fused].push_back(bytes_f32(r.read(tsum, T)));
     EXPECT_EQ(y, y2) << "the second linear reads the same scratch";
-    EXPECT_LE(logged(nmse(h, hn), act == DType::F16 ? kF16Out : kNorm),
-              act == DType::F16 ? kF16Out : kNorm)
-        << "fused=" << fused;
+    const double hb = act == DType::F16 ? kF16Out : pr == Producer::Swiglu ? kElem : kNorm;
+    EXPECT_LE(logged(nmse(h, hn), hb), hb) << "fused=" << fused;
     // The linears against the CPU's on the device's own h: a device whose norm rounds an ulp
     // away from the CPU's (NVIDIA's rsqrt) flips int8 codes, which is the norm's matter, not
     // theirs.
@@ -381,6 +385,13 @@ void check_fused_producer(Producer pr, DType act, int T) {
 TEST(VulkanOps, RmsNormQuantizesForLinear8da4w) {
   check_fused_producer(Producer::Norm, DType::F32, 3);
   check_fused_producer(Producer::Norm, DType::F16, 1);
+}
+// swiglu whose output only linear_8da4w ops read quantizes it for them (swiglu_quant), at prefill
+// sizes (the tiled GEMM from 16 tokens) and one token.
+TEST(VulkanOps, SwigluQuantizesForLinear8da4w) {
+  check_fused_producer(Producer::Swiglu, DType::F32, 20);
+  check_fused_producer(Producer::Swiglu, DType::F16, 20);
+  check_fused_producer(Producer::Swiglu, DType::F16, 1);
 }
 TEST(VulkanOps, ResidualAddFusesIntoTheNorm) {
   check_fused_producer(Producer::AddNorm, DType::F32, 3);

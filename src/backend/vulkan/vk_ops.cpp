@@ -503,6 +503,25 @@ std::unique_ptr<PreparedOp> prep_elementwise(Ctx c) {
     fused->fused_into_next = true;  // the next op's kernel (rms_norm_add) computes the sum
     return fused;
   }
+  if (c.op.family == "swiglu" && N % 4 == 0 && feeds_only_8da4w(c, y)) {
+    // Only linear_8da4w ops read y: the kernel also quantizes the rows for them as it computes
+    // them (linear_8da4w_quant.comp VKLLM_SWIGLU, a workgroup a token).
+    auto [q, qp] = act_scratch(c, N);
+    const Kernel& k = c.kernel("swiglu_quant", 5, 2, {c.f16(I[0]), c.f16(I[1]), c.f16(y)});
+    VkDescriptorSet set = c.env.kernels.make_set(
+        k, std::vector<BufRange>{c.whole(I[0]), c.whole(I[1]), c.whole(y), q, qp});
+    c.env.quant_src = y;
+    auto prepared = std::make_unique<PreparedOp>(
+        [=, &k](VkCommandBuffer cb, int T) {
+          const uint32_t Tr = c.rows(I[0], T);
+          dispatch_flat(cb, k, set, {u32(N), Tr}, Tr);
+        },
+        nullptr);
+    prepared->phases = {
+        {{c.buf(I[0]), c.buf(I[1])}, {c.buf(y), c.env.act_q.buf, c.env.act_qp.buf}}};
+    prepared->quantizes = y;
+    return prepared;
+  }
   const Kernel& k = c.kernel(c.op.family, 3, 1, {c.f16(I[0]), c.f16(I[1]), c.f16(y)});
   VkDescriptorSet set =
       c.env.kernels.make_set(k, std::vector<BufRange>{c.whole(I[0]), c.whole(I[1]), c.whole(y)});

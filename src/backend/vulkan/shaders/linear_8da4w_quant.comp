@@ -1,32 +1,79 @@
 #version 450
 // First pass of linear_8da4w: per-token asymmetric int8 quantization of x (quant.glsl), one
 // workgroup of 256 threads per token. Output: qx packed four int8 per uint (row stride K/4 words);
-// qp[2t] = scale bits, qp[2t+1] = zero point.
+// qp[2t] = scale bits, qp[2t+1] = zero point. Four values a load (K % 4 == 0).
+// VKLLM_SWIGLU: the swiglu op whose output only linear_8da4w ops read (prefill's down projection):
+// y = gate * sigmoid(gate) * up computed here as swiglu.comp computes it, stored, and quantized
+// from the values as stored (Y16): the row is not read back from memory.
 #define WG 256
 #include "common.glsl"
+#define QUANT_ROW4
+#ifdef VKLLM_SWIGLU
+#define QUANT_ROW_BINDING 3
+#else
 #define QUANT_ROW_BINDING 1
+#endif
 #include "quant.glsl"
-layout(constant_id = 1) const bool X16 = false;
-DECL_FBUF(0, x, readonly)
+// An fp32 view (four floats a word) and an fp16 one (four halves a word pair) of binding B.
+#define DECL_VIEW4(B, NAME)                                                   \
+  layout(std430, binding = B) readonly buffer NAME##_V4 { uvec4 NAME##_v4[]; }; \
+  layout(std430, binding = B) readonly buffer NAME##_V2 { uvec2 NAME##_v2[]; };
+#define LOAD4(NAME, IS16, I4)                                                          \
+  ((IS16) ? vec4(unpackHalf2x16(NAME##_v2[I4].x), unpackHalf2x16(NAME##_v2[I4].y)) \
+          : uintBitsToFloat(NAME##_v4[I4]))
+layout(constant_id = 1) const bool X16 = false;  // x (VKLLM_SWIGLU: the gate)
 layout(push_constant) uniform PC { uint K, T; } pc;
-float row_value(uint t, uint k) { return LOADF(x, X16, t * pc.K + k); }
+DECL_VIEW4(0, x)
+#ifdef VKLLM_SWIGLU
+layout(constant_id = 2) const bool U16 = false;  // up
+layout(constant_id = 3) const bool Y16 = false;  // the swiglu op's output as stored
+DECL_VIEW4(1, u)
+layout(std430, binding = 2) writeonly buffer Y_V4 { uvec4 y_v4[]; };
+layout(std430, binding = 2) writeonly buffer Y_V2 { uvec2 y_v2[]; };
+vec4 row_value4(uint t, uint k4) {
+  const uint i4 = t * (pc.K / 4u) + k4;
+  const vec4 g = LOAD4(x, X16, i4), up = LOAD4(u, U16, i4);
+  vec4 y;
+  [[unroll]] for (uint e = 0; e < 4u; ++e) {
+    y[e] = g[e] / (1.0 + exp(-g[e])) * up[e];
+    // (rounded to fp16 by the pack, to nearest even as STOREF's conversion: a conversion alone,
+    // with no store, would need the device's fp16 arithmetic)
+    if (Y16) y[e] = unpackHalf2x16(packHalf2x16(vec2(y[e], 0.0))).x;
+  }
+  return y;
+}
+#else
+vec4 row_value4(uint t, uint k4) { return LOAD4(x, X16, t * (pc.K / 4u) + k4); }
+#endif
+
+// The first pass's values of x (VKLLM_SWIGLU: stored as the op's output).
+vec4 first_pass4(uint t, uint k4) {
+  const vec4 v = row_value4(t, k4);
+#ifdef VKLLM_SWIGLU
+  const uint i4 = t * (pc.K / 4u) + k4;
+  if (Y16)  // (v is exactly representable in fp16)
+    y_v2[i4] = uvec2(packHalf2x16(v.xy), packHalf2x16(v.zw));
+  else
+    y_v4[i4] = floatBitsToUint(v);
+#endif
+  return v;
+}
 
 void main() {
   const uint t = flat_group(), tid = gl_LocalInvocationID.x;
   if (t >= pc.T) return;
-  const uint base = t * pc.K;
-  float lo = 0.0, hi = 0.0;
-  uint k = tid;
-  for (; k + 3u * WG < pc.K; k += 4u * WG) {  // four independent loads in flight
-    const vec4 v = vec4(LOADF(x, X16, base + k), LOADF(x, X16, base + k + WG),
-                        LOADF(x, X16, base + k + 2u * WG), LOADF(x, X16, base + k + 3u * WG));
-    lo = min(lo, min(min(v.x, v.y), min(v.z, v.w)));
-    hi = max(hi, max(max(v.x, v.y), max(v.z, v.w)));
+  vec4 lo = vec4(0.0), hi = vec4(0.0);
+  uint k4 = tid;
+  for (; k4 + WG < pc.K / 4u; k4 += 2u * WG) {  // two independent loads in flight
+    const vec4 a = first_pass4(t, k4), b = first_pass4(t, k4 + WG);
+    lo = min(lo, min(a, b));
+    hi = max(hi, max(a, b));
   }
-  for (; k < pc.K; k += WG) {
-    const float v = LOADF(x, X16, base + k);
-    lo = min(lo, v);
-    hi = max(hi, v);
+  if (k4 < pc.K / 4u) {
+    const vec4 a = first_pass4(t, k4);
+    lo = min(lo, a);
+    hi = max(hi, a);
   }
-  quantize_row(t, pc.K, lo, hi);
+  quantize_row(t, pc.K, min(min(lo.x, lo.y), min(lo.z, lo.w)),
+               max(max(hi.x, hi.y), max(hi.z, hi.w)));
 }

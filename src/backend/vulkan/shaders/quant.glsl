@@ -137,8 +137,13 @@ layout(std430, binding = QUANT_ROW_BINDING) writeonly buffer QXW { uint qx_w[]; 
 layout(std430, binding = QUANT_ROW_BINDING + 1) writeonly buffer QPW { uint qp_w[]; };
 
 // Element j of output row r exactly as the op stores it (defined by the includer; it may read the
-// op's inputs but not its output, which other threads of the workgroup write).
+// op's inputs but not its output, which other threads of the workgroup write). With QUANT_ROW4 the
+// includer defines row_value4 instead: elements 4 j4 .. 4 j4 + 3 at once (wide loads).
+#ifdef QUANT_ROW4
+vec4 row_value4(uint r, uint j4);
+#else
 float row_value(uint r, uint j);
+#endif
 
 // Quantizes output row r of G values (G % 4 == 0) into the scratch, from each thread's partial
 // minimum and maximum of the row (both starting at 0). Every thread of the workgroup calls it.
@@ -154,8 +159,17 @@ void quantize_row(uint r, uint G, float lo, float hi) {
   const float rcp = div_rn(1.0, sc);  // correctly rounded: OpFDiv may be 2.5 ulp off
   for (uint k4 = tid; k4 < G / 4u; k4 += WG) {
     uint packed = 0u;
-    [[unroll]] for (uint e = 0; e < 4u; ++e)
-      packed |= quant_value(row_value(r, 4u * k4 + e), sc, rcp, zp) << (8u * e);
+#ifdef QUANT_ROW4
+    const vec4 v = row_value4(r, k4);
+#endif
+    [[unroll]] for (uint e = 0; e < 4u; ++e) {
+#ifdef QUANT_ROW4
+      const float xv = v[e];
+#else
+      const float xv = row_value(r, 4u * k4 + e);
+#endif
+      packed |= quant_value(xv, sc, rcp, zp) << (8u * e);
+    }
     qx_w[r * (G / 4u) + k4] = packed;
   }
 }
