@@ -597,16 +597,16 @@ Context::Context(const VulkanOptions& opt) : opt_(opt) {
   // The prefill GEMM's cooperative-matrix variant forms its terms from the accumulators in
   // registers, four elements a lane: where the device's layout differs, the int8-dot path runs.
   if (use_coopmat_) {
-    const std::string why = probe_coopmat_accumulator(*this, false);
+    const std::string why = probe_coopmat_accumulator(*this);
     if (!why.empty()) {
       use_coopmat_ = use_coopmat_f16_ = false;
       std::fprintf(stderr, "vkllm: the prefill GEMM runs without cooperative matrices: %s\n",
                    why.c_str());
     }
   }
-  // The same for the prefill attention's fp32 accumulators (attention_prefill_coopmat.comp).
+  // The prefill attention's fragment layouts (attention_prefill_coopmat.comp).
   if (use_coopmat_f16_) {
-    const std::string why = probe_coopmat_accumulator(*this, true);
+    const std::string why = probe_coopmat_fragments(*this);
     if (!why.empty()) {
       use_coopmat_f16_ = false;
       std::fprintf(stderr, "vkllm: the prefill attention runs without cooperative matrices: %s\n",

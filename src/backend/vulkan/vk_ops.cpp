@@ -426,12 +426,16 @@ std::unique_ptr<PreparedOp> prep_attention(Ctx c) {
   // On fp16 cooperative matrices where q and the caches are fp16 (attention_prefill_coopmat.comp:
   // 64 tokens a workgroup, hd % 32 == 0, hd <= 128).
   const bool coopmat = c.env.ctx.use_coopmat_f16() && a16 && c16 && hd % 32 == 0 && hd <= 128;
+  // Its keys a tile: 32; VKLLM_ATTN_BK=64 (a measurement switch) where two buffers of 64 fit.
+  const uint32_t cbk =
+      env_int("VKLLM_ATTN_BK") == 64 && 8 * 64 * (u32(hd) + 8) <= c.env.ctx.info().max_shared ? 64
+                                                                                              : 32;
   const bool tiled = c.env.ctx.info().subgroup_min >= 8 && hd % 8 == 0 &&
                      prefill_shared <= c.env.ctx.info().max_shared;
-  const Kernel* kp = coopmat
-                         ? &c.kernel("attention_prefill_coopmat", 5, 4, {a16, c16, y16}, u32(hd))
-                     : tiled ? &c.kernel("attention_prefill", 5, 4, {a16, c16, y16}, u32(hd))
-                             : nullptr;
+  const Kernel* kp =
+      coopmat ? &c.kernel("attention_prefill_coopmat", 5, 4, {a16, c16, y16}, u32(hd), cbk)
+      : tiled ? &c.kernel("attention_prefill", 5, 4, {a16, c16, y16}, u32(hd))
+              : nullptr;
   const uint32_t bq = coopmat ? 64 : 32;  // tokens a workgroup
   // A decode step splits the context into S parts of C keys (C a multiple of the kernel's 64-key
   // tile, S <= 64; parts past the current position stay empty) and merges them in a second pass:

@@ -60,36 +60,95 @@ SubgroupLayout probe_subgroups(Context& ctx, uint32_t workgroup) {
   return s;
 }
 
-std::string probe_coopmat_accumulator(Context& ctx, bool f32) {
+namespace {
+
+// Runs coopmat_probe `name` on the 128 words `in`; per lane, the element count and values.
+std::vector<int32_t> run_coopmat_probe(Context& ctx, const char* name,
+                                       const std::vector<uint32_t>& in) {
   Allocator alloc(ctx);
   Kernels kernels(ctx);
-  const Kernel& k = kernels.get(f32 ? "coopmat_probe_f32" : "coopmat_probe", 1, 0, {});
-  constexpr uint32_t kLanes = 32, kWords = 128 + 9 * kLanes;
+  const Kernel& k = kernels.get(name, 1, 0, {});
+  constexpr uint32_t kWords = 128 + 9 * 32;
   Buffer io = alloc.create(kWords * 4, false, "cooperative-matrix probe");
   std::vector<int32_t> v(kWords, -1);
-  for (int32_t i = 0; i < 128; ++i) {
-    const float f = static_cast<float>(i);
-    if (f32)
-      std::memcpy(&v[static_cast<size_t>(i)], &f, 4);
-    else
-      v[static_cast<size_t>(i)] = i;
-  }
-  const char* what = f32 ? "fp32" : "int32";
+  std::memcpy(v.data(), in.data(), 128 * 4);
   alloc.upload(io, 0, v.data(), kWords * 4);
   const BufRange r{io.buf, 0, kWords * 4};
   run_one_workgroup(ctx, kernels, k, r);
   alloc.download(io, 0, v.data(), kWords * 4);
+  return v;
+}
+
+}  // namespace
+
+std::string probe_coopmat_accumulator(Context& ctx) {
+  std::vector<uint32_t> in(128);
+  for (uint32_t i = 0; i < 128; ++i) in[i] = i;
+  const std::vector<int32_t> v = run_coopmat_probe(ctx, "coopmat_probe", in);
   std::set<int32_t> seen;
-  for (uint32_t lane = 0; lane < kLanes; ++lane) {
+  for (uint32_t lane = 0; lane < 32; ++lane) {
     const int32_t* e = &v[128 + 9 * lane];
     if (e[0] != 4)
-      return fmt::format("a 16 x 8 {} accumulator holds {} elements in lane {}, not 4", what, e[0],
+      return fmt::format("a 16 x 8 int32 accumulator holds {} elements in lane {}, not 4", e[0],
                          lane);
     for (int i = 1; i <= 4; ++i) seen.insert(e[i]);
   }
   if (seen.size() != 128 || *seen.begin() != 0 || *seen.rbegin() != 127)
-    return fmt::format("a 16 x 8 {} accumulator's lanes hold {} distinct elements, not 128", what,
+    return fmt::format("a 16 x 8 int32 accumulator's lanes hold {} distinct elements, not 128",
                        seen.size());
+  return "";
+}
+
+std::string probe_coopmat_fragments(Context& ctx) {
+  // fp32 accumulator, 16 x 8, values 8 row + col: lane L's element e is row L / 4 + 8 (e / 2),
+  // column 2 (L % 4) + e % 2.
+  std::vector<uint32_t> in(128);
+  for (uint32_t i = 0; i < 128; ++i) {
+    const float f = static_cast<float>(i);
+    std::memcpy(&in[i], &f, 4);
+  }
+  std::vector<int32_t> v = run_coopmat_probe(ctx, "coopmat_probe_f32", in);
+  for (uint32_t lane = 0; lane < 32; ++lane) {
+    const int32_t* e = &v[128 + 9 * lane];
+    if (e[0] != 4)
+      return fmt::format("a 16 x 8 fp32 accumulator holds {} elements in lane {}, not 4", e[0],
+                         lane);
+    for (uint32_t i = 0; i < 4; ++i) {
+      const uint32_t row = lane / 4 + 8 * (i / 2), col = 2 * (lane % 4) + i % 2;
+      if (e[1 + i] != static_cast<int32_t>(8 * row + col))
+        return fmt::format(
+            "a 16 x 8 fp32 accumulator's lane {} holds element ({}, {}) where the tensor cores' "
+            "layout has ({}, {})",
+            lane, e[1 + i] / 8, e[1 + i] % 8, row, col);
+    }
+  }
+  // fp16 A operand, 16 x 16, values 16 row + col (halves, two a word): lane L's element e is
+  // row L / 4 + 8 (e / 4), column 2 (L % 4) + e % 2 + 8 ((e / 2) % 2) (NVIDIA's order: both
+  // columns of the left half, then of the right, for the upper row, then the lower).
+  auto half = [](uint32_t x) {  // x < 2048: exact in fp16
+    uint32_t e = 0;
+    while ((x >> e) > 1) ++e;
+    return x == 0 ? 0u : ((e + 15) << 10) | (((x << 10) >> e) & 0x3FFu);
+  };
+  for (uint32_t i = 0; i < 128; ++i) in[i] = half(2 * i) | (half(2 * i + 1) << 16);
+  v = run_coopmat_probe(ctx, "coopmat_probe_f16a", in);
+  for (uint32_t lane = 0; lane < 32; ++lane) {
+    const int32_t* e = &v[128 + 9 * lane];
+    if (e[0] != 8)
+      return fmt::format("a 16 x 16 fp16 A operand holds {} elements in lane {}, not 8", e[0],
+                         lane);
+    for (uint32_t i = 0; i < 8; ++i) {
+      const uint32_t row = lane / 4 + 8 * (i / 4), col = 2 * (lane % 4) + i % 2 + 8 * ((i / 2) % 2);
+      if (e[1 + i] != static_cast<int32_t>(16 * row + col)) {
+        std::string got;
+        for (int j = 1; j <= 8; ++j) got += fmt::format(" ({}, {})", e[j] / 16, e[j] % 16);
+        return fmt::format(
+            "a 16 x 16 fp16 A operand's lane {} holds element ({}, {}) where the tensor cores' "
+            "layout has ({}, {}); its eight:{}",
+            lane, e[1 + i] / 16, e[1 + i] % 16, row, col, got);
+      }
+    }
+  }
   return "";
 }
 

@@ -28,10 +28,16 @@ struct SubgroupLayout {
 // Runs the probe with `workgroup` threads (a multiple of 64, at most the device's limit).
 SubgroupLayout probe_subgroups(Context& ctx, uint32_t workgroup);
 
-// Does a 16 x 8 int32 (f32: fp32) cooperative-matrix accumulator hold four elements a lane, every
-// one of the 128 exactly once (coopmat_probe.comp)? The prefill GEMM's epilogue (int32) and the
-// prefill attention (fp32) read them in registers. Empty when it does; otherwise one line saying
-// what the device does instead.
-std::string probe_coopmat_accumulator(Context& ctx, bool f32);
+// Does a 16 x 8 int32 cooperative-matrix accumulator hold four elements a lane, every one of the
+// 128 exactly once (coopmat_probe.comp)? The prefill GEMM's epilogue reads them in registers.
+// Empty when it does; otherwise one line saying what the device does instead.
+std::string probe_coopmat_accumulator(Context& ctx);
+
+// Do a 16 x 8 fp32 accumulator and a 16 x 16 fp16 A operand hold their elements in the tensor
+// cores' fragment layouts (lane L: rows L / 4 and L / 4 + 8, columns 2 (L % 4) and the next; the
+// A operand also those columns + 8, in the order vk_probe.cpp checks)? The prefill attention's softmax works on its scores in
+// registers and turns them into the A operand of P V in place, lane by lane. Empty when they do;
+// otherwise one line saying which element differs.
+std::string probe_coopmat_fragments(Context& ctx);
 
 }  // namespace vkllm::vk
