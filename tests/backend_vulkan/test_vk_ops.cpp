@@ -433,16 +433,19 @@ TEST(VulkanOps, Linear8da4wTiledGemmIsBitExact) {
                           {128, 45, 17, 128, DType::F32},
                           {256, 70, 40, 128, DType::F16}};
   // This device's path at 32-, 64- and 128-token tiles (128 on the integer paths where K is
-  // staged in chunks of 64 or more: the G = 32 shape falls back to the default), then the portable
-  // path at 128.
-  const char* tiles[] = {"32", "64", "128", "128"};
-  for (int mode = 0; mode < 4; ++mode) {
-    const bool portable = mode == 3;
-    ::setenv("VKLLM_GEMM_TILE", tiles[mode], 1);
+  // staged in chunks of 64 or more: the G = 32 shape falls back to the default), at the tile rule's
+  // choice for these few rows (32 x 128 on cooperative matrices), then the portable path at 128.
+  const char* tiles[] = {"32", "64", "128", "rule", "128"};
+  for (int mode = 0; mode < 5; ++mode) {
+    const bool portable = mode == 4;
+    if (mode == 3)
+      ::unsetenv("VKLLM_GEMM_TILE");
+    else
+      ::setenv("VKLLM_GEMM_TILE", tiles[mode], 1);
     VulkanOptions o;
     o.no_int_dot = o.no_coopmat = portable;
     vk::Context ctx(validated(o));
-    std::printf("tiled GEMM path: %s, %s-token tiles\n",
+    std::printf("tiled GEMM path: %s, tiles: %s\n",
                 ctx.use_coopmat()   ? "cooperative matrix"
                 : ctx.use_int_dot() ? "int8 dot product"
                                     : "portable integer",

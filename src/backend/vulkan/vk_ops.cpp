@@ -115,6 +115,7 @@ GemmPlan plan_gemm_8da4w(const Context& ctx, int64_t G, int64_t N, bool y16) {
   p.max_shared = ctx.info().max_shared;
   p.min_tiles = std::max<uint32_t>(1, ctx.info().compute_units);
   p.force_bt = static_cast<uint32_t>(std::max(0, env_int("VKLLM_GEMM_TILE")));
+  p.force_bn = static_cast<uint32_t>(std::max(0, env_int("VKLLM_GEMM_ROWS")));
   p.module = std::string("linear_8da4w_mm") +
              (p.coopmat           ? "_coopmat"
               : ctx.use_int_dot() ? "_idot"
@@ -123,29 +124,43 @@ GemmPlan plan_gemm_8da4w(const Context& ctx, int64_t G, int64_t N, bool y16) {
   return p;
 }
 
-// Shared bytes at 128-token tiles: the coopmat variant's two buffers of staged rows (one uvec4 of
-// padding a row) with their scales and weight sums, the portable variant's staged words with the
-// group's scales and sums.
-uint32_t GemmPlan::shared128() const {
-  return coopmat ? 2 * ((128 + 64) * (kc / 16 + 1) * 16 + 64 * 8)
-                 : (128 + 64) * (kc / 4 + 1) * 4 + 64 * 8;
+// Shared bytes: the coopmat variant's two buffers of staged rows (one uvec4 of padding a row)
+// with their scales and weight sums, the portable variant's staged words with the group's scales
+// and sums.
+uint32_t GemmPlan::shared(GemmTile t) const {
+  return coopmat ? 2 * ((t.bt + t.bn) * (kc / 16 + 1) * 16 + t.bn * 8)
+                 : (t.bt + t.bn) * (kc / 4 + 1) * 4 + t.bn * 8;
 }
 
-uint32_t GemmPlan::tile(uint32_t rows, uint32_t T) const {
-  if (force_bt == 32 || force_bt == 64) return force_bt;
-  if (force_bt == 128 && (coopmat || kc >= 64) && shared128() <= max_shared) return 128;
-  return ceil_div(rows, 64) * ceil_div(T, 64) >= min_tiles ? 64 : 32;
+// 64 x 64 tiles where they make at least as many workgroups as the GPU has compute units; else
+// 32 tokens x 128 rows on cooperative matrices where they fit (measured faster at those shapes:
+// docs/perf.md, session 16), or 32 x 64. BT 128 only when forced (VKLLM_GEMM_TILE).
+GemmTile GemmPlan::tile(uint32_t rows, uint32_t T) const {
+  const uint32_t bn = force_bn == 64 || (force_bn == 128 && coopmat) ? force_bn : 0;
+  auto fits = [&](GemmTile t) { return shared(t) <= max_shared; };
+  if (force_bt == 32 || force_bt == 64 || (force_bt == 128 && (coopmat || kc >= 64))) {
+    const GemmTile t = {force_bt, bn ? bn : 64};
+    if (fits(t)) return t;
+  }
+  if (bn != 128 && ceil_div(rows, 64) * ceil_div(T, 64) >= min_tiles) return {64, 64};
+  if (coopmat && bn != 64 && fits({32, 128})) return {32, 128};
+  return {32, 64};
 }
 
-const Kernel& GemmPlan::kernel(Kernels& kernels, uint32_t bt) const {
-  return kernels.get(module, 6, 6 * 4, kernel_spec({y16 ? 1u : 0u}, kc, bt));
+// Specialization: y16 (id 1), KC (8), BT (9), BN (10), threads (11: a subgroup a 32 x 32 part of
+// the coopmat tile; the portable kernel has its own local size, 2 BT).
+const Kernel& GemmPlan::kernel(Kernels& kernels, GemmTile t) const {
+  std::vector<uint32_t> spec = kernel_spec({y16 ? 1u : 0u}, kc, t.bt);
+  spec.push_back(t.bn);
+  spec.push_back(t.bt * t.bn / 32);
+  return kernels.get(module, 6, 6 * 4, spec);
 }
 
 void GemmPlan::record(VkCommandBuffer cb, Kernels& kernels, VkDescriptorSet set, uint32_t K,
                       uint32_t rows, uint32_t r0, uint32_t N, uint32_t T, uint32_t G) const {
-  const uint32_t bt = tile(rows, T);
-  dispatch(cb, kernel(kernels, bt), set, {K, rows, r0, N, T, G}, ceil_div(rows, 64),
-           ceil_div(T, bt));
+  const GemmTile t = tile(rows, T);
+  dispatch(cb, kernel(kernels, t), set, {K, rows, r0, N, T, G}, ceil_div(rows, t.bn),
+           ceil_div(T, t.bt));
 }
 
 }  // namespace detail

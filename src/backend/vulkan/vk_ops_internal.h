@@ -76,14 +76,18 @@ inline std::vector<uint32_t> kernel_spec(std::vector<uint32_t> flags, uint32_t t
 // little ahead only for k/v's 64 workgroups). VKLLM_GEMM_TILE=32|64|128 forces one (a measurement
 // switch; 128 needs its shared memory, and KC >= 64 on the portable path). The op (vk_ops.cpp)
 // and `vkllm bench --gemm` (vk_physics.cpp) both record it through this plan.
+struct GemmTile {
+  uint32_t bt, bn;  // tokens, weight rows
+};
 struct GemmPlan {
   static constexpr uint32_t kTokens = 16;  // forwards of at least this many tokens use it
   std::string module;                      // empty: the op has no GEMM
-  uint32_t kc = 0, max_shared = 0, min_tiles = 1, force_bt = 0;  // force_bt: VKLLM_GEMM_TILE
+  uint32_t kc = 0, max_shared = 0, min_tiles = 1;
+  uint32_t force_bt = 0, force_bn = 0;  // VKLLM_GEMM_TILE, VKLLM_GEMM_ROWS (measurement switches)
   bool y16 = false, coopmat = false;
-  uint32_t shared128() const;
-  uint32_t tile(uint32_t rows, uint32_t T) const;             // BT
-  const Kernel& kernel(Kernels& kernels, uint32_t bt) const;  // made on first use
+  uint32_t shared(GemmTile t) const;  // bytes of shared memory
+  GemmTile tile(uint32_t rows, uint32_t T) const;
+  const Kernel& kernel(Kernels& kernels, GemmTile t) const;  // made on first use
   // Records rows [r0, r0 + rows) of y (N wide) for T tokens; `set` binds the GEMM's six buffers
   // (activations, their scales, nibbles, scales, weight sums, y).
   void record(VkCommandBuffer cb, Kernels& kernels, VkDescriptorSet set, uint32_t K, uint32_t rows,

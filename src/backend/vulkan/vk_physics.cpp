@@ -182,14 +182,19 @@ std::vector<GemmRow> measure_gemm(Context& ctx, int repeats) {
       rows.push_back({p.what, 0, 0, 0, us, ops / (us * 1e6)});
     }
   }
-  // The tiled GEMM at the shapes of a prefill (weight rows M, tokens N, width K), G = 128.
+  // The tiled GEMM at the shapes of a 512-token prefill (weight rows M, tokens N, width K),
+  // G = 128: Llama-3.2-1B's k/v, q/o, gate/up, down; Qwen3-0.6B's k/v, q, gate/up, o, down (also
+  // Phi-4-mini's k/v); Phi-4-mini's q/o, gate/up, down; one wide square.
   struct Shape {
     uint32_t M, N, K;
   };
   const std::vector<Shape> shapes =
       cpu ? std::vector<Shape>{{128, 64, 256}, {256, 64, 512}}
-          : std::vector<Shape>{{512, 512, 2048},  {2048, 512, 2048}, {3072, 512, 3072},
-                               {8192, 512, 2048}, {2048, 512, 8192}, {8192, 512, 8192}};
+          : std::vector<Shape>{{512, 512, 2048},  {2048, 512, 2048}, {8192, 512, 2048},
+                               {2048, 512, 8192}, {1024, 512, 1024}, {2048, 512, 1024},
+                               {3072, 512, 1024}, {1024, 512, 2048}, {1024, 512, 3072},
+                               {3072, 512, 3072}, {8192, 512, 3072}, {3072, 512, 8192},
+                               {8192, 512, 8192}};
   constexpr uint32_t G = 128;
   for (const Shape& sh : shapes) {
     const detail::GemmPlan plan = detail::plan_gemm_8da4w(ctx, G, sh.M, false);
@@ -205,8 +210,8 @@ std::vector<GemmRow> measure_gemm(Context& ctx, int repeats) {
     alloc.fill(q, 0x9A3C61E7u);
     alloc.fill(sc, 0x3A000000u);
     alloc.fill(ws, 17u);
-    const uint32_t bt = plan.tile(sh.M, sh.N);
-    const Kernel& k = plan.kernel(kernels, bt);
+    const detail::GemmTile tile = plan.tile(sh.M, sh.N);
+    const Kernel& k = plan.kernel(kernels, tile);
     const BufRange r[6] = {{qx.buf, 0, qx.size}, {qp.buf, 0, qp.size}, {q.buf, 0, q.size},
                            {sc.buf, 0, sc.size}, {ws.buf, 0, ws.size}, {y.buf, 0, y.size}};
     VkDescriptorSet s = kernels.make_set(k, r);
@@ -220,8 +225,8 @@ std::vector<GemmRow> measure_gemm(Context& ctx, int repeats) {
     const std::string path = plan.module.find("coopmat") != std::string::npos ? "cooperative matrix"
                              : plan.module.find("idot") != std::string::npos  ? "int8 dot product"
                                                                               : "portable integer";
-    rows.push_back({fmt::format("linear_8da4w_mm {}, {} x 64 tiles", path, bt), sh.M, sh.N, sh.K,
-                    us, 2.0 * sh.M * sh.N * sh.K / (us * 1e6)});
+    rows.push_back({fmt::format("linear_8da4w_mm {}, {} x {} tiles", path, tile.bt, tile.bn), sh.M,
+                    sh.N, sh.K, us, 2.0 * sh.M * sh.N * sh.K / (us * 1e6)});
   }
   return rows;
 }

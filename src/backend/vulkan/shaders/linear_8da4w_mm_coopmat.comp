@@ -1,8 +1,8 @@
 #version 450
 // The tiled prefill GEMM of linear_8da4w on NVIDIA cooperative matrices (VK_NV_cooperative_matrix,
 // int8 x int8 -> int32, 16 x 8 x 32 on 32-lane subgroups): linear_8da4w_mm.comp's tile (BT tokens
-// x BN = 64 rows, 2 BT threads, each subgroup a 32 x 32 part), bindings and result, bit-identical
-// with cpu::linear_8da4w:
+// x BN rows: 64, or here also 128; BT BN / 32 threads, each subgroup a 32 x 32 part), bindings and
+// result, bit-identical with cpu::linear_8da4w:
 //   y[t, n] = sum_g (s[n, g] * sx[t]) * float(dot_g[t, n] - zp[t] * wsum[n, g])
 // with g ascending and no fused multiply-add (precise). What it does for the tensor units' rate:
 // - K in chunks of KC bytes through two shared buffers: chunk c + 1's global loads are issued
@@ -26,8 +26,10 @@
 #extension GL_EXT_shader_explicit_arithmetic_types_int8 : require
 #extension GL_EXT_shader_explicit_arithmetic_types_int32 : require
 #define WG_SPEC
-layout(constant_id = 9) const uint BT = 64;  // tokens per tile: 128, 64 or 32
-layout(local_size_x_id = 9, local_size_y = 2) in;  // NT = 2 BT threads
+layout(constant_id = 9) const uint BT = 64;    // tokens per tile: 128, 64 or 32
+layout(constant_id = 10) const uint BN = 64;   // weight rows per tile: 64 or 128
+layout(constant_id = 11) const uint NT = 128;  // threads: BT BN / 32 (a subgroup a 32 x 32 part)
+layout(local_size_x_id = 11) in;
 const uint JN = 4u;  // 16 x 8 accumulators along a subgroup's 32 rows
 #include "common.glsl"
 layout(constant_id = 1) const bool Y16 = false;
@@ -42,7 +44,6 @@ layout(push_constant) uniform PC {
   uint K, Nc, n0, N, T, G;
 } pc;
 
-const uint BN = 64, NT = BT * 2u;  // rows per tile; threads
 const uint CV = KC / 16u;          // 16-byte words of a staged row
 const uint SV = CV + 1u;           // a staged row in uvec4 (one of padding against bank conflicts)
 // Staged words per thread (the last round partial where NT does not divide them).
@@ -106,7 +107,7 @@ float exact_float(int x) {
 }
 
 void main() {
-  const uint tid = gl_LocalInvocationID.x + gl_LocalInvocationID.y * BT;  // (BT x 2 threads)
+  const uint tid = gl_LocalInvocationID.x;
   const uint r0 = gl_WorkGroupID.x * BN, t0 = gl_WorkGroupID.y * BT;
   // Subgroup sg: tokens mt .. mt + 31, rows mr .. mr + 31 of the tile.
   const uint sg = gl_SubgroupID, mt = (sg % (BT / 32u)) * 32u, mr = (sg / (BT / 32u)) * 32u;
