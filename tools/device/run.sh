@@ -57,10 +57,11 @@ for task in "$@"; do
       echo "vulkan tests: $pass passed, ${#failed[@]} failed ${failed[*]}" | tee -a "$OUT/vulkan-tests.log" ;;
     twins)
       # Every recipe on every twin: Vulkan's greedy decoding against the CPU reference on the same
-      # artifact (vkllm verify --agree: logits NMSE per step, same token or a near tie).
+      # artifact (vkllm verify --agree: logits NMSE per step, same token or a near tie). TWINS
+      # (default all three, as name:family) narrows the twins.
       synth_twins
       rc=0
-      for t in tiny-qwen3:qwen3 tiny-llama3.2:llama3.2 tiny-phi4mini:phi4mini; do
+      for t in ${TWINS:-tiny-qwen3:qwen3 tiny-llama3.2:llama3.2 tiny-phi4mini:phi4mini}; do
         name=${t%%:*}; fam=${t##*:}
         for r in non-quantized fp16 quantized-8da4w quantized-8da4w-fp16 quantized-8da4w-embedding \
                  quantized-8da4w-fp16-embedding quantized-int4-weight-only; do
