@@ -2,8 +2,9 @@
 #pragma once
 #include <fmt/format.h>
 
-#include "vkllm/vkllm.h"
 #include <string>
+
+#include "vkllm/vkllm.h"
 
 namespace vkllm {
 

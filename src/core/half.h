@@ -16,7 +16,9 @@ inline uint32_t f32_to_bits(float f) {
   return u;
 }
 
-inline float bf16_to_f32(uint16_t h) { return bits_to_f32(static_cast<uint32_t>(h) << 16); }
+inline float bf16_to_f32(uint16_t h) {
+  return bits_to_f32(static_cast<uint32_t>(h) << 16);
+}
 
 inline uint16_t f32_to_bf16(float f) {
   uint32_t u = f32_to_bits(f);
@@ -40,9 +42,9 @@ inline uint16_t f32_to_f16(float f) {
   uint32_t u = f32_to_bits(f);
   uint32_t sign = (u >> 16) & 0x8000u;
   uint32_t a = u & 0x7fffffffu;
-  if (a > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);  // NaN
+  if (a > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);   // NaN
   if (a >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow -> inf
-  if (a < 0x38800000u) {                                              // subnormal or zero
+  if (a < 0x38800000u) {                                               // subnormal or zero
     // value = a as float; result = round(value / 2^-24)
     float v = bits_to_f32(a);
     float scaled = v * 16777216.0f;  // exact (power of two)
@@ -60,6 +62,8 @@ inline uint16_t f32_to_f16(float f) {
 }
 
 // Round a float through fp16 storage (used to mirror fp16 activations on the CPU).
-inline float round_f16(float f) { return f16_to_f32(f32_to_f16(f)); }
+inline float round_f16(float f) {
+  return f16_to_f32(f32_to_f16(f));
+}
 
 }  // namespace vkllm

@@ -13,11 +13,11 @@ class HfCheckpoint;
 
 // Where the data of one weight tensor comes from.
 struct WeightOrigin {
-  std::string hf_name;        // checkpoint tensor; empty for computed constants
-  int64_t row_begin = 0;      // a row range of the checkpoint tensor (fused qkv / gate_up split)
-  int64_t row_count = -1;     // -1: all rows
+  std::string hf_name;     // checkpoint tensor; empty for computed constants
+  int64_t row_begin = 0;   // a row range of the checkpoint tensor (fused qkv / gate_up split)
+  int64_t row_count = -1;  // -1: all rows
   std::vector<int64_t> hf_shape;  // the checkpoint tensor's full expected shape
-  std::vector<float> values;  // computed constants (rope inverse frequencies)
+  std::vector<float> values;      // computed constants (rope inverse frequencies)
 };
 
 struct LoweredModel {

@@ -25,7 +25,8 @@ struct RopeDesc {
 struct ModelDesc {
   Arch arch = Arch::Llama;
   std::string hf_class;
-  int hidden = 0, n_layers = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0, intermediate = 0, vocab = 0;
+  int hidden = 0, n_layers = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0, intermediate = 0,
+      vocab = 0;
   int max_pos = 0;
   double rms_eps = 1e-5;
   bool tied_embeddings = false;

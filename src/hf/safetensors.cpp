@@ -14,14 +14,19 @@ using nlohmann::json;
 
 const char* st_dtype_name(StDType t) {
   switch (t) {
-    case StDType::F32: return "F32";
-    case StDType::F16: return "F16";
-    case StDType::BF16: return "BF16";
+    case StDType::F32:
+      return "F32";
+    case StDType::F16:
+      return "F16";
+    case StDType::BF16:
+      return "BF16";
   }
   return "?";
 }
 
-size_t st_dtype_size(StDType t) { return t == StDType::F32 ? 4 : 2; }
+size_t st_dtype_size(StDType t) {
+  return t == StDType::F32 ? 4 : 2;
+}
 
 int64_t TensorView::numel() const {
   int64_t n = 1;
@@ -30,10 +35,13 @@ int64_t TensorView::numel() const {
 }
 
 void TensorView::read_f32(int64_t begin, int64_t n, float* out) const {
-  if (begin < 0 || n < 0 || begin + n > numel()) fail("{}: tensor {}: read out of range", file, name);
+  if (begin < 0 || n < 0 || begin + n > numel())
+    fail("{}: tensor {}: read out of range", file, name);
   const uint8_t* p = data + begin * static_cast<int64_t>(st_dtype_size(dtype));
   switch (dtype) {
-    case StDType::F32: std::memcpy(out, p, static_cast<size_t>(n) * 4); break;
+    case StDType::F32:
+      std::memcpy(out, p, static_cast<size_t>(n) * 4);
+      break;
     case StDType::F16:
       for (int64_t i = 0; i < n; ++i) {
         uint16_t h;
@@ -67,9 +75,11 @@ static StDType parse_dtype(const std::string& file, const std::string& name, con
   if (s == "F32") return StDType::F32;
   if (s == "F16") return StDType::F16;
   if (s == "BF16") return StDType::BF16;
-  static const char* known[] = {"F64", "I64", "I32", "I16", "I8", "U8", "BOOL", "F8_E4M3", "F8_E5M2", "U16", "U32", "U64"};
+  static const char* known[] = {"F64",  "I64",     "I32",     "I16", "I8",  "U8",
+                                "BOOL", "F8_E4M3", "F8_E5M2", "U16", "U32", "U64"};
   for (const char* k : known)
-    if (s == k) fail("{}: tensor {}: dtype {} is not supported (only F32, F16, BF16)", file, name, s);
+    if (s == k)
+      fail("{}: tensor {}: dtype {} is not supported (only F32, F16, BF16)", file, name, s);
   fail("{}: tensor {}: unknown dtype '{}'", file, name, s);
 }
 
@@ -81,8 +91,10 @@ SafetensorsFile::SafetensorsFile(MappedFile file) : file_(std::move(file)) {
   if (size < 8) fail("{}: truncated safetensors file ({} bytes, no header length)", path, size);
   uint64_t hlen = 0;
   std::memcpy(&hlen, file_.data(), 8);  // little-endian hosts only (x86-64, arm64)
-  if (hlen > 100u * 1024 * 1024) fail("{}: safetensors header length {} is absurd (max 100 MiB)", path, hlen);
-  if (hlen > size - 8) fail("{}: truncated safetensors file: header says {} bytes, file has {}", path, hlen, size - 8);
+  if (hlen > 100u * 1024 * 1024)
+    fail("{}: safetensors header length {} is absurd (max 100 MiB)", path, hlen);
+  if (hlen > size - 8)
+    fail("{}: truncated safetensors file: header says {} bytes, file has {}", path, hlen, size - 8);
   const char* hp = reinterpret_cast<const char*>(file_.data() + 8);
   json h;
   try {
@@ -105,34 +117,42 @@ SafetensorsFile::SafetensorsFile(MappedFile file) : file_(std::move(file)) {
       continue;
     }
     if (!v.is_object()) fail("{}: tensor {}: entry is not an object", path, name);
-    if (!v.contains("dtype") || !v["dtype"].is_string()) fail("{}: tensor {}: missing dtype", path, name);
-    if (!v.contains("shape") || !v["shape"].is_array()) fail("{}: tensor {}: missing shape", path, name);
-    if (!v.contains("data_offsets") || !v["data_offsets"].is_array() || v["data_offsets"].size() != 2)
+    if (!v.contains("dtype") || !v["dtype"].is_string())
+      fail("{}: tensor {}: missing dtype", path, name);
+    if (!v.contains("shape") || !v["shape"].is_array())
+      fail("{}: tensor {}: missing shape", path, name);
+    if (!v.contains("data_offsets") || !v["data_offsets"].is_array() ||
+        v["data_offsets"].size() != 2)
       fail("{}: tensor {}: data_offsets must be [begin, end]", path, name);
     TensorView t;
     t.name = name;
     t.file = path;
     t.dtype = parse_dtype(path, name, v["dtype"].get<std::string>());
     uint64_t count = 1;
-    if (v["shape"].size() > 8) fail("{}: tensor {}: too many dimensions ({})", path, name, v["shape"].size());
+    if (v["shape"].size() > 8)
+      fail("{}: tensor {}: too many dimensions ({})", path, name, v["shape"].size());
     for (auto& d : v["shape"]) {
-      if (!d.is_number_unsigned()) fail("{}: tensor {}: shape entries must be non-negative integers", path, name);
+      if (!d.is_number_unsigned())
+        fail("{}: tensor {}: shape entries must be non-negative integers", path, name);
       uint64_t dv = d.get<uint64_t>();
       if (dv > (1ull << 40) || mul_overflows(count, dv, &count))
         fail("{}: tensor {}: shape overflows", path, name);
       t.shape.push_back(static_cast<int64_t>(dv));
     }
     uint64_t nbytes;
-    if (mul_overflows(count, st_dtype_size(t.dtype), &nbytes)) fail("{}: tensor {}: size overflows", path, name);
+    if (mul_overflows(count, st_dtype_size(t.dtype), &nbytes))
+      fail("{}: tensor {}: size overflows", path, name);
     auto& off = v["data_offsets"];
     if (!off[0].is_number_unsigned() || !off[1].is_number_unsigned())
       fail("{}: tensor {}: data_offsets must be non-negative integers", path, name);
     uint64_t b = off[0].get<uint64_t>(), e = off[1].get<uint64_t>();
     if (b > e) fail("{}: tensor {}: data_offsets begin {} > end {}", path, name, b, e);
-    if (e > data_size) fail("{}: tensor {}: data ends at {} beyond the data section ({} bytes): file truncated?", path, name, e, data_size);
+    if (e > data_size)
+      fail("{}: tensor {}: data ends at {} beyond the data section ({} bytes): file truncated?",
+           path, name, e, data_size);
     if (e - b != nbytes)
-      fail("{}: tensor {}: data_offsets span {} bytes but dtype {} x shape needs {}", path, name, e - b,
-           st_dtype_name(t.dtype), nbytes);
+      fail("{}: tensor {}: data_offsets span {} bytes but dtype {} x shape needs {}", path, name,
+           e - b, st_dtype_name(t.dtype), nbytes);
     t.data = file_.data() + data_start + b;
     t.nbytes = nbytes;
     ranges.emplace_back(b, e);
@@ -146,7 +166,8 @@ SafetensorsFile::SafetensorsFile(MappedFile file) : file_(std::move(file)) {
     auto& prev = ranges[idx[i - 1]];
     auto& cur = ranges[idx[i]];
     if (cur.first < prev.second && cur.first != cur.second && prev.first != prev.second)
-      fail("{}: tensors {} and {} overlap in the data section", path, range_names[idx[i - 1]], range_names[idx[i]]);
+      fail("{}: tensors {} and {} overlap in the data section", path, range_names[idx[i - 1]],
+           range_names[idx[i]]);
   }
 }
 
@@ -156,7 +177,9 @@ void write_safetensors(const std::string& path, const std::vector<TensorToWrite>
   if (!metadata.empty()) h["__metadata__"] = metadata;
   uint64_t off = 0;
   for (auto& t : tensors) {
-    h[t.name] = {{"dtype", st_dtype_name(t.dtype)}, {"shape", t.shape}, {"data_offsets", {off, off + t.bytes.size()}}};
+    h[t.name] = {{"dtype", st_dtype_name(t.dtype)},
+                 {"shape", t.shape},
+                 {"data_offsets", {off, off + t.bytes.size()}}};
     off += t.bytes.size();
   }
   std::string hs = h.dump();

@@ -11,11 +11,16 @@ using nlohmann::json;
 
 const char* dtype_name(DType t) {
   switch (t) {
-    case DType::F32: return "f32";
-    case DType::F16: return "f16";
-    case DType::I32: return "i32";
-    case DType::Q4: return "q4";
-    case DType::I8: return "i8";
+    case DType::F32:
+      return "f32";
+    case DType::F16:
+      return "f16";
+    case DType::I32:
+      return "i32";
+    case DType::Q4:
+      return "q4";
+    case DType::I8:
+      return "i8";
   }
   return "?";
 }
@@ -29,17 +34,27 @@ DType dtype_from_name(const std::string& s) {
 uint64_t dtype_nbytes(DType t, const std::vector<int64_t>& shape) {
   uint64_t rows = 1, cols = shape.empty() ? 1 : static_cast<uint64_t>(shape.back());
   for (size_t i = 0; i + 1 < shape.size(); ++i) {
-    if (shape[i] < 0 || mul_overflows(rows, static_cast<uint64_t>(shape[i]), &rows)) fail("tensor shape overflows");
+    if (shape[i] < 0 || mul_overflows(rows, static_cast<uint64_t>(shape[i]), &rows))
+      fail("tensor shape overflows");
   }
   if (!shape.empty() && shape.back() < 0) fail("negative tensor dimension");
   uint64_t row_bytes;
   switch (t) {
     case DType::F32:
-    case DType::I32: row_bytes = cols * 4; break;
-    case DType::F16: row_bytes = cols * 2; break;
-    case DType::I8: row_bytes = cols; break;
-    case DType::Q4: row_bytes = (cols + 1) / 2; break;
-    default: fail("bad dtype");
+    case DType::I32:
+      row_bytes = cols * 4;
+      break;
+    case DType::F16:
+      row_bytes = cols * 2;
+      break;
+    case DType::I8:
+      row_bytes = cols;
+      break;
+    case DType::Q4:
+      row_bytes = (cols + 1) / 2;
+      break;
+    default:
+      fail("bad dtype");
   }
   uint64_t n;
   if (mul_overflows(rows, row_bytes, &n)) fail("tensor size overflows");
@@ -48,21 +63,28 @@ uint64_t dtype_nbytes(DType t, const std::vector<int64_t>& shape) {
 
 const char* kind_name(TensorKind k) {
   switch (k) {
-    case TensorKind::Weight: return "weight";
-    case TensorKind::Activation: return "activation";
-    case TensorKind::KVCache: return "kv_cache";
-    case TensorKind::Input: return "input";
+    case TensorKind::Weight:
+      return "weight";
+    case TensorKind::Activation:
+      return "activation";
+    case TensorKind::KVCache:
+      return "kv_cache";
+    case TensorKind::Input:
+      return "input";
   }
   return "?";
 }
 
 static TensorKind kind_from_name(const std::string& s) {
-  for (TensorKind k : {TensorKind::Weight, TensorKind::Activation, TensorKind::KVCache, TensorKind::Input})
+  for (TensorKind k :
+       {TensorKind::Weight, TensorKind::Activation, TensorKind::KVCache, TensorKind::Input})
     if (s == kind_name(k)) return k;
   fail("unknown tensor kind '{}'", s);
 }
 
-const char* backend_name(BackendKind b) { return b == BackendKind::Vulkan ? "vulkan" : "cpu"; }
+const char* backend_name(BackendKind b) {
+  return b == BackendKind::Vulkan ? "vulkan" : "cpu";
+}
 
 int32_t Program::add_tensor(TensorDecl t) {
   if (find(t.name) >= 0) fail("program: duplicate tensor name {}", t.name);
@@ -79,7 +101,10 @@ int32_t Program::find(const std::string& name) const {
 json Program::to_json() const {
   json ts = json::array();
   for (auto& t : tensors) {
-    json jt = {{"name", t.name}, {"dtype", dtype_name(t.dtype)}, {"kind", kind_name(t.kind)}, {"shape", t.shape}};
+    json jt = {{"name", t.name},
+               {"dtype", dtype_name(t.dtype)},
+               {"kind", kind_name(t.kind)},
+               {"shape", t.shape}};
     if (t.kind == TensorKind::Weight) {
       jt["offset"] = t.offset;
       jt["nbytes"] = t.nbytes;
@@ -88,10 +113,17 @@ json Program::to_json() const {
   }
   json os = json::array();
   for (auto& o : ops)
-    os.push_back({{"family", o.family}, {"inputs", o.inputs}, {"outputs", o.outputs}, {"attrs", o.attrs},
+    os.push_back({{"family", o.family},
+                  {"inputs", o.inputs},
+                  {"outputs", o.outputs},
+                  {"attrs", o.attrs},
                   {"backend", backend_name(o.backend)}});
-  return {{"tensors", ts}, {"ops", os}, {"input_ids", input_ids}, {"logits", logits},
-          {"next_token", next_token}, {"max_ctx", max_ctx}};
+  return {{"tensors", ts},
+          {"ops", os},
+          {"input_ids", input_ids},
+          {"logits", logits},
+          {"next_token", next_token},
+          {"max_ctx", max_ctx}};
 }
 
 Program Program::from_json(const json& j) {
@@ -116,9 +148,12 @@ Program Program::from_json(const json& j) {
       o.outputs = json_ints<int32_t>(jo.at("outputs"), "program: op outputs");
       o.attrs = jo.at("attrs");
       std::string b = jo.at("backend").get<std::string>();
-      if (b == "vulkan") o.backend = BackendKind::Vulkan;
-      else if (b == "cpu") o.backend = BackendKind::Cpu;
-      else fail("program: unknown backend '{}'", b);
+      if (b == "vulkan")
+        o.backend = BackendKind::Vulkan;
+      else if (b == "cpu")
+        o.backend = BackendKind::Cpu;
+      else
+        fail("program: unknown backend '{}'", b);
       p.ops.push_back(std::move(o));
     }
     p.input_ids = json_int<int32_t>(j.at("input_ids"), "program: input_ids");
@@ -138,10 +173,10 @@ struct Arity {
 };
 const std::map<std::string, Arity>& families() {
   static const std::map<std::string, Arity> f = {
-      {"embedding", {2, 2, 1}},    {"embedding_q4", {3, 3, 1}}, {"rms_norm", {2, 2, 1}},
-      {"linear", {2, 2, 1}},       {"linear_q4w", {3, 3, 1}},   {"linear_8da4w", {4, 4, 1}},
-      {"rope", {2, 3, 1}},         {"attention", {5, 5, 1}},    {"swiglu", {2, 2, 1}},
-      {"add", {2, 2, 1}},          {"last_row", {1, 1, 1}},     {"argmax", {1, 1, 1}},
+      {"embedding", {2, 2, 1}}, {"embedding_q4", {3, 3, 1}}, {"rms_norm", {2, 2, 1}},
+      {"linear", {2, 2, 1}},    {"linear_q4w", {3, 3, 1}},   {"linear_8da4w", {4, 4, 1}},
+      {"rope", {2, 3, 1}},      {"attention", {5, 5, 1}},    {"swiglu", {2, 2, 1}},
+      {"add", {2, 2, 1}},       {"last_row", {1, 1, 1}},     {"argmax", {1, 1, 1}},
   };
   return f;
 }
@@ -157,14 +192,17 @@ void Program::validate() const {
   check_ref(logits, "logits");
   check_ref(next_token, "next_token");
   for (auto& t : tensors) {
-    if (t.shape.empty() || t.shape.size() > 4) fail("program: tensor {} has rank {}", t.name, t.shape.size());
+    if (t.shape.empty() || t.shape.size() > 4)
+      fail("program: tensor {} has rank {}", t.name, t.shape.size());
     for (size_t d = 0; d < t.shape.size(); ++d) {
       bool token_dim = d == 0 && (t.kind == TensorKind::Activation || t.kind == TensorKind::Input);
       if (t.shape[d] == -1 && token_dim) continue;
-      if (t.shape[d] < 1 || t.shape[d] > (int64_t(1) << 32)) fail("program: tensor {} has dimension {}", t.name, t.shape[d]);
+      if (t.shape[d] < 1 || t.shape[d] > (int64_t(1) << 32))
+        fail("program: tensor {} has dimension {}", t.name, t.shape[d]);
     }
     if (t.kind == TensorKind::Weight && dtype_nbytes(t.dtype, t.shape) != t.nbytes)
-      fail("program: weight {} has {} bytes, its dtype and shape need {}", t.name, t.nbytes, dtype_nbytes(t.dtype, t.shape));
+      fail("program: weight {} has {} bytes, its dtype and shape need {}", t.name, t.nbytes,
+           dtype_nbytes(t.dtype, t.shape));
   }
   if (tensors[input_ids].kind != TensorKind::Input || tensors[input_ids].dtype != DType::I32)
     fail("program: input_ids is not an I32 input tensor");
@@ -172,12 +210,14 @@ void Program::validate() const {
     const Op& o = ops[k];
     auto it = families().find(o.family);
     if (it == families().end()) fail("program: op {} has unknown family '{}'", k, o.family);
-    if (o.inputs.size() < it->second.min_in || o.inputs.size() > it->second.max_in || o.outputs.size() != it->second.out)
+    if (o.inputs.size() < it->second.min_in || o.inputs.size() > it->second.max_in ||
+        o.outputs.size() != it->second.out)
       fail("program: op {} ({}) has the wrong number of inputs or outputs", k, o.family);
     for (auto i : o.inputs) check_ref(i, "an op input");
     for (auto i : o.outputs) {
       check_ref(i, "an op output");
-      if (tensors[i].kind != TensorKind::Activation) fail("program: op {} ({}) writes a non-activation tensor", k, o.family);
+      if (tensors[i].kind != TensorKind::Activation)
+        fail("program: op {} ({}) writes a non-activation tensor", k, o.family);
     }
     if (!o.attrs.is_object()) fail("program: op {} attrs are not an object", k);
   }

@@ -50,12 +50,12 @@ struct Op {
 struct Program {
   std::vector<TensorDecl> tensors;
   std::vector<Op> ops;
-  int32_t input_ids = -1;  // the Input tensor
-  int32_t logits = -1;     // F32 [1, vocab]: logits of the last token of the forward
-  int32_t next_token = -1; // I32 [1]: argmax of logits (greedy), computed on the device
-  int max_ctx = 0;         // KV cache rows
+  int32_t input_ids = -1;   // the Input tensor
+  int32_t logits = -1;      // F32 [1, vocab]: logits of the last token of the forward
+  int32_t next_token = -1;  // I32 [1]: argmax of logits (greedy), computed on the device
+  int max_ctx = 0;          // KV cache rows
 
-  int32_t add_tensor(TensorDecl t);  // returns the index
+  int32_t add_tensor(TensorDecl t);             // returns the index
   int32_t find(const std::string& name) const;  // -1 if absent
   nlohmann::json to_json() const;
   static Program from_json(const nlohmann::json& j);  // structural validation; throws Error

@@ -16,14 +16,17 @@ class InMemoryWeights final : public WeightSource {
  public:
   std::vector<std::vector<uint8_t>> data;
   std::span<const uint8_t> weight(const Program&, int32_t tensor) const override {
-    return {data.at(static_cast<size_t>(tensor)).data(), data.at(static_cast<size_t>(tensor)).size()};
+    return {data.at(static_cast<size_t>(tensor)).data(),
+            data.at(static_cast<size_t>(tensor)).size()};
   }
 };
 
 struct ReferenceModel {
   LoweredModel lowered;
   InMemoryWeights weights;
-  std::unique_ptr<Executor> make_executor() const { return make_cpu_executor(lowered.program, weights); }
+  std::unique_ptr<Executor> make_executor() const {
+    return make_cpu_executor(lowered.program, weights);
+  }
 };
 
 std::unique_ptr<ReferenceModel> load_reference_model(const HfCheckpoint& ckpt, int max_ctx);

@@ -98,11 +98,14 @@ TEST(Safetensors, RejectsTruncatedAndCorruptHeaders) {
   write_raw(p, R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[8,0]}})", std::string(16, '\0'));
   EXPECT_NE(expect_error(p).find("begin"), std::string::npos);
 
-  write_raw(p, R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
-            std::string(16, '\0'));
+  write_raw(
+      p,
+      R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
+      std::string(16, '\0'));
   EXPECT_NE(expect_error(p).find("overlap"), std::string::npos);
 
-  write_raw(p, R"({"a":{"dtype":"F32","shape":[4294967296,4294967296,16],"data_offsets":[0,8]}})", std::string(16, '\0'));
+  write_raw(p, R"({"a":{"dtype":"F32","shape":[4294967296,4294967296,16],"data_offsets":[0,8]}})",
+            std::string(16, '\0'));
   EXPECT_NE(expect_error(p).find("overflow"), std::string::npos);
 
   write_raw(p, R"({"a":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", std::string(16, '\0'));
@@ -122,5 +125,6 @@ TEST(Half, ConversionsRoundToNearestEven) {
   EXPECT_EQ(f32_to_f16(1.0f + 1.0f / 2048), 0x3c00);  // tie -> even
   EXPECT_EQ(f32_to_f16(1.0f + 3.0f / 2048), 0x3c02);  // tie -> even (up)
   EXPECT_EQ(f32_to_bf16(1.0f + 1.0f / 256), 0x3f80);  // tie -> even
-  for (uint32_t h = 0; h < 0x7c00; ++h) EXPECT_EQ(f32_to_f16(f16_to_f32(static_cast<uint16_t>(h))), h);
+  for (uint32_t h = 0; h < 0x7c00; ++h)
+    EXPECT_EQ(f32_to_f16(f16_to_f32(static_cast<uint16_t>(h))), h);
 }

@@ -15,7 +15,6 @@
 #include "core/mapped_file.h"
 #include "hf/checkpoint.h"
 #include "hf/synth.h"
-
 #include "testutil/tiny_checkpoint.h"
 
 using namespace vkllm;
@@ -24,7 +23,9 @@ using nlohmann::json;
 
 namespace {
 
-std::string sha256_file(const std::string& path) { return testutil::sha256_file_hex(path); }
+std::string sha256_file(const std::string& path) {
+  return testutil::sha256_file_hex(path);
+}
 
 struct TempDir {
   fs::path path;

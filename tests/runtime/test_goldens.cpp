@@ -19,7 +19,9 @@ using nlohmann::json;
 
 namespace {
 
-std::string golden_dir() { return std::string(VKLLM_SOURCE_DIR) + "/tests/goldens"; }
+std::string golden_dir() {
+  return std::string(VKLLM_SOURCE_DIR) + "/tests/goldens";
+}
 
 double nmse(const float* ref, const float* got, size_t n) {
   double num = 0, den = 0;
@@ -45,14 +47,16 @@ TEST_P(GoldenTest, CpuReferenceEqualsTransformers) {
   // The twin is the one transformers saw, byte for byte.
   ASSERT_TRUE(g.contains("files_sha256"));
   for (auto& [file, sha] : g["files_sha256"].items()) {
-    if (file.find("tokenizer") != std::string::npos) continue;  // fixtures are checked by the tokenizer suite
+    if (file.find("tokenizer") != std::string::npos)
+      continue;  // fixtures are checked by the tokenizer suite
     EXPECT_EQ(testutil::sha256_file_hex(dir + "/" + file), sha.get<std::string>()) << file;
   }
   HfCheckpoint ckpt(dir);
   // Our tokenizer renders the same prompt ids as the reference tokenizer.
   Tokenizer tok = Tokenizer::from_files(ckpt.tokenizer_json_path(), ckpt.tokenizer_config_path());
   const auto prompt = g["prompt_ids"].get<std::vector<int32_t>>();
-  EXPECT_EQ(tok.encode(g["prompt_text"].get<std::string>(), g["add_special_tokens"].get<bool>()), prompt);
+  EXPECT_EQ(tok.encode(g["prompt_text"].get<std::string>(), g["add_special_tokens"].get<bool>()),
+            prompt);
 
   const auto cont = g["continuation_ids"].get<std::vector<int32_t>>();
   const auto positions = g["logits_positions"].get<std::vector<int>>();
@@ -82,7 +86,8 @@ TEST_P(GoldenTest, CpuReferenceEqualsTransformers) {
   EXPECT_EQ(got, cont);
 }
 
-INSTANTIATE_TEST_SUITE_P(Twins, GoldenTest, ::testing::Values("tiny-qwen3", "tiny-llama3.2", "tiny-phi4mini"),
+INSTANTIATE_TEST_SUITE_P(Twins, GoldenTest,
+                         ::testing::Values("tiny-qwen3", "tiny-llama3.2", "tiny-phi4mini"),
                          [](const auto& p) {
                            std::string s = p.param;
                            for (char& c : s)

@@ -37,7 +37,8 @@ TEST_P(ReferenceTest, PrefillEqualsTokenByTokenDecode) {
   int32_t next_a = a->forward(ids.data(), static_cast<int>(ids.size()), 0, prefill.data());
   auto b = model->make_executor();
   int32_t next_b = -1;
-  for (size_t i = 0; i < ids.size(); ++i) next_b = b->forward(&ids[i], 1, static_cast<int>(i), step.data());
+  for (size_t i = 0; i < ids.size(); ++i)
+    next_b = b->forward(&ids[i], 1, static_cast<int>(i), step.data());
   EXPECT_EQ(next_a, next_b);
   EXPECT_LT(nmse(prefill, step), 1e-10);
   // Split prefill: 4 tokens then 6.
@@ -52,8 +53,10 @@ TEST_P(ReferenceTest, PrefillEqualsTokenByTokenDecode) {
 }
 
 TEST_P(ReferenceTest, UntiedHeadIsUsed) {
-  HfCheckpoint tied(testutil::write_tiny_checkpoint(testutil::temp_dir("tied"), GetParam(), true, 3));
-  HfCheckpoint untied(testutil::write_tiny_checkpoint(testutil::temp_dir("untied"), GetParam(), false, 3));
+  HfCheckpoint tied(
+      testutil::write_tiny_checkpoint(testutil::temp_dir("tied"), GetParam(), true, 3));
+  HfCheckpoint untied(
+      testutil::write_tiny_checkpoint(testutil::temp_dir("untied"), GetParam(), false, 3));
   auto mt = load_reference_model(tied, 16), mu = load_reference_model(untied, 16);
   EXPECT_EQ(mu->lowered.program.tensors.size(), mt->lowered.program.tensors.size() + 1);
   std::vector<float> lt(300), lu(300);
@@ -75,12 +78,14 @@ TEST_P(ReferenceTest, ContextOverflowIsAClearError) {
     EXPECT_NE(std::string(e.what()).find("context"), std::string::npos);
   }
   std::vector<int32_t> prompt(8, 4);
-  EXPECT_THROW(generate(*ex, model->lowered.program, prompt, 4, {}, {}, 0, nullptr, nullptr), Error);
+  EXPECT_THROW(generate(*ex, model->lowered.program, prompt, 4, {}, {}, 0, nullptr, nullptr),
+               Error);
   int32_t bad = 300;
   EXPECT_THROW(ex->forward(&bad, 1, 0, nullptr), Error);
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, ReferenceTest, ::testing::Values(Arch::Llama, Arch::Qwen3, Arch::Phi3),
+INSTANTIATE_TEST_SUITE_P(Families, ReferenceTest,
+                         ::testing::Values(Arch::Llama, Arch::Qwen3, Arch::Phi3),
                          [](const auto& p) { return std::string(arch_name(p.param)); });
 
 TEST(Reference, LongropeSwitchesTablesPastTheOriginalContext) {
@@ -118,7 +123,8 @@ TEST(Generate, GreedyStopsAtEosAndSamplingIsSeeded) {
   EXPECT_EQ(stopped, std::vector<int32_t>(greedy.begin(), greedy.begin() + static_cast<long>(k)));
   // Callback stop after 2 tokens.
   int n = 0;
-  auto cb = generate(*ex, model->lowered.program, prompt, 12, {}, {}, 0, [&](int32_t) { return ++n < 2; }, &st);
+  auto cb = generate(
+      *ex, model->lowered.program, prompt, 12, {}, {}, 0, [&](int32_t) { return ++n < 2; }, &st);
   EXPECT_EQ(cb.size(), 2u);
   EXPECT_TRUE(st.stopped_by_callback);
   // Seeded sampling: reproducible, seed-dependent; top_p -> 0 collapses to greedy.
@@ -129,6 +135,7 @@ TEST(Generate, GreedyStopsAtEosAndSamplingIsSeeded) {
   auto s3 = generate(*ex, model->lowered.program, prompt, 12, sp, {}, 0, nullptr, nullptr);
   EXPECT_EQ(s1, s2);
   EXPECT_NE(s1, s3);
-  auto g = generate(*ex, model->lowered.program, prompt, 12, SamplingParams{1.0f, 1e-6f, 7}, {}, 0, nullptr, nullptr);
+  auto g = generate(*ex, model->lowered.program, prompt, 12, SamplingParams{1.0f, 1e-6f, 7}, {}, 0,
+                    nullptr, nullptr);
   EXPECT_EQ(g, greedy);
 }

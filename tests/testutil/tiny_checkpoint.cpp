@@ -1,5 +1,6 @@
 #include "testutil/tiny_checkpoint.h"
 
+#include <openssl/evp.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -7,8 +8,6 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-
-#include <openssl/evp.h>
 
 #include "core/half.h"
 #include "core/mapped_file.h"
@@ -22,8 +21,8 @@ using nlohmann::json;
 
 std::string temp_dir(const std::string& tag) {
   static std::atomic<int> counter{0};
-  auto d = fs::temp_directory_path() /
-           ("vkllm-test-" + tag + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+  auto d = fs::temp_directory_path() / ("vkllm-test-" + tag + "-" + std::to_string(::getpid()) +
+                                        "-" + std::to_string(counter++));
   fs::remove_all(d);
   fs::create_directories(d);
   return d.string();
@@ -54,7 +53,8 @@ struct Rng {
   }
 };
 
-TensorToWrite bf16_tensor(const std::string& name, std::vector<int64_t> shape, Rng& rng, double scale, double bias = 0) {
+TensorToWrite bf16_tensor(const std::string& name, std::vector<int64_t> shape, Rng& rng,
+                          double scale, double bias = 0) {
   int64_t n = 1;
   for (auto d : shape) n *= d;
   TensorToWrite t{name, StDType::BF16, shape, std::vector<uint8_t>(static_cast<size_t>(n) * 2)};
@@ -69,16 +69,27 @@ TensorToWrite bf16_tensor(const std::string& name, std::vector<int64_t> shape, R
 std::string write_tiny_checkpoint(const std::string& dir, Arch arch, bool tied, uint64_t seed) {
   fs::create_directories(dir);
   const int V = 300, D = 64, L = 2, H = 4, KV = 2, hd = 16, F = 96;
-  json c = {{"hidden_size", D}, {"num_hidden_layers", L}, {"num_attention_heads", H},
-            {"num_key_value_heads", KV}, {"intermediate_size", F}, {"vocab_size", V},
-            {"max_position_embeddings", 4096}, {"rms_norm_eps", 1e-5}, {"tie_word_embeddings", tied},
-            {"hidden_act", "silu"}, {"bos_token_id", 1}, {"eos_token_id", 2}};
+  json c = {{"hidden_size", D},
+            {"num_hidden_layers", L},
+            {"num_attention_heads", H},
+            {"num_key_value_heads", KV},
+            {"intermediate_size", F},
+            {"vocab_size", V},
+            {"max_position_embeddings", 4096},
+            {"rms_norm_eps", 1e-5},
+            {"tie_word_embeddings", tied},
+            {"hidden_act", "silu"},
+            {"bos_token_id", 1},
+            {"eos_token_id", 2}};
   if (arch == Arch::Llama) {
     c["architectures"] = {"LlamaForCausalLM"};
     c["rope_theta"] = 500000.0;
     c["head_dim"] = hd;
-    c["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 32.0}, {"low_freq_factor", 1.0},
-                         {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 64}};
+    c["rope_scaling"] = {{"rope_type", "llama3"},
+                         {"factor", 32.0},
+                         {"low_freq_factor", 1.0},
+                         {"high_freq_factor", 4.0},
+                         {"original_max_position_embeddings", 64}};
   } else if (arch == Arch::Qwen3) {
     c["architectures"] = {"Qwen3ForCausalLM"};
     c["rope_theta"] = 1000000.0;

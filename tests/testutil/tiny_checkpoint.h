@@ -11,7 +11,8 @@ namespace vkllm::testutil {
 // Writes dir/config.json and dir/model.safetensors (bf16 weights, HF tensor names) for a
 // small model of the given family: vocab 300, hidden 64, 2 layers, head_dim 16.
 // tied: tie_word_embeddings. Returns dir.
-std::string write_tiny_checkpoint(const std::string& dir, Arch arch, bool tied = true, uint64_t seed = 1);
+std::string write_tiny_checkpoint(const std::string& dir, Arch arch, bool tied = true,
+                                  uint64_t seed = 1);
 
 // A small tokenizer that loads (Tokenizer::from_text): byte-level BPE, the 256 byte tokens (ids
 // 0-255), special tokens <s> (256) and </s> (257). Checkpoints of any vocab can embed it (export

@@ -23,12 +23,14 @@ class CpuExecutor final : public Executor {
     for (size_t i = 0; i < p.tensors.size(); ++i) {
       const TensorDecl& t = p.tensors[i];
       if (t.kind == TensorKind::KVCache) {
-        if (t.dtype != DType::F32 && t.dtype != DType::F16) fail("program: KV cache {} must be f32 or f16", t.name);
+        if (t.dtype != DType::F32 && t.dtype != DType::F16)
+          fail("program: KV cache {} must be f32 or f16", t.name);
         buf_[i].assign(static_cast<size_t>(t.shape[0] * t.shape[1]), 0.0f);
       }
       if (t.kind == TensorKind::Weight) {
         auto bytes = w_.weight(p_, static_cast<int32_t>(i));
-        if (bytes.size() != t.nbytes) fail("weight {}: {} bytes, expected {}", t.name, bytes.size(), t.nbytes);
+        if (bytes.size() != t.nbytes)
+          fail("weight {}: {} bytes, expected {}", t.name, bytes.size(), t.nbytes);
       }
     }
   }
@@ -38,7 +40,8 @@ class CpuExecutor final : public Executor {
   int32_t forward(const int32_t* ids, int T, int pos, float* logits_out) override {
     if (T < 1) fail("forward needs at least one token");
     if (pos < 0 || pos + T > p_.max_ctx)
-      fail("context overflow: positions {}..{} exceed the context length {}", pos, pos + T - 1, p_.max_ctx);
+      fail("context overflow: positions {}..{} exceed the context length {}", pos, pos + T - 1,
+           p_.max_ctx);
     T_ = T;
     pos_ = pos;
     ids_.assign(ids, ids + T);
@@ -93,7 +96,8 @@ class CpuExecutor final : public Executor {
       need(width(o) == D, op, "output width mismatch");
       if (f == "embedding_q4") {
         const int64_t G = attr_i(op, "group");
-        need(G > 0 && D % G == 0 && decl(I[2]).shape == std::vector<int64_t>{V, D / G}, op, "bad q4 scales");
+        need(G > 0 && D % G == 0 && decl(I[2]).shape == std::vector<int64_t>{V, D / G}, op,
+             "bad q4 scales");
         cpu::embedding_q4(ids_.data(), T_, wptr<uint8_t>(I[1]), wptr<float>(I[2]), V, D, G, out(o));
       } else if (tab.dtype == DType::F16) {
         cpu::embedding_f16(ids_.data(), T_, wptr<uint16_t>(I[1]), V, D, out(o));
@@ -103,37 +107,45 @@ class CpuExecutor final : public Executor {
     } else if (f == "rms_norm") {
       const int64_t N = width(I[0]), G = attr_i(op, "group");
       need(G > 0 && N % G == 0 && decl(I[1]).shape == std::vector<int64_t>{G}, op, "bad group");
-      cpu::rms_norm(in(I[0]), static_cast<int>(rows(I[0])), N, in(I[1]), G, attr_f(op, "eps"), out(o));
+      cpu::rms_norm(in(I[0]), static_cast<int>(rows(I[0])), N, in(I[1]), G, attr_f(op, "eps"),
+                    out(o));
     } else if (f == "linear" || f == "linear_q4w" || f == "linear_8da4w") {
       const TensorDecl& W = decl(I[1]);
       const int64_t K = width(I[0]), N = W.shape[0];
       const int T = static_cast<int>(rows(I[0]));
       need(W.shape.size() == 2 && W.shape[1] == K && width(o) == N, op, "shape mismatch");
       if (f == "linear") {
-        if (W.dtype == DType::F16) cpu::linear_f16(in(I[0]), T, K, wptr<uint16_t>(I[1]), N, out(o));
-        else cpu::linear_f32(in(I[0]), T, K, wptr<float>(I[1]), N, out(o));
+        if (W.dtype == DType::F16)
+          cpu::linear_f16(in(I[0]), T, K, wptr<uint16_t>(I[1]), N, out(o));
+        else
+          cpu::linear_f32(in(I[0]), T, K, wptr<float>(I[1]), N, out(o));
       } else {
         const int64_t G = attr_i(op, "group");
-        need(G > 0 && K % G == 0 && decl(I[2]).shape == std::vector<int64_t>{N, K / G}, op, "bad scales");
+        need(G > 0 && K % G == 0 && decl(I[2]).shape == std::vector<int64_t>{N, K / G}, op,
+             "bad scales");
         if (f == "linear_q4w") {
           cpu::linear_q4w(in(I[0]), T, K, wptr<uint8_t>(I[1]), wptr<float>(I[2]), N, G, out(o));
         } else {
           need(decl(I[3]).shape == std::vector<int64_t>{N, K / G}, op, "bad weight sums");
-          cpu::linear_8da4w(in(I[0]), T, K, wptr<uint8_t>(I[1]), wptr<float>(I[2]), wptr<int32_t>(I[3]), N, G, out(o));
+          cpu::linear_8da4w(in(I[0]), T, K, wptr<uint8_t>(I[1]), wptr<float>(I[2]),
+                            wptr<int32_t>(I[3]), N, G, out(o));
         }
       }
     } else if (f == "rope") {
-      const int H = static_cast<int>(attr_i(op, "n_heads")), hd = static_cast<int>(attr_i(op, "head_dim"));
+      const int H = static_cast<int>(attr_i(op, "n_heads")),
+                hd = static_cast<int>(attr_i(op, "head_dim"));
       const int R = static_cast<int>(attr_i(op, "rotary_dim"));
-      need(int64_t(H) * hd == width(I[0]) && R <= hd && R % 2 == 0 && decl(I[1]).shape[0] == R / 2, op, "bad shape");
+      need(int64_t(H) * hd == width(I[0]) && R <= hd && R % 2 == 0 && decl(I[1]).shape[0] == R / 2,
+           op, "bad shape");
       int32_t table = I[1];
       if (I.size() == 3 && pos_ + T_ > attr_i(op, "original_max_pos")) table = I[2];
       cpu::rope(in(I[0]), T_, H, hd, R, in(table), pos_, attr_f(op, "attention_factor"), out(o));
     } else if (f == "attention") {
-      const int H = static_cast<int>(attr_i(op, "n_heads")), Hkv = static_cast<int>(attr_i(op, "n_kv_heads"));
+      const int H = static_cast<int>(attr_i(op, "n_heads")),
+                Hkv = static_cast<int>(attr_i(op, "n_kv_heads"));
       const int hd = static_cast<int>(attr_i(op, "head_dim"));
-      need(Hkv > 0 && H % Hkv == 0 && width(I[0]) == int64_t(H) * hd && width(I[1]) == int64_t(Hkv) * hd &&
-               width(I[3]) == int64_t(Hkv) * hd,
+      need(Hkv > 0 && H % Hkv == 0 && width(I[0]) == int64_t(H) * hd &&
+               width(I[1]) == int64_t(Hkv) * hd && width(I[3]) == int64_t(Hkv) * hd,
            op, "bad shape");
       cpu::attention(in(I[0]), in(I[1]), in(I[2]), T_, pos_, buf_[I[3]].data(), buf_[I[4]].data(),
                      decl(I[3]).dtype == DType::F16, H, Hkv, hd, attr_f(op, "scale"), out(o));

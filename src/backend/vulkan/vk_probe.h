@@ -35,9 +35,9 @@ std::string probe_coopmat_accumulator(Context& ctx);
 
 // Do a 16 x 8 fp32 accumulator and a 16 x 16 fp16 A operand hold their elements in the tensor
 // cores' fragment layouts (lane L: rows L / 4 and L / 4 + 8, columns 2 (L % 4) and the next; the
-// A operand also those columns + 8, in the order vk_probe.cpp checks)? The prefill attention's softmax works on its scores in
-// registers and turns them into the A operand of P V in place, lane by lane. Empty when they do;
-// otherwise one line saying which element differs.
+// A operand also those columns + 8, in the order vk_probe.cpp checks)? The prefill attention's
+// softmax works on its scores in registers and turns them into the A operand of P V in place, lane
+// by lane. Empty when they do; otherwise one line saying which element differs.
 std::string probe_coopmat_fragments(Context& ctx);
 
 }  // namespace vkllm::vk
