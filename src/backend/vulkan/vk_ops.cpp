@@ -132,9 +132,7 @@ uint32_t GemmPlan::shared(GemmTile t) const {
                  : (t.bt + t.bn) * (kc / 4 + 1) * 4 + t.bn * 8;
 }
 
-// 64 x 64 tiles where they make at least as many workgroups as the GPU has compute units; else
-// 32 tokens x 128 rows on cooperative matrices where they fit (measured faster at those shapes:
-// docs/perf.md, session 16), or 32 x 64. BT 128 only when forced (VKLLM_GEMM_TILE).
+// The rule vk_ops_internal.h states; a forced tile that does not fit falls back to it.
 GemmTile GemmPlan::tile(uint32_t rows, uint32_t T) const {
   const uint32_t bn = force_bn == 64 || (force_bn == 128 && coopmat) ? force_bn : 0;
   auto fits = [&](GemmTile t) { return shared(t) <= max_shared; };

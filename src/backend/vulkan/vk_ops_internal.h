@@ -67,15 +67,17 @@ inline std::vector<uint32_t> kernel_spec(std::vector<uint32_t> flags, uint32_t t
   return flags;
 }
 
-// The tiled prefill GEMM of linear_8da4w: BT tokens x 64 rows a workgroup, on cooperative
+// The tiled prefill GEMM of linear_8da4w: BT tokens x BN rows a workgroup, on cooperative
 // matrices where the device has them (linear_8da4w_mm_coopmat.comp), else with int8 dot products
 // or the portable integer path (linear_8da4w_mm.comp). It stages K in chunks of KC bytes, the
-// largest of 128, 64, 32 that divides the group. BT: 64, or 32 where 64-token tiles make fewer
-// workgroups than the GPU has compute units (measured on the H200, docs/perf.md session 14:
-// 64-token tiles 30 against 40 us for Llama's q/o, 105 against 150 for its down projection; 32 a
-// little ahead only for k/v's 64 workgroups). VKLLM_GEMM_TILE=32|64|128 forces one (a measurement
-// switch; 128 needs its shared memory, and KC >= 64 on the portable path). The op (vk_ops.cpp)
-// and `vkllm bench --gemm` (vk_physics.cpp) both record it through this plan.
+// largest of 128, 64, 32 that divides the group. The tile (GemmPlan::tile): 64 x 64 where those
+// tiles make at least as many workgroups as the GPU has compute units (docs/perf.md session 14:
+// 64-token tiles 30 against 40 us for Llama's q/o, 105 against 150 for its down projection);
+// otherwise 32 tokens x 128 rows on cooperative matrices where its shared memory fits (session
+// 16: 6-11% faster at those few-row shapes), else 32 x 64. VKLLM_GEMM_TILE=32|64|128 and
+// VKLLM_GEMM_ROWS=64|128 force one (measurement switches; 128 tokens needs its shared memory, and
+// KC >= 64 on the portable path; 128 rows only on cooperative matrices). The op (vk_ops.cpp) and
+// `vkllm bench --gemm` (vk_physics.cpp) both record it through this plan.
 struct GemmTile {
   uint32_t bt, bn;  // tokens, weight rows
 };
