@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "backend/cpu/kernels.h"
+#include "backend/vulkan/vk_ops_internal.h"
 #include "backend/vulkan/vk_probe.h"
 #include "testutil/op_tolerance.h"
 #include "vk_harness.h"
@@ -218,11 +219,18 @@ void check_linear(Lin kind, int64_t K, int64_t N, int T, DType act, VulkanOption
   if (kind == Lin::A8W4) {  // the int8 quantization is bit-exact with the CPU's
     auto qx = r.read_bytes(r.env().act_q, static_cast<size_t>(T * K));
     auto qp = r.read_bytes(r.env().act_qp, static_cast<size_t>(T * 8));
-    std::vector<int8_t> cq(static_cast<size_t>(K));
+    // A forward of at least GemmPlan::kTokens tokens runs the tiled GEMM where G % 32 == 0, and
+    // its scratch holds each eight codes e0..e7 as e0 e2 e4 e6 e1 e3 e5 e7 (quant.glsl).
+    const bool gemm_order = G % 32 == 0 && T >= static_cast<int>(vk::detail::GemmPlan::kTokens);
+    std::vector<int8_t> cq(static_cast<size_t>(K)), natural(static_cast<size_t>(K));
     for (int t = 0; t < T; ++t) {
       float sx;
       int32_t zp;
-      cpu::quantize_act_int8(x.data() + t * K, K, cq.data(), &sx, &zp);
+      cpu::quantize_act_int8(x.data() + t * K, K, natural.data(), &sx, &zp);
+      for (int64_t k = 0; k < K; ++k) {
+        const int64_t e = k % 8, to = gemm_order ? k - e + (e % 2) * 4 + e / 2 : k;
+        cq[static_cast<size_t>(to)] = natural[static_cast<size_t>(k)];
+      }
       float gsx;
       int32_t gzp;
       std::memcpy(&gsx, qp.data() + t * 8, 4);
@@ -382,8 +390,10 @@ void check_fused_producer(Producer pr, DType act, int T) {
   }
   for (size_t i = 0; i < outs[0].size(); ++i) EXPECT_EQ(outs[0][i], outs[1][i]) << "part " << i;
 }
+// At 20 tokens the linears run the tiled GEMM, and the scratch is stored in its order.
 TEST(VulkanOps, RmsNormQuantizesForLinear8da4w) {
   check_fused_producer(Producer::Norm, DType::F32, 3);
+  check_fused_producer(Producer::Norm, DType::F32, 20);
   check_fused_producer(Producer::Norm, DType::F16, 1);
 }
 // swiglu whose output only linear_8da4w ops read quantizes it for them (swiglu_quant), at prefill
@@ -395,6 +405,7 @@ TEST(VulkanOps, SwigluQuantizesForLinear8da4w) {
 }
 TEST(VulkanOps, ResidualAddFusesIntoTheNorm) {
   check_fused_producer(Producer::AddNorm, DType::F32, 3);
+  check_fused_producer(Producer::AddNorm, DType::F16, 20);
   check_fused_producer(Producer::AddNorm, DType::F16, 1);
 }
 

@@ -423,7 +423,7 @@ std::unique_ptr<PreparedOp> prepare_tail(OpEnv& env, const Match& m) {
   const Kernel* kq = nullptr;
   VkDescriptorSet qset = VK_NULL_HANDLE;
   if (env.quant_src != m.x) {  // the step before did not quantize the input: quantize it first
-    kq = &c.kernel("linear_8da4w_quant", 3, 2, {c.f16(m.x)});
+    kq = &c.kernel("linear_8da4w_quant", 3, 3, {c.f16(m.x)});
     qset = env.kernels.make_set(*kq, std::vector<BufRange>{c.whole(m.x), qr, qpr});
     phases.push_back({{c.buf(m.x)}, {qr.buf, qpr.buf}});
   }
@@ -508,7 +508,7 @@ std::unique_ptr<PreparedOp> prepare_tail(OpEnv& env, const Match& m) {
   auto prepared = std::make_unique<PreparedOp>(
       [ds, kq, qset, K](VkCommandBuffer cb, int) {
         if (kq) {
-          dispatch_flat(cb, *kq, qset, {u32(K), 1}, 1);
+          dispatch_flat(cb, *kq, qset, {u32(K), 1, 0}, 1);  // (one token: the mat-vecs' order)
           compute_barrier(cb);
         }
         for (size_t i = 0; i < ds.size(); ++i) {

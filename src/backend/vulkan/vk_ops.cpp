@@ -93,6 +93,33 @@ std::pair<BufRange, BufRange> act_scratch(Ctx& c, int64_t K) {
   return {{e.act_q.buf, 0, e.act_q.size}, {e.act_qp.buf, 0, e.act_qp.size}};
 }
 
+// Whether a linear_8da4w of group G and N rows has a tiled GEMM (plan_gemm_8da4w).
+bool gemm_shape(int64_t G, int64_t N) {
+  return G > 0 && G % 32 == 0 && ceil_div(N, 64) <= 65535;
+}
+
+// Whether every linear_8da4w that reads x (as its input) has a tiled GEMM: then, in forwards of
+// at least GemmPlan::kTokens tokens, x's int8 scratch is read only by GEMMs, and its quantizer
+// stores it in their staged order (quant.glsl's gemm_order). The quantizer and each of its
+// readers decide from this one predicate, so they agree.
+bool scratch_for_gemm(const Ctx& c, int32_t x) {
+  bool any = false;
+  for (const Op& o : c.p.ops) {
+    if (o.family != "linear_8da4w" || o.inputs.size() < 2 || o.inputs[0] != x) continue;
+    const auto g = o.attrs.find("group");
+    const std::vector<int64_t>& w = c.decl(o.inputs[1]).shape;
+    if (g == o.attrs.end() || !g->is_number_integer() || w.empty() ||
+        !gemm_shape(g->get<int64_t>(), w[0]))
+      return false;
+    any = true;
+  }
+  return any;
+}
+// The quantizers' push constant for a forward of Tr tokens (1: store in gemm_order).
+uint32_t gemm_order(bool for_gemm, uint32_t Tr) {
+  return for_gemm && Tr >= GemmPlan::kTokens;
+}
+
 // Does the norm's output go only to linear_8da4w ops (as their input), so that the norm can
 // quantize it for them?
 bool feeds_only_8da4w(const Ctx& c, int32_t y) {
@@ -108,7 +135,7 @@ bool feeds_only_8da4w(const Ctx& c, int32_t y) {
 
 GemmPlan plan_gemm_8da4w(const Context& ctx, int64_t G, int64_t N, bool y16) {
   GemmPlan p;
-  if (G % 32 != 0 || ceil_div(N, 64) > 65535) return p;
+  if (!gemm_shape(G, N)) return p;
   p.kc = G % 128 == 0 ? 128 : G % 64 == 0 ? 64 : 32;
   p.y16 = y16;
   p.coopmat = ctx.use_coopmat();
@@ -116,6 +143,7 @@ GemmPlan plan_gemm_8da4w(const Context& ctx, int64_t G, int64_t N, bool y16) {
   p.min_tiles = std::max<uint32_t>(1, ctx.info().compute_units);
   p.force_bt = static_cast<uint32_t>(std::max(0, env_int("VKLLM_GEMM_TILE")));
   p.force_bn = static_cast<uint32_t>(std::max(0, env_int("VKLLM_GEMM_ROWS")));
+  p.w16 = !std::getenv("VKLLM_GEMM_W16") || env_int("VKLLM_GEMM_W16") != 0;
   p.module = std::string("linear_8da4w_mm") +
              (p.coopmat           ? "_coopmat"
               : ctx.use_int_dot() ? "_idot"
@@ -146,11 +174,12 @@ GemmTile GemmPlan::tile(uint32_t rows, uint32_t T) const {
 }
 
 // Specialization: y16 (id 1), KC (8), BT (9), BN (10), threads (11: a subgroup a 32 x 32 part of
-// the coopmat tile; the portable kernel has its own local size, 2 BT).
+// the coopmat tile; the portable kernel has its own local size, 2 BT), W16 (12, coopmat only).
 const Kernel& GemmPlan::kernel(Kernels& kernels, GemmTile t) const {
   std::vector<uint32_t> spec = kernel_spec({y16 ? 1u : 0u}, kc, t.bt);
   spec.push_back(t.bn);
   spec.push_back(t.bt * t.bn / 32);
+  spec.push_back(w16 ? 1 : 0);
   return kernels.get(module, 6, 6 * 4, spec);
 }
 
@@ -193,6 +222,7 @@ std::unique_ptr<PreparedOp> prep_rms_norm(Ctx c) {
     r.insert(r.end(), {c.whole(add->inputs[1]), c.whole(x)});
     flags.insert(flags.end(), {c.f16(add->inputs[1]), c.f16(x)});
   }
+  const bool for_gemm = quant && N % 8 == 0 && scratch_for_gemm(c, y);
   if (quant) {
     auto [q, qp] = act_scratch(c, N);
     r.insert(r.end(), {q, qp});
@@ -200,12 +230,12 @@ std::unique_ptr<PreparedOp> prep_rms_norm(Ctx c) {
   }
   const Kernel& kern =
       c.kernel(fmt::format("rms_norm{}{}", add ? "_add" : "", quant ? "_quant" : ""),
-               static_cast<uint32_t>(r.size()), 3, flags);
+               static_cast<uint32_t>(r.size()), 4, flags);
   VkDescriptorSet set = c.env.kernels.make_set(kern, r);
   auto prepared = std::make_unique<PreparedOp>(
       [=, &kern](VkCommandBuffer cb, int T) {
-        const uint32_t rows = c.rows(x, T) * u32(N / G);
-        dispatch_flat(cb, kern, set, {u32(G), rows, fbits(eps)}, rows);
+        const uint32_t Tr = c.rows(x, T), rows = Tr * u32(N / G);
+        dispatch_flat(cb, kern, set, {u32(G), rows, fbits(eps), gemm_order(for_gemm, Tr)}, rows);
       },
       nullptr);
   Phase ph{{c.buf(xin), c.buf(x)}, {c.buf(y)}};
@@ -280,7 +310,8 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
   // executor's pipeline cache, never the OpEnv.)
   GemmPlan gemm;
   Kernels* kernels = &c.env.kernels;
-  if (f == "linear_8da4w") gemm = plan_gemm_8da4w(c.env.ctx, G, N, c.f16(y));
+  const bool for_gemm = f == "linear_8da4w" && scratch_for_gemm(c, x);
+  if (for_gemm) gemm = plan_gemm_8da4w(c.env.ctx, G, N, c.f16(y));
   const Kernel* kq = nullptr;
   VkDescriptorSet qset = VK_NULL_HANDLE;
   std::vector<BufRange> head, tail = {c.whole(y)};
@@ -288,7 +319,7 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
     OpEnv& e = c.env;
     const auto [q, qp] = act_scratch(c, K);
     if (e.quant_src != x) {
-      kq = &c.kernel("linear_8da4w_quant", 3, 2, {c.f16(x)});
+      kq = &c.kernel("linear_8da4w_quant", 3, 3, {c.f16(x)});
       qset = e.kernels.make_set(*kq, std::vector<BufRange>{c.whole(x), q, qp});
       e.quant_src = x;
     }
@@ -315,7 +346,7 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
       [=](VkCommandBuffer cb, int T) {
         const uint32_t Tr = c.rows(x, T);
         if (kq) {
-          dispatch_flat(cb, *kq, qset, {u32(K), Tr}, Tr);
+          dispatch_flat(cb, *kq, qset, {u32(K), Tr, gemm_order(for_gemm, Tr)}, Tr);
           compute_barrier(cb);
         }
         const uint32_t tt = Tr == 1 ? 1 : kPrefillTT;
@@ -524,14 +555,15 @@ std::unique_ptr<PreparedOp> prep_elementwise(Ctx c) {
     // Only linear_8da4w ops read y: the kernel also quantizes the rows for them as it computes
     // them (linear_8da4w_quant.comp VKLLM_SWIGLU, a workgroup a token).
     auto [q, qp] = act_scratch(c, N);
-    const Kernel& k = c.kernel("swiglu_quant", 5, 2, {c.f16(I[0]), c.f16(I[1]), c.f16(y)});
+    const Kernel& k = c.kernel("swiglu_quant", 5, 3, {c.f16(I[0]), c.f16(I[1]), c.f16(y)});
+    const bool for_gemm = N % 8 == 0 && scratch_for_gemm(c, y);
     VkDescriptorSet set = c.env.kernels.make_set(
         k, std::vector<BufRange>{c.whole(I[0]), c.whole(I[1]), c.whole(y), q, qp});
     c.env.quant_src = y;
     auto prepared = std::make_unique<PreparedOp>(
         [=, &k](VkCommandBuffer cb, int T) {
           const uint32_t Tr = c.rows(I[0], T);
-          dispatch_flat(cb, k, set, {u32(N), Tr}, Tr);
+          dispatch_flat(cb, k, set, {u32(N), Tr, gemm_order(for_gemm, Tr)}, Tr);
         },
         nullptr);
     prepared->phases = {

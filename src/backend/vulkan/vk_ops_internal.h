@@ -87,6 +87,8 @@ struct GemmPlan {
   uint32_t kc = 0, max_shared = 0, min_tiles = 1;
   uint32_t force_bt = 0, force_bn = 0;  // VKLLM_GEMM_TILE, VKLLM_GEMM_ROWS (measurement switches)
   bool y16 = false, coopmat = false;
+  bool w16 =
+      true;  // coopmat: nibbles widened to 16 q (VKLLM_GEMM_W16=0: to q, a measurement switch)
   uint32_t shared(GemmTile t) const;  // bytes of shared memory
   GemmTile tile(uint32_t rows, uint32_t T) const;
   const Kernel& kernel(Kernels& kernels, GemmTile t) const;  // made on first use
@@ -248,5 +250,10 @@ std::pair<BufRange, BufRange> act_scratch(Ctx& c, int64_t K);
 // Does tensor y go only to linear_8da4w ops (as their input), so that its producer can quantize
 // it for them?
 bool feeds_only_8da4w(const Ctx& c, int32_t y);
+// Whether every linear_8da4w that reads x has a tiled GEMM, so that in forwards of at least
+// GemmPlan::kTokens tokens x's int8 scratch is stored in the GEMMs' order (vk_ops.cpp).
+bool scratch_for_gemm(const Ctx& c, int32_t x);
+// The quantizers' push constant for a forward of Tr tokens (1: store in that order).
+uint32_t gemm_order(bool for_gemm, uint32_t Tr);
 
 }  // namespace vkllm::vk::detail

@@ -45,8 +45,10 @@ uint flat_group() { return gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupI
 
 // Four consecutive int4 nibbles (stored as q + 8) starting at an even byte offset, as four signed
 // int8 packed into one int (element 0 in the low byte).
+// Four nibbles as stored (q + 8, one a byte in the low four bits) as four int8: per byte
+// (n | 0x80) - 8 = 120 + n in [120, 135], then the top bit flipped: n - 8.
+uint widen_nibbles(uint n) { return ((n | 0x80808080u) - 0x08080808u) ^ 0x80808080u; }
 int nibbles4_to_i8x4(uint h16) {
   uint b = (h16 & 0xFu) | ((h16 & 0xF0u) << 4) | ((h16 & 0xF00u) << 8) | ((h16 & 0xF000u) << 12);
-  // per byte: (n | 0x80) - 8 = 120 + n in [120, 135], then flip the top bit: n - 8 as int8.
-  return int(((b | 0x80808080u) - 0x08080808u) ^ 0x80808080u);
+  return int(widen_nibbles(b));
 }

@@ -24,7 +24,7 @@ layout(local_size_x_id = 9, local_size_y = 2) in;  // NT = 2 BT threads
 #include "idot.glsl"
 layout(constant_id = 1) const bool Y16 = false;
 layout(constant_id = 8) const uint KC = 32;  // K bytes staged per step (divides G)
-layout(std430, binding = 0) readonly buffer QX { uvec4 qx[]; };  // int8 activations, K / 16 per token
+layout(std430, binding = 0) readonly buffer QX { uvec4 qx[]; };  // int8 activations (gemm_order)
 layout(std430, binding = 1) readonly buffer QP { uint qp[]; };   // per token: scale bits, zero point
 layout(std430, binding = 2) readonly buffer Q { uvec2 q[]; };    // int4 weights, K / 16 per row
 layout(std430, binding = 3) readonly buffer S { float s[]; };
@@ -63,7 +63,10 @@ void fetch(uint t0, uint r0, uint k0, uint g, bool first, uint tid) {
     p_wsum = wsum[n * ng + g];
   }
 }
-// Stores the fetched words to shared memory, the weights widened to int8.
+// Stores the fetched words to shared memory, the weights widened to int8 with masks: a word of
+// nibbles n0..n7 (byte i holds weights 2i and 2i + 1) gives the bytes n0 n2 n4 n6 and n1 n3 n5 n7,
+// the order in which the quantizer stored the activations (quant.glsl's gemm_order), so each
+// staged word of weights pairs with the staged word of activations at its index.
 void stage(bool first, uint tid) {
   [[unroll]] for (uint e = 0; e < NA; ++e) {
     const uint i = tid + e * NT, r = i / CV, c = i % CV;
@@ -72,8 +75,10 @@ void stage(bool first, uint tid) {
   [[unroll]] for (uint e = 0; e < NB; ++e) {
     const uint i = tid + e * NT, r = i / CV, c = i % CV;
     const uvec2 w = pb[e];
-    const uvec4 v = uvec4(nibbles4_to_i8x4(w.x & 0xFFFFu), nibbles4_to_i8x4(w.x >> 16),
-                          nibbles4_to_i8x4(w.y & 0xFFFFu), nibbles4_to_i8x4(w.y >> 16));
+    const uint M = 0x0F0F0F0Fu;
+    const uvec4 v =
+        uvec4(widen_nibbles(w.x & M), widen_nibbles((w.x >> 4) & M), widen_nibbles(w.y & M),
+              widen_nibbles((w.y >> 4) & M));
     [[unroll]] for (uint x = 0; x < 4u; ++x) sb[r * SW + 4u * c + x] = v[x];
   }
   if (first && tid < BN) {

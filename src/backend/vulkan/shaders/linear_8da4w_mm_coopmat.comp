@@ -10,13 +10,19 @@
 //   chunk separates every store from every read;
 // - the int4 weights widened with masks instead of nibble by nibble: a word of nibbles n0..n7
 //   (byte i holds weights 2i and 2i + 1, each as q + 8) gives the bytes n0 n2 n4 n6 and
-//   n1 n3 n5 n7, and the activations are staged in that order too (byte shuffles), so every
-//   32-byte step of K still pairs each weight with its own activation (a group's integer dot does
-//   not depend on the order of its terms);
+//   n1 n3 n5 n7; the quantizer already stored the activations in that order (quant.glsl's
+//   gemm_order), so every 32-byte step of K pairs each weight with its own activation (a group's
+//   integer dot does not depend on the order of its terms) and they are staged as loaded;
 // - each group's terms formed from the accumulators in registers: which token and row each of a
 //   lane's four accumulator elements holds (the implementation's layout) is read once, at the
 //   start, from a matrix loaded with known values (Context checks the four: vk_probe.cpp); no
 //   round trip of the sums through shared memory and no barriers for it.
+// - with W16 (the default), each nibble widened to 16 q (the nibble in the byte's high half) in one
+//   mask, or a shift and a mask, instead of three operations: the integer sums are then 16 times
+//   the group's, the weight sums are scaled by 16 to match, and each token's scale by 1 / 16, so
+//   every product (s * sx / 16) * float(16 x) is the CPU's (s * sx) * float(x) exactly (powers of
+//   two scale a float exactly, away from the subnormal range: s * sx / 16 >= 2^-126 as with any
+//   real scales); |16 x| < 2^22 where G <= 128, exact_float's range, and float() beyond.
 // Needs G % KC == 0 and KC in {32, 64, 128}; BT 128 needs KC >= 64. Rows and tokens past the
 // tile's edge are read clamped and never stored.
 #extension GL_KHR_shader_subgroup_basic : require
@@ -29,12 +35,13 @@
 layout(constant_id = 9) const uint BT = 64;    // tokens per tile: 128, 64 or 32
 layout(constant_id = 10) const uint BN = 64;   // weight rows per tile: 64 or 128
 layout(constant_id = 11) const uint NT = 128;  // threads: BT BN / 32 (a subgroup a 32 x 32 part)
+layout(constant_id = 12) const bool W16 = true;  // nibbles widened to 16 q (above)
 layout(local_size_x_id = 11) in;
 const uint JN = 4u;  // 16 x 8 accumulators along a subgroup's 32 rows
 #include "common.glsl"
 layout(constant_id = 1) const bool Y16 = false;
 layout(constant_id = 8) const uint KC = 32;  // K bytes staged per step (divides G)
-layout(std430, binding = 0) readonly buffer QX { uvec4 qx[]; };  // int8 activations, K / 16 per token
+layout(std430, binding = 0) readonly buffer QX { uvec4 qx[]; };  // int8 activations (gemm_order)
 layout(std430, binding = 1) readonly buffer QP { uint qp[]; };   // per token: scale bits, zero point
 layout(std430, binding = 2) readonly buffer Q { uvec2 q[]; };    // int4 weights, K / 16 per row
 layout(std430, binding = 3) readonly buffer S { float s[]; };
@@ -69,38 +76,32 @@ void fetch(uint t0, uint r0, uint c, uint tid) {
   }
   if (tid < BN) {
     const uint n = min(r0 + tid, pc.Nc - 1u), at = n * (pc.K / pc.G) + g;
-    p_sw = uvec2(floatBitsToUint(s[at]), uint(wsum[at]));
+    p_sw = uvec2(floatBitsToUint(s[at]), uint(wsum[at]) << (W16 ? 4u : 0u));
   }
 }
-// Word pair (x, y) of eight int8 codes e0..e7 as (e0 e2 e4 e6, e1 e3 e5 e7).
-uvec2 deinterleave(uint x, uint y) {
-  const u8vec4 a = unpack8(x), b = unpack8(y);
-  return uvec2(pack32(u8vec4(a.x, a.z, b.x, b.z)), pack32(u8vec4(a.y, a.w, b.y, b.w)));
-}
-// Four nibbles as stored (q + 8, one a byte in the low four bits) as four int8: per byte
-// (n | 0x80) - 8 = 120 + n in [120, 135], then the top bit flipped: n - 8.
-uint widen(uint n) { return ((n | 0x80808080u) - 0x08080808u) ^ 0x80808080u; }
-// Stores the fetched words to buffer b, the weights widened to int8, both in the order above.
+// Stores the fetched words to buffer b, the weights widened to int8 in the order above.
 void stage(uint b, uint tid) {
   const uint base = b * SLOT;
   [[unroll]] for (uint e = 0; e < NA; ++e) {
     const uint i = tid + e * NT, r = i / CV, w = i % CV;
-    const uvec4 x = pa[e];
-    if (i < BT * CV) sm[base + r * SV + w] = uvec4(deinterleave(x.x, x.y), deinterleave(x.z, x.w));
+    if (i < BT * CV) sm[base + r * SV + w] = pa[e];
   }
   [[unroll]] for (uint e = 0; e < NB; ++e) {
     const uint i = tid + e * NT, r = i / CV, w = i % CV;
     const uvec2 v = pb[e];
-    const uint M = 0x0F0F0F0Fu;
-    if (i < BN * CV)
-      sm[base + BT * SV + r * SV + w] =
-          uvec4(widen(v.x & M), widen((v.x >> 4) & M), widen(v.y & M), widen((v.y >> 4) & M));
+    const uint M = 0x0F0F0F0Fu, H = 0xF0F0F0F0u, F = 0x80808080u;  // (16 (q + 8)) ^ 0x80 = 16 q
+    if (i >= BN * CV) continue;
+    sm[base + BT * SV + r * SV + w] =
+        W16 ? uvec4(((v.x << 4) & H) ^ F, (v.x & H) ^ F, ((v.y << 4) & H) ^ F, (v.y & H) ^ F)
+            : uvec4(widen_nibbles(v.x & M), widen_nibbles((v.x >> 4) & M), widen_nibbles(v.y & M),
+                    widen_nibbles((v.y >> 4) & M));
   }
   if (tid < BN) s_sw[b][tid] = p_sw;
 }
 
-// float(x), exactly, for |x| < 2^22 (every group's dot - zp * wsum here: |x| < 2^18) in two
-// full-rate operations: x added to the significand of 1.5 * 2^23, then that number subtracted.
+// float(x), exactly, for |x| < 2^22 (every group's dot - zp * wsum: |x| < 2^18; with W16, 16
+// times that, below 2^22 where G <= 128) in two full-rate operations: x added to the significand
+// of 1.5 * 2^23, then that number subtracted.
 float exact_float(int x) {
   precise float f = uintBitsToFloat(uint(x + 0x4B400000)) - 12582912.0;
   return f;
@@ -129,7 +130,7 @@ void main() {
   int zp[2][CE];
   [[unroll]] for (uint i = 0; i < 2u; ++i)[[unroll]] for (uint e = 0; e < CE; ++e) {
     const uint t = min(t0 + mt + 16u * i + row[e], pc.T - 1u);
-    sx[i][e] = uintBitsToFloat(qp[2u * t]);
+    sx[i][e] = uintBitsToFloat(qp[2u * t]) * (W16 ? 0.0625 : 1.0);  // (exact)
     zp[i][e] = int(qp[2u * t + 1u]);
   }
   precise float acc[2][JN][CE];
@@ -139,6 +140,7 @@ void main() {
   [[unroll]] for (uint i = 0; i < 2u; ++i)[[unroll]] for (uint j = 0; j < JN; ++j)
     cd[i][j] = icoopmatNV<32, gl_ScopeSubgroup, 16, 8>(0);
   const uint chunks = pc.K / KC, per_group = pc.G / KC;
+  const bool small = !W16 || pc.G <= 128u;  // |x| < 2^22: exact_float's range
   fetch(t0, r0, 0u, tid);
   stage(0u, tid);
   barrier();
@@ -163,7 +165,8 @@ void main() {
         const int ws = int(sw.y);
         [[unroll]] for (uint i = 0; i < 2u; ++i) {
           precise float f = sc * sx[i][e];
-          precise float term = f * exact_float(cd[i][j][e] - zp[i][e] * ws);
+          const int x = cd[i][j][e] - zp[i][e] * ws;
+          precise float term = f * (small ? exact_float(x) : float(x));
           acc[i][j][e] = acc[i][j][e] + term;
         }
       }

@@ -8,6 +8,10 @@
 #define WG 256
 #include "common.glsl"
 #define QUANT_ROW4
+// gemm: the scratch is read only by tiled GEMMs (vk_ops.cpp), which take each eight codes in
+// their staged order (quant.glsl's gemm_order).
+layout(push_constant) uniform PC { uint K, T, gemm; } pc;
+#define QUANT_GEMM_ORDER (pc.gemm != 0u)
 #ifdef VKLLM_SWIGLU
 #define QUANT_ROW_BINDING 3
 #else
@@ -22,7 +26,6 @@
   ((IS16) ? vec4(unpackHalf2x16(NAME##_v2[I4].x), unpackHalf2x16(NAME##_v2[I4].y)) \
           : uintBitsToFloat(NAME##_v4[I4]))
 layout(constant_id = 1) const bool X16 = false;  // x (VKLLM_SWIGLU: the gate)
-layout(push_constant) uniform PC { uint K, T; } pc;
 DECL_VIEW4(0, x)
 #ifdef VKLLM_SWIGLU
 layout(constant_id = 2) const bool U16 = false;  // up

@@ -145,8 +145,37 @@ vec4 row_value4(uint r, uint j4);
 float row_value(uint r, uint j);
 #endif
 
+// The codes of elements 4 k4 .. 4 k4 + 3 of output row r, packed four to a word. rcp = 1 / sc.
+uint quant_word(uint r, uint k4, float sc, float rcp, int zp) {
+  uint packed = 0u;
+#ifdef QUANT_ROW4
+  const vec4 v = row_value4(r, k4);
+#endif
+  [[unroll]] for (uint e = 0; e < 4u; ++e) {
+#ifdef QUANT_ROW4
+    const float xv = v[e];
+#else
+    const float xv = row_value(r, 4u * k4 + e);
+#endif
+    packed |= quant_value(xv, sc, rcp, zp) << (8u * e);
+  }
+  return packed;
+}
+
+// Word pair (a, b) of eight codes e0..e7 (a = e0 e1 e2 e3) as (e0 e2 e4 e6, e1 e3 e5 e7): the
+// order in which the tiled GEMMs stage their activations, pairing each with its weight as the
+// int4 weights widen (linear_8da4w_mm*.comp). A group's integer dot does not depend on the order
+// of its terms.
+uvec2 gemm_order(uint a, uint b) {
+  return uvec2((a & 0xFFu) | ((a >> 8) & 0xFF00u) | ((b & 0xFFu) << 16) | ((b << 8) & 0xFF000000u),
+               ((a >> 8) & 0xFFu) | ((a >> 16) & 0xFF00u) | ((b & 0xFF00u) << 8) |
+                   (b & 0xFF000000u));
+}
+
 // Quantizes output row r of G values (G % 4 == 0) into the scratch, from each thread's partial
 // minimum and maximum of the row (both starting at 0). Every thread of the workgroup calls it.
+// An includer that defines QUANT_GEMM_ORDER (a bool expression: the scratch is read only by the
+// tiled GEMMs of this forward, G % 8 == 0) stores each eight codes in gemm_order.
 void quantize_row(uint r, uint G, float lo, float hi) {
   const uint tid = gl_LocalInvocationID.x;
   float sc;
@@ -157,20 +186,18 @@ void quantize_row(uint r, uint G, float lo, float hi) {
     qp_w[2 * r + 1] = uint(zp);
   }
   const float rcp = div_rn(1.0, sc);  // correctly rounded: OpFDiv may be 2.5 ulp off
-  for (uint k4 = tid; k4 < G / 4u; k4 += WG) {
-    uint packed = 0u;
-#ifdef QUANT_ROW4
-    const vec4 v = row_value4(r, k4);
-#endif
-    [[unroll]] for (uint e = 0; e < 4u; ++e) {
-#ifdef QUANT_ROW4
-      const float xv = v[e];
-#else
-      const float xv = row_value(r, 4u * k4 + e);
-#endif
-      packed |= quant_value(xv, sc, rcp, zp) << (8u * e);
+  const uint base = r * (G / 4u);
+#ifdef QUANT_GEMM_ORDER
+  if (QUANT_GEMM_ORDER) {
+    for (uint k8 = tid; k8 < G / 8u; k8 += WG) {
+      const uvec2 w = gemm_order(quant_word(r, 2u * k8, sc, rcp, zp),
+                                 quant_word(r, 2u * k8 + 1u, sc, rcp, zp));
+      qx_w[base + 2u * k8] = w.x;
+      qx_w[base + 2u * k8 + 1u] = w.y;
     }
-    qx_w[r * (G / 4u) + k4] = packed;
+    return;
   }
+#endif
+  for (uint k4 = tid; k4 < G / 4u; k4 += WG) qx_w[base + k4] = quant_word(r, k4, sc, rcp, zp);
 }
 #endif

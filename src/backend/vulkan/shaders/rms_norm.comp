@@ -23,10 +23,12 @@ DECL_FBUF(4, s, writeonly)
 #else
 #define QUANT_ROW_BINDING 3
 #endif
+// gemm: the scratch is read only by tiled GEMMs (quant.glsl's gemm_order).
+layout(push_constant) uniform PC { uint G, rows; float eps; uint gemm; } pc;
 #ifdef VKLLM_QUANT
+#define QUANT_GEMM_ORDER (pc.gemm != 0u)
 #include "quant.glsl"
 #endif
-layout(push_constant) uniform PC { uint G, rows; float eps; } pc;
 
 // The input (with VKLLM_ADD: a + b rounded as s stores it). Always computed from the inputs: s and
 // y are written by other threads of the workgroup.
