@@ -429,7 +429,8 @@ TEST(VulkanOps, Linear8da4wBothDotPaths) {
 // Forwards of 16 tokens or more run linear_8da4w as a tiled GEMM (linear_8da4w_mm.comp, 64 tokens
 // x 64 rows a workgroup). It adds the CPU's per-group terms in the CPU's order, so its output is
 // bit-identical with cpu::linear_8da4w: at sizes that are not multiples of the tile, for each
-// K-chunk it stages (groups of 32, 64, 128), fp16 outputs, on each integer-dot path this device
+// K-chunk it stages (groups of 32, 64, 128; 256, where the coopmat path widens nibbles to q, not
+// 16 q), fp16 outputs, on each integer-dot path this device
 // has, and in row chunks of the weight.
 TEST(VulkanOps, Linear8da4wTiledGemmIsBitExact) {
   struct Shape {
@@ -438,11 +439,9 @@ TEST(VulkanOps, Linear8da4wTiledGemmIsBitExact) {
     int64_t G;
     DType act;
   };
-  const Shape shapes[] = {{256, 77, 16, 32, DType::F32},
-                          {256, 130, 65, 128, DType::F32},
-                          {384, 64, 130, 64, DType::F32},
-                          {128, 45, 17, 128, DType::F32},
-                          {256, 70, 40, 128, DType::F16}};
+  const Shape shapes[] = {{256, 77, 16, 32, DType::F32},  {256, 130, 65, 128, DType::F32},
+                          {384, 64, 130, 64, DType::F32}, {128, 45, 17, 128, DType::F32},
+                          {256, 70, 40, 128, DType::F16}, {512, 70, 20, 256, DType::F32}};
   // This device's path at 32-, 64- and 128-token tiles (128 on the integer paths where K is
   // staged in chunks of 64 or more: the G = 32 shape falls back to the default), at the tile rule's
   // choice for these few rows (32 x 128 on cooperative matrices), then the portable path at 128.

@@ -143,7 +143,7 @@ GemmPlan plan_gemm_8da4w(const Context& ctx, int64_t G, int64_t N, bool y16) {
   p.min_tiles = std::max<uint32_t>(1, ctx.info().compute_units);
   p.force_bt = static_cast<uint32_t>(std::max(0, env_int("VKLLM_GEMM_TILE")));
   p.force_bn = static_cast<uint32_t>(std::max(0, env_int("VKLLM_GEMM_ROWS")));
-  p.w16 = !std::getenv("VKLLM_GEMM_W16") || env_int("VKLLM_GEMM_W16") != 0;
+  p.w16 = G <= 128 && (!std::getenv("VKLLM_GEMM_W16") || env_int("VKLLM_GEMM_W16") != 0);
   p.module = std::string("linear_8da4w_mm") +
              (p.coopmat           ? "_coopmat"
               : ctx.use_int_dot() ? "_idot"

@@ -87,8 +87,8 @@ struct GemmPlan {
   uint32_t kc = 0, max_shared = 0, min_tiles = 1;
   uint32_t force_bt = 0, force_bn = 0;  // VKLLM_GEMM_TILE, VKLLM_GEMM_ROWS (measurement switches)
   bool y16 = false, coopmat = false;
-  bool w16 =
-      true;  // coopmat: nibbles widened to 16 q (VKLLM_GEMM_W16=0: to q, a measurement switch)
+  // coopmat, G <= 128: nibbles widened to 16 q (VKLLM_GEMM_W16=0: to q, a measurement switch)
+  bool w16 = false;
   uint32_t shared(GemmTile t) const;  // bytes of shared memory
   GemmTile tile(uint32_t rows, uint32_t T) const;
   const Kernel& kernel(Kernels& kernels, GemmTile t) const;  // made on first use

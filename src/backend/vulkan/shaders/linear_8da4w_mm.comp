@@ -39,7 +39,7 @@ const uint CV = KC / 16u;          // 16-byte words of a staged row
 const uint NA = BT * CV / NT, NB = BN * CV / NT;  // staged words per thread: activations, weights
 const uint TX = BT / 4u;  // threads along the tokens: thread (tx, ty) owns tokens tx + TX i, rows ty + 8 j
 shared float s_scale[BN];
-shared int s_wsum[BN];
+shared int s_nwsum[BN];  // -wsum
 const uint SW = KC / 4u + 1u;  // a staged row in words (one of padding)
 shared uint sa[BT * SW], sb[BN * SW];
 
@@ -60,7 +60,7 @@ void fetch(uint t0, uint r0, uint k0, uint g, bool first, uint tid) {
   if (first && tid < BN) {
     const uint n = min(r0 + tid, pc.Nc - 1u), ng = pc.K / pc.G;
     p_scale = s[n * ng + g];
-    p_wsum = wsum[n * ng + g];
+    p_wsum = -wsum[n * ng + g];
   }
 }
 // Stores the fetched words to shared memory, the weights widened to int8 with masks: a word of
@@ -83,14 +83,16 @@ void stage(bool first, uint tid) {
   }
   if (first && tid < BN) {
     s_scale[tid] = p_scale;
-    s_wsum[tid] = p_wsum;
+    s_nwsum[tid] = p_wsum;
   }
 }
 
-// float(x), exactly, for |x| < 2^22 (every group's dot - zp * wsum here: |x| < 2^18) in two
-// full-rate operations: x added to the significand of 1.5 * 2^23, then that number subtracted.
-float exact_float(int x) {
-  precise float f = uintBitsToFloat(uint(x + 0x4B400000)) - 12582912.0;
+// A group's integer sums start at kMagic - zp * wsum and end at kMagic + x with x = dot - zp *
+// wsum (|x| < 2^18): the bits of the float 1.5 * 2^23 + x, exactly, so float(x) is one
+// subtraction (as in linear_8da4w_mm_coopmat.comp).
+const int kMagic = 0x4B400000;  // 1.5 * 2^23
+float exact_float(int magic_plus_x) {
+  precise float f = uintBitsToFloat(uint(magic_plus_x)) - 12582912.0;
   return f;
 }
 
@@ -111,11 +113,15 @@ void main() {
   fetch(t0, r0, 0u, 0u, true, tid);
   for (uint g = 0; g < ng; ++g) {
     int d[4][8];
-    [[unroll]] for (uint i = 0; i < 4u; ++i)[[unroll]] for (uint j = 0; j < 8u; ++j) d[i][j] = 0;
     for (uint kc = 0; kc < chunks; ++kc) {
       barrier();  // every read of the previous chunk done
       stage(kc == 0u, tid);
       barrier();
+      if (kc == 0u)  // the group's sums start at kMagic - zp * wsum
+        [[unroll]] for (uint j = 0; j < 8u; ++j) {
+          const int nws = s_nwsum[ty + 8u * j];
+          [[unroll]] for (uint i = 0; i < 4u; ++i) d[i][j] = zp[i] * nws + kMagic;
+        }
       const uint next = g * chunks + kc + 1u;  // the next chunk, fetched while this one computes
       if (next < ng * chunks) fetch(t0, r0, next * KC, next / chunks, next % chunks == 0u, tid);
       for (uint k4 = 0; k4 < KC / 4u; ++k4) {
@@ -129,10 +135,9 @@ void main() {
     // The CPU's term of group g, in its order: (scale * sx) * float(dot - zp * wsum).
     [[unroll]] for (uint j = 0; j < 8u; ++j) {
       const float sc = s_scale[ty + 8u * j];
-      const int ws = s_wsum[ty + 8u * j];
       [[unroll]] for (uint i = 0; i < 4u; ++i) {
         precise float f = sc * sx[i];
-        precise float term = f * exact_float(d[i][j] - zp[i] * ws);
+        precise float term = f * exact_float(d[i][j]);
         acc[i][j] = acc[i][j] + term;
       }
     }

@@ -16,13 +16,17 @@
 // - each group's terms formed from the accumulators in registers: which token and row each of a
 //   lane's four accumulator elements holds (the implementation's layout) is read once, at the
 //   start, from a matrix loaded with known values (Context checks the four: vk_probe.cpp); no
-//   round trip of the sums through shared memory and no barriers for it.
-// - with W16 (the default), each nibble widened to 16 q (the nibble in the byte's high half) in one
-//   mask, or a shift and a mask, instead of three operations: the integer sums are then 16 times
-//   the group's, the weight sums are scaled by 16 to match, and each token's scale by 1 / 16, so
-//   every product (s * sx / 16) * float(16 x) is the CPU's (s * sx) * float(x) exactly (powers of
-//   two scale a float exactly, away from the subnormal range: s * sx / 16 >= 2^-126 as with any
-//   real scales); |16 x| < 2^22 where G <= 128, exact_float's range, and float() beyond.
+//   round trip of the sums through shared memory and no barriers for it;
+// - float(x) of a group's x = dot - zp * wsum, exactly, in one addition: the group's integer sums
+//   start at the bits of 1.5 * 2^23 minus zp * wsum (one multiply-add, in place of clearing them),
+//   so they end as the bits of the float 1.5 * 2^23 + x (|x| < 2^22), from which 1.5 * 2^23 is
+//   subtracted;
+// - with W16 (where G <= 128, so that |16 x| < 2^22 still), each nibble widened to 16 q (the nibble
+//   in the byte's high half) in one mask, or a shift and a mask: the integer sums are 16 times the
+//   group's, the weight sums are scaled by 16 to match, and each token's scale by 1 / 16, so every
+//   product (s * sx / 16) * float(16 x) is the CPU's (s * sx) * float(x) exactly (powers of two
+//   scale a float exactly away from the subnormal range: s * sx / 16 >= 2^-126, as with any real
+//   scales).
 // Needs G % KC == 0 and KC in {32, 64, 128}; BT 128 needs KC >= 64. Rows and tokens past the
 // tile's edge are read clamped and never stored.
 #extension GL_KHR_shader_subgroup_basic : require
@@ -35,7 +39,7 @@
 layout(constant_id = 9) const uint BT = 64;    // tokens per tile: 128, 64 or 32
 layout(constant_id = 10) const uint BN = 64;   // weight rows per tile: 64 or 128
 layout(constant_id = 11) const uint NT = 128;  // threads: BT BN / 32 (a subgroup a 32 x 32 part)
-layout(constant_id = 12) const bool W16 = true;  // nibbles widened to 16 q (above)
+layout(constant_id = 12) const bool W16 = false;  // nibbles widened to 16 q (above; G <= 128)
 layout(local_size_x_id = 11) in;
 const uint JN = 4u;  // 16 x 8 accumulators along a subgroup's 32 rows
 #include "common.glsl"
@@ -58,7 +62,7 @@ const uint NA = (BT * CV + NT - 1u) / NT, NB = (BN * CV + NT - 1u) / NT;
 const uint SLOT = (BT + BN) * SV;  // one buffer: BT activation rows, then BN weight rows
 const uint CE = 4u;                // accumulator elements a lane (16 x 8 on 32 lanes)
 shared uvec4 sm[2u * SLOT];
-shared uvec2 s_sw[2u][BN];  // per buffer: the chunk's group's scale bits and weight sum per row
+shared uvec2 s_sw[2u][BN];  // per buffer: the chunk's group's scale bits and -wsum (W16: -16 wsum)
 
 // One chunk's global words for this thread, loaded ahead of their use.
 uvec4 pa[NA];
@@ -76,7 +80,7 @@ void fetch(uint t0, uint r0, uint c, uint tid) {
   }
   if (tid < BN) {
     const uint n = min(r0 + tid, pc.Nc - 1u), at = n * (pc.K / pc.G) + g;
-    p_sw = uvec2(floatBitsToUint(s[at]), uint(wsum[at]) << (W16 ? 4u : 0u));
+    p_sw = uvec2(floatBitsToUint(s[at]), uint(-wsum[at] * (W16 ? 16 : 1)));
   }
 }
 // Stores the fetched words to buffer b, the weights widened to int8 in the order above.
@@ -99,11 +103,12 @@ void stage(uint b, uint tid) {
   if (tid < BN) s_sw[b][tid] = p_sw;
 }
 
-// float(x), exactly, for |x| < 2^22 (every group's dot - zp * wsum: |x| < 2^18; with W16, 16
-// times that, below 2^22 where G <= 128) in two full-rate operations: x added to the significand
-// of 1.5 * 2^23, then that number subtracted.
-float exact_float(int x) {
-  precise float f = uintBitsToFloat(uint(x + 0x4B400000)) - 12582912.0;
+// A group's integer sums start at kMagic - zp * wsum and end at kMagic + x with x = dot - zp *
+// wsum (|x| < 2^18; 16 times that with W16, below 2^22 where G <= 128): the bits of the float
+// 1.5 * 2^23 + x, exactly, so float(x) is one subtraction.
+const int kMagic = 0x4B400000;  // 1.5 * 2^23
+float exact_float(int magic_plus_x) {
+  precise float f = uintBitsToFloat(uint(magic_plus_x)) - 12582912.0;
   return f;
 }
 
@@ -137,16 +142,19 @@ void main() {
   [[unroll]] for (uint i = 0; i < 2u; ++i)[[unroll]] for (uint j = 0; j < JN; ++j)
     [[unroll]] for (uint e = 0; e < CE; ++e) acc[i][j][e] = 0.0;
   icoopmatNV<32, gl_ScopeSubgroup, 16, 8> cd[2][JN];
-  [[unroll]] for (uint i = 0; i < 2u; ++i)[[unroll]] for (uint j = 0; j < JN; ++j)
-    cd[i][j] = icoopmatNV<32, gl_ScopeSubgroup, 16, 8>(0);
   const uint chunks = pc.K / KC, per_group = pc.G / KC;
-  const bool small = !W16 || pc.G <= 128u;  // |x| < 2^22: exact_float's range
   fetch(t0, r0, 0u, tid);
   stage(0u, tid);
   barrier();
   for (uint c = 0; c < chunks; ++c) {
     const uint b = c & 1u, base = b * SLOT;
     if (c + 1u < chunks) fetch(t0, r0, c + 1u, tid);  // in flight during this chunk's work
+    if (c % per_group == 0u) {  // a group's first chunk: its sums start at kMagic - zp * wsum
+      [[unroll]] for (uint j = 0; j < JN; ++j)[[unroll]] for (uint e = 0; e < CE; ++e) {
+        const int nws = int(s_sw[b][mr + 8u * j + col[e]].y);
+        [[unroll]] for (uint i = 0; i < 2u; ++i) cd[i][j][e] = zp[i][e] * nws + kMagic;
+      }
+    }
     [[unroll]] for (uint kk = 0; kk < KC / 32u; ++kk) {
       icoopmatNV<8, gl_ScopeSubgroup, 16, 32> a[2];
       icoopmatNV<8, gl_ScopeSubgroup, 32, 8> w[JN];
@@ -160,18 +168,13 @@ void main() {
     if ((c + 1u) % per_group == 0u) {
       // The CPU's term of this group, in its order: (scale * sx) * float(dot - zp * wsum).
       [[unroll]] for (uint j = 0; j < JN; ++j)[[unroll]] for (uint e = 0; e < CE; ++e) {
-        const uvec2 sw = s_sw[b][mr + 8u * j + col[e]];
-        const float sc = uintBitsToFloat(sw.x);
-        const int ws = int(sw.y);
+        const float sc = uintBitsToFloat(s_sw[b][mr + 8u * j + col[e]].x);
         [[unroll]] for (uint i = 0; i < 2u; ++i) {
           precise float f = sc * sx[i][e];
-          const int x = cd[i][j][e] - zp[i][e] * ws;
-          precise float term = f * (small ? exact_float(x) : float(x));
+          precise float term = f * exact_float(cd[i][j][e]);
           acc[i][j][e] = acc[i][j][e] + term;
         }
       }
-      [[unroll]] for (uint i = 0; i < 2u; ++i)[[unroll]] for (uint j = 0; j < JN; ++j)
-        cd[i][j] = icoopmatNV<32, gl_ScopeSubgroup, 16, 8>(0);
     }
     if (c + 1u < chunks) stage(b ^ 1u, tid);
     barrier();  // the next buffer staged; every read of this one done before it is restaged

@@ -4,7 +4,7 @@
 // qp[2t] = scale bits, qp[2t+1] = zero point. Four values a load (K % 4 == 0).
 // VKLLM_SWIGLU: the swiglu op whose output only linear_8da4w ops read (prefill's down projection):
 // y = gate * sigmoid(gate) * up computed here as swiglu.comp computes it, stored, and quantized
-// from the values as stored (Y16): the row is not read back from memory.
+// from the values as stored (Y16), read back.
 #define WG 256
 #include "common.glsl"
 #define QUANT_ROW4
@@ -31,9 +31,10 @@ DECL_VIEW4(0, x)
 layout(constant_id = 2) const bool U16 = false;  // up
 layout(constant_id = 3) const bool Y16 = false;  // the swiglu op's output as stored
 DECL_VIEW4(1, u)
-layout(std430, binding = 2) writeonly buffer Y_V4 { uvec4 y_v4[]; };
-layout(std430, binding = 2) writeonly buffer Y_V2 { uvec2 y_v2[]; };
-vec4 row_value4(uint t, uint k4) {
+layout(std430, binding = 2) coherent buffer Y_V4 { uvec4 y_v4[]; };
+layout(std430, binding = 2) coherent buffer Y_V2 { uvec2 y_v2[]; };
+// Elements 4 k4 .. 4 k4 + 3 of row t as swiglu.comp computes them, rounded as y stores them.
+vec4 swiglu4(uint t, uint k4) {
   const uint i4 = t * (pc.K / 4u) + k4;
   const vec4 g = LOAD4(x, X16, i4), up = LOAD4(u, U16, i4);
   vec4 y;
@@ -45,19 +46,26 @@ vec4 row_value4(uint t, uint k4) {
   }
   return y;
 }
+// The quantizer's values: y as the first pass stored it, read back (after the first pass's
+// memoryBarrierBuffer and quant_params's barrier), never computed a second time: two sites of one
+// expression may round differently (the H200 did, docs/perf.md session 17), and the codes must be
+// those of the values stored.
+vec4 row_value4(uint t, uint k4) { return LOAD4(y, Y16, t * (pc.K / 4u) + k4); }
 #else
 vec4 row_value4(uint t, uint k4) { return LOAD4(x, X16, t * (pc.K / 4u) + k4); }
 #endif
 
 // The first pass's values of x (VKLLM_SWIGLU: stored as the op's output).
 vec4 first_pass4(uint t, uint k4) {
-  const vec4 v = row_value4(t, k4);
 #ifdef VKLLM_SWIGLU
+  const vec4 v = swiglu4(t, k4);
   const uint i4 = t * (pc.K / 4u) + k4;
   if (Y16)  // (v is exactly representable in fp16)
     y_v2[i4] = uvec2(packHalf2x16(v.xy), packHalf2x16(v.zw));
   else
     y_v4[i4] = floatBitsToUint(v);
+#else
+  const vec4 v = row_value4(t, k4);
 #endif
   return v;
 }
@@ -77,6 +85,9 @@ void main() {
     lo = min(lo, a);
     hi = max(hi, a);
   }
+#ifdef VKLLM_SWIGLU
+  memoryBarrierBuffer();  // y's stores visible to the workgroup after quant_params's barrier
+#endif
   quantize_row(t, pc.K, min(min(lo.x, lo.y), min(lo.z, lo.w)),
                max(max(hi.x, hi.y), max(hi.z, hi.w)));
 }
