@@ -133,8 +133,11 @@ TEST(VulkanOps, RmsNorm) {
   check_rms_norm(200, 200, 7, DType::F32, DType::F32);
   check_rms_norm(1000, 1000, 3, DType::F32, DType::F32);
 }
+// Per-head norms of forwards of several tokens take a subgroup a group (rms_norm.comp ROWS_SG),
+// one-token forwards a workgroup: both against the CPU, Qwen3's shape (16 heads of 128) too.
 TEST(VulkanOps, RmsNormPerHead) {
-  check_rms_norm(200, 40, 7, DType::F32, DType::F32);
+  for (int T : {1, 7}) check_rms_norm(200, 40, T, DType::F32, DType::F32);
+  check_rms_norm(2048, 128, 20, DType::F16, DType::F16);
 }
 TEST(VulkanOps, RmsNormOddGroups) {
   check_rms_norm(202, 101, 3, DType::F32, DType::F32);

@@ -232,10 +232,27 @@ std::unique_ptr<PreparedOp> prep_rms_norm(Ctx c) {
       c.kernel(fmt::format("rms_norm{}{}", add ? "_add" : "", quant ? "_quant" : ""),
                static_cast<uint32_t>(r.size()), 4, flags);
   VkDescriptorSet set = c.env.kernels.make_set(kern, r);
+  // Forwards of several tokens normalize groups of at most 256 values (per-head norms: no add, no
+  // quantizing) a subgroup a row (rms_norm.comp ROWS_SG) instead of a 256-thread workgroup a row.
+  // One-token forwards keep the workgroup a row: the fused decode kernels sum in its order.
+  const uint32_t sg = c.env.ctx.info().subgroup_size;
+  const Kernel* kern_sg = nullptr;
+  VkDescriptorSet set_sg = VK_NULL_HANDLE;
+  if (!quant && !add && G < N && G <= 256 && sg > 0 && sg <= 256) {
+    std::vector<uint32_t> f = flags;
+    f.resize(4, 0);
+    f.push_back(1);
+    kern_sg = &c.kernel("rms_norm", static_cast<uint32_t>(r.size()), 4, f);
+    set_sg = c.env.kernels.make_set(*kern_sg, r);
+  }
   auto prepared = std::make_unique<PreparedOp>(
       [=, &kern](VkCommandBuffer cb, int T) {
         const uint32_t Tr = c.rows(x, T), rows = Tr * u32(N / G);
-        dispatch_flat(cb, kern, set, {u32(G), rows, fbits(eps), gemm_order(for_gemm, Tr)}, rows);
+        const std::vector<uint32_t> push = {u32(G), rows, fbits(eps), gemm_order(for_gemm, Tr)};
+        if (kern_sg && Tr > 1)
+          dispatch_flat(cb, *kern_sg, set_sg, push, ceil_div(rows, 256 / sg));
+        else
+          dispatch_flat(cb, kern, set, push, rows);
       },
       nullptr);
   Phase ph{{c.buf(xin), c.buf(x)}, {c.buf(y)}};

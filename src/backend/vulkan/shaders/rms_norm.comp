@@ -64,7 +64,16 @@ float norm_round(float v) {
 float row_value(uint r, uint j) { return normed(r * pc.G, j); }
 #endif
 
+// ROWS_SG: a subgroup a row (rms_norm.glsl's norm_row_sg; the host picks it for prefill's
+// per-head norms), not a workgroup.
+layout(constant_id = 5) const bool ROWS_SG = false;
 void main() {
+  if (ROWS_SG) {  // rows strided over every subgroup of the dispatch (whatever the subgroup size)
+    const uint all = gl_NumWorkGroups.x * gl_NumWorkGroups.y * gl_NumSubgroups;
+    for (uint r = flat_group() * gl_NumSubgroups + gl_SubgroupID; r < pc.rows; r += all)
+      norm_row_sg(r, pc.G, pc.eps);  // (uniform per subgroup)
+    return;
+  }
   const uint r = flat_group();
   if (r >= pc.rows) return;  // uniform per workgroup
   norm_row(r, pc.G, pc.eps);

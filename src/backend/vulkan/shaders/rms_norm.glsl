@@ -83,3 +83,20 @@ void norm_row(uint r, uint G, float eps) {
 #endif
   for (j = tid; j < G; j += WG) norm_out(base + j, normed(base, j));
 }
+
+// Row r of G values normalized by one subgroup alone (the includer's ROWS_SG mode: a workgroup
+// normalizes as many rows as it has subgroups): each lane sums its strided elements' squares in
+// order, then the subgroup adds the lanes'. For rows of few values (per-head norms of 64-128),
+// where norm_row would leave most of a 256-thread workgroup idle behind two barriers. No quantizing.
+void norm_row_sg(uint r, uint G, float eps) {
+  const uint lane = gl_SubgroupInvocationID, n = gl_SubgroupSize, base = r * G;
+  float ss = 0.0;
+  for (uint j = lane; j < G; j += n) {
+    const float v = norm_in(base + j);
+    norm_keep(base + j, v);
+    ss += v * v;
+  }
+  norm_inv = 1.0 / sqrt(subgroupAdd(ss) / float(G) + eps);
+  for (uint j = lane; j < G; j += n) norm_out(base + j, normed(base, j));
+}
+
