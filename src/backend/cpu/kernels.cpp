@@ -123,9 +123,13 @@ void linear_8da4w(const float* x, int T, int64_t K, const uint8_t* Wq, const flo
         // result. Valid artifacts never leave the int32 range, so results are unchanged.
         int64_t dot = 0;
         for (int64_t k = g * group; k < (g + 1) * group; ++k) dot += qx[k] * q4_get(Wq, K, n, k);
-        acc += scales[n * ng + g] * sx * static_cast<float>(dot - int64_t{zp} * wsum[n * ng + g]);
+        // The token's scale once at the end (the tiled GEMMs' order; no fused multiply-add,
+        // which Vulkan does not require to be fused).
+        const float term =
+            scales[n * ng + g] * static_cast<float>(dot - int64_t{zp} * wsum[n * ng + g]);
+        acc += term;
       }
-      y[t * N + n] = acc;
+      y[t * N + n] = acc * sx;
     }
   }
 }

@@ -1,6 +1,8 @@
 #version 450
-// Second pass of linear_8da4w, exactly the CPU reference's formula per group g:
+// Second pass of linear_8da4w, the CPU reference's formula per group g:
 //   y[t, n] = sum_g (s[n, g] * sx) * float(dot_g - zp * wsum[n, g]),
+// (the CPU, like the tiled GEMMs, applies sx once at the end and adds in group order: the float
+// roundings differ, within the linear tolerance; the integers are the same)
 // with the integer dot product dot_g = sum_{k in g} qx[t, k] q[n, k] and its zero-point term
 // combined in integers before any rounding (splitting them into two float sums loses the
 // result to cancellation when |zp| is large). Four int8 x int4 products at a time: OpSDotAccSat
@@ -79,7 +81,7 @@ layout(push_constant) uniform PC {
 } pc;
 #include "matvec.glsl"
 
-// The CPU's per-group term: (s * sx) * float(dot - zp * wsum), integers before any rounding.
+// The per-group term: (s * sx) * float(dot - zp * wsum), integers before any rounding.
 void add_group(uint n, uint g, uint ng, int d[TT], float sx[TT], int zp[TT], inout float acc[TT]) {
   const float sc = S_AT(n * ng + g);
   const int ws = WSUM_AT(n * ng + g);

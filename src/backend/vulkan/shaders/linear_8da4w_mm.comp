@@ -8,9 +8,10 @@
 // latency hides behind it.
 // Integer dots per group g of G weights, then exactly the CPU reference's per-group term in the
 // CPU's order:
-//   y[t, n] = sum_g (s[n, g] * sx[t]) * float(dot_g[t, n] - zp[t] * wsum[n, g])
-// with g ascending and no fused multiply-add (precise), so the result is bit-identical with
-// cpu::linear_8da4w (integers are exact and every float operation is the CPU's).
+//   y[t, n] = sx[t] * sum_g s[n, g] * float(dot_g[t, n] - zp[t] * wsum[n, g])
+// with g ascending, no fused multiply-add (precise) and sx applied once at the end, so the result
+// is bit-identical with cpu::linear_8da4w (integers are exact and every float operation is the
+// CPU's).
 // Each thread owns 4 tokens x 8 rows in registers and forms their dots four int8 at a time (dot4,
 // idot.glsl: OpSDotAccSat with VKLLM_IDOT, portable otherwise). Devices with NVIDIA cooperative
 // matrices run linear_8da4w_mm_coopmat.comp instead (same tile, bindings and result).
@@ -132,12 +133,11 @@ void main() {
           d[i][j] = dot4(a[i], b[j], d[i][j]);
       }
     }
-    // The CPU's term of group g, in its order: (scale * sx) * float(dot - zp * wsum).
+    // The CPU's term of group g, in its order: scale * float(dot - zp * wsum).
     [[unroll]] for (uint j = 0; j < 8u; ++j) {
       const float sc = s_scale[ty + 8u * j];
       [[unroll]] for (uint i = 0; i < 4u; ++i) {
-        precise float f = sc * sx[i];
-        precise float term = f * exact_float(d[i][j]);
+        precise float term = sc * exact_float(d[i][j]);
         acc[i][j] = acc[i][j] + term;
       }
     }
@@ -147,7 +147,8 @@ void main() {
     if (t >= pc.T) continue;
     [[unroll]] for (uint j = 0; j < 8u; ++j) {
       const uint n = r0 + ty + 8u * j;
-      if (n < pc.Nc) STOREF(y, Y16, t * pc.N + pc.n0 + n, acc[i][j]);
+      precise float v = acc[i][j] * sx[i];
+      if (n < pc.Nc) STOREF(y, Y16, t * pc.N + pc.n0 + n, v);
     }
   }
 }

@@ -3,8 +3,9 @@
 // int8 x int8 -> int32, 16 x 8 x 32 on 32-lane subgroups): linear_8da4w_mm.comp's tile (BT tokens
 // x BN rows: 64, or here also 128; BT BN / 32 threads, each subgroup a 32 x 32 part), bindings and
 // result, bit-identical with cpu::linear_8da4w:
-//   y[t, n] = sum_g (s[n, g] * sx[t]) * float(dot_g[t, n] - zp[t] * wsum[n, g])
-// with g ascending and no fused multiply-add (precise). What it does for the tensor units' rate:
+//   y[t, n] = sx[t] * sum_g s[n, g] * float(dot_g[t, n] - zp[t] * wsum[n, g])
+// with g ascending, no fused multiply-add (precise) and sx applied once at the end. What it does
+// for the tensor units' rate:
 // - K in chunks of KC bytes through two shared buffers: chunk c + 1's global loads are issued
 //   before chunk c's multiply-adds and stored to the other buffer after them, so one barrier a
 //   chunk separates every store from every read;
@@ -23,10 +24,9 @@
 //   subtracted;
 // - with W16 (where G <= 128, so that |16 x| < 2^22 still), each nibble widened to 16 q (the nibble
 //   in the byte's high half) in one mask, or a shift and a mask: the integer sums are 16 times the
-//   group's, the weight sums are scaled by 16 to match, and each token's scale by 1 / 16, so every
-//   product (s * sx / 16) * float(16 x) is the CPU's (s * sx) * float(x) exactly (powers of two
-//   scale a float exactly away from the subnormal range: s * sx / 16 >= 2^-126, as with any real
-//   scales).
+//   group's, the weight sums are scaled by 16 to match, so the sum over groups is exactly 16 times
+//   the CPU's, and each token's scale by 1 / 16 (powers of two scale a float exactly, away from the
+//   subnormal range).
 // Needs G % KC == 0 and KC in {32, 64, 128}; BT 128 needs KC >= 64. Rows and tokens past the
 // tile's edge are read clamped and never stored.
 #extension GL_KHR_shader_subgroup_basic : require
@@ -138,7 +138,7 @@ void main() {
     sx[i][e] = uintBitsToFloat(qp[2u * t]) * (W16 ? 0.0625 : 1.0);  // (exact)
     zp[i][e] = int(qp[2u * t + 1u]);
   }
-  precise float acc[2][JN][CE];
+  precise float acc[2][JN][CE];  // sum_g s * float(x), 16 times that with W16
   [[unroll]] for (uint i = 0; i < 2u; ++i)[[unroll]] for (uint j = 0; j < JN; ++j)
     [[unroll]] for (uint e = 0; e < CE; ++e) acc[i][j][e] = 0.0;
   icoopmatNV<32, gl_ScopeSubgroup, 16, 8> cd[2][JN];
@@ -166,12 +166,11 @@ void main() {
         cd[i][j] = coopMatMulAddNV(a[i], w[j], cd[i][j]);
     }
     if ((c + 1u) % per_group == 0u) {
-      // The CPU's term of this group, in its order: (scale * sx) * float(dot - zp * wsum).
+      // The CPU's term of this group, in its order: scale * float(dot - zp * wsum).
       [[unroll]] for (uint j = 0; j < JN; ++j)[[unroll]] for (uint e = 0; e < CE; ++e) {
         const float sc = uintBitsToFloat(s_sw[b][mr + 8u * j + col[e]].x);
         [[unroll]] for (uint i = 0; i < 2u; ++i) {
-          precise float f = sc * sx[i][e];
-          precise float term = f * exact_float(cd[i][j][e]);
+          precise float term = sc * exact_float(cd[i][j][e]);
           acc[i][j][e] = acc[i][j][e] + term;
         }
       }
@@ -184,7 +183,8 @@ void main() {
     if (t >= pc.T) continue;
     [[unroll]] for (uint j = 0; j < JN; ++j) {
       const uint n = r0 + mr + 8u * j + col[e];
-      if (n < pc.Nc) STOREF(y, Y16, t * pc.N + pc.n0 + n, acc[i][j][e]);
+      precise float v = acc[i][j][e] * sx[i][e];
+      if (n < pc.Nc) STOREF(y, Y16, t * pc.N + pc.n0 + n, v);
     }
   }
 }
