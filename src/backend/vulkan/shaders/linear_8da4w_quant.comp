@@ -46,8 +46,8 @@ vec4 swiglu4(uint t, uint k4) {
   }
   return y;
 }
-// The quantizer's values: y as the first pass stored it, read back (after the first pass's
-// memoryBarrierBuffer and quant_params's barrier), never computed a second time: two sites of one
+// The quantizer's values: y as the first pass stored it, read back (after main's
+// memoryBarrierBuffer and barrier), never computed a second time: two sites of one
 // expression may round differently (the H200 did, docs/perf.md session 17), and the codes must be
 // those of the values stored.
 vec4 row_value4(uint t, uint k4) { return LOAD4(y, Y16, t * (pc.K / 4u) + k4); }
@@ -75,6 +75,19 @@ void main() {
   if (t >= pc.T) return;
   vec4 lo = vec4(0.0), hi = vec4(0.0);
   uint k4 = tid;
+#ifdef VKLLM_SWIGLU
+  // y computed and stored first; its minimum and maximum then from the values as stored, read
+  // back, like its codes (row_value4), not from registers (with the minimum and maximum taken in
+  // registers, the H200's fp16 codes disagreed with the stored values': docs/perf.md session 17).
+  for (; k4 < pc.K / 4u; k4 += WG) first_pass4(t, k4);
+  memoryBarrierBuffer();
+  barrier();
+  for (k4 = tid; k4 < pc.K / 4u; k4 += WG) {
+    const vec4 a = row_value4(t, k4);
+    lo = min(lo, a);
+    hi = max(hi, a);
+  }
+#else
   for (; k4 + WG < pc.K / 4u; k4 += 2u * WG) {  // two independent loads in flight
     const vec4 a = first_pass4(t, k4), b = first_pass4(t, k4 + WG);
     lo = min(lo, min(a, b));
@@ -85,8 +98,6 @@ void main() {
     lo = min(lo, a);
     hi = max(hi, a);
   }
-#ifdef VKLLM_SWIGLU
-  memoryBarrierBuffer();  // y's stores visible to the workgroup after quant_params's barrier
 #endif
   quantize_row(t, pc.K, min(min(lo.x, lo.y), min(lo.z, lo.w)),
                max(max(hi.x, hi.y), max(hi.z, hi.w)));
