@@ -108,8 +108,9 @@ bool scratch_for_gemm(const Ctx& c, int32_t x) {
     if (o.family != "linear_8da4w" || o.inputs.size() < 2 || o.inputs[0] != x) continue;
     const auto g = o.attrs.find("group");
     const std::vector<int64_t>& w = c.decl(o.inputs[1]).shape;
-    if (g == o.attrs.end() || !g->is_number_integer() || w.empty() ||
-        !gemm_shape(g->get<int64_t>(), w[0]))
+    // (K % G == 0 with G % 32 == 0: the row is whole eight-code spans, as gemm_order needs)
+    if (g == o.attrs.end() || !g->is_number_integer() || w.size() != 2 ||
+        !gemm_shape(g->get<int64_t>(), w[0]) || w[1] % g->get<int64_t>() != 0)
       return false;
     any = true;
   }
@@ -222,7 +223,7 @@ std::unique_ptr<PreparedOp> prep_rms_norm(Ctx c) {
     r.insert(r.end(), {c.whole(add->inputs[1]), c.whole(x)});
     flags.insert(flags.end(), {c.f16(add->inputs[1]), c.f16(x)});
   }
-  const bool for_gemm = quant && N % 8 == 0 && scratch_for_gemm(c, y);
+  const bool for_gemm = quant && scratch_for_gemm(c, y);
   if (quant) {
     auto [q, qp] = act_scratch(c, N);
     r.insert(r.end(), {q, qp});
@@ -573,7 +574,7 @@ std::unique_ptr<PreparedOp> prep_elementwise(Ctx c) {
     // them (linear_8da4w_quant.comp VKLLM_SWIGLU, a workgroup a token).
     auto [q, qp] = act_scratch(c, N);
     const Kernel& k = c.kernel("swiglu_quant", 5, 3, {c.f16(I[0]), c.f16(I[1]), c.f16(y)});
-    const bool for_gemm = N % 8 == 0 && scratch_for_gemm(c, y);
+    const bool for_gemm = scratch_for_gemm(c, y);
     VkDescriptorSet set = c.env.kernels.make_set(
         k, std::vector<BufRange>{c.whole(I[0]), c.whole(I[1]), c.whole(y), q, qp});
     c.env.quant_src = y;

@@ -43,12 +43,21 @@ uint flat_group() { return gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupI
 // Byte i of a buffer viewed as uint words (little-endian).
 #define BYTE_AT(BUF, I) ((BUF[(I) >> 2] >> (((I) & 3u) * 8u)) & 255u)
 
-// Four consecutive int4 nibbles (stored as q + 8) starting at an even byte offset, as four signed
-// int8 packed into one int (element 0 in the low byte).
 // Four nibbles as stored (q + 8, one a byte in the low four bits) as four int8: per byte
 // (n | 0x80) - 8 = 120 + n in [120, 135], then the top bit flipped: n - 8.
 uint widen_nibbles(uint n) { return ((n | 0x80808080u) - 0x08080808u) ^ 0x80808080u; }
+// Four consecutive int4 nibbles (stored as q + 8) starting at an even byte offset, as four signed
+// int8 packed into one int (element 0 in the low byte).
 int nibbles4_to_i8x4(uint h16) {
   uint b = (h16 & 0xFu) | ((h16 & 0xF0u) << 4) | ((h16 & 0xF00u) << 8) | ((h16 & 0xF000u) << 12);
   return int(widen_nibbles(b));
+}
+
+// The tiled GEMMs' exact float(x) of a group's x = dot - zp * wsum (linear_8da4w_mm*.comp): its
+// integer sums start at kMagic - zp * wsum and end at kMagic + x, the bits of the float
+// 1.5 * 2^23 + x exactly while |x| < 2^22, so float(x) is one subtraction.
+const int kMagic = 0x4B400000;  // 1.5 * 2^23
+float exact_float(int magic_plus_x) {
+  precise float f = uintBitsToFloat(uint(magic_plus_x)) - 12582912.0;
+  return f;
 }

@@ -88,14 +88,7 @@ void stage(bool first, uint tid) {
   }
 }
 
-// A group's integer sums start at kMagic - zp * wsum and end at kMagic + x with x = dot - zp *
-// wsum (|x| < 2^18): the bits of the float 1.5 * 2^23 + x, exactly, so float(x) is one
-// subtraction (as in linear_8da4w_mm_coopmat.comp).
-const int kMagic = 0x4B400000;  // 1.5 * 2^23
-float exact_float(int magic_plus_x) {
-  precise float f = uintBitsToFloat(uint(magic_plus_x)) - 12582912.0;
-  return f;
-}
+// (A group's x = dot - zp * wsum has |x| < 2^18: exact_float's range, common.glsl.)
 
 void main() {
   const uint tid = gl_LocalInvocationID.x + gl_LocalInvocationID.y * BT;  // (BT x 2 threads)

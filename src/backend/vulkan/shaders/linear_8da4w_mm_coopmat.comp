@@ -103,14 +103,8 @@ void stage(uint b, uint tid) {
   if (tid < BN) s_sw[b][tid] = p_sw;
 }
 
-// A group's integer sums start at kMagic - zp * wsum and end at kMagic + x with x = dot - zp *
-// wsum (|x| < 2^18; 16 times that with W16, below 2^22 where G <= 128): the bits of the float
-// 1.5 * 2^23 + x, exactly, so float(x) is one subtraction.
-const int kMagic = 0x4B400000;  // 1.5 * 2^23
-float exact_float(int magic_plus_x) {
-  precise float f = uintBitsToFloat(uint(magic_plus_x)) - 12582912.0;
-  return f;
-}
+// (A group's x = dot - zp * wsum has |x| < 2^18, 16 times that with W16, below 2^22 where
+// G <= 128: exact_float's range, common.glsl.)
 
 void main() {
   const uint tid = gl_LocalInvocationID.x;

@@ -33,18 +33,17 @@ layout(constant_id = 3) const bool Y16 = false;  // the swiglu op's output as st
 DECL_VIEW4(1, u)
 layout(std430, binding = 2) coherent buffer Y_V4 { uvec4 y_v4[]; };
 layout(std430, binding = 2) coherent buffer Y_V2 { uvec2 y_v2[]; };
-// Elements 4 k4 .. 4 k4 + 3 of row t as swiglu.comp computes them, rounded as y stores them.
-vec4 swiglu4(uint t, uint k4) {
+// Stores elements 4 k4 .. 4 k4 + 3 of row t of y as swiglu.comp computes them (the store rounds
+// to fp16 where Y16, to nearest even as STOREF's conversion).
+void store_swiglu4(uint t, uint k4) {
   const uint i4 = t * (pc.K / 4u) + k4;
   const vec4 g = LOAD4(x, X16, i4), up = LOAD4(u, U16, i4);
-  vec4 y;
-  [[unroll]] for (uint e = 0; e < 4u; ++e) {
-    y[e] = g[e] / (1.0 + exp(-g[e])) * up[e];
-    // (rounded to fp16 by the pack, to nearest even as STOREF's conversion: a conversion alone,
-    // with no store, would need the device's fp16 arithmetic)
-    if (Y16) y[e] = unpackHalf2x16(packHalf2x16(vec2(y[e], 0.0))).x;
-  }
-  return y;
+  vec4 v;
+  [[unroll]] for (uint e = 0; e < 4u; ++e) v[e] = g[e] / (1.0 + exp(-g[e])) * up[e];
+  if (Y16)
+    y_v2[i4] = uvec2(packHalf2x16(v.xy), packHalf2x16(v.zw));
+  else
+    y_v4[i4] = floatBitsToUint(v);
 }
 // The quantizer's values: y as the first pass stored it, read back (after main's
 // memoryBarrierBuffer and barrier), never computed a second time: two sites of one
@@ -55,50 +54,29 @@ vec4 row_value4(uint t, uint k4) { return LOAD4(y, Y16, t * (pc.K / 4u) + k4); }
 vec4 row_value4(uint t, uint k4) { return LOAD4(x, X16, t * (pc.K / 4u) + k4); }
 #endif
 
-// The first pass's values of x (VKLLM_SWIGLU: stored as the op's output).
-vec4 first_pass4(uint t, uint k4) {
-#ifdef VKLLM_SWIGLU
-  const vec4 v = swiglu4(t, k4);
-  const uint i4 = t * (pc.K / 4u) + k4;
-  if (Y16)  // (v is exactly representable in fp16)
-    y_v2[i4] = uvec2(packHalf2x16(v.xy), packHalf2x16(v.zw));
-  else
-    y_v4[i4] = floatBitsToUint(v);
-#else
-  const vec4 v = row_value4(t, k4);
-#endif
-  return v;
-}
-
 void main() {
   const uint t = flat_group(), tid = gl_LocalInvocationID.x;
   if (t >= pc.T) return;
-  vec4 lo = vec4(0.0), hi = vec4(0.0);
-  uint k4 = tid;
 #ifdef VKLLM_SWIGLU
-  // y computed and stored first; its minimum and maximum then from the values as stored, read
-  // back, like its codes (row_value4), not from registers (with the minimum and maximum taken in
+  // y computed and stored first; its minimum, maximum and codes then all from the values as
+  // stored, read back (row_value4), not from registers (with the minimum and maximum taken in
   // registers, the H200's fp16 codes disagreed with the stored values': docs/perf.md session 17).
-  for (; k4 < pc.K / 4u; k4 += WG) first_pass4(t, k4);
+  for (uint k4 = tid; k4 < pc.K / 4u; k4 += WG) store_swiglu4(t, k4);
   memoryBarrierBuffer();
   barrier();
-  for (k4 = tid; k4 < pc.K / 4u; k4 += WG) {
-    const vec4 a = row_value4(t, k4);
-    lo = min(lo, a);
-    hi = max(hi, a);
-  }
-#else
+#endif
+  vec4 lo = vec4(0.0), hi = vec4(0.0);
+  uint k4 = tid;
   for (; k4 + WG < pc.K / 4u; k4 += 2u * WG) {  // two independent loads in flight
-    const vec4 a = first_pass4(t, k4), b = first_pass4(t, k4 + WG);
+    const vec4 a = row_value4(t, k4), b = row_value4(t, k4 + WG);
     lo = min(lo, min(a, b));
     hi = max(hi, max(a, b));
   }
   if (k4 < pc.K / 4u) {
-    const vec4 a = first_pass4(t, k4);
+    const vec4 a = row_value4(t, k4);
     lo = min(lo, a);
     hi = max(hi, a);
   }
-#endif
   quantize_row(t, pc.K, min(min(lo.x, lo.y), min(lo.z, lo.w)),
                max(max(hi.x, hi.y), max(hi.z, hi.w)));
 }
