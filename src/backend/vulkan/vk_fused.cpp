@@ -631,6 +631,13 @@ uint32_t chain_measure() {
   return m && std::string(m) == "noload" ? 1 : 0;
 }
 
+// Where a stage's first units are fetched: 1 before the grid sync before it (the default), 0 after
+// it, behind the prologue's loads of the row. VKLLM_CHAIN_PREFETCH=late picks 0 (measurement).
+uint32_t chain_prefetch() {
+  const char* m = std::getenv("VKLLM_CHAIN_PREFETCH");
+  return m && std::string(m) == "late" ? 0 : 1;
+}
+
 // One persistent dispatch for the chain's stages: the stage table with the buffers' device
 // addresses.
 std::unique_ptr<PreparedOp> prepare_chain(OpEnv& env, const std::vector<Match>& stages) {
@@ -726,7 +733,7 @@ std::unique_ptr<PreparedOp> prepare_chain(OpEnv& env, const std::vector<Match>& 
   const std::string name = std::string("linear_8da4w_chain") + (ctx.use_int_dot() ? "_idot" : "") +
                            (clock ? "_clock" : "") + (any16 ? "_f16" : "");
   const Kernel& k = env.kernels.get(name, clock ? 3 : 2, 4,
-                                    {chain_depth(), grid_spin_limit(ctx.info()), chain_measure()});
+                                    {chain_depth(), grid_spin_limit(ctx.info()), chain_measure(), chain_prefetch()});
   std::vector<BufRange> r = {{env.chain_sync.buf, 0, env.chain_sync.size}, {tab.buf, 0, tab.size}};
   if (clock) r.push_back({env.chain_clock.buf.buf, 0, env.chain_clock.buf.size});
   VkDescriptorSet set = env.kernels.make_set(k, r);

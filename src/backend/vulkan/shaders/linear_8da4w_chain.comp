@@ -43,6 +43,10 @@ layout(constant_id = 1) const uint DEPTH = 4;
 // VKLLM_CHAIN_MEASURE=noload (1; a measurement switch, the output is wrong): the row loop sums
 // made-up weights instead of loading them, so the clock shows the loop's work without its loads.
 layout(constant_id = 3) const uint MEASURE = 0;
+// Where a stage's first units are fetched (the host's, vk_fused.cpp chain_prefetch): 1 before the
+// grid sync that precedes the stage, 0 after the sync, behind the prologue's own loads of the row
+// (which then need not queue behind the weights' DRAM reads).
+layout(constant_id = 4) const uint EARLY = 1;
 layout(std430, binding = 1) readonly buffer Table { uint tab[]; };
 layout(push_constant) uniform PC { uint stages; } pc;
 
@@ -160,111 +164,6 @@ float chunk_at(Chunk k, bool h, uint e) {
   if (h) return unpackHalf2x16(k.a[e >> 1u])[e & 1u];
 #endif
   return uintBitsToFloat(e < 4u ? k.a[e] : k.b[e - 4u]);
-}
-
-// The prologue: the stage's int8 row into qxs and xsum, its scale and zero point. A norm stage
-// sums the squares in rms_norm.glsl's order (four values at a time, then the rest, over the
-// row's elements tid + PWG i) from the row in shared memory, so its normalized row, and then
-// every code, is rms_norm_quant's; the minimum, the maximum and the block sums are exact in any
-// order.
-void prologue(uint st, out float sx, out int zp) {
-  const uint tid = gl_LocalInvocationID.x, K = T(st, 0u), fl = T(st, 5u), nch = K / 8u;
-  const bool norm = T(st, 2u) == 1u, x16 = (fl & 1u) != 0u, h16 = (fl & 2u) != 0u;
-  const uint NSP = PWG / gl_SubgroupSize;
-  const uvec2 xa = A(st, 8u), na = A(st, 10u);
-  // Every load first: the row's chunks and, for a norm, the weight's (fp32).
-  Chunk ck[NCH], w[NCHN];
-  [[unroll]] for (uint i = 0; i < NCH; ++i) {
-    ck[i].a = uvec4(0u);
-    ck[i].b = uvec4(0u);
-    if (tid + PWG * i < nch) ck[i] = load_chunk(xa, x16, tid + PWG * i);
-  }
-  [[unroll]] for (uint i = 0; i < NCHN; ++i) {
-    w[i].a = uvec4(0u);
-    w[i].b = uvec4(0u);
-    if (norm && tid + PWG * i < nch) {
-      w[i].a = QRef(na).v[2u * (tid + PWG * i)];
-      w[i].b = QRef(na).v[2u * (tid + PWG * i) + 1u];
-    }
-  }
-  float lo = 0.0, hi = 0.0;
-  [[unroll]] for (uint i = 0; i < NCH; ++i) {
-    const uint c = tid + PWG * i;
-    if (c < nch)
-      [[unroll]] for (uint e = 0; e < 8u; ++e) {
-        const float v = chunk_at(ck[i], x16, e);
-        if (norm && i < NCHN) xs[8u * c + e] = v;
-        lo = min(lo, v);
-        hi = max(hi, v);
-      }
-  }
-  if (norm) {  // (the host keeps a normalized row within MAXNORMK)
-    barrier();
-    vec4 ss = vec4(0.0);
-    uint j = tid;
-    for (; j + 3u * PWG < K; j += 4u * PWG) {
-      const vec4 v = vec4(xs[j], xs[j + PWG], xs[j + 2u * PWG], xs[j + 3u * PWG]);
-      ss += v * v;
-    }
-    for (; j < K; j += PWG) {
-      const float v = xs[j];
-      ss.x += v * v;
-    }
-    const float part = subgroupAdd((ss.x + ss.y) + (ss.z + ss.w));
-    if (subgroupElect()) red[gl_SubgroupID] = part;
-    barrier();
-    float total = 0.0;
-    for (uint i = 0; i < NSP; ++i) total += red[i];
-    const float inv = 1.0 / sqrt(total / float(K) + uintBitsToFloat(T(st, 6u)));
-    lo = 0.0;
-    hi = 0.0;
-    [[unroll]] for (uint i = 0; i < NCHN; ++i) {
-      const uint c = tid + PWG * i;
-      if (c < nch)
-        [[unroll]] for (uint e = 0; e < 8u; ++e) {
-          const float v = round_to(h16, chunk_at(w[i], false, e) * (xs[8u * c + e] * inv));
-          xs[8u * c + e] = v;  // (this thread's own values: no other thread reads them before
-          lo = min(lo, v);     // the barrier below)
-          hi = max(hi, v);
-        }
-    }
-  }
-  lo = subgroupMin(lo);
-  hi = subgroupMax(hi);
-  if (subgroupElect()) {
-    red_lo[gl_SubgroupID] = lo;
-    red_hi[gl_SubgroupID] = hi;
-  }
-  barrier();
-  for (uint i = 0; i < NSP; ++i) {
-    lo = min(lo, red_lo[i]);
-    hi = max(hi, red_hi[i]);
-  }
-  CLK(2u);
-  float rcp;
-  quant_scale_zp_rcp(lo, hi, sx, zp, rcp);  // quant.glsl's formula
-  CLK(3u);
-  // Word pair c from this thread's chunk c (a norm stage's from the normalized row), and each
-  // block's code sum from its four pairs' (four neighbouring lanes: PWG and the subgroup are
-  // multiples of four).
-  [[unroll]] for (uint i = 0; i < NCH; ++i) {
-    const uint c = tid + PWG * i;
-    uint ev = 0u, od = 0u;
-    if (c < nch) {
-      float v[8];
-      [[unroll]] for (uint t = 0; t < 8u; ++t)
-        v[t] = norm ? xs[(8u * c + t) % MAXNORMK] : chunk_at(ck[i], x16, t);
-      quant_pair(v, sx, rcp, zp, ev, od);
-    }
-    int sum = dot4(int(ev), 0x01010101, dot4(int(od), 0x01010101, 0));
-    sum += subgroupShuffleXor(sum, 1u);
-    sum += subgroupShuffleXor(sum, 2u);
-    if (c < nch) {
-      store_pair(c, ev, od);
-      if ((c & 3u) == 0u) xsum[c >> 2] = sum;
-    }
-  }
-  barrier();
 }
 
 const uint NONE = 0xFFFFFFFFu;
@@ -395,12 +294,127 @@ void consume(Stage g, Cur u, float sx, int zp, uvec4 q, float s, int ws,
   }
 }
 
+// The units in flight: a batch's loads (fetch_batch), then its sums.
+uvec4 q[DEPTH];
+float s[DEPTH];
+int ws[DEPTH];
+void fetch_batch(Stage g, uint r0, uint step, inout Cur f) {
+  [[unroll]] for (uint i = 0; i < DEPTH; ++i) {
+    fetch(g, f, q[i], s[i], ws[i]);
+    advance(g, r0, step, f);
+  }
+}
+
+// The prologue: the stage's int8 row into qxs and xsum, its scale and zero point (and, with EARLY
+// 0, the stage's first units fetched once the row's loads are issued). A norm stage
+// sums the squares in rms_norm.glsl's order (four values at a time, then the rest, over the
+// row's elements tid + PWG i) from the row in shared memory, so its normalized row, and then
+// every code, is rms_norm_quant's; the minimum, the maximum and the block sums are exact in any
+// order.
+void prologue(uint st, out float sx, out int zp, Stage g, uint r0, uint step, inout Cur f) {
+  const uint tid = gl_LocalInvocationID.x, K = T(st, 0u), fl = T(st, 5u), nch = K / 8u;
+  const bool norm = T(st, 2u) == 1u, x16 = (fl & 1u) != 0u, h16 = (fl & 2u) != 0u;
+  const uint NSP = PWG / gl_SubgroupSize;
+  const uvec2 xa = A(st, 8u), na = A(st, 10u);
+  // Every load first: the row's chunks and, for a norm, the weight's (fp32).
+  Chunk ck[NCH], w[NCHN];
+  [[unroll]] for (uint i = 0; i < NCH; ++i) {
+    ck[i].a = uvec4(0u);
+    ck[i].b = uvec4(0u);
+    if (tid + PWG * i < nch) ck[i] = load_chunk(xa, x16, tid + PWG * i);
+  }
+  [[unroll]] for (uint i = 0; i < NCHN; ++i) {
+    w[i].a = uvec4(0u);
+    w[i].b = uvec4(0u);
+    if (norm && tid + PWG * i < nch) {
+      w[i].a = QRef(na).v[2u * (tid + PWG * i)];
+      w[i].b = QRef(na).v[2u * (tid + PWG * i) + 1u];
+    }
+  }
+  if (EARLY == 0u) fetch_batch(g, r0, step, f);
+  float lo = 0.0, hi = 0.0;
+  [[unroll]] for (uint i = 0; i < NCH; ++i) {
+    const uint c = tid + PWG * i;
+    if (c < nch)
+      [[unroll]] for (uint e = 0; e < 8u; ++e) {
+        const float v = chunk_at(ck[i], x16, e);
+        if (norm && i < NCHN) xs[8u * c + e] = v;
+        lo = min(lo, v);
+        hi = max(hi, v);
+      }
+  }
+  if (norm) {  // (the host keeps a normalized row within MAXNORMK)
+    barrier();
+    vec4 ss = vec4(0.0);
+    uint j = tid;
+    for (; j + 3u * PWG < K; j += 4u * PWG) {
+      const vec4 v = vec4(xs[j], xs[j + PWG], xs[j + 2u * PWG], xs[j + 3u * PWG]);
+      ss += v * v;
+    }
+    for (; j < K; j += PWG) {
+      const float v = xs[j];
+      ss.x += v * v;
+    }
+    const float part = subgroupAdd((ss.x + ss.y) + (ss.z + ss.w));
+    if (subgroupElect()) red[gl_SubgroupID] = part;
+    barrier();
+    float total = 0.0;
+    for (uint i = 0; i < NSP; ++i) total += red[i];
+    const float inv = 1.0 / sqrt(total / float(K) + uintBitsToFloat(T(st, 6u)));
+    lo = 0.0;
+    hi = 0.0;
+    [[unroll]] for (uint i = 0; i < NCHN; ++i) {
+      const uint c = tid + PWG * i;
+      if (c < nch)
+        [[unroll]] for (uint e = 0; e < 8u; ++e) {
+          const float v = round_to(h16, chunk_at(w[i], false, e) * (xs[8u * c + e] * inv));
+          xs[8u * c + e] = v;  // (this thread's own values: no other thread reads them before
+          lo = min(lo, v);     // the barrier below)
+          hi = max(hi, v);
+        }
+    }
+  }
+  lo = subgroupMin(lo);
+  hi = subgroupMax(hi);
+  if (subgroupElect()) {
+    red_lo[gl_SubgroupID] = lo;
+    red_hi[gl_SubgroupID] = hi;
+  }
+  barrier();
+  for (uint i = 0; i < NSP; ++i) {
+    lo = min(lo, red_lo[i]);
+    hi = max(hi, red_hi[i]);
+  }
+  CLK(2u);
+  float rcp;
+  quant_scale_zp_rcp(lo, hi, sx, zp, rcp);  // quant.glsl's formula
+  CLK(3u);
+  // Word pair c from this thread's chunk c (a norm stage's from the normalized row), and each
+  // block's code sum from its four pairs' (four neighbouring lanes: PWG and the subgroup are
+  // multiples of four).
+  [[unroll]] for (uint i = 0; i < NCH; ++i) {
+    const uint c = tid + PWG * i;
+    uint ev = 0u, od = 0u;
+    if (c < nch) {
+      float v[8];
+      [[unroll]] for (uint t = 0; t < 8u; ++t)
+        v[t] = norm ? xs[(8u * c + t) % MAXNORMK] : chunk_at(ck[i], x16, t);
+      quant_pair(v, sx, rcp, zp, ev, od);
+    }
+    int sum = dot4(int(ev), 0x01010101, dot4(int(od), 0x01010101, 0));
+    sum += subgroupShuffleXor(sum, 1u);
+    sum += subgroupShuffleXor(sum, 2u);
+    if (c < nch) {
+      store_pair(c, ev, od);
+      if ((c & 3u) == 0u) xsum[c >> 2] = sum;
+    }
+  }
+  barrier();
+}
+
 void main() {
   const uint NS = gl_NumSubgroups, step = grid_groups() * NS;
   const uint r0 = flat_group() * NS + gl_SubgroupID;
-  uvec4 q[DEPTH];
-  float s[DEPTH];
-  int ws[DEPTH];
 #ifdef VKLLM_CLOCK
   clk_t = clock2x32ARB();
 #endif
@@ -411,16 +425,13 @@ void main() {
     // The stage's first units are fetched before the sync that ends the stage before it.
     const Stage g = stage(st, r0, step);
     Cur f = start(g, r0);  // the next unit to fetch
-    [[unroll]] for (uint i = 0; i < DEPTH; ++i) {
-      fetch(g, f, q[i], s[i], ws[i]);
-      advance(g, r0, step, f);
-    }
+    if (EARLY == 1u) fetch_batch(g, r0, step, f);
     CLK(0u);
     if (st > 0u) grid_sync(st - 1u);
     CLK(1u);
     float sx;
     int zp;
-    prologue(st, sx, zp);
+    prologue(st, sx, zp, g, r0, step, f);
     CLK(4u);
     float acc0 = 0.0, acc1 = 0.0;
     Cur u = start(g, r0);  // the next unit to sum
@@ -435,10 +446,7 @@ void main() {
           advance(g, r0, step, u);
         }
       }
-      [[unroll]] for (uint i = 0; i < DEPTH; ++i) {
-        fetch(g, f, q[i], s[i], ws[i]);
-        advance(g, r0, step, f);
-      }
+      fetch_batch(g, r0, step, f);
     }
     CLK(5u);
 #ifdef VKLLM_CLOCK

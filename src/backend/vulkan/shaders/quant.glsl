@@ -116,19 +116,35 @@ void quant_params(float lo, float hi, out float sc, out int zp) {
   quant_scale_zp(q_lo[0], q_hi[0], sc, zp);
 }
 
-// The code of quotient q (as the low byte of the result), and whether q = x * rcp lies so near a
-// rounding boundary that the exact quotient div_rn(x, sc) must decide instead.
+// The code of an exact quotient q (as the low byte of the result).
 uint quant_code(float q, int zp) {
   precise float v = round_even(q) + float(zp);
   return uint(int(clamp(v, -128.0, 127.0))) & 255u;
 }
-bool quant_near(float q) { return abs(q) <= 512.0 && abs(fract(q) - 0.5) < 0.000244140625; }
+
+// The code of q = x * rcp (the low byte), and near: whether q lies so near a rounding boundary
+// that the exact quotient div_rn(x, sc) must decide instead (then quant_code of it). In integers
+// from the bits of t = q' + 1536, q' = q clamped to +-511 (every code beyond +-256 saturates
+// either way, |zp| <= 128): t lies in [1025, 2047], so the adder rounds q' to a multiple of
+// 2^-13 and t's significand holds (512 + q') * 2^13. The rounding moves q' by at most 2^-14, so
+// it crosses no .5 boundary unless q lies within 2^-12 of one, which near flags (fraction within
+// two units of 2^-13 of 0.5); otherwise the code rounds the significand half up. No float-to-int
+// conversion and no floor: NVIDIA runs those at a quarter of the rate of an add (docs/perf.md,
+// session 18).
+uint quant_code_fast(float q, int zp, out bool near) {
+  precise float t = clamp(q, -511.0, 511.0) + 1536.0;
+  const int m = int(floatBitsToUint(t) & 0x7FFFFFu);
+  near = abs((m & 0x1FFF) - 4096) <= 2;
+  const int n = ((m + 4096) >> 13) + (zp - 512);
+  return uint(clamp(n, -128, 127)) & 255u;
+}
 
 // One value's int8 code (as the low byte of the result). rcp = 1 / sc.
 uint quant_value(float xv, float sc, float rcp, int zp) {
   precise float qf = xv * rcp;
-  if (quant_near(qf)) qf = div_rn(xv, sc);
-  return quant_code(qf, zp);
+  bool near;
+  const uint c = quant_code_fast(qf, zp, near);
+  return near ? quant_code(div_rn(xv, sc), zp) : c;
 }
 
 #ifdef QUANT_ROW_BINDING

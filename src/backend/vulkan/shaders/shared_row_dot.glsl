@@ -28,8 +28,9 @@ void quant_pair(float v[8], float sc, float rcp, int zp, out uint ev, out uint o
   uint near = 0u;
   [[unroll]] for (uint e = 0; e < 8u; ++e) {
     precise float q = v[e] * rcp;
-    if (quant_near(q)) near |= 1u << e;
-    pack_code(e, quant_code(q, zp), ev, od);
+    bool nr;
+    pack_code(e, quant_code_fast(q, zp, nr), ev, od);
+    if (nr) near |= 1u << e;
   }
   while (near != 0u) {  // rare: ~2^-9 of values
     const uint k = uint(findLSB(near));

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Run THERE after `tools/device/run.sh info` (which installs the loader): decode A/B of builds and
+# switches on full-shape models at a 4,096-token context. AB_MODELS (default "llama"; also qwen,
+# phi) picks the models (synthesized and exported if /tmp lacks them); AB_VARIANTS holds
+# space-separated entries BIN[:VAR=v,VAR=v] (BIN a binary in .dev, e.g. vkllm or vkllm_old); each
+# variant's tg128 (median of 3) is measured AB_ROUNDS times (default 2), the variants interleaved so
+# that the machine's drift falls on all of them alike. Prints "AB <model> <variant> <round> <tg128>".
+source "$(dirname "$0")/after_side.sh"
+declare -A preset=([llama]=llama-3.2-1b [qwen]=qwen3-0.6b [phi]=phi-4-mini)
+declare -A recipe=([llama]=quantized-8da4w-fp16 [qwen]=quantized-8da4w-fp16-embedding [phi]=quantized-8da4w-embedding)
+declare -A tok=([llama]=llama3.2 [qwen]=qwen3 [phi]=phi4mini)
+for m in ${AB_MODELS:-llama}; do
+  a=/tmp/${preset[$m]}.${recipe[$m]}.vkllm
+  [ -d /tmp/full-${preset[$m]} ] || "$BIN" synth --preset ${preset[$m]} -o /tmp/full-${preset[$m]} --tokenizer-dir /tmp/fixtures/${tok[$m]} -q >/dev/null
+  [ -f "$a" ] || "$BIN" export /tmp/full-${preset[$m]} --recipe ${recipe[$m]} --max-context 4096 -o "$a" -q 2>&1 | tail -1
+  for round in $(seq 1 ${AB_ROUNDS:-2}); do
+    for v in ${AB_VARIANTS:-vkllm}; do
+      b=${v%%:*}; e=; [[ "$v" == *:* ]] && e=${v#*:}
+      env ${e//,/ } timeout 120 "$PWD/.dev/$b" bench -m "$a" -p 16 -n 128 -r 3 --output json 2>/tmp/ab_err.txt |
+        python3 -c "import json,sys; j=json.load(sys.stdin); print('AB', sys.argv[1], sys.argv[2], sys.argv[3], round(j['tg']['median_tok_s'], 1))" "$m" "$v" "$round" 2>/dev/null ||
+        echo "AB $m $v $round failed: $(grep -v '^vkllm: vulkan' /tmp/ab_err.txt | tail -2)"
+    done
+  done
+done
