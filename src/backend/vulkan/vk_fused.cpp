@@ -732,8 +732,9 @@ std::unique_ptr<PreparedOp> prepare_chain(OpEnv& env, const std::vector<Match>& 
   }
   const std::string name = std::string("linear_8da4w_chain") + (ctx.use_int_dot() ? "_idot" : "") +
                            (clock ? "_clock" : "") + (any16 ? "_f16" : "");
-  const Kernel& k = env.kernels.get(name, clock ? 3 : 2, 4,
-                                    {chain_depth(), grid_spin_limit(ctx.info()), chain_measure(), chain_prefetch()});
+  const Kernel& k = env.kernels.get(
+      name, clock ? 3 : 2, 4,
+      {chain_depth(), grid_spin_limit(ctx.info()), chain_measure(), chain_prefetch()});
   std::vector<BufRange> r = {{env.chain_sync.buf, 0, env.chain_sync.size}, {tab.buf, 0, tab.size}};
   if (clock) r.push_back({env.chain_clock.buf.buf, 0, env.chain_clock.buf.size});
   VkDescriptorSet set = env.kernels.make_set(k, r);
