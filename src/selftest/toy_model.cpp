@@ -35,7 +35,8 @@ const char* toy_recipe(const ToyConfig& cfg) {
 }
 
 Toy build_toy(const ToyConfig& cfg, unsigned seed) {
-  constexpr int64_t V = kVocab, D = kWidth, H = kHeads, Hkv = kKvHeads, HD = kHeadDim, G = kGroup;
+  const int64_t D = cfg.width;
+  constexpr int64_t V = kVocab, H = kHeads, Hkv = kKvHeads, HD = kHeadDim, G = kGroup;
   Toy toy;
   Program& p = toy.p;
   p.max_ctx = cfg.max_ctx;

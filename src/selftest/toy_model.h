@@ -28,6 +28,7 @@ struct ToyConfig {
   int max_ctx = 48;
   int64_t ffn = 96;  // the FFN width: the down projection's K (1024: its decode rows in parts)
   const char* parts = nullptr;  // VKLLM_MATVEC_PARTS while the executors are made
+  int64_t width = 64;           // the residual width: every norm's K (kWidth by default)
 };
 
 // Weights held in memory, by tensor id.

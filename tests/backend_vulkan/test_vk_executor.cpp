@@ -165,7 +165,12 @@ INSTANTIATE_TEST_SUITE_P(
         FusionCase{"f16_qknorm", {Lin::A8W4, Emb::Q4, DType::F16, DType::F32, true, true}},
         // A down projection of K = 1024: its decode rows summed in parts (decode_split's rule).
         FusionCase{"f32_parts",
-                   {Lin::A8W4, Emb::Q4, DType::F32, DType::F32, false, false, 48, 1024, "auto"}}),
+                   {Lin::A8W4, Emb::Q4, DType::F32, DType::F32, false, false, 48, 1024, "auto"}},
+        // A residual of 1,280: the norms' sums of squares take rms_norm's four-at-a-time loop and
+        // its rest, in an order that a prologue of other than 256 threads must keep.
+        FusionCase{
+            "f32_wide",
+            {Lin::A8W4, Emb::Q4, DType::F32, DType::F32, false, false, 48, 96, nullptr, 1280}}),
     [](const auto& p) { return std::string(p.param.name); });
 
 // Greedy decode steps per submit (decode_greedy: the token stays on the device) give exactly the

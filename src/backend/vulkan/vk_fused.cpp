@@ -638,6 +638,12 @@ uint32_t chain_prefetch() {
   return m && std::string(m) == "late" ? 0 : 1;
 }
 
+// A chain workgroup's threads: 256 (two workgroups an SM), or 512 (VKLLM_CHAIN_WG=512: one an SM,
+// each stage's prologue run once an SM instead of twice).
+uint32_t chain_wg() {
+  return env_int("VKLLM_CHAIN_WG") == 512 ? 512 : 256;
+}
+
 // One persistent dispatch for the chain's stages: the stage table with the buffers' device
 // addresses.
 std::unique_ptr<PreparedOp> prepare_chain(OpEnv& env, const std::vector<Match>& stages) {
@@ -731,7 +737,8 @@ std::unique_ptr<PreparedOp> prepare_chain(OpEnv& env, const std::vector<Match>& 
     env.alloc.fill(env.chain_clock.buf, 0);
   }
   const std::string name = std::string("linear_8da4w_chain") + (ctx.use_int_dot() ? "_idot" : "") +
-                           (clock ? "_clock" : "") + (any16 ? "_f16" : "");
+                           (clock ? "_clock" : "") + (chain_wg() == 512 ? "_w512" : "") +
+                           (any16 ? "_f16" : "");
   const Kernel& k = env.kernels.get(
       name, clock ? 3 : 2, 4,
       {chain_depth(), grid_spin_limit(ctx.info()), chain_measure(), chain_prefetch()});
@@ -833,7 +840,7 @@ uint32_t chain_groups(const DeviceInfo& dev) {
   if (!dev.buffer_address || env_flag("VKLLM_NO_CHAIN") || std::getenv("VKLLM_MATVEC_PARTS"))
     return 0;
   const char* e = std::getenv("VKLLM_CHAIN_GROUPS");
-  if (!e) return dev.sm_builtins ? 2 * dev.compute_units : 0;
+  if (!e) return dev.sm_builtins ? 256 / chain_wg() * 2 * dev.compute_units : 0;
   const int g = std::atoi(e);
   return g < 0 ? dev.compute_units : static_cast<uint32_t>(std::min(g, 65535));
 }

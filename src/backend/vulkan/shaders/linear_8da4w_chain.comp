@@ -13,8 +13,8 @@
 //  epilogue epi = 0: each of 1-3 mat-vecs stores its rows;
 //               1: the residual add (y = r + W x rounded as the mat-vec's output is stored);
 //               2: SwiGLU of the gate and up mat-vecs (rows computed together).
-// The prologue runs on the workgroup's 256 threads in rms_norm.comp's order (that order depends on
-// the workgroup size). The rows are spread over every subgroup of the grid, and each subgroup walks
+// The prologue runs on the workgroup's threads, a norm's sum of squares in rms_norm.comp's order
+// (that order depends on rms_norm's workgroup size, 256). The rows are spread over every subgroup of the grid, and each subgroup walks
 // its rows as a stream of units, one 32-weight block per lane of one row (a row of K weights is
 // ceil(K / 32 / lanes) units; a SwiGLU row's gate and up units alternate) in batches of DEPTH
 // units: a batch's loads are issued together, then its units summed, so every stage reads its
@@ -28,8 +28,15 @@
 #extension GL_KHR_shader_subgroup_shuffle : require
 #extension GL_EXT_buffer_reference : require
 #extension GL_EXT_buffer_reference_uvec2 : require
-#define WG 256
-#define PWG 256u  // the prologue's threads (rms_norm.comp's workgroup: all of them)
+// CHAIN_WG: the workgroup's threads (256, or 512 for the _w512 variants: one workgroup an SM
+// instead of two, so that an SM runs each stage's prologue once). The prologue runs on all of
+// them; a norm's sum of squares on the first 256, in rms_norm.comp's order (NWG).
+#ifndef CHAIN_WG
+#define CHAIN_WG 256
+#endif
+#define WG CHAIN_WG
+#define PWG uint(CHAIN_WG)
+const uint NWG = 256u;
 #include "common.glsl"
 #define QUANT_LANES
 #include "quant.glsl"
@@ -308,7 +315,7 @@ void fetch_batch(Stage g, uint r0, uint step, inout Cur f) {
 // The prologue: the stage's int8 row into qxs and xsum, its scale and zero point (and, with EARLY
 // 0, the stage's first units fetched once the row's loads are issued). A norm stage
 // sums the squares in rms_norm.glsl's order (four values at a time, then the rest, over the
-// row's elements tid + PWG i) from the row in shared memory, so its normalized row, and then
+// row's elements tid + NWG i) from the row in shared memory, so its normalized row, and then
 // every code, is rms_norm_quant's; the minimum, the maximum and the block sums are exact in any
 // order.
 void prologue(uint st, out float sx, out int zp, Stage g, uint r0, uint step, inout Cur f) {
@@ -346,20 +353,22 @@ void prologue(uint st, out float sx, out int zp, Stage g, uint r0, uint step, in
   if (norm) {  // (the host keeps a normalized row within MAXNORMK)
     barrier();
     vec4 ss = vec4(0.0);
-    uint j = tid;
-    for (; j + 3u * PWG < K; j += 4u * PWG) {
-      const vec4 v = vec4(xs[j], xs[j + PWG], xs[j + 2u * PWG], xs[j + 3u * PWG]);
-      ss += v * v;
-    }
-    for (; j < K; j += PWG) {
-      const float v = xs[j];
-      ss.x += v * v;
+    if (tid < NWG) {
+      uint j = tid;
+      for (; j + 3u * NWG < K; j += 4u * NWG) {
+        const vec4 v = vec4(xs[j], xs[j + NWG], xs[j + 2u * NWG], xs[j + 3u * NWG]);
+        ss += v * v;
+      }
+      for (; j < K; j += NWG) {
+        const float v = xs[j];
+        ss.x += v * v;
+      }
     }
     const float part = subgroupAdd((ss.x + ss.y) + (ss.z + ss.w));
     if (subgroupElect()) red[gl_SubgroupID] = part;
     barrier();
     float total = 0.0;
-    for (uint i = 0; i < NSP; ++i) total += red[i];
+    for (uint i = 0; i < NWG / gl_SubgroupSize; ++i) total += red[i];
     const float inv = 1.0 / sqrt(total / float(K) + uintBitsToFloat(T(st, 6u)));
     lo = 0.0;
     hi = 0.0;
