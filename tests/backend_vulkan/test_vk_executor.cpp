@@ -101,13 +101,15 @@ TEST_P(VulkanFusion, DecodeStepEqualsTheUnfusedProgram) {
   const uint64_t msgs = vk::validation_message_count();
   // mode 0: nothing fused; 1: the default runs (attention); 2: every pattern (the tail runs take
   // the norms and SwiGLU); 3: every pattern but the tail runs (the mat-vec runs take them); 4: the
-  // mat-vec runs as the stages of decode chains (linear_8da4w_chain.comp), one workgroup.
+  // mat-vec runs as the stages of decode chains (linear_8da4w_chain.comp), one workgroup; 5: the
+  // same with the chain's 512-thread workgroup.
   auto run = [&](int mode, std::string* profile) {
     if (GetParam().cfg.parts) setenv("VKLLM_MATVEC_PARTS", GetParam().cfg.parts, 1);
     if (mode == 0) setenv("VKLLM_NO_FUSION", "1", 1);
     if (mode >= 2) setenv("VKLLM_FUSE", "all", 1);
     if (mode >= 3) setenv("VKLLM_NO_FUSE", "tail", 1);
-    if (mode == 4) setenv("VKLLM_CHAIN_GROUPS", "1", 1);
+    if (mode >= 4) setenv("VKLLM_CHAIN_GROUPS", "1", 1);
+    if (mode == 5) setenv("VKLLM_CHAIN_WG", "512", 1);
     VulkanOptions o = validated();
     o.profile = profile != nullptr;
     auto gpu = make_vulkan_executor(toy.p, toy.w, o);
@@ -116,6 +118,7 @@ TEST_P(VulkanFusion, DecodeStepEqualsTheUnfusedProgram) {
     unsetenv("VKLLM_NO_FUSE");
     unsetenv("VKLLM_MATVEC_PARTS");
     unsetenv("VKLLM_CHAIN_GROUPS");
+    unsetenv("VKLLM_CHAIN_WG");
     std::vector<float> all, l(V);
     // A prompt that ends past two of the decode attention's 64-key splits, so the fused
     // attention merges three splits.
@@ -140,8 +143,8 @@ TEST_P(VulkanFusion, DecodeStepEqualsTheUnfusedProgram) {
   };
   std::string pu;
   const std::vector<float> unfused = run(0, &pu);
-  for (int mode : {1, 2, 3, 4}) {
-    if (mode == 4 && GetParam().cfg.parts) continue;  // chains sum a row in one part
+  for (int mode : {1, 2, 3, 4, 5}) {
+    if (mode >= 4 && GetParam().cfg.parts) continue;  // chains sum a row in one part
     std::string pf;
     const std::vector<float> fused = run(mode, &pf);
     ASSERT_EQ(fused.size(), unfused.size());

@@ -631,13 +631,6 @@ uint32_t chain_measure() {
   return m && std::string(m) == "noload" ? 1 : 0;
 }
 
-// Where a stage's first units are fetched: 1 before the grid sync before it (the default), 0 after
-// it, behind the prologue's loads of the row. VKLLM_CHAIN_PREFETCH=late picks 0 (measurement).
-uint32_t chain_prefetch() {
-  const char* m = std::getenv("VKLLM_CHAIN_PREFETCH");
-  return m && std::string(m) == "late" ? 0 : 1;
-}
-
 // A chain workgroup's threads: 256 (two workgroups an SM), or 512 (VKLLM_CHAIN_WG=512: one an SM,
 // each stage's prologue run once an SM instead of twice).
 uint32_t chain_wg() {
@@ -739,9 +732,8 @@ std::unique_ptr<PreparedOp> prepare_chain(OpEnv& env, const std::vector<Match>& 
   const std::string name = std::string("linear_8da4w_chain") + (ctx.use_int_dot() ? "_idot" : "") +
                            (clock ? "_clock" : "") + (chain_wg() == 512 ? "_w512" : "") +
                            (any16 ? "_f16" : "");
-  const Kernel& k = env.kernels.get(
-      name, clock ? 3 : 2, 4,
-      {chain_depth(), grid_spin_limit(ctx.info()), chain_measure(), chain_prefetch()});
+  const Kernel& k = env.kernels.get(name, clock ? 3 : 2, 4,
+                                    {chain_depth(), grid_spin_limit(ctx.info()), chain_measure()});
   std::vector<BufRange> r = {{env.chain_sync.buf, 0, env.chain_sync.size}, {tab.buf, 0, tab.size}};
   if (clock) r.push_back({env.chain_clock.buf.buf, 0, env.chain_clock.buf.size});
   VkDescriptorSet set = env.kernels.make_set(k, r);
@@ -840,7 +832,7 @@ uint32_t chain_groups(const DeviceInfo& dev) {
   if (!dev.buffer_address || env_flag("VKLLM_NO_CHAIN") || std::getenv("VKLLM_MATVEC_PARTS"))
     return 0;
   const char* e = std::getenv("VKLLM_CHAIN_GROUPS");
-  if (!e) return dev.sm_builtins ? 256 / chain_wg() * 2 * dev.compute_units : 0;
+  if (!e) return dev.sm_builtins ? 512 / chain_wg() * dev.compute_units : 0;
   const int g = std::atoi(e);
   return g < 0 ? dev.compute_units : static_cast<uint32_t>(std::min(g, 65535));
 }

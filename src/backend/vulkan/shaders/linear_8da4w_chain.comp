@@ -50,10 +50,6 @@ layout(constant_id = 1) const uint DEPTH = 4;
 // VKLLM_CHAIN_MEASURE=noload (1; a measurement switch, the output is wrong): the row loop sums
 // made-up weights instead of loading them, so the clock shows the loop's work without its loads.
 layout(constant_id = 3) const uint MEASURE = 0;
-// Where a stage's first units are fetched (the host's, vk_fused.cpp chain_prefetch): 1 before the
-// grid sync that precedes the stage, 0 after the sync, behind the prologue's own loads of the row
-// (which then need not queue behind the weights' DRAM reads).
-layout(constant_id = 4) const uint EARLY = 1;
 layout(std430, binding = 1) readonly buffer Table { uint tab[]; };
 layout(push_constant) uniform PC { uint stages; } pc;
 
@@ -312,13 +308,12 @@ void fetch_batch(Stage g, uint r0, uint step, inout Cur f) {
   }
 }
 
-// The prologue: the stage's int8 row into qxs and xsum, its scale and zero point (and, with EARLY
-// 0, the stage's first units fetched once the row's loads are issued). A norm stage
+// The prologue: the stage's int8 row into qxs and xsum, its scale and zero point. A norm stage
 // sums the squares in rms_norm.glsl's order (four values at a time, then the rest, over the
 // row's elements tid + NWG i) from the row in shared memory, so its normalized row, and then
 // every code, is rms_norm_quant's; the minimum, the maximum and the block sums are exact in any
 // order.
-void prologue(uint st, out float sx, out int zp, Stage g, uint r0, uint step, inout Cur f) {
+void prologue(uint st, out float sx, out int zp) {
   const uint tid = gl_LocalInvocationID.x, K = T(st, 0u), fl = T(st, 5u), nch = K / 8u;
   const bool norm = T(st, 2u) == 1u, x16 = (fl & 1u) != 0u, h16 = (fl & 2u) != 0u;
   const uint NSP = PWG / gl_SubgroupSize;
@@ -338,7 +333,6 @@ void prologue(uint st, out float sx, out int zp, Stage g, uint r0, uint step, in
       w[i].b = QRef(na).v[2u * (tid + PWG * i) + 1u];
     }
   }
-  if (EARLY == 0u) fetch_batch(g, r0, step, f);
   float lo = 0.0, hi = 0.0;
   [[unroll]] for (uint i = 0; i < NCH; ++i) {
     const uint c = tid + PWG * i;
@@ -434,13 +428,13 @@ void main() {
     // The stage's first units are fetched before the sync that ends the stage before it.
     const Stage g = stage(st, r0, step);
     Cur f = start(g, r0);  // the next unit to fetch
-    if (EARLY == 1u) fetch_batch(g, r0, step, f);
+    fetch_batch(g, r0, step, f);
     CLK(0u);
     if (st > 0u) grid_sync(st - 1u);
     CLK(1u);
     float sx;
     int zp;
-    prologue(st, sx, zp, g, r0, step, f);
+    prologue(st, sx, zp);
     CLK(4u);
     float acc0 = 0.0, acc1 = 0.0;
     Cur u = start(g, r0);  // the next unit to sum
