@@ -631,6 +631,13 @@ uint32_t chain_measure() {
   return m && std::string(m) == "noload" ? 1 : 0;
 }
 
+// VKLLM_CHAIN_SPECIALIZE=0: one row loop for every epilogue instead of one compiled for each
+// (measurement).
+uint32_t chain_specialize() {
+  const char* v = std::getenv("VKLLM_CHAIN_SPECIALIZE");
+  return v && std::string(v) == "0" ? 0 : 1;
+}
+
 // A chain workgroup's threads: 256 (two workgroups an SM), or 512 (VKLLM_CHAIN_WG=512: one an SM,
 // each stage's prologue run once an SM instead of twice).
 uint32_t chain_wg() {
@@ -732,8 +739,9 @@ std::unique_ptr<PreparedOp> prepare_chain(OpEnv& env, const std::vector<Match>& 
   const std::string name = std::string("linear_8da4w_chain") + (ctx.use_int_dot() ? "_idot" : "") +
                            (clock ? "_clock" : "") + (chain_wg() == 512 ? "_w512" : "") +
                            (any16 ? "_f16" : "");
-  const Kernel& k = env.kernels.get(name, clock ? 3 : 2, 4,
-                                    {chain_depth(), grid_spin_limit(ctx.info()), chain_measure()});
+  const Kernel& k = env.kernels.get(
+      name, clock ? 3 : 2, 4,
+      {chain_depth(), grid_spin_limit(ctx.info()), chain_measure(), chain_specialize()});
   std::vector<BufRange> r = {{env.chain_sync.buf, 0, env.chain_sync.size}, {tab.buf, 0, tab.size}};
   if (clock) r.push_back({env.chain_clock.buf.buf, 0, env.chain_clock.buf.size});
   VkDescriptorSet set = env.kernels.make_set(k, r);

@@ -50,6 +50,9 @@ layout(constant_id = 1) const uint DEPTH = 4;
 // VKLLM_CHAIN_MEASURE=noload (1; a measurement switch, the output is wrong): the row loop sums
 // made-up weights instead of loading them, so the clock shows the loop's work without its loads.
 layout(constant_id = 3) const uint MEASURE = 0;
+// 1: the row loop is compiled once for each epilogue (its per and epi constants folded into each
+// copy), 0: one loop for all (the host's, vk_fused.cpp chain_specialize).
+layout(constant_id = 4) const uint SPECIALIZE = 1;
 layout(std430, binding = 1) readonly buffer Table { uint tab[]; };
 layout(push_constant) uniform PC { uint stages; } pc;
 
@@ -181,7 +184,7 @@ const uint NONE = 0xFFFFFFFFu;
 // session 11: registers decide how many workgroups an SM holds).
 shared uint stab[2][SREC];
 struct Stage {
-  uint nb, C, per, ur, lbpg, ng, nm, rows, mine, rows0, rows1, par;
+  uint nb, C, per, ur, lbpg, ng, nm, rows, mine, rows0, rows1, par, epi;
 };
 uvec2 SA(Stage g, uint w) { return uvec2(stab[g.par][w], stab[g.par][w + 1u]); }
 Stage stage(uint st, uint r0, uint step) {
@@ -202,6 +205,7 @@ Stage stage(uint st, uint r0, uint step) {
   g.mine = r0 < g.rows ? (g.rows - r0 + step - 1u) / step : 0u;
   g.rows0 = stab[g.par][16];
   g.rows1 = g.nm > 1u ? stab[g.par][26] : 0u;
+  g.epi = epi;
   return g;
 }
 
@@ -262,7 +266,7 @@ void fetch(Stage g, Cur u, out uvec4 q, out float s, out int ws) {
 
 // Row n of mat-vec m: its epilogue and store. a: the row's sum; u: the up row's (SwiGLU).
 void finish(Stage g, uint m, uint n, float a, float u) {
-  const uint epi = stab[g.par][3], fl = stab[g.par][5];
+  const uint epi = g.epi, fl = stab[g.par][5];
   const bool o16 = (fl & 4u) != 0u, r16 = (fl & 8u) != 0u, y16 = (fl & (16u << m)) != 0u;
   float val = a;
   if (epi == 1u) {
@@ -415,6 +419,25 @@ void prologue(uint st, out float sx, out int zp) {
   barrier();
 }
 
+// The stage's rows: a batch of DEPTH units is summed, then the next batch fetched (f: the next
+// unit to fetch, the first batch's loads already issued), so the sums of a batch wait for its loads
+// only. (Refilling each unit's slot as soon as it was summed made the next unit's sum wait for that
+// refill too: NVIDIA's compiler waits for a warp's loads in groups, and the row loop paid a DRAM
+// latency per unit; docs/perf.md, session 12.)
+void rows(Stage g, uint r0, uint step, float sx, int zp, inout Cur f) {
+  float acc0 = 0.0, acc1 = 0.0;
+  Cur u = start(g, r0);  // the next unit to sum
+  while (u.m != NONE) {
+    [[unroll]] for (uint i = 0; i < DEPTH; ++i) {
+      if (u.m != NONE) {
+        consume(g, u, sx, zp, q[i], s[i], ws[i], acc0, acc1);
+        advance(g, r0, step, u);
+      }
+    }
+    fetch_batch(g, r0, step, f);
+  }
+}
+
 void main() {
   const uint NS = gl_NumSubgroups, step = grid_groups() * NS;
   const uint r0 = flat_group() * NS + gl_SubgroupID;
@@ -436,20 +459,23 @@ void main() {
     int zp;
     prologue(st, sx, zp);
     CLK(4u);
-    float acc0 = 0.0, acc1 = 0.0;
-    Cur u = start(g, r0);  // the next unit to sum
-    // A batch of DEPTH units is summed, then the next batch fetched: the sums of a batch wait for
-    // its loads only. (Refilling each unit's slot as soon as it was summed made the next unit's
-    // sum wait for that refill too: NVIDIA's compiler waits for a warp's loads in groups, and the
-    // row loop paid a DRAM latency per unit; docs/perf.md, session 12.)
-    while (u.m != NONE) {
-      [[unroll]] for (uint i = 0; i < DEPTH; ++i) {
-        if (u.m != NONE) {
-          consume(g, u, sx, zp, q[i], s[i], ws[i], acc0, acc1);
-          advance(g, r0, step, u);
-        }
-      }
-      fetch_batch(g, r0, step, f);
+    if (SPECIALIZE == 0u) {
+      rows(g, r0, step, sx, zp, f);
+    } else if (g.epi == 2u) {  // the same loop with the stage's per and epi as constants
+      Stage h = g;
+      h.per = 2u;
+      h.epi = 2u;
+      rows(h, r0, step, sx, zp, f);
+    } else if (g.epi == 1u) {
+      Stage h = g;
+      h.per = 1u;
+      h.epi = 1u;
+      rows(h, r0, step, sx, zp, f);
+    } else {
+      Stage h = g;
+      h.per = 1u;
+      h.epi = 0u;
+      rows(h, r0, step, sx, zp, f);
     }
     CLK(5u);
 #ifdef VKLLM_CLOCK
