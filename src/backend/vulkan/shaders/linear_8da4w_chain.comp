@@ -187,11 +187,12 @@ struct Stage {
   uint nb, C, per, ur, lbpg, ng, nm, rows, mine, rows0, rows1, par, epi;
 };
 uvec2 SA(Stage g, uint w) { return uvec2(stab[g.par][w], stab[g.par][w + 1u]); }
-Stage stage(uint st, uint r0, uint step) {
+// rec: word tid of the stage's record (threads tid < SREC), loaded a stage ahead (main).
+Stage stage(uint st, uint r0, uint step, uint rec) {
   Stage g;
   g.par = st & 1u;
   const uint tid = gl_LocalInvocationID.x;
-  if (tid < SREC) stab[g.par][tid] = T(st, tid);
+  if (tid < SREC) stab[g.par][tid] = rec;
   barrier();
   const uint K = stab[g.par][0], G = stab[g.par][1], epi = stab[g.par][3];
   g.nb = K / 32u;
@@ -444,12 +445,16 @@ void main() {
 #ifdef VKLLM_CLOCK
   clk_t = clock2x32ARB();
 #endif
+  const uint tid = gl_LocalInvocationID.x;
+  uint rec = tid < SREC && pc.stages > 0u ? T(0u, tid) : 0u;
   for (uint st = 0; st < pc.stages; ++st) {
 #ifdef VKLLM_CLOCK
     clk_st = st;
 #endif
     // The stage's first units are fetched before the sync that ends the stage before it.
-    const Stage g = stage(st, r0, step);
+    const Stage g = stage(st, r0, step, rec);
+    // The next stage's record, loaded now so that its latency passes in this stage.
+    rec = tid < SREC && st + 1u < pc.stages ? T(st + 1u, tid) : 0u;
     Cur f = start(g, r0);  // the next unit to fetch
     fetch_batch(g, r0, step, f);
     CLK(0u);
