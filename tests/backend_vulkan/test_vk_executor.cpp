@@ -101,15 +101,15 @@ TEST_P(VulkanFusion, DecodeStepEqualsTheUnfusedProgram) {
   const uint64_t msgs = vk::validation_message_count();
   // mode 0: nothing fused; 1: the default runs (attention); 2: every pattern (the tail runs take
   // the norms and SwiGLU); 3: every pattern but the tail runs (the mat-vec runs take them); 4: the
-  // mat-vec runs as the stages of decode chains (linear_8da4w_chain.comp), one workgroup; 5: the
-  // same with the chain's 512-thread workgroup.
+  // mat-vec runs as the stages of decode chains (linear_8da4w_chain.comp), one 256-thread
+  // workgroup; 5: the same with the default 512-thread workgroup.
   auto run = [&](int mode, std::string* profile) {
     if (GetParam().cfg.parts) setenv("VKLLM_MATVEC_PARTS", GetParam().cfg.parts, 1);
     if (mode == 0) setenv("VKLLM_NO_FUSION", "1", 1);
     if (mode >= 2) setenv("VKLLM_FUSE", "all", 1);
     if (mode >= 3) setenv("VKLLM_NO_FUSE", "tail", 1);
     if (mode >= 4) setenv("VKLLM_CHAIN_GROUPS", "1", 1);
-    if (mode == 5) setenv("VKLLM_CHAIN_WG", "512", 1);
+    if (mode == 4) setenv("VKLLM_CHAIN_WG", "256", 1);
     VulkanOptions o = validated();
     o.profile = profile != nullptr;
     auto gpu = make_vulkan_executor(toy.p, toy.w, o);

@@ -638,10 +638,12 @@ uint32_t chain_specialize() {
   return v && std::string(v) == "0" ? 0 : 1;
 }
 
-// A chain workgroup's threads: 256 (two workgroups an SM), or 512 (VKLLM_CHAIN_WG=512: one an SM,
-// each stage's prologue run once an SM instead of twice).
+// A chain workgroup's threads: 512, one workgroup an SM, so that an SM runs each stage's prologue
+// once (measured 3-5% faster on the H200 than two 256-thread workgroups an SM, docs/perf.md
+// session 18); VKLLM_CHAIN_WG=256 picks the 256-thread variants (measurement, and the fusion
+// case table).
 uint32_t chain_wg() {
-  return env_int("VKLLM_CHAIN_WG") == 512 ? 512 : 256;
+  return env_int("VKLLM_CHAIN_WG") == 256 ? 256 : 512;
 }
 
 // One persistent dispatch for the chain's stages: the stage table with the buffers' device
@@ -830,9 +832,9 @@ void print_chain_clock(Allocator& alloc, const ChainClock& clock) {
 }
 
 uint32_t chain_groups(const DeviceInfo& dev) {
-  // By default two workgroups an SM on GPUs whose driver reports its SMs (NVIDIA's SM builtins):
-  // measured faster than the step without chains on the H200 (docs/perf.md, session 12), and the
-  // kernel's 121 registers a thread let two 256-thread workgroups share an SM. Elsewhere off
+  // By default 512 threads an SM on GPUs whose driver reports its SMs (NVIDIA's SM builtins):
+  // measured faster than the step without chains on the H200 (docs/perf.md, sessions 12 and 18),
+  // and the kernel's registers (95-126 a thread) let an SM hold them. Elsewhere off
   // unless asked for (VKLLM_CHAIN_GROUPS=n, -1 for one an SM or CU): on lavapipe two or more
   // workgroups disagree with the CPU (cause open, docs/perf.md). A grid that turns out not to be
   // resident fails the decode with one line (the executor reads the grid sync's error flag).

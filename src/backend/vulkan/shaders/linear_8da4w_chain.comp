@@ -28,8 +28,8 @@
 #extension GL_KHR_shader_subgroup_shuffle : require
 #extension GL_EXT_buffer_reference : require
 #extension GL_EXT_buffer_reference_uvec2 : require
-// CHAIN_WG: the workgroup's threads (256, or 512 for the _w512 variants: one workgroup an SM
-// instead of two, so that an SM runs each stage's prologue once). The prologue runs on all of
+// CHAIN_WG: the workgroup's threads (512 for the _w512 variants, the default: one workgroup an SM
+// instead of two of 256, so that an SM runs each stage's prologue once). The prologue runs on all of
 // them; a norm's sum of squares on the first 256, in rms_norm.comp's order (NWG).
 #ifndef CHAIN_WG
 #define CHAIN_WG 256
