@@ -20,8 +20,8 @@
 #include "artifact/reader.h"
 #include "artifact/verify.h"
 #include "artifact/xxh64.h"
+#include "backend/executor.h"
 #include "fuzz_util.h"
-#include "runtime/executor.h"
 #include "vkllm/vkllm.h"
 
 namespace vkllm::fuzz {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/executor.h"
+#include "backend/executor.h"
 
 namespace vkllm {
 

@@ -9,7 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "runtime/executor.h"
+#include "backend/executor.h"
 
 namespace vkllm {
 

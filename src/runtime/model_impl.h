@@ -7,9 +7,9 @@
 #include <optional>
 #include <string>
 
+#include "backend/executor.h"
 #include "hf/model_desc.h"
 #include "ir/program.h"
-#include "runtime/executor.h"
 #include "vkllm/vkllm.h"
 
 namespace vkllm {

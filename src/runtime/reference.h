@@ -5,9 +5,9 @@
 #include <span>
 #include <vector>
 
+#include "backend/executor.h"
 #include "export/lower.h"
 #include "hf/checkpoint.h"
-#include "runtime/executor.h"
 
 namespace vkllm {
 

@@ -14,9 +14,9 @@
 #include "artifact/reader.h"
 #include "artifact/writer.h"
 #include "artifact/xxh64.h"
+#include "backend/executor.h"
 #include "core/error.h"
 #include "export/exporter.h"
-#include "runtime/executor.h"
 
 using namespace vkllm;
 using namespace vkllm::testing;

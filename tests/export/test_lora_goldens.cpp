@@ -10,11 +10,11 @@
 #include <set>
 
 #include "artifact/reader.h"
+#include "backend/executor.h"
 #include "core/mapped_file.h"
 #include "export/exporter.h"
 #include "export/lora.h"
 #include "hf/synth.h"
-#include "runtime/executor.h"
 #include "testutil/tiny_checkpoint.h"
 
 using namespace vkllm;

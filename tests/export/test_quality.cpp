@@ -11,12 +11,12 @@
 
 #include "artifact/reader.h"
 #include "artifact/writer.h"
+#include "backend/executor.h"
 #include "core/mapped_file.h"
 #include "e2e/quality.h"
 #include "export/exporter.h"
 #include "hf/checkpoint.h"
 #include "hf/synth.h"
-#include "runtime/executor.h"
 #include "tiny_ckpt.h"
 
 using namespace vkllm;

@@ -7,9 +7,9 @@
 
 #include "backend/cpu/cpu_hook.h"
 #include "backend/cpu/kernels.h"
+#include "backend/executor.h"
 #include "core/error.h"
 #include "core/half.h"
-#include "runtime/executor.h"
 
 namespace vkllm {
 

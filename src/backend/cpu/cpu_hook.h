@@ -6,7 +6,7 @@
 #include <memory>
 #include <vector>
 
-#include "runtime/executor.h"
+#include "backend/executor.h"
 
 namespace vkllm {
 

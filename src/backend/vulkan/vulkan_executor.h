@@ -4,8 +4,8 @@
 #include <memory>
 #include <string>
 
+#include "backend/executor.h"
 #include "backend/vulkan/vulkan_options.h"
-#include "runtime/executor.h"
 
 namespace vkllm {
 
