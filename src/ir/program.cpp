@@ -1,9 +1,8 @@
 #include "ir/program.h"
 
-#include <map>
-
 #include "core/error.h"
 #include "core/json_int.h"
+#include "ir/op_schema.h"
 
 namespace vkllm {
 
@@ -167,21 +166,6 @@ Program Program::from_json(const json& j) {
   return p;
 }
 
-namespace {
-struct Arity {
-  size_t min_in, max_in, out;
-};
-const std::map<std::string, Arity>& families() {
-  static const std::map<std::string, Arity> f = {
-      {"embedding", {2, 2, 1}}, {"embedding_q4", {3, 3, 1}}, {"rms_norm", {2, 2, 1}},
-      {"linear", {2, 2, 1}},    {"linear_q4w", {3, 3, 1}},   {"linear_8da4w", {4, 4, 1}},
-      {"rope", {2, 3, 1}},      {"attention", {5, 5, 1}},    {"swiglu", {2, 2, 1}},
-      {"add", {2, 2, 1}},       {"last_row", {1, 1, 1}},     {"argmax", {1, 1, 1}},
-  };
-  return f;
-}
-}  // namespace
-
 void Program::validate() const {
   const int32_t n = static_cast<int32_t>(tensors.size());
   if (max_ctx < 1 || max_ctx > (1 << 24)) fail("program: max_ctx {} out of range", max_ctx);
@@ -208,10 +192,10 @@ void Program::validate() const {
     fail("program: input_ids is not an I32 input tensor");
   for (size_t k = 0; k < ops.size(); ++k) {
     const Op& o = ops[k];
-    auto it = families().find(o.family);
-    if (it == families().end()) fail("program: op {} has unknown family '{}'", k, o.family);
-    if (o.inputs.size() < it->second.min_in || o.inputs.size() > it->second.max_in ||
-        o.outputs.size() != it->second.out)
+    const OpSchema* sch = find_op_schema(o.family);
+    if (!sch) fail("program: op {} has unknown family '{}'", k, o.family);
+    if (o.inputs.size() < sch->min_inputs || o.inputs.size() > sch->max_inputs ||
+        o.outputs.size() != sch->outputs)
       fail("program: op {} ({}) has the wrong number of inputs or outputs", k, o.family);
     for (auto i : o.inputs) check_ref(i, "an op input");
     for (auto i : o.outputs) {

@@ -1,0 +1,94 @@
+// The op-schema table (src/ir/op_schema.cpp) against docs/ir.md and the checks it serves.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "core/error.h"
+#include "ir/op_schema.h"
+
+namespace vkllm {
+namespace {
+
+// docs/ir.md's op table is the schema's, character for character: a family added, renamed or
+// redocumented in one place and not the other fails here.
+TEST(OpSchema, DocsTableIsTheSchemaTable) {
+  std::ifstream f(std::string(VKLLM_SOURCE_DIR) + "/docs/ir.md");
+  ASSERT_TRUE(f) << "docs/ir.md";
+  std::stringstream ss;
+  ss << f.rdbuf();
+  const std::string doc = ss.str(), table = op_schema_table();
+  EXPECT_NE(doc.find(table), std::string::npos)
+      << "docs/ir.md's op table differs from src/ir/op_schema.cpp's; the schema's table:\n"
+      << table;
+}
+
+// One program: x = embedding(ids); y = rms_norm(x); logits = linear(last_row(y)); argmax.
+Program small_program() {
+  Program p;
+  p.max_ctx = 8;
+  auto t = [&](const char* n, DType d, TensorKind k, std::vector<int64_t> s) {
+    TensorDecl td{n, d, k, s, 0, 0};
+    if (k == TensorKind::Weight) td.nbytes = dtype_nbytes(d, s);
+    return p.add_tensor(td);
+  };
+  p.input_ids = t("ids", DType::I32, TensorKind::Input, {-1});
+  const int32_t emb = t("emb", DType::F32, TensorKind::Weight, {5, 4});
+  const int32_t nw = t("nw", DType::F32, TensorKind::Weight, {4});
+  const int32_t lw = t("lw", DType::F32, TensorKind::Weight, {5, 4});
+  const int32_t x = t("x", DType::F32, TensorKind::Activation, {-1, 4});
+  const int32_t y = t("y", DType::F32, TensorKind::Activation, {-1, 4});
+  const int32_t last = t("last", DType::F32, TensorKind::Activation, {1, 4});
+  p.logits = t("logits", DType::F32, TensorKind::Activation, {1, 5});
+  p.next_token = t("next", DType::I32, TensorKind::Activation, {1, 1});
+  p.ops.push_back({"embedding", {p.input_ids, emb}, {x}});
+  p.ops.push_back({"rms_norm", {x, nw}, {y}, {{"eps", 1e-5}, {"group", 4}}});
+  p.ops.push_back({"last_row", {y}, {last}});
+  p.ops.push_back({"linear", {last, lw}, {p.logits}});
+  p.ops.push_back({"argmax", {p.logits}, {p.next_token}});
+  return p;
+}
+
+std::string error_of(const Program& p) {
+  try {
+    p.validate();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// validate() takes each family's arity from the table.
+TEST(OpSchema, ValidateChecksEachFamilysArity) {
+  EXPECT_EQ(error_of(small_program()), "");
+  for (const OpSchema& s : op_schemas()) {
+    EXPECT_NE(find_op_schema(s.family), nullptr);
+    EXPECT_LE(s.min_inputs, s.max_inputs) << s.family;
+  }
+  Program p = small_program();
+  p.ops[1].inputs.push_back(p.ops[1].inputs[1]);  // rms_norm with three inputs
+  EXPECT_NE(error_of(p).find("wrong number of inputs"), std::string::npos) << error_of(p);
+  p = small_program();
+  p.ops[1].family = "layer_norm";
+  EXPECT_NE(error_of(p).find("unknown family 'layer_norm'"), std::string::npos) << error_of(p);
+  EXPECT_EQ(find_op_schema("layer_norm"), nullptr);
+}
+
+// A family's rule runs on its op (here rms_norm's: the group must divide the width).
+TEST(OpSchema, EachFamilysRuleChecksItsOp) {
+  Program p = small_program();
+  const std::vector<bool> defined(p.tensors.size(), true);
+  const OpCheck c(p, defined, 1);
+  EXPECT_NO_THROW(find_op_schema("rms_norm")->check(c, p.ops[1]));
+  p.ops[1].attrs["group"] = 3;
+  try {
+    find_op_schema("rms_norm")->check(c, p.ops[1]);
+    ADD_FAILURE() << "group 3 of width 4 passed";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "program: op 1 (rms_norm): group 3 does not divide the width 4");
+  }
+}
+
+}  // namespace
+}  // namespace vkllm
