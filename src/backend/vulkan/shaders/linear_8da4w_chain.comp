@@ -14,8 +14,8 @@
 //               1: the residual add (y = r + W x rounded as the mat-vec's output is stored);
 //               2: SwiGLU of the gate and up mat-vecs (rows computed together).
 // The prologue runs on the workgroup's threads, a norm's sum of squares in rms_norm.comp's order
-// (that order depends on rms_norm's workgroup size, 256). The rows are spread over every subgroup of the grid, and each subgroup walks
-// its rows as a stream of units, one 32-weight block per lane of one row (a row of K weights is
+// (that order depends on rms_norm's workgroup size, 256). The rows are spread over every subgroup
+// of the grid, and each subgroup walks its rows as a stream of units, one 32-weight block per lane of one row (a row of K weights is
 // ceil(K / 32 / lanes) units; a SwiGLU row's gate and up units alternate) in batches of DEPTH
 // units: a batch's loads are issued together, then its units summed, so every stage reads its
 // weights with the same few registers whatever its width, and the loads of a stage's first batch
@@ -29,8 +29,8 @@
 #extension GL_EXT_buffer_reference : require
 #extension GL_EXT_buffer_reference_uvec2 : require
 // CHAIN_WG: the workgroup's threads (512 for the _w512 variants, the default: one workgroup an SM
-// instead of two of 256, so that an SM runs each stage's prologue once). The prologue runs on all of
-// them; a norm's sum of squares on the first 256, in rms_norm.comp's order (NWG).
+// instead of two of 256, so that an SM runs each stage's prologue once). The prologue runs on all
+// of them; a norm's sum of squares on the first 256, in rms_norm.comp's order (NWG).
 #ifndef CHAIN_WG
 #define CHAIN_WG 256
 #endif

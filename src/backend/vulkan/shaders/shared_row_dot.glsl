@@ -32,7 +32,7 @@ void quant_pair(float v[8], float sc, float rcp, int zp, out uint ev, out uint o
     pack_code(e, quant_code_fast(q, zp, nr), ev, od);
     if (nr) near |= 1u << e;
   }
-  while (near != 0u) {  // rare: ~2^-9 of values
+  while (near != 0u) {  // rare: ~2^-11 of values (quant_code_fast)
     const uint k = uint(findLSB(near));
     near &= near - 1u;
     float x = v[0];
