@@ -28,7 +28,7 @@ namespace {
 struct BenchArgs {
   std::string model, backend = "vulkan", device, output = "md";
   int prompt = 512, gen = 128, reps = 5;
-  bool physics = false, gemm = false;
+  bool physics = false, gemm = false, matvec = false;
   uint32_t groups = 0;
 };
 
@@ -132,22 +132,58 @@ void run_gemm(const BenchArgs& a) {
     std::printf(csv ? "\"%s\",%u,%u,%u,%.3f,%.2f\n" : "| %s | %u | %u | %u | %.2f | %.1f |\n",
                 r.what.c_str(), r.M, r.N, r.K, r.us, r.tops);
 }
+
+// --matvec: the decode mat-vec kernels' GB/s at the three models' shapes, no model.
+void run_matvec(const BenchArgs& a) {
+  VulkanOptions vo;
+  vo.device = a.device;
+  vk::Context ctx(vo);
+  const auto rows = vk::measure_matvec(ctx, a.reps);
+  nlohmann::json j = {{"device", ctx.info().name},
+                      {"driver", ctx.info().driver},
+                      {"rows", nlohmann::json::array()}};
+  for (const auto& r : rows)
+    j["rows"].push_back({{"kernel", r.what},
+                         {"shape", r.shape},
+                         {"N", r.N},
+                         {"K", r.K},
+                         {"G", r.G},
+                         {"us", r.us},
+                         {"gb_s", r.gb_s},
+                         {"same_bits", r.same}});
+  if (a.output == "json") {
+    std::printf("%s\n", j.dump(2).c_str());
+    return;
+  }
+  const bool csv = a.output == "csv";
+  std::printf(csv ? "shape,N,K,G,kernel,us,gb_s,same_bits\n"
+                  : "device: %s (%s)\n\n| shape | N x K, G | kernel | us | GB/s | same bits |\n"
+                    "|---|---|---|---|---|---|\n",
+              ctx.info().name.c_str(), ctx.info().driver.c_str());
+  for (const auto& r : rows)
+    std::printf(csv ? "\"%s\",%u,%u,%u,\"%s\",%.3f,%.1f,%s\n"
+                    : "| %s | %u x %u, %u | %s | %.2f | %.0f | %s |\n",
+                r.shape.c_str(), r.N, r.K, r.G, r.what.c_str(), r.us, r.gb_s,
+                r.same ? "yes" : "no");
+}
 #endif
 
 void run(const BenchArgs& a) {
   if (a.output != "md" && a.output != "json" && a.output != "csv")
     fail("--output must be md, json or csv (got '{}')", a.output);
-  if (a.physics && a.gemm) fail("--physics and --gemm are two separate measurements: pass one");
-  if (a.physics || a.gemm) {
+  if (int(a.physics) + int(a.gemm) + int(a.matvec) > 1)
+    fail("--physics, --gemm and --matvec are separate measurements: pass one");
+  if (a.physics || a.gemm || a.matvec) {
 #ifdef VKLLM_WITH_VULKAN
     if (a.physics) run_physics(a);
     if (a.gemm) run_gemm(a);
+    if (a.matvec) run_matvec(a);
     return;
 #else
-    fail("--physics and --gemm need the Vulkan backend (this build has none)");
+    fail("--physics, --gemm and --matvec need the Vulkan backend (this build has none)");
 #endif
   }
-  if (a.model.empty()) fail("--model is required (or --physics, --gemm)");
+  if (a.model.empty()) fail("--model is required (or --physics, --gemm, --matvec)");
   ModelOptions mo;
   mo.backend = a.backend;
   mo.device = a.device;
@@ -252,6 +288,9 @@ void add_bench(CLI::App& app) {
   cmd->add_flag("--gemm", a->gemm,
                 "No model: the cooperative-matrix ceiling and the prefill GEMM's TOPS at prefill "
                 "shapes (docs/perf.md)");
+  cmd->add_flag("--matvec", a->matvec,
+                "No model: the decode mat-vec kernels' time and GB/s at the three models' shapes "
+                "(docs/perf.md)");
   cmd->add_option(
          "--groups", a->groups,
          "--physics: workgroups of the resident grid (default: the device's compute units)")

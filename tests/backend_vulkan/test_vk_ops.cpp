@@ -513,6 +513,46 @@ TEST(VulkanOps, Linear8da4wDecodeInPartsAgreesAtEveryWorkgroupSize) {
   ::unsetenv("VKLLM_MATVEC_WG");
 }
 
+// linear_8da4w_mv.comp (VKLLM_MV=1) has the decode mat-vec's bits: every group size it takes (one
+// to eight blocks a group), widths whose groups do not fill the lanes, rows that do not fill a
+// row set, fp16 outputs, weights in row chunks (its rows start at n0), and each depth, batch count
+// and grid; each against the CPU reference too (check_linear).
+TEST(VulkanOps, Linear8da4wStreamedMatvecHasTheDecodeKernelsBits) {
+  struct Shape {
+    int64_t K, N, G;
+    DType act;
+    uint64_t max_binding;
+  };
+  const Shape shapes[] = {{256, 45, 128, DType::F32, 0},      {1024, 301, 32, DType::F32, 0},
+                          {2304, 37, 64, DType::F16, 0},      {768, 203, 256, DType::F32, 0},
+                          {384, 200, 128, DType::F16, 16384}, {8192, 9, 128, DType::F32, 0}};
+  struct Setting {
+    const char *depth, *batches, *groups;
+  };
+  const Setting settings[] = {{"", "", ""}, {"1", "1", "1"}, {"3", "2", "3"}, {"2", "1", "16"}};
+  for (const Shape& sh : shapes) {
+    VulkanOptions o;
+    if (sh.max_binding) o.max_binding_bytes = sh.max_binding;
+    ::unsetenv("VKLLM_MV");
+    std::vector<float> want;
+    check_linear(Lin::A8W4, sh.K, sh.N, 1, sh.act, o, &want, XDist::Normal, sh.G);
+    ::setenv("VKLLM_MV", "1", 1);
+    for (const Setting& st : settings) {
+      for (auto [var, v] :
+           {std::pair{"VKLLM_MV_DEPTH", st.depth}, std::pair{"VKLLM_MV_BATCHES", st.batches},
+            std::pair{"VKLLM_MV_GROUPS", st.groups}})
+        ::setenv(var, v, 1);
+      std::vector<float> got;
+      check_linear(Lin::A8W4, sh.K, sh.N, 1, sh.act, o, &got, XDist::Normal, sh.G);
+      EXPECT_EQ(got, want) << "K=" << sh.K << " N=" << sh.N << " G=" << sh.G << " depth '"
+                           << st.depth << "' batches '" << st.batches << "' groups '" << st.groups
+                           << "'";
+    }
+  }
+  for (const char* var : {"VKLLM_MV", "VKLLM_MV_DEPTH", "VKLLM_MV_BATCHES", "VKLLM_MV_GROUPS"})
+    ::unsetenv(var);
+}
+
 TEST(VulkanOps, IntDotPathIsAvailableOnThisDevice) {
   vk::Context ctx(validated());
   std::printf("device %s: int8 dot product %s\n", ctx.info().name.c_str(),

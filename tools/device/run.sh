@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Run THERE (the GPU machine, through the device tool, carry [".gl", ".dev"]):
-#   tools/device/run.sh TASK...   with TASK one of: info goldens vulkan-tests twins e2e perf profile bench side profile-all physics gemm
+#   tools/device/run.sh TASK...   with TASK one of: info goldens vulkan-tests twins e2e perf profile bench side profile-all physics gemm matvec
 # Brings the Vulkan loader, points at the NVIDIA ICD, unpacks the fixtures, runs the tasks and
 # prints a short table last. Results go to $OUT.
 set -uo pipefail
@@ -142,6 +142,11 @@ PY
     physics)
       # The device's dispatch, grid-sync and bandwidth costs (vkllm bench --physics).
       "$BIN" bench --physics | tee "$OUT/physics.md"; rc=${PIPESTATUS[0]} ;;
+    matvec)
+      # The decode mat-vec kernels at the three models' shapes (vkllm bench --matvec: us, GB/s,
+      # and whether linear_8da4w_mv has the old kernel's bits), and their registers.
+      VKLLM_PIPELINE_STATS=1 "$BIN" bench --matvec 2>"$OUT/matvec_stats.txt" | tee "$OUT/matvec.md"; rc=${PIPESTATUS[0]}
+      grep -E "linear_8da4w_(mv|b32)" "$OUT/matvec_stats.txt" | sort -u | head -24 ;;
     gemm)
       # The cooperative-matrix ceiling and the prefill GEMM at prefill shapes (vkllm bench --gemm).
       "$BIN" bench --gemm | tee "$OUT/gemm.md"; rc=${PIPESTATUS[0]} ;;

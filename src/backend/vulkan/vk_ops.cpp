@@ -322,6 +322,14 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
                     6, 7, {c.f16(y)}, tt, tt == 1 ? split.bpl : 0, tt == 1 ? split.parts : 0, wg);
   };
   const Kernel *k = &variant(kPrefillTT), *k1 = &variant(1);
+  // One-token forwards of linear_8da4w take linear_8da4w_mv where it applies (MatvecPlan).
+  const MatvecPlan mv = f == "linear_8da4w" ? plan_matvec(c.env.ctx, K, G, split) : MatvecPlan{};
+  const Kernel* kmv = mv.on ? &c.env.kernels.get(std::string("linear_8da4w_mv") +
+                                                     (c.env.ctx.use_int_dot() ? "_idot" : "") +
+                                                     (c.f16(y) ? "_f16" : ""),
+                                                 6, 28, mv.spec(c.f16(y)))
+                            : nullptr;
+  const uint32_t sg_size = std::max<uint32_t>(1, c.env.ctx.info().subgroup_size);
   // Forwards of at least GemmPlan::kTokens tokens run linear_8da4w as a tiled GEMM (GemmPlan).
   // Each tile size's pipeline is made on first use (at recording), so a model compiles only the
   // variants its prompts need. (The record function may use only what outlives preparation: the
@@ -349,6 +357,7 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
     RowChunk ch;
     VkDescriptorSet set;
     uint32_t R, R1;  // matvec.glsl: rows per workgroup, of the prefill and decode variants
+    VkDescriptorSet mv_set = VK_NULL_HANDLE;  // linear_8da4w_mv's
   };
   std::vector<Part> parts;
   for (const RowChunk& ch : row_chunks(c, N, rb)) {
@@ -358,7 +367,8 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
     // Decode: the rows per 64 threads scaled to wg threads and divided among the parts.
     const uint32_t R = c.env.ctx.matvec_rows(ch.rows);
     parts.push_back({ch, c.env.kernels.make_set(*k, r), R,
-                     split.bpl ? std::max<uint32_t>(1, R * wg / 64 / split.parts) : R});
+                     split.bpl ? std::max<uint32_t>(1, R * wg / 64 / split.parts) : R,
+                     kmv ? c.env.kernels.make_set(*kmv, r) : VK_NULL_HANDLE});
   }
   auto prepared = std::make_unique<PreparedOp>(
       [=](VkCommandBuffer cb, int T) {
@@ -373,6 +383,11 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
           if (G) push.push_back(u32(G));
           if (!gemm.module.empty() && Tr >= GemmPlan::kTokens) {
             gemm.record(cb, *kernels, pt.set, u32(K), pt.ch.rows, pt.ch.r0, u32(N), Tr, u32(G));
+            continue;
+          }
+          if (kmv && Tr == 1) {
+            push.push_back(0);
+            dispatch_flat(cb, *kmv, pt.mv_set, push, mv.grid(pt.ch.rows, sg_size));
             continue;
           }
           const uint32_t R = tt == 1 ? pt.R1 : pt.R;

@@ -232,3 +232,157 @@ std::vector<GemmRow> measure_gemm(Context& ctx, int repeats) {
 }
 
 }  // namespace vkllm::vk
+
+namespace vkllm::vk {
+
+std::vector<MatvecRow> measure_matvec(Context& ctx, int repeats) {
+  Allocator alloc(ctx);
+  Kernels kernels(ctx);
+  Timer timer(ctx);
+  const bool cpu = ctx.info().type == "cpu";
+  const int reps = std::max(1, repeats);
+  struct Shape {
+    const char* what;
+    uint32_t N, K, G;
+  };
+  const std::vector<Shape> shapes =
+      cpu ? std::vector<Shape>{{"toy q/k/v", 384, 256, 128}, {"toy lm_head", 2048, 256, 32}}
+          : std::vector<Shape>{{"Llama q/k/v", 3072, 2048, 128},
+                               {"Llama o", 2048, 2048, 128},
+                               {"Llama gate", 8192, 2048, 128},
+                               {"Llama down", 2048, 8192, 128},
+                               {"Llama lm_head", 128256, 2048, 128},
+                               {"Qwen3 q/k/v", 4096, 1024, 128},
+                               {"Qwen3 gate", 3072, 1024, 128},
+                               {"Qwen3 down", 1024, 3072, 128},
+                               {"Qwen3 lm_head (G 32)", 151936, 1024, 32},
+                               {"Phi-4-mini q/k/v", 5120, 3072, 128},
+                               {"Phi-4-mini gate", 8192, 3072, 128},
+                               {"Phi-4-mini down", 3072, 8192, 128},
+                               {"Phi-4-mini lm_head (G 32)", 200064, 3072, 32}};
+  const std::string idot = ctx.use_int_dot() ? "_idot" : "";
+  const uint32_t sg = std::max<uint32_t>(1, ctx.info().subgroup_size);
+  const uint32_t cu = std::max<uint32_t>(1, ctx.info().compute_units);
+  std::vector<MatvecRow> rows;
+  uint64_t seed = 0x9E3779B97F4A7C15ull;
+  auto next = [&]() {
+    seed ^= seed << 13;
+    seed ^= seed >> 7;
+    seed ^= seed << 17;
+    return static_cast<uint32_t>(seed >> 16);
+  };
+  for (const Shape& sh : shapes) {
+    const uint64_t ng = static_cast<uint64_t>(sh.N) * (sh.K / sh.G), qb = uint64_t(sh.N) * sh.K / 2;
+    const uint64_t wbytes = qb + ng * 8;
+    if (qb > ctx.max_binding()) continue;
+    // Copies of the weights that together pass 256 MiB (the L2 holds none of them in turn).
+    const uint32_t copies =
+        cpu ? 1 : static_cast<uint32_t>(std::clamp<uint64_t>((256ull << 20) / wbytes + 1, 1, 32));
+    Buffer qx = alloc.create(sh.K, false, "int8 row"), qp = alloc.create(8, false, "row scale"),
+           y = alloc.create(uint64_t(sh.N) * 4, false, "output");
+    std::vector<Buffer> q, sc, ws;
+    for (uint32_t c = 0; c < copies; ++c) {
+      q.push_back(alloc.create(qb, false, "int4 weights"));
+      sc.push_back(alloc.create(ng * 4, false, "scales"));
+      ws.push_back(alloc.create(ng * 4, false, "weight sums"));
+      alloc.fill(q.back(), 0x9A3C61E7u);
+      alloc.fill(sc.back(), 0x3A000000u);
+      alloc.fill(ws.back(), 17u);
+    }
+    {  // random inputs in copy 0, for the comparison of the kernels' bits
+      std::vector<uint32_t> w(qb / 4), s(ng), z(ng), x(sh.K / 4);
+      for (auto& v : w) v = next();
+      for (auto& v : s) v = 0x3A000000u | (next() & 0x7FFFFFu);
+      for (auto& v : z) v = (next() % 4096) - 2048;
+      for (auto& v : x) v = next();
+      alloc.upload(q[0], 0, w.data(), qb);
+      alloc.upload(sc[0], 0, s.data(), ng * 4);
+      alloc.upload(ws[0], 0, z.data(), ng * 4);
+      alloc.upload(qx, 0, x.data(), sh.K);
+      const uint32_t p[2] = {0x3C23D70Au, static_cast<uint32_t>(-37)};  // 0.01, zp -37
+      alloc.upload(qp, 0, p, 8);
+    }
+    auto sets_of = [&](const Kernel& k) {
+      std::vector<VkDescriptorSet> sets;
+      for (uint32_t c = 0; c < copies; ++c) {
+        const BufRange r[6] = {{qx.buf, 0, qx.size},       {qp.buf, 0, qp.size},
+                               {q[c].buf, 0, q[c].size},   {sc[c].buf, 0, sc[c].size},
+                               {ws[c].buf, 0, ws[c].size}, {y.buf, 0, y.size}};
+        sets.push_back(kernels.make_set(k, r));
+      }
+      return sets;
+    };
+    const std::vector<uint32_t> push = {sh.K, sh.N, 0, sh.N, 1, sh.G, 0};
+    auto time = [&](const Kernel& k, const std::vector<VkDescriptorSet>& sets, uint32_t groups,
+                    std::vector<uint32_t> pc) {
+      constexpr int kPerSubmit = 16;
+      return timer.best_us(reps, [&](VkCommandBuffer cb) {
+        for (int i = 0; i < kPerSubmit; ++i) {
+          if (i) compute_barrier(cb);
+          detail::dispatch_flat(cb, k, sets[i % copies], pc, groups);
+        }
+      }) / kPerSubmit;
+    };
+    auto output = [&]() {
+      std::vector<uint32_t> o(sh.N);
+      alloc.download(y, 0, o.data(), uint64_t(sh.N) * 4);
+      return o;
+    };
+    auto run_once = [&](const Kernel& k, const std::vector<VkDescriptorSet>& sets, uint32_t groups,
+                        const std::vector<uint32_t>& pc) {
+      alloc.fill(y, 0xFFFFFFFFu);
+      timer.best_us(1,
+                    [&](VkCommandBuffer cb) { detail::dispatch_flat(cb, k, sets[0], pc, groups); });
+      return output();
+    };
+    // The old kernel, as prep_linear records it in one part.
+    const uint32_t bpl =
+        detail::ceil_div(sh.K / 32, std::max<uint32_t>(1, ctx.info().subgroup_min));
+    const uint32_t wg = cpu ? 64 : 256, R1 = std::max<uint32_t>(1, ctx.matvec_rows(sh.N) * wg / 64);
+    std::vector<uint32_t> old_spec(17, 0);  // detail::kernel_spec({0}, 1, bpl, 1, wg)
+    old_spec[7] = 1;
+    old_spec[8] = bpl;
+    old_spec[15] = 1;
+    old_spec[16] = wg;
+    const Kernel& old = kernels.get("linear_8da4w_b32" + idot, 6, 28, old_spec);
+    const auto old_sets = sets_of(old);
+    std::vector<uint32_t> old_push = push;
+    old_push.back() = R1;
+    const std::vector<uint32_t> want =
+        run_once(old, old_sets, detail::ceil_div(sh.N, R1), old_push);
+    const double old_us = time(old, old_sets, detail::ceil_div(sh.N, R1), old_push);
+    rows.push_back({"linear_8da4w matvec_decode", sh.what, sh.N, sh.K, sh.G, old_us,
+                    static_cast<double>(wbytes) / (old_us * 1e3), true});
+    const detail::MatvecPlan base = detail::plan_matvec(ctx, sh.K, sh.G, {1, bpl}, true);
+    if (!base.on) continue;
+    // The plan's own settings, and for the wide mat-vecs (the lm_heads) a sweep of depths and
+    // grids.
+    struct Try {
+      uint32_t depth, groups_per_cu, batches;
+    };
+    std::vector<Try> tries = {{base.depth, 0, base.batches}};
+    if (!cpu && sh.N >= 32768)
+      for (uint32_t b : {1u, 2u})
+        for (uint32_t d : {1u, 2u, 4u, 8u})
+          for (uint32_t g : {1u, 2u, 4u})
+            if (d * base.bpg <= 32) tries.push_back({d, g, b});
+    for (const Try& t : tries) {
+      detail::MatvecPlan p = base;
+      p.depth = t.depth;
+      p.batches = t.batches;
+      if (t.groups_per_cu) p.groups = cu * t.groups_per_cu;
+      const Kernel& k = kernels.get("linear_8da4w_mv" + idot, 6, 28, p.spec(false));
+      const auto sets = sets_of(k);
+      const uint32_t groups = p.grid(sh.N, sg);
+      const auto got = run_once(k, sets, groups, push);
+      const bool same = got == want;
+      const double us = time(k, sets, groups, push);
+      rows.push_back(
+          {fmt::format("linear_8da4w_mv {} x {} units, {} groups", p.batches, p.depth, groups),
+           sh.what, sh.N, sh.K, sh.G, us, static_cast<double>(wbytes) / (us * 1e3), same});
+    }
+  }
+  return rows;
+}
+
+}  // namespace vkllm::vk

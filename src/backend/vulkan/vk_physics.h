@@ -43,3 +43,22 @@ struct GemmRow {
 std::vector<GemmRow> measure_gemm(Context& ctx, int repeats);
 
 }  // namespace vkllm::vk
+
+namespace vkllm::vk {
+
+// `vkllm bench --matvec`: the decode step's linear_8da4w mat-vec (one token) at the shapes of the
+// three models (q/k/v, o, gate, down, lm_head), each kernel's time per dispatch (behind a
+// barrier, as in a step) and the bandwidth of its weight bytes (nibbles, scales, weight sums).
+// Each repetition reads another copy of the weights (together larger than the L2), as a step
+// reads each layer's weights once. Rows: the old kernel (linear_8da4w.comp's matvec_decode) and
+// linear_8da4w_mv.comp at a few depths and grids; `same` says whether its output has the old
+// kernel's bits on random inputs.
+struct MatvecRow {
+  std::string what, shape;  // kernel and settings; the model's projection
+  uint32_t N = 0, K = 0, G = 0;
+  double us = 0, gb_s = 0;
+  bool same = true;
+};
+std::vector<MatvecRow> measure_matvec(Context& ctx, int repeats);
+
+}  // namespace vkllm::vk
