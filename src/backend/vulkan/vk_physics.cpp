@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <limits>
 
 #include "backend/vulkan/vk_memory.h"
@@ -316,12 +317,19 @@ std::vector<MatvecRow> measure_matvec(Context& ctx, int repeats) {
     auto time = [&](const Kernel& k, const std::vector<VkDescriptorSet>& sets, uint32_t groups,
                     std::vector<uint32_t> pc) {
       constexpr int kPerSubmit = 16;
-      return timer.best_us(reps, [&](VkCommandBuffer cb) {
+      auto record = [&](VkCommandBuffer cb) {
         for (int i = 0; i < kPerSubmit; ++i) {
           if (i) compute_barrier(cb);
           detail::dispatch_flat(cb, k, sets[i % copies], pc, groups);
         }
-      }) / kPerSubmit;
+      };
+      // A warm-up of at least 100 ms of the same work first: a GPU that sat idle while the host
+      // made the inputs runs its first submits at a lower clock (the H200: the same kernel 2.3x
+      // slower right after an upload of random weights than in a decode step).
+      const auto t0 = std::chrono::steady_clock::now();
+      while (std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(cpu ? 0 : 100))
+        timer.best_us(1, record);
+      return timer.best_us(reps, record) / kPerSubmit;
     };
     auto output = [&]() {
       std::vector<uint32_t> o(sh.N);
