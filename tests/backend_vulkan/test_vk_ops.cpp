@@ -513,10 +513,10 @@ TEST(VulkanOps, Linear8da4wDecodeInPartsAgreesAtEveryWorkgroupSize) {
   ::unsetenv("VKLLM_MATVEC_WG");
 }
 
-// linear_8da4w_mv.comp (VKLLM_MV=1) has the decode mat-vec's bits: every group size it takes (one
-// to eight blocks a group), widths whose groups do not fill the lanes, rows that do not fill a
-// row set, fp16 outputs, weights in row chunks (its rows start at n0), and each depth, batch count
-// and grid; each against the CPU reference too (check_linear).
+// linear_8da4w_mv.comp (VKLLM_MV=1) has the bits of matvec_decode (VKLLM_MV=0): every group size it
+// takes (one to eight blocks a group), widths whose groups do not fill the lanes, rows that do not
+// fill a row set, fp16 outputs, weights in row chunks (its rows start at n0), and each depth, batch
+// count and grid; each against the CPU reference too (check_linear).
 TEST(VulkanOps, Linear8da4wStreamedMatvecHasTheDecodeKernelsBits) {
   struct Shape {
     int64_t K, N, G;
@@ -534,7 +534,7 @@ TEST(VulkanOps, Linear8da4wStreamedMatvecHasTheDecodeKernelsBits) {
   for (const Shape& sh : shapes) {
     VulkanOptions o;
     if (sh.max_binding) o.max_binding_bytes = sh.max_binding;
-    ::unsetenv("VKLLM_MV");
+    ::setenv("VKLLM_MV", "0", 1);  // matvec_decode
     std::vector<float> want;
     check_linear(Lin::A8W4, sh.K, sh.N, 1, sh.act, o, &want, XDist::Normal, sh.G);
     ::setenv("VKLLM_MV", "1", 1);

@@ -124,19 +124,20 @@ inline DecodeSplit decode_split(const Context& ctx, int64_t K, int64_t N) {
 }
 
 // The decode mat-vec of linear_8da4w_mv.comp (one token): the same bits as matvec_decode in one
-// part, with the row walk rebuilt (the shader's header). Measured on the H200 it is slower than
-// matvec_decode in a decode step (docs/perf.md, session 19), so it runs only where VKLLM_MV=1 asks
-// for it (a measurement switch, like the fusion patterns that are off by default); `vkllm bench
-// --matvec` times both kernels at the three models' shapes. It takes a mat-vec whose split has one
+// part, with the row walk rebuilt (the shader's header). It takes a mat-vec whose split has one
 // part, whose G / 32 is a power of two no larger than the device's smallest subgroup, and whose K
-// fits its shared row (8,192). Its grid is at most `groups` workgroups of wg threads (each walks
-// its rows as a stream): kGroupsPerUnit a compute unit where the device reports them, kCpuGroups
-// on CPU devices (where workgroups are expensive). VKLLM_MV_GROUPS=n (workgroups a compute unit),
-// VKLLM_MV_DEPTH=d (units a batch) and VKLLM_MV_BATCHES=1|2 (batches in flight) set the rest. Its
-// depth: kBlocks blocks a lane a batch (one unit on CPU devices).
+// fits its shared row (8,192); by default only where G is 32 (one block a group: the int4
+// embedding tables' lm_heads), where it measured faster on the H200 (`vkllm bench --matvec`,
+// docs/perf.md session 19: Qwen3's lm_head 57 -> 38 us, Phi-4-mini's 158 -> 122), and not at
+// G = 128, where matvec_decode is faster at every shape measured. VKLLM_MV=1 takes every mat-vec
+// it can, VKLLM_MV=0 none. Its grid is at most `groups` workgroups of wg threads, each walking its
+// rows as a stream of units: kGroupsPerUnit a compute unit where the device reports them,
+// kCpuGroups on CPU devices (where workgroups are expensive); one unit a batch, two batches in
+// flight (one on CPU devices). VKLLM_MV_GROUPS=n (workgroups a compute unit), VKLLM_MV_DEPTH=d
+// (units a batch) and VKLLM_MV_BATCHES=1|2 (batches in flight) are measurement switches.
 struct MatvecPlan {
   bool on = false;
-  uint32_t bpg = 0, depth = 0, wg = 256, groups = 0, batches = 2;
+  uint32_t bpg = 0, depth = 1, wg = 256, groups = 0, batches = 2;
   std::vector<uint32_t> spec(bool y16) const {
     std::vector<uint32_t> s(17, 0);
     s[0] = y16;
@@ -152,23 +153,21 @@ struct MatvecPlan {
     return std::max<uint32_t>(1, std::min(ceil_div(sets, per), groups));
   }
 };
+// want: 1 every mat-vec it can take, 0 none, -1 the default (G = 32).
 inline MatvecPlan plan_matvec(const Context& ctx, int64_t K, int64_t G, DecodeSplit split,
-                              bool wanted = env_int("VKLLM_MV") == 1) {
-  constexpr uint32_t kGroupsPerUnit = 8, kBlocks = 8, kMaxK = 8192, kCpuGroups = 4;
+                              int want = std::getenv("VKLLM_MV") ? env_int("VKLLM_MV") : -1) {
+  constexpr uint32_t kGroupsPerUnit = 4, kMaxK = 8192, kCpuGroups = 4;
   MatvecPlan p;
   const uint32_t sg = ctx.info().subgroup_min, bpg = static_cast<uint32_t>(G / 32);
-  if (!wanted || split.parts != 1 || G % 32 != 0 || bpg == 0 || (bpg & (bpg - 1)) != 0 ||
-      bpg > sg || K > kMaxK || ctx.info().max_wg_size < 256 ||
+  if (want == 0 || (want != 1 && G != 32) || split.parts != 1 || G % 32 != 0 || bpg == 0 ||
+      (bpg & (bpg - 1)) != 0 || bpg > sg || K > kMaxK || ctx.info().max_wg_size < 256 ||
       256 % std::max<uint32_t>(1, ctx.info().subgroup_size) != 0)
     return p;
   p.on = true;
   p.bpg = bpg;
-  const int d = env_int("VKLLM_MV_DEPTH");
-  const bool cpu = ctx.info().type == "cpu";  // (CPU devices: one unit a batch measured fastest)
-  p.depth = d > 0 && d * bpg <= 32 ? static_cast<uint32_t>(d)
-            : cpu                  ? 1
-                                   : std::max<uint32_t>(1, kBlocks / bpg);
-  const int b = env_int("VKLLM_MV_BATCHES");
+  const bool cpu = ctx.info().type == "cpu";
+  const int d = env_int("VKLLM_MV_DEPTH"), b = env_int("VKLLM_MV_BATCHES");
+  if (d > 0 && d <= 16 && d * bpg <= 32) p.depth = static_cast<uint32_t>(d);
   p.batches = b == 1 || b == 2 ? static_cast<uint32_t>(b) : cpu ? 1 : 2;
   const int gpu = env_int("VKLLM_MV_GROUPS");
   const uint32_t cu = ctx.info().compute_units;
