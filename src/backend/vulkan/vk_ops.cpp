@@ -323,7 +323,7 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
   };
   const Kernel *k = &variant(kPrefillTT), *k1 = &variant(1);
   // One-token forwards of linear_8da4w take linear_8da4w_mv where it applies (MatvecPlan).
-  const MatvecPlan mv = f == "linear_8da4w" ? plan_matvec(c.env.ctx, K, G, split) : MatvecPlan{};
+  const MatvecPlan mv = f == "linear_8da4w" ? plan_matvec(c.env.ctx, K, N, G, split) : MatvecPlan{};
   const Kernel* kmv = mv.on ? &c.env.kernels.get(std::string("linear_8da4w_mv") +
                                                      (c.env.ctx.use_int_dot() ? "_idot" : "") +
                                                      (c.f16(y) ? "_f16" : ""),

@@ -126,11 +126,12 @@ inline DecodeSplit decode_split(const Context& ctx, int64_t K, int64_t N) {
 // The decode mat-vec of linear_8da4w_mv.comp (one token): the same bits as matvec_decode in one
 // part, with the row walk rebuilt (the shader's header). It takes a mat-vec whose split has one
 // part, whose G / 32 is a power of two no larger than the device's smallest subgroup, and whose K
-// fits its shared row (8,192); by default only where G is 32 (one block a group: the int4
-// embedding tables' lm_heads), where it measured faster on the H200 (`vkllm bench --matvec`,
-// docs/perf.md session 19: Qwen3's lm_head 57 -> 38 us, Phi-4-mini's 158 -> 122), and not at
-// G = 128, where matvec_decode is faster at every shape measured. VKLLM_MV=1 takes every mat-vec
-// it can, VKLLM_MV=0 none. Its grid is at most `groups` workgroups of wg threads, each walking its
+// fits its shared row (8,192); by default only mat-vecs of at least kMinRows rows (the lm_heads,
+// which decode chains leave to the unfused kernels), where each subgroup walks many row sets: there
+// it measured 1.5-2.5x faster than matvec_decode on the H200 (`vkllm bench --matvec`, docs/perf.md
+// session 19: Llama-3.2-1B's lm_head 76 -> 47 us, Qwen3-0.6B's 57 -> 37, Phi-4-mini's 157 -> 121,
+// 3.1-3.8 TB/s), and slower at the layers' shapes. VKLLM_MV=1 takes every mat-vec it can,
+// VKLLM_MV=0 none. Its grid is at most `groups` workgroups of wg threads, each walking its
 // rows as a stream of units: kGroupsPerUnit a compute unit where the device reports them,
 // kCpuGroups on CPU devices (where workgroups are expensive); one unit a batch, two batches in
 // flight (one on CPU devices). VKLLM_MV_GROUPS=n (workgroups a compute unit), VKLLM_MV_DEPTH=d
@@ -153,13 +154,15 @@ struct MatvecPlan {
     return std::max<uint32_t>(1, std::min(ceil_div(sets, per), groups));
   }
 };
-// want: 1 every mat-vec it can take, 0 none, -1 the default (G = 32).
-inline MatvecPlan plan_matvec(const Context& ctx, int64_t K, int64_t G, DecodeSplit split,
+// want: 1 every mat-vec it can take, 0 none, -1 the default (N >= kMinRows).
+inline MatvecPlan plan_matvec(const Context& ctx, int64_t K, int64_t N, int64_t G,
+                              DecodeSplit split,
                               int want = std::getenv("VKLLM_MV") ? env_int("VKLLM_MV") : -1) {
   constexpr uint32_t kGroupsPerUnit = 4, kMaxK = 8192, kCpuGroups = 4;
+  constexpr int64_t kMinRows = 32768;
   MatvecPlan p;
   const uint32_t sg = ctx.info().subgroup_min, bpg = static_cast<uint32_t>(G / 32);
-  if (want == 0 || (want != 1 && G != 32) || split.parts != 1 || G % 32 != 0 || bpg == 0 ||
+  if (want == 0 || (want != 1 && N < kMinRows) || split.parts != 1 || G % 32 != 0 || bpg == 0 ||
       (bpg & (bpg - 1)) != 0 || bpg > sg || K > kMaxK || ctx.info().max_wg_size < 256 ||
       256 % std::max<uint32_t>(1, ctx.info().subgroup_size) != 0)
     return p;

@@ -361,7 +361,7 @@ std::vector<MatvecRow> measure_matvec(Context& ctx, int repeats) {
     const double old_us = time(old, old_sets, detail::ceil_div(sh.N, R1), old_push);
     rows.push_back({"linear_8da4w matvec_decode", sh.what, sh.N, sh.K, sh.G, old_us,
                     static_cast<double>(wbytes) / (old_us * 1e3), true});
-    const detail::MatvecPlan base = detail::plan_matvec(ctx, sh.K, sh.G, {1, bpl}, 1);
+    const detail::MatvecPlan base = detail::plan_matvec(ctx, sh.K, sh.N, sh.G, {1, bpl}, 1);
     if (!base.on) continue;
     // The plan's own settings, and for the wide mat-vecs (the lm_heads) a sweep of depths and
     // grids.

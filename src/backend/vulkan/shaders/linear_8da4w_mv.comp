@@ -12,6 +12,9 @@
 //    subgroup holds BPG rows at once (lanes r A .. r A + A - 1 for row r), and each row's sum is
 //    the subgroupAdd of the vector matvec_decode reduces (lane BPG j: that lane's sum, zero
 //    elsewhere), so the float sums are the same bits;
+//  - lane j takes its group's blocks from block j % BPG on (its integer dot is the same in any
+//    order), so that the lanes of a row, whose groups lie 16 BPG words apart in the shared row,
+//    read different banks rather than all the same one;
 //  - a unit is one group of each lane (BPG 16-byte loads, its scale and weight sum); a subgroup
 //    walks its row sets (strided by the grid) as a stream of units, in batches of DEPTH units
 //    (BATCHES 2: one batch's loads are issued before the other's are summed).
@@ -62,7 +65,7 @@ int za[16], zb[16];
     const uint n = ((K0) + (C).k * (STEP)) * BPG + r, g = j + (C).i * A;      \
     const bool ok = (C).k < (MINE) && n < pc.Nc && g < ng;                   \
     [[unroll]] for (uint bb = 0; bb < BPG; ++bb)                            \
-      W[(D) * BPG + bb] = ok ? q[n * nb + g * BPG + bb] : uvec4(0u);        \
+      W[(D) * BPG + bb] = ok ? q[n * nb + g * BPG + ((bb + j) & (BPG - 1u))] : uvec4(0u); \
     SC[D] = ok ? s[n * ng + g] : 0.0;                                       \
     WZ[D] = ok ? wsum[n * ng + g] : 0;                                      \
   }
@@ -75,7 +78,7 @@ int za[16], zb[16];
     if (n < pc.Nc && g < ng) {                                                   \
       int gd = 0; /* the group's integer dot */                                 \
       [[unroll]] for (uint bb = 0; bb < BPG; ++bb)                               \
-        gd += block_dot(W[(D) * BPG + bb], g * BPG + bb);                        \
+        gd += block_dot(W[(D) * BPG + bb], g * BPG + ((bb + j) & (BPG - 1u)));   \
       acc += SC[D] * sx * float(gd - zp * WZ[D]);                                \
     }                                                                            \
     if ((C).i + 1u == ngl) {                                                     \
