@@ -13,7 +13,7 @@
 //    the subgroupAdd of the vector matvec_decode reduces (lane BPG j: that lane's sum, zero
 //    elsewhere), so the float sums are the same bits;
 //  - lane j takes its group's blocks from block j % BPG on (its integer dot is the same in any
-//    order), so that the lanes of a row, whose groups lie 16 BPG words apart in the shared row,
+//    order), so that the lanes of a row, whose groups lie 32 BPG bytes apart in the shared row,
 //    read different banks rather than all the same one;
 //  - a unit is one group of each lane (BPG 16-byte loads, its scale and weight sum); a subgroup
 //    walks its row sets (strided by the grid) as a stream of units, in batches of DEPTH units
