@@ -297,23 +297,11 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
   // workgroup, so that a prefill reads each weight once per kPrefillTT tokens.
   constexpr uint32_t kPrefillTT = 16;
   // The decode variant of linear_8da4w (G % 32 == 0): wg threads a workgroup, each row's blocks
-  // in split.parts parts of split.bpl blocks per lane, one subgroup per part (decode_split).
-  // VKLLM_MATVEC_WG forces the workgroup size (a measurement switch: 64 to 512 measured alike on
-  // the H200, docs/perf.md).
+  // in split.parts parts of split.bpl blocks per lane, one subgroup per part (decode_split,
+  // decode_matvec_wg).
   const DecodeSplit split =
       f == "linear_8da4w" && G % 32 == 0 ? decode_split(c.env.ctx, K, N) : DecodeSplit{1, 0};
-  constexpr uint32_t kDecodeMatvecWG = 256;
-  uint32_t wg = 64;
-  if (split.bpl) {
-    const int forced_wg = env_int("VKLLM_MATVEC_WG");
-    const uint32_t sg = std::max<uint32_t>(1, c.env.ctx.info().subgroup_size);
-    const uint32_t max_wg = c.env.ctx.info().max_wg_size;
-    if (forced_wg >= 64 && forced_wg % 64 == 0 && static_cast<uint32_t>(forced_wg) <= max_wg)
-      wg = static_cast<uint32_t>(forced_wg);
-    else if (c.env.ctx.info().type != "cpu" && kDecodeMatvecWG <= max_wg &&
-             kDecodeMatvecWG % sg == 0)
-      wg = kDecodeMatvecWG;
-  }
+  const uint32_t wg = split.bpl ? decode_matvec_wg(c.env.ctx) : 64;
   auto variant = [&](uint32_t tt) -> const Kernel& {
     if (f == "linear") return c.kernel("linear", 3, 6, {c.f16(x), c.f16(W), c.f16(y)}, tt);
     if (f == "linear_q4w") return c.kernel("linear_q4w", 4, 7, {c.f16(x), c.f16(y)}, tt);

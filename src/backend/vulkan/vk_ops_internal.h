@@ -56,15 +56,15 @@ inline uint32_t ceil_div(uint64_t a, uint64_t b) {
 inline std::vector<uint32_t> kernel_spec(std::vector<uint32_t> flags, uint32_t tt, uint32_t bpl,
                                          uint32_t parts = 0, uint32_t wg = 64) {
   if (!tt) return flags;
-  flags.resize(7, 0);
-  flags.push_back(tt);
-  if (bpl) flags.push_back(bpl);
+  std::vector<uint32_t> s(parts ? 17 : bpl ? 9 : 8, 0);
+  std::copy_n(flags.begin(), std::min<size_t>(flags.size(), 7), s.begin());
+  s[7] = tt;
+  if (bpl) s[8] = bpl;
   if (parts) {
-    flags.resize(15, 0);
-    flags.push_back(parts);
-    flags.push_back(wg);
+    s[15] = parts;
+    s[16] = wg;
   }
-  return flags;
+  return s;
 }
 
 // The tiled prefill GEMM of linear_8da4w: BT tokens x BN rows a workgroup, on cooperative
@@ -121,6 +121,21 @@ inline DecodeSplit decode_split(const Context& ctx, int64_t K, int64_t N) {
   uint32_t parts = 1;
   while (parts < cap && parts * 2 <= total && (!rule || N * parts < kDecodeSubgroups)) parts *= 2;
   return {parts, ceil_div(total, parts)};
+}
+
+// The decode variant's workgroup size (matvec_decode): 256 threads on GPUs, 64 on CPU devices;
+// VKLLM_MATVEC_WG forces one (a measurement switch: 64 to 512 measured alike on the H200,
+// docs/perf.md).
+inline uint32_t decode_matvec_wg(const Context& ctx) {
+  constexpr uint32_t kDecodeMatvecWG = 256;
+  const int forced = env_int("VKLLM_MATVEC_WG");
+  const uint32_t sg = std::max<uint32_t>(1, ctx.info().subgroup_size),
+                 max_wg = ctx.info().max_wg_size;
+  if (forced >= 64 && forced % 64 == 0 && static_cast<uint32_t>(forced) <= max_wg)
+    return static_cast<uint32_t>(forced);
+  if (ctx.info().type != "cpu" && kDecodeMatvecWG <= max_wg && kDecodeMatvecWG % sg == 0)
+    return kDecodeMatvecWG;
+  return 64;
 }
 
 // The decode mat-vec of linear_8da4w_mv.comp (one token): the same bits as matvec_decode in one

@@ -232,10 +232,6 @@ std::vector<GemmRow> measure_gemm(Context& ctx, int repeats) {
   return rows;
 }
 
-}  // namespace vkllm::vk
-
-namespace vkllm::vk {
-
 std::vector<MatvecRow> measure_matvec(Context& ctx, int repeats) {
   Allocator alloc(ctx);
   Kernels kernels(ctx);
@@ -343,16 +339,12 @@ std::vector<MatvecRow> measure_matvec(Context& ctx, int repeats) {
                     [&](VkCommandBuffer cb) { detail::dispatch_flat(cb, k, sets[0], pc, groups); });
       return output();
     };
-    // The old kernel, as prep_linear records it in one part.
-    const uint32_t bpl =
-        detail::ceil_div(sh.K / 32, std::max<uint32_t>(1, ctx.info().subgroup_min));
-    const uint32_t wg = cpu ? 64 : 256, R1 = std::max<uint32_t>(1, ctx.matvec_rows(sh.N) * wg / 64);
-    std::vector<uint32_t> old_spec(17, 0);  // detail::kernel_spec({0}, 1, bpl, 1, wg)
-    old_spec[7] = 1;
-    old_spec[8] = bpl;
-    old_spec[15] = 1;
-    old_spec[16] = wg;
-    const Kernel& old = kernels.get("linear_8da4w_b32" + idot, 6, 28, old_spec);
+    // The old kernel, as prep_linear records it.
+    const detail::DecodeSplit split = detail::decode_split(ctx, sh.K, sh.N);
+    const uint32_t wg = detail::decode_matvec_wg(ctx),
+                   R1 = std::max<uint32_t>(1, ctx.matvec_rows(sh.N) * wg / 64 / split.parts);
+    const Kernel& old = kernels.get("linear_8da4w_b32" + idot, 6, 28,
+                                    detail::kernel_spec({0}, 1, split.bpl, split.parts, wg));
     const auto old_sets = sets_of(old);
     std::vector<uint32_t> old_push = push;
     old_push.back() = R1;
@@ -361,7 +353,7 @@ std::vector<MatvecRow> measure_matvec(Context& ctx, int repeats) {
     const double old_us = time(old, old_sets, detail::ceil_div(sh.N, R1), old_push);
     rows.push_back({"linear_8da4w matvec_decode", sh.what, sh.N, sh.K, sh.G, old_us,
                     static_cast<double>(wbytes) / (old_us * 1e3), true});
-    const detail::MatvecPlan base = detail::plan_matvec(ctx, sh.K, sh.N, sh.G, {1, bpl}, 1);
+    const detail::MatvecPlan base = detail::plan_matvec(ctx, sh.K, sh.N, sh.G, split, 1);
     if (!base.on) continue;
     // The plan's own settings, and for the wide mat-vecs (the lm_heads) a sweep of depths and
     // grids.

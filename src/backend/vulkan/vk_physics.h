@@ -42,10 +42,6 @@ struct GemmRow {
 };
 std::vector<GemmRow> measure_gemm(Context& ctx, int repeats);
 
-}  // namespace vkllm::vk
-
-namespace vkllm::vk {
-
 // `vkllm bench --matvec`: the decode step's linear_8da4w mat-vec (one token) at the shapes of the
 // three models (q/k/v, o, gate, down, lm_head), each kernel's time per dispatch (behind a
 // barrier, as in a step) and the bandwidth of its weight bytes (nibbles, scales, weight sums).
