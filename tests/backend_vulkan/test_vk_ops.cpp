@@ -554,6 +554,50 @@ TEST(VulkanOps, Linear8da4wStreamedMatvecHasTheDecodeKernelsBits) {
     ::unsetenv(var);
 }
 
+// linear_q4w_mv (the streamed decode mat-vec of int4 weight-only linears) against the CPU
+// reference, at every group size the kernel takes, odd widths and row counts, fp16 activations,
+// row chunks and three walks. Its sums run in another order than the old kernel's, so its fp32
+// output differs from the old kernel's in the last bits: that shows it ran (fp16 outputs round
+// the difference away).
+TEST(VulkanOps, LinearQ4wStreamedMatvecMatchesTheReference) {
+  struct Shape {
+    int64_t K, N, G;
+    DType act;
+    uint64_t max_binding;
+  };
+  // (7,680: the widest row of 128-groups whose padded copy fits lavapipe's 32 KiB of shared
+  // memory.)
+  const Shape shapes[] = {{256, 45, 128, DType::F32, 0},      {1024, 301, 32, DType::F32, 0},
+                          {2304, 37, 64, DType::F16, 0},      {768, 203, 256, DType::F32, 0},
+                          {384, 200, 128, DType::F16, 16384}, {7680, 9, 128, DType::F32, 0}};
+  struct Setting {
+    const char *depth, *batches, *groups;
+  };
+  const Setting settings[] = {{"", "", ""}, {"1", "1", "1"}, {"3", "2", "3"}};
+  for (const Shape& sh : shapes) {
+    VulkanOptions o;
+    if (sh.max_binding) o.max_binding_bytes = sh.max_binding;
+    ::setenv("VKLLM_MV", "0", 1);  // linear_q4w.comp
+    std::vector<float> old;
+    check_linear(Lin::Q4W, sh.K, sh.N, 1, sh.act, o, &old, XDist::Normal, sh.G);
+    ::setenv("VKLLM_MV", "1", 1);
+    for (const Setting& st : settings) {
+      for (auto [var, v] :
+           {std::pair{"VKLLM_MV_DEPTH", st.depth}, std::pair{"VKLLM_MV_BATCHES", st.batches},
+            std::pair{"VKLLM_MV_GROUPS", st.groups}})
+        ::setenv(var, v, 1);
+      std::vector<float> got;
+      check_linear(Lin::Q4W, sh.K, sh.N, 1, sh.act, o, &got, XDist::Normal, sh.G);
+      if (sh.act == DType::F32) {
+        EXPECT_NE(got, old) << "the streamed kernel did not run: K=" << sh.K << " N=" << sh.N
+                            << " G=" << sh.G;
+      }
+    }
+  }
+  for (const char* var : {"VKLLM_MV", "VKLLM_MV_DEPTH", "VKLLM_MV_BATCHES", "VKLLM_MV_GROUPS"})
+    ::unsetenv(var);
+}
+
 TEST(VulkanOps, IntDotPathIsAvailableOnThisDevice) {
   vk::Context ctx(validated());
   std::printf("device %s: int8 dot product %s\n", ctx.info().name.c_str(),

@@ -126,21 +126,26 @@ TEST(Bench, GemmMeasuresTheTiledGemm) {
 }
 
 // --matvec: the decode mat-vec kernels (small shapes on a CPU device), each row with a positive
-// time, and every streamed kernel's output with matvec_decode's bits on the bench's random inputs.
+// time; every streamed linear_8da4w_mv's output with matvec_decode's bits, and every
+// linear_q4w_mv's within NMSE 1e-10 of the old linear_q4w's, on the bench's random inputs.
 TEST(Bench, MatvecComparesTheDecodeKernels) {
   const auto r = sh(std::string(VKLLM_EXE) + " bench --matvec -r 1 --output json");
   ASSERT_EQ(r.rc, 0) << r.out;
   const auto j = nlohmann::json::parse(r.out);
-  int old_rows = 0, mv_rows = 0;
+  int old_rows = 0, mv_rows = 0, q4_rows = 0, q4_mv_rows = 0;
   for (const auto& row : j["rows"]) {
     EXPECT_GT(row["us"].get<double>(), 0.0) << row.dump();
-    EXPECT_TRUE(row["same_bits"].get<bool>()) << row.dump();
+    EXPECT_TRUE(row["agrees"].get<bool>()) << row.dump();
     const auto k = row["kernel"].get<std::string>();
     old_rows += k == "linear_8da4w matvec_decode";
     mv_rows += k.rfind("linear_8da4w_mv", 0) == 0;
+    q4_rows += k == "linear_q4w (old)";
+    q4_mv_rows += k.rfind("linear_q4w_mv", 0) == 0;
   }
   EXPECT_GE(old_rows, 2) << r.out;
   EXPECT_GE(mv_rows, old_rows) << r.out;  // (a GPU adds a sweep for the lm_heads)
+  EXPECT_EQ(q4_rows, old_rows) << r.out;
+  EXPECT_EQ(q4_mv_rows, q4_rows) << r.out;
   EXPECT_NE(sh(std::string(VKLLM_EXE) + " bench --matvec --gemm").rc, 0);
 }
 

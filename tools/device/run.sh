@@ -146,7 +146,7 @@ PY
       # The decode mat-vec kernels at the three models' shapes (vkllm bench --matvec: us, GB/s,
       # and whether linear_8da4w_mv has the old kernel's bits), and their registers.
       VKLLM_PIPELINE_STATS=1 "$BIN" bench --matvec 2>"$OUT/matvec_stats.txt" | tee "$OUT/matvec.md"; rc=${PIPESTATUS[0]}
-      grep -E "linear_8da4w_(mv|b32)" "$OUT/matvec_stats.txt" | sort -u | head -24 ;;
+      grep -E "linear_8da4w_(mv|b32)|linear_q4w" "$OUT/matvec_stats.txt" | sort -u | head -24 ;;
     gemm)
       # The cooperative-matrix ceiling and the prefill GEMM at prefill shapes (vkllm bench --gemm).
       "$BIN" bench --gemm | tee "$OUT/gemm.md"; rc=${PIPESTATUS[0]} ;;

@@ -310,13 +310,19 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
                     6, 7, {c.f16(y)}, tt, tt == 1 ? split.bpl : 0, tt == 1 ? split.parts : 0, wg);
   };
   const Kernel *k = &variant(kPrefillTT), *k1 = &variant(1);
-  // One-token forwards of linear_8da4w take linear_8da4w_mv where it applies (MatvecPlan).
-  const MatvecPlan mv = f == "linear_8da4w" ? plan_matvec(c.env.ctx, K, N, G, split) : MatvecPlan{};
-  const Kernel* kmv = mv.on ? &c.env.kernels.get(std::string("linear_8da4w_mv") +
-                                                     (c.env.ctx.use_int_dot() ? "_idot" : "") +
-                                                     (c.f16(y) ? "_f16" : ""),
-                                                 6, 28, mv.spec(c.f16(y)))
-                            : nullptr;
+  // One-token forwards of linear_8da4w and linear_q4w take their streamed mat-vecs
+  // (linear_8da4w_mv, linear_q4w_mv) where those apply (MatvecPlan).
+  const bool q4w = f == "linear_q4w";
+  const MatvecPlan mv = f != "linear" ? plan_matvec(c.env.ctx, K, N, G, split, q4w) : MatvecPlan{};
+  const Kernel* kmv =
+      !mv.on ? nullptr
+      : q4w
+          ? &c.env.kernels.get(std::string("linear_q4w_mv") + (c.f16(x) || c.f16(y) ? "_f16" : ""),
+                               4, 28, mv.spec(c.f16(y), c.f16(x)))
+          : &c.env.kernels.get(std::string("linear_8da4w_mv") +
+                                   (c.env.ctx.use_int_dot() ? "_idot" : "") +
+                                   (c.f16(y) ? "_f16" : ""),
+                               6, 28, mv.spec(c.f16(y)));
   const uint32_t sg_size = std::max<uint32_t>(1, c.env.ctx.info().subgroup_size);
   // Forwards of at least GemmPlan::kTokens tokens run linear_8da4w as a tiled GEMM (GemmPlan).
   // Each tile size's pipeline is made on first use (at recording), so a model compiles only the

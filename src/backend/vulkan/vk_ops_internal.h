@@ -154,12 +154,15 @@ inline uint32_t decode_matvec_wg(const Context& ctx) {
 struct MatvecPlan {
   bool on = false;
   uint32_t bpg = 0, depth = 1, wg = 256, groups = 0, batches = 2;
-  std::vector<uint32_t> spec(bool y16) const {
+  uint32_t shared_vec4 = 0;  // linear_q4w_mv: the row's vec4s in shared memory (XN)
+  std::vector<uint32_t> spec(bool y16, bool x16 = false) const {
     std::vector<uint32_t> s(17, 0);
     s[0] = y16;
+    s[1] = x16;
     s[8] = depth;
     s[9] = bpg;
     s[10] = batches;
+    s[11] = shared_vec4;
     s[16] = wg;
     return s;
   }
@@ -169,20 +172,29 @@ struct MatvecPlan {
     return std::max<uint32_t>(1, std::min(ceil_div(sets, per), groups));
   }
 };
-// want: 1 every mat-vec it can take, 0 none, -1 the default (N >= kMinRows).
+// The streamed decode mat-vec of linear_q4w (linear_q4w_mv.comp: float activations, the row in
+// shared memory as fp32 with a vec4 of padding a group): it takes every one-token linear_q4w whose
+// G / 32 is a power of two no larger than the smallest subgroup and whose padded row fits the
+// device's shared memory (the old kernel, linear_q4w.comp, reads each weight two bytes a lane and
+// its activations four scalar loads at a time). VKLLM_MV=0 keeps the old kernel (measurement).
+// want: 1 every mat-vec it can take, 0 none, -1 the default (linear_8da4w: N >= kMinRows;
+// linear_q4w: every one).
 inline MatvecPlan plan_matvec(const Context& ctx, int64_t K, int64_t N, int64_t G,
-                              DecodeSplit split,
+                              DecodeSplit split, bool q4w = false,
                               int want = std::getenv("VKLLM_MV") ? env_int("VKLLM_MV") : -1) {
   constexpr uint32_t kGroupsPerUnit = 4, kMaxK = 8192, kCpuGroups = 4;
   constexpr int64_t kMinRows = 32768;
   MatvecPlan p;
   const uint32_t sg = ctx.info().subgroup_min, bpg = static_cast<uint32_t>(G / 32);
-  if (want == 0 || (want != 1 && N < kMinRows) || split.parts != 1 || G % 32 != 0 || bpg == 0 ||
-      (bpg & (bpg - 1)) != 0 || bpg > sg || K > kMaxK || ctx.info().max_wg_size < 256 ||
+  const uint64_t xn = q4w && G > 0 ? static_cast<uint64_t>(K / 4 + K / G) : 0;
+  if (want == 0 || (want != 1 && !q4w && N < kMinRows) || split.parts != 1 || G % 32 != 0 ||
+      bpg == 0 || (bpg & (bpg - 1)) != 0 || bpg > sg || K > kMaxK ||
+      xn * 16 > ctx.info().max_shared || ctx.info().max_wg_size < 256 ||
       256 % std::max<uint32_t>(1, ctx.info().subgroup_size) != 0)
     return p;
   p.on = true;
   p.bpg = bpg;
+  p.shared_vec4 = static_cast<uint32_t>(xn);
   const bool cpu = ctx.info().type == "cpu";
   const int d = env_int("VKLLM_MV_DEPTH"), b = env_int("VKLLM_MV_BATCHES");
   if (d > 0 && d <= 16 && d * bpg <= 32) p.depth = static_cast<uint32_t>(d);

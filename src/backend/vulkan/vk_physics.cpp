@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <limits>
 
 #include "backend/vulkan/vk_memory.h"
@@ -268,6 +269,17 @@ std::vector<MatvecRow> measure_matvec(Context& ctx, int repeats) {
     seed ^= seed << 17;
     return static_cast<uint32_t>(seed >> 16);
   };
+  // A streamed kernel's settings: units a batch, workgroups a compute unit (0: the plan's) and
+  // batches in flight; sweep adds every combination a unit's registers allow.
+  struct Try {
+    uint32_t depth, groups_per_cu, batches;
+  };
+  auto sweep = [](std::vector<Try>& tries, uint32_t bpg) {
+    for (uint32_t b : {1u, 2u})
+      for (uint32_t d : {1u, 2u, 4u, 8u})
+        for (uint32_t g : {1u, 2u, 4u})
+          if (d * bpg <= 32) tries.push_back({d, g, b});
+  };
   for (const Shape& sh : shapes) {
     const uint64_t ng = static_cast<uint64_t>(sh.N) * (sh.K / sh.G), qb = uint64_t(sh.N) * sh.K / 2;
     const uint64_t wbytes = qb + ng * 8;
@@ -353,19 +365,69 @@ std::vector<MatvecRow> measure_matvec(Context& ctx, int repeats) {
     const double old_us = time(old, old_sets, detail::ceil_div(sh.N, R1), old_push);
     rows.push_back({"linear_8da4w matvec_decode", sh.what, sh.N, sh.K, sh.G, old_us,
                     static_cast<double>(wbytes) / (old_us * 1e3), true});
-    const detail::MatvecPlan base = detail::plan_matvec(ctx, sh.K, sh.N, sh.G, split, 1);
+    // The int4 weight-only kernels (float activations, the same nibbles and scales): the old
+    // kernel as prep_linear records it, then linear_q4w_mv; `same` here: the outputs agree
+    // (their sums run in different orders, so not to the bit).
+    {
+      std::vector<float> xf(sh.K);
+      for (auto& v : xf) v = static_cast<float>(static_cast<int>(next() % 2001) - 1000) / 1000.0f;
+      Buffer xb = alloc.create(uint64_t(sh.K) * 4, false, "float row");
+      alloc.upload(xb, 0, xf.data(), xb.size);
+      auto q4w_sets = [&](const Kernel& k) {
+        std::vector<VkDescriptorSet> sets;
+        for (uint32_t c = 0; c < copies; ++c) {
+          const BufRange r[4] = {{xb.buf, 0, xb.size},
+                                 {q[c].buf, 0, q[c].size},
+                                 {sc[c].buf, 0, sc[c].size},
+                                 {y.buf, 0, y.size}};
+          sets.push_back(kernels.make_set(k, r));
+        }
+        return sets;
+      };
+      const uint64_t qbytes = qb + ng * 4;
+      const uint32_t R = ctx.matvec_rows(sh.N);
+      const Kernel& q4 = kernels.get("linear_q4w", 4, 28, detail::kernel_spec({0, 0}, 1, 0));
+      const auto q4_sets = q4w_sets(q4);
+      std::vector<uint32_t> q4_push = push;
+      q4_push.back() = R;
+      const auto q4_out = run_once(q4, q4_sets, detail::ceil_div(sh.N, R), q4_push);
+      const double q4_us = time(q4, q4_sets, detail::ceil_div(sh.N, R), q4_push);
+      rows.push_back({"linear_q4w (old)", sh.what, sh.N, sh.K, sh.G, q4_us,
+                      static_cast<double>(qbytes) / (q4_us * 1e3), true});
+      const detail::MatvecPlan qp4 = detail::plan_matvec(ctx, sh.K, sh.N, sh.G, {1, 0}, true, 1);
+      // The plan's settings, and on GPUs a sweep of depths, grids and batches.
+      std::vector<Try> q4_tries = {{qp4.depth, 0, qp4.batches}};
+      if (!cpu && qp4.on) sweep(q4_tries, qp4.bpg);
+      for (const Try& t : qp4.on ? q4_tries : std::vector<Try>{}) {
+        detail::MatvecPlan p = qp4;
+        p.depth = t.depth;
+        p.batches = t.batches;
+        if (t.groups_per_cu) p.groups = cu * t.groups_per_cu;
+        const Kernel& k = kernels.get("linear_q4w_mv", 4, 28, p.spec(false, false));
+        const auto sets = q4w_sets(k);
+        const uint32_t groups = p.grid(sh.N, sg);
+        const auto got = run_once(k, sets, groups, push);
+        double err = 0, ref = 0;
+        for (uint32_t i = 0; i < sh.N; ++i) {
+          float a, b;
+          std::memcpy(&a, &got[i], 4);
+          std::memcpy(&b, &q4_out[i], 4);
+          err += (double(a) - b) * (double(a) - b);
+          ref += double(b) * b;
+        }
+        const double us = time(k, sets, groups, push);
+        rows.push_back(
+            {fmt::format("linear_q4w_mv {} x {} units, {} groups", p.batches, p.depth, groups),
+             sh.what, sh.N, sh.K, sh.G, us, static_cast<double>(qbytes) / (us * 1e3),
+             err <= 1e-10 * ref});
+      }
+    }
+    const detail::MatvecPlan base = detail::plan_matvec(ctx, sh.K, sh.N, sh.G, split, false, 1);
     if (!base.on) continue;
     // The plan's own settings, and for the wide mat-vecs (the lm_heads) a sweep of depths and
     // grids.
-    struct Try {
-      uint32_t depth, groups_per_cu, batches;
-    };
     std::vector<Try> tries = {{base.depth, 0, base.batches}};
-    if (!cpu && sh.N >= 32768)
-      for (uint32_t b : {1u, 2u})
-        for (uint32_t d : {1u, 2u, 4u, 8u})
-          for (uint32_t g : {1u, 2u, 4u})
-            if (d * base.bpg <= 32) tries.push_back({d, g, b});
+    if (!cpu && sh.N >= 32768) sweep(tries, base.bpg);
     for (const Try& t : tries) {
       detail::MatvecPlan p = base;
       p.depth = t.depth;

@@ -1,0 +1,156 @@
+#version 450
+// The decode step's linear_q4w mat-vec (one token, float activations, int4 weights with a scale a
+// group of G = 32 BPG weights, BPG a power of two no larger than the subgroup), streamed as
+// linear_8da4w_mv.comp walks its rows:
+//  - every workgroup first copies the token's row into shared memory (fp32, one vec4 of padding
+//    after each group's 8 BPG vec4s, so that the lanes of a row, whose groups lie 32 BPG floats
+//    apart, read different banks: lane j's vec4 k of a group sits at bank quad (j + k) % 8);
+//  - a lane takes whole groups: the row's groups are dealt to A = subgroup / BPG lanes, lane j
+//    taking groups j, j + A, ...; the subgroup holds BPG rows at once (lanes r A .. r A + A - 1
+//    for row r);
+//  - a group's sum is the CPU reference's shape: its products summed in four partial sums, then
+//    times its scale, added to the lane's sum; the row's A lanes are then added across;
+//  - a weight q = n - 8 (n the stored nibble) is the float with the bits 0x4B000000 | n minus
+//    2^23 + 8 (exact): a mask and a subtraction, no int-to-float conversion (a quarter-rate
+//    instruction on NVIDIA);
+//  - a unit is one group of each lane (BPG 16-byte loads and its scale); a subgroup walks its row
+//    sets (strided by the grid) as a stream of units, in batches of DEPTH units (BATCHES 2: one
+//    batch's loads are issued before the other's are summed).
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#extension GL_KHR_shader_subgroup_shuffle : require
+#define WG_SPEC
+layout(local_size_x = 256, local_size_x_id = 17) in;
+#include "common.glsl"
+layout(constant_id = 1) const bool Y16 = false;
+layout(constant_id = 2) const bool X16 = false;
+layout(constant_id = 9) const uint DEPTH = 2;   // units a batch
+layout(constant_id = 10) const uint BPG = 4;    // 32-weight blocks a group (the host's G / 32)
+layout(constant_id = 11) const uint BATCHES = 2;
+layout(constant_id = 12) const uint XN = 2112;  // the row's vec4s in shared memory, padding included
+DECL_FBUF(0, x, readonly)
+layout(std430, binding = 1) readonly buffer Q { uvec4 q[]; };  // K / 32 per row
+layout(std430, binding = 2) readonly buffer S { float s[]; };
+DECL_FBUF(3, y, writeonly)
+layout(push_constant) uniform PC { uint K, Nc, n0, N, T, G, R; } pc;
+
+shared vec4 xs[XN];
+
+// The walk's constants: groups a row (ng), units a row set (ngl), accumulator lanes a row (A).
+uint ng, ngl, A, nb;
+struct Cur {
+  uint k, i;
+};
+void advance(inout Cur c) {
+  if (++c.i == ngl) {
+    c.i = 0u;
+    ++c.k;
+  }
+}
+
+uvec4 wa[32], wb[32];  // (DEPTH BPG <= 32: the host's)
+float sa[16], sb[16];
+
+// Unit c's loads for this lane: group j + i A of row (k0 + k step) BPG + r.
+#define FETCH(W, SC, D, C, K0, STEP, MINE)                                       \
+  {                                                                             \
+    const uint lane = gl_SubgroupInvocationID, r = lane / A, j = lane - r * A;   \
+    const uint n = ((K0) + (C).k * (STEP)) * BPG + r, g = j + (C).i * A;        \
+    const bool ok = (C).k < (MINE) && n < pc.Nc && g < ng;                     \
+    [[unroll]] for (uint bb = 0; bb < BPG; ++bb)                                \
+      W[(D) * BPG + bb] = ok ? q[n * nb + g * BPG + bb] : uvec4(0u);            \
+    SC[D] = ok ? s[n * ng + g] : 0.0;                                           \
+  }
+
+// The four products of vec4 k of a block (weights 4k .. 4k + 3: word k / 2, nibbles from 4 (k % 2)).
+vec4 weights4(uvec4 w, uint k) {
+  const uint word = w[k >> 1u] >> (16u * (k & 1u));
+  const uvec4 n = (uvec4(word) >> uvec4(0u, 4u, 8u, 12u)) & 0xFu;
+  return uintBitsToFloat(n | 0x4B000000u) - 8388616.0;
+}
+
+// Unit c's sum into acc; the row set's last unit reduces and stores its BPG rows.
+#define CONSUME(W, SC, D, C, K0, STEP)                                                 \
+  {                                                                                   \
+    const uint lane = gl_SubgroupInvocationID, r = lane / A, j = lane - r * A;         \
+    const uint n = ((K0) + (C).k * (STEP)) * BPG + r, g = j + (C).i * A;                \
+    if (n < pc.Nc && g < ng) {                                                        \
+      vec4 p = vec4(0.0);                                                             \
+      const uint xb = g * (8u * BPG + 1u);                                            \
+      [[unroll]] for (uint bb = 0; bb < BPG; ++bb)                                    \
+        [[unroll]] for (uint k = 0; k < 8u; ++k)                                      \
+          p += xs[xb + 8u * bb + k] * weights4(W[(D) * BPG + bb], k);                 \
+      acc += ((p.x + p.y) + (p.z + p.w)) * SC[D];                                     \
+    }                                                                                 \
+    if ((C).i + 1u == ngl) {                                                          \
+      float v = acc;                                                                  \
+      for (uint off = 1u; off < A; off <<= 1u) v += subgroupShuffleXor(v, off);       \
+      const uint base = ((K0) + (C).k * (STEP)) * BPG;                                 \
+      if (j == 0u && base + r < pc.Nc) STOREF(y, Y16, pc.n0 + base + r, v)            \
+      acc = 0.0;                                                                      \
+    }                                                                                 \
+  }
+
+void main() {
+  const uint tid = gl_LocalInvocationID.x, K = pc.K;
+  nb = K / 32u;
+  ng = K / pc.G;
+  A = gl_SubgroupSize / BPG;
+  ngl = (ng + A - 1u) / A;
+  const uint NS = gl_NumSubgroups, step = gl_NumWorkGroups.x * NS;
+  const uint k0 = gl_WorkGroupID.x * NS + gl_SubgroupID;
+  const uint sets = (pc.Nc + BPG - 1u) / BPG;
+  const uint mine = k0 < sets ? (sets - k0 + step - 1u) / step : 0u;
+  const uint total = mine * ngl;
+  // The first batches' loads, then the row into shared memory.
+  Cur f;
+  f.k = 0u;
+  f.i = 0u;
+  [[unroll]] for (uint d = 0; d < DEPTH; ++d) {
+    FETCH(wa, sa, d, f, k0, step, mine)
+    advance(f);
+  }
+  if (BATCHES == 2u)
+    [[unroll]] for (uint d = 0; d < DEPTH; ++d) {
+      FETCH(wb, sb, d, f, k0, step, mine)
+      advance(f);
+    }
+  for (uint i = tid; i < K / 4u; i += gl_WorkGroupSize.x)
+    xs[i + i / (8u * BPG)] = vec4(LOADF(x, X16, 4u * i), LOADF(x, X16, 4u * i + 1u),
+                                  LOADF(x, X16, 4u * i + 2u), LOADF(x, X16, 4u * i + 3u));
+  barrier();
+  float acc = 0.0;
+  Cur c;
+  c.k = 0u;
+  c.i = 0u;
+  if (BATCHES == 1u) {
+    for (uint u = 0u; u < total; u += DEPTH) {
+      [[unroll]] for (uint d = 0; d < DEPTH; ++d) {
+        if (u + d < total) CONSUME(wa, sa, d, c, k0, step)
+        advance(c);
+      }
+      [[unroll]] for (uint d = 0; d < DEPTH; ++d) {
+        FETCH(wa, sa, d, f, k0, step, mine)
+        advance(f);
+      }
+    }
+    return;
+  }
+  for (uint u = 0u; u < total; u += 2u * DEPTH) {
+    [[unroll]] for (uint d = 0; d < DEPTH; ++d) {
+      if (u + d < total) CONSUME(wa, sa, d, c, k0, step)
+      advance(c);
+    }
+    [[unroll]] for (uint d = 0; d < DEPTH; ++d) {
+      FETCH(wa, sa, d, f, k0, step, mine)
+      advance(f);
+    }
+    [[unroll]] for (uint d = 0; d < DEPTH; ++d) {
+      if (u + DEPTH + d < total) CONSUME(wb, sb, d, c, k0, step)
+      advance(c);
+    }
+    [[unroll]] for (uint d = 0; d < DEPTH; ++d) {
+      FETCH(wb, sb, d, f, k0, step, mine)
+      advance(f);
+    }
+  }
+}
