@@ -1,18 +1,16 @@
 #version 450
 // The decode step's linear_q4w mat-vec (one token, float activations, int4 weights with a scale a
 // group of G = 32 BPG weights, BPG a power of two no larger than the subgroup), streamed as
-// linear_8da4w_mv.comp walks its rows:
+// linear_8da4w_mv.comp walks its rows, with the sums of q4w.glsl (a decode chain's q4w stage
+// has this kernel's bits):
 //  - every workgroup first copies the token's row into shared memory (fp32, one vec4 of padding
 //    after each group's 8 BPG vec4s, so that the lanes of a row, whose groups lie 32 BPG floats
 //    apart, read different banks: lane j's vec4 k of a group sits at bank quad (j + k) % 8);
 //  - a lane takes whole groups: the row's groups are dealt to A = subgroup / BPG lanes, lane j
-//    taking groups j, j + A, ...; the subgroup holds BPG rows at once (lanes r A .. r A + A - 1
-//    for row r);
-//  - a group's sum is the CPU reference's shape: its products summed in four partial sums, then
-//    times its scale, added to the lane's sum; the row's A lanes are then added across;
-//  - a weight q = n - 8 (n the stored nibble) is the float with the bits 0x4B000000 | n minus
-//    2^23 + 8 (exact): a mask and a subtraction, no int-to-float conversion (a quarter-rate
-//    instruction on NVIDIA);
+//    taking groups j, j + A, ..., which are the groups that a chain's lane BPG j adds up, in the
+//    same order; the subgroup holds BPG rows at once (lanes r A .. r A + A - 1 for row r), and each
+//    row's sum is the subgroupAdd of the vector a chain reduces (lane BPG j: that lane's sum, zero
+//    elsewhere);
 //  - a unit is one group of each lane (BPG 16-byte loads and its scale); a subgroup walks its row
 //    sets (strided by the grid) as a stream of units, in batches of DEPTH units (BATCHES 2: one
 //    batch's loads are issued before the other's are summed).
@@ -33,7 +31,8 @@ layout(std430, binding = 2) readonly buffer S { float s[]; };
 DECL_FBUF(3, y, writeonly)
 layout(push_constant) uniform PC { uint K, Nc, n0, N, T, G, R; } pc;
 
-shared vec4 xs[XN];
+shared vec4 xv[XN];
+#include "q4w.glsl"
 
 // The walk's constants: groups a row (ng), units a row set (ngl), accumulator lanes a row (A).
 uint ng, ngl, A, nb;
@@ -61,31 +60,27 @@ float sa[16], sb[16];
     SC[D] = ok ? s[n * ng + g] : 0.0;                                           \
   }
 
-// The four products of vec4 k of a block (weights 4k .. 4k + 3: word k / 2, nibbles from 4 (k % 2)).
-vec4 weights4(uvec4 w, uint k) {
-  const uint word = w[k >> 1u] >> (16u * (k & 1u));
-  const uvec4 n = (uvec4(word) >> uvec4(0u, 4u, 8u, 12u)) & 0xFu;
-  return uintBitsToFloat(n | 0x4B000000u) - 8388616.0;
-}
-
 // Unit c's sum into acc; the row set's last unit reduces and stores its BPG rows.
 #define CONSUME(W, SC, D, C, K0, STEP)                                                 \
   {                                                                                   \
     const uint lane = gl_SubgroupInvocationID, r = lane / A, j = lane - r * A;         \
     const uint n = ((K0) + (C).k * (STEP)) * BPG + r, g = j + (C).i * A;                \
     if (n < pc.Nc && g < ng) {                                                        \
-      vec4 p = vec4(0.0);                                                             \
-      const uint xb = g * (8u * BPG + 1u);                                            \
+      float bp[32];                                                                   \
       [[unroll]] for (uint bb = 0; bb < BPG; ++bb)                                    \
-        [[unroll]] for (uint k = 0; k < 8u; ++k)                                      \
-          p += xs[xb + 8u * bb + k] * weights4(W[(D) * BPG + bb], k);                 \
-      acc += ((p.x + p.y) + (p.z + p.w)) * SC[D];                                     \
+        bp[bb] = q4_block(W[(D) * BPG + bb], g * (8u * BPG + 1u) + 8u * bb);          \
+      [[unroll]] for (uint w = 1u; w < BPG; w <<= 1u)                                 \
+        [[unroll]] for (uint bb = 0; bb < BPG; bb += 2u * w) bp[bb] += bp[bb + w];     \
+      acc += bp[0] * SC[D];                                                           \
     }                                                                                 \
     if ((C).i + 1u == ngl) {                                                          \
-      float v = acc;                                                                  \
-      for (uint off = 1u; off < A; off <<= 1u) v += subgroupShuffleXor(v, off);       \
       const uint base = ((K0) + (C).k * (STEP)) * BPG;                                 \
-      if (j == 0u && base + r < pc.Nc) STOREF(y, Y16, pc.n0 + base + r, v)            \
+      [[unroll]] for (uint rr = 0; rr < BPG; ++rr) {                                  \
+        float v = subgroupShuffle(acc, rr * A + lane / BPG);                          \
+        v = (lane & (BPG - 1u)) == 0u ? v : 0.0;                                      \
+        const float sum = subgroupAdd(v);                                             \
+        if (lane == 0u && base + rr < pc.Nc) STOREF(y, Y16, pc.n0 + base + rr, sum)   \
+      }                                                                               \
       acc = 0.0;                                                                      \
     }                                                                                 \
   }
@@ -115,7 +110,7 @@ void main() {
       advance(f);
     }
   for (uint i = tid; i < K / 4u; i += gl_WorkGroupSize.x)
-    xs[i + i / (8u * BPG)] = vec4(LOADF(x, X16, 4u * i), LOADF(x, X16, 4u * i + 1u),
+    xv[i + i / (8u * BPG)] = vec4(LOADF(x, X16, 4u * i), LOADF(x, X16, 4u * i + 1u),
                                   LOADF(x, X16, 4u * i + 2u), LOADF(x, X16, 4u * i + 3u));
   barrier();
   float acc = 0.0;
