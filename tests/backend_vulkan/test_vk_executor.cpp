@@ -88,7 +88,8 @@ TEST(VulkanExecutor, Fp16WeightsQkNormPartialLongRope) {
 
 // The decode step's fused runs (vk_fused.cpp) against the unfused program on the same device: the
 // int8 rows the fused prologues derive are the unfused ops' codes and the mat-vecs sum in the same
-// order, so every logit is bit-identical; and fusion must have fused (fewer kernels per step).
+// order (a q4w chain stage as linear_q4w_mv does), so every logit is bit-identical; and fusion
+// must have fused (fewer kernels per step).
 // One table of cases: each storage combination the fused kernel specializes on.
 struct FusionCase {
   const char* name;
@@ -161,6 +162,9 @@ INSTANTIATE_TEST_SUITE_P(
     Cases, VulkanFusion,
     ::testing::Values(
         FusionCase{"f32", {Lin::A8W4, Emb::Q4}},
+        // int4 weight-only: chains of q4w stages (the float row, linear_q4w_mv's sums).
+        FusionCase{"q4w", {Lin::Q4W, Emb::F32}},
+        FusionCase{"q4w_f16_qknorm", {Lin::Q4W, Emb::F16, DType::F16, DType::F16, true, true}},
         FusionCase{"f32_splits", {Lin::A8W4, Emb::Q4, DType::F32, DType::F32, false, false, 200}},
         FusionCase{"f16_qknorm_splits",
                    {Lin::A8W4, Emb::F16, DType::F16, DType::F16, true, true, 200}},

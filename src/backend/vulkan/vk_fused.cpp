@@ -44,7 +44,11 @@ struct Pattern {
   // are kept, tested and measurable, but off by default.
   bool by_default = true;
   Tail tail = Tail::Norm;  // tail runs
+  // Mat-vec runs: the linear family. linear_q4w runs (int4 weight-only: the row kept in floats)
+  // are decode chain stages only (linear_8da4w_fused.comp has no float dot).
+  const char* linear = "linear_8da4w";
 };
+constexpr const char* kQ4w = "linear_q4w";
 constexpr Pattern kPatterns[] = {
     {"linear_8da4w+add+rms_norm tail", Kind::Tail, Pro::Quant, 1, Epi::Store, false, false, false,
      Tail::Norm},
@@ -57,6 +61,17 @@ constexpr Pattern kPatterns[] = {
     {"rms_norm+linear_8da4w", Kind::Matvec, Pro::Norm, 1, Epi::Store, false, false, false},
     {"linear_8da4w+add", Kind::Matvec, Pro::Quant, 1, Epi::Add, false, false, false},
     {"linear_8da4w", Kind::Matvec, Pro::Quant, 1, Epi::Store, false, false, false},
+    {"rms_norm+linear_q4w x2+swiglu", Kind::Matvec, Pro::Norm, 2, Epi::Swiglu, false, false, false,
+     Tail::Norm, kQ4w},
+    {"rms_norm+linear_q4w x3", Kind::Matvec, Pro::Norm, 3, Epi::Store, false, false, false,
+     Tail::Norm, kQ4w},
+    {"rms_norm+linear_q4w x2", Kind::Matvec, Pro::Norm, 2, Epi::Store, false, false, false,
+     Tail::Norm, kQ4w},
+    {"rms_norm+linear_q4w", Kind::Matvec, Pro::Norm, 1, Epi::Store, false, false, false, Tail::Norm,
+     kQ4w},
+    {"linear_q4w+add", Kind::Matvec, Pro::Quant, 1, Epi::Add, false, false, false, Tail::Norm,
+     kQ4w},
+    {"linear_q4w", Kind::Matvec, Pro::Quant, 1, Epi::Store, false, false, false, Tail::Norm, kQ4w},
     {"rms_norm x2+rope x2+attention", Kind::Attention, Pro::Quant, 0, Epi::Store, true, true},
     {"rope x2+attention", Kind::Attention, Pro::Quant, 0, Epi::Store, false, true},
     {"attention", Kind::Attention},
@@ -210,7 +225,7 @@ class Matcher {
     for (int i = 0; i < pat.matvecs; ++i, ++j) {
       if (j >= p_.ops.size()) return std::nullopt;
       const Op& l = op(j);
-      if (l.family != "linear_8da4w" || !fusable_matvec(l)) return std::nullopt;
+      if (l.family != pat.linear || !fusable_matvec(l)) return std::nullopt;
       if (!m.norm) m.x = l.inputs[0];  // Pro::Quant: one mat-vec, quantizing its own input
       if (l.inputs[0] != (m.norm ? m.norm->outputs[0] : m.x)) return std::nullopt;
       m.mv.push_back(&l);
@@ -275,8 +290,8 @@ class Matcher {
            (bpg & (bpg - 1)) == 0 && bpg <= sg_min_;
   }
   bool fusable_matvec(const Op& l) const {
-    if (l.inputs.size() != 4 || l.outputs.size() != 1 || !l.attrs.contains("group") ||
-        !l.attrs["group"].is_number())
+    if (l.inputs.size() != (l.family == kQ4w ? 3u : 4u) || l.outputs.size() != 1 ||
+        !l.attrs.contains("group") || !l.attrs["group"].is_number())
       return false;
     const int64_t K = width(l.inputs[0]), G = l.attrs["group"].get<int64_t>();
     // A group's blocks are combined across a power of two of lanes, within one subgroup; a
@@ -527,6 +542,7 @@ std::unique_ptr<PreparedOp> prepare(OpEnv& env, const Match& m, bool quantize_ou
   if (m.pat->kind == Kind::Tail) return prepare_tail(env, m);
   const Program& p = env.program;
   Ctx c{env, *m.mv[0], p};
+  c.need(m.pat->linear != kQ4w, "int4 weight-only runs fuse only as decode chain stages");
   const bool f16x = c.f16(m.x);
   // The mat-vecs' own outputs (Epi::Add, Swiglu: rounded as the unfused ops store them) and the
   // norm's output dtype (the prologue rounds the normalized row as rms_norm stores it).
@@ -603,9 +619,20 @@ constexpr uint32_t kClockSlots = 512, kClockPhases = 8;
 // subgroup a row (docs/perf.md, session 12: 159K SM cycles of rows in the chain at 264
 // workgroups, 78 us unfused).
 constexpr int64_t kChainMaxRows = 32768;
-bool chainable(const Program& p, const Match& m) {
+// The chain kernel's float row (xv: 9 K / 32 vec4s, at least a norm stage's 1,152) and its other
+// shared memory (the int8 row and block sums, reductions, stage records, the clock: 10.4 KiB,
+// rounded up).
+constexpr uint64_t kChainOtherShared = 11 * 1024;
+uint32_t chain_xv(int64_t K) {
+  return std::max<uint32_t>(1152, static_cast<uint32_t>(K / 32 * 9));
+}
+bool chainable(const Program& p, const Match& m, uint32_t max_shared) {
   const int64_t K = p.tensors[m.x].shape.back();
   if (K > kChainMaxK || K % 32 != 0 || m.mv.empty() || m.mv.size() > 3) return false;
+  // A q4w stage's float row must fit the device's shared memory (the H200's 48 KiB holds 8,192
+  // values; lavapipe's 32 KiB 4,096).
+  if (m.pat->linear == kQ4w && uint64_t(chain_xv(K)) * 16 + kChainOtherShared > max_shared)
+    return false;
   int64_t rows = 0;
   for (const Op* l : m.mv) rows += p.tensors[l->inputs[1]].shape[0];
   if (rows > kChainMaxRows) return false;
@@ -661,14 +688,21 @@ std::unique_ptr<PreparedOp> prepare_chain(OpEnv& env, const std::vector<Match>& 
     table[at] = static_cast<uint32_t>(a);
     table[at + 1] = static_cast<uint32_t>(a >> 32);
   };
-  bool any16 = false;
+  bool any16 = false, any_q4w = false;
+  uint32_t xv = chain_xv(0);  // the float row's vec4s (linear_8da4w_chain.comp XV)
   std::vector<VkBuffer> reads, writes;
   for (size_t i = 0; i < stages.size(); ++i) {
     const Match& m = stages[i];
     const size_t at = i * kChainWords;
     const int64_t K = c.width(m.x), G = m.mv[0]->attrs["group"].get<int64_t>();
+    const bool q4w = m.pat->linear == kQ4w;
     const DecodeSplit split = decode_split(ctx, K, p.tensors[m.mv[0]->inputs[1]].shape[0]);
-    c.need(split.parts == 1, "decode chains sum each row in one part (VKLLM_MATVEC_PARTS unset)");
+    c.need(q4w || split.parts == 1,
+           "decode chains sum each row in one part (VKLLM_MATVEC_PARTS unset)");
+    if (q4w) {
+      xv = std::max(xv, chain_xv(K));
+      any_q4w = true;
+    }
     const int64_t bpg = G / 32;
     c.need(G % 32 == 0 && bpg <= sg && (bpg & (bpg - 1)) == 0,
            "a chain stage's groups fit a subgroup in a power of two of blocks");
@@ -681,6 +715,7 @@ std::unique_ptr<PreparedOp> prepare_chain(OpEnv& env, const std::vector<Match>& 
       }
     };
     flag(c.f16(m.x), 1);
+    if (q4w) flags |= 128;
     if (m.norm) flag(c.f16(m.norm->outputs[0]), 2);
     flag(c.f16(m.mv[0]->outputs[0]), 4);
     if (add) flag(c.f16(m.residual), 8);
@@ -695,7 +730,7 @@ std::unique_ptr<PreparedOp> prepare_chain(OpEnv& env, const std::vector<Match>& 
       table[mat] = u32(N);
       put(mat + 2, addr(l.inputs[1]));
       put(mat + 4, addr(l.inputs[2]));
-      put(mat + 6, addr(l.inputs[3]));
+      put(mat + 6, addr(l.inputs[q4w ? 2 : 3]));  // (a q4w stage has no weight sums)
       const int32_t y = static_cast<int>(k) < outs && m.pat->epi == Epi::Store ? l.outputs[0] : m.y;
       put(mat + 8, addr(y));
       if (static_cast<int>(k) < outs) {
@@ -741,9 +776,9 @@ std::unique_ptr<PreparedOp> prepare_chain(OpEnv& env, const std::vector<Match>& 
   const std::string name = std::string("linear_8da4w_chain") + (ctx.use_int_dot() ? "_idot" : "") +
                            (clock ? "_clock" : "") + (chain_wg() == 512 ? "_w512" : "") +
                            (any16 ? "_f16" : "");
-  const Kernel& k = env.kernels.get(
-      name, clock ? 3 : 2, 4,
-      {chain_depth(), grid_spin_limit(ctx.info()), chain_measure(), chain_specialize()});
+  const Kernel& k = env.kernels.get(name, clock ? 3 : 2, 4,
+                                    {chain_depth(), grid_spin_limit(ctx.info()), chain_measure(),
+                                     chain_specialize(), xv, any_q4w ? 1u : 0u});
   std::vector<BufRange> r = {{env.chain_sync.buf, 0, env.chain_sync.size}, {tab.buf, 0, tab.size}};
   if (clock) r.push_back({env.chain_clock.buf.buf, 0, env.chain_clock.buf.size});
   VkDescriptorSet set = env.kernels.make_set(k, r);
@@ -760,6 +795,7 @@ std::unique_ptr<PreparedOp> prepare_chain(OpEnv& env, const std::vector<Match>& 
 // VKLLM_NO_FUSE=a,b: patterns whose names contain a or b are not used (measurement);
 // VKLLM_FUSE=all: the patterns off by default are used too.
 bool disabled(const Pattern& pat, bool chain) {
+  if (pat.linear == kQ4w && !chain) return true;  // chain stages only
   const char* all = std::getenv("VKLLM_FUSE");
   // Mat-vec runs are on where they chain (one persistent dispatch for consecutive runs).
   if (!pat.by_default && !(all && std::string(all) == "all") &&
@@ -858,7 +894,8 @@ std::vector<FusedRun> find_fused_runs(const Program& p, const std::string& unfus
       if (!disabled(pat, chain) && (pat.kind != Kind::Tail || dev.max_shared >= kTailShared) &&
           (m = matcher.at(k, pat, unfused_family))) {
         // A mat-vec run that is on only to be a chain's stage stays unfused where it cannot be.
-        if (chain && pat.kind == Kind::Matvec && disabled(pat, false) && !chainable(p, *m)) {
+        if (chain && pat.kind == Kind::Matvec && disabled(pat, false) &&
+            !chainable(p, *m, dev.max_shared)) {
           m.reset();
           continue;
         }
@@ -942,7 +979,7 @@ std::vector<FusedRun> find_fused_runs(const Program& p, const std::string& unfus
   for (FusedRun& r : runs) {
     const std::optional<Match> m =
         r.private_scratch ? rematch(matcher, r, unfused_family) : std::nullopt;
-    if (!m || !chainable(p, *m)) {
+    if (!m || !chainable(p, *m, dev.max_shared)) {
       out.push_back(std::move(r));
       continue;
     }

@@ -7,7 +7,8 @@
 // physics"). Each workgroup issues the loads of its first rows of the next stage before the sync,
 // so the weights' latency overlaps the sync and the prologue.
 // A stage is one of linear_8da4w_fused.comp's runs, computed the same way (the same int8 codes,
-// the same sums in the same order, the same roundings):
+// the same sums in the same order, the same roundings), or its int4 weight-only twin (a q4w stage,
+// flag 128: the row kept in floats, linear_q4w_mv.comp's sums, q4w.glsl):
 //  prologue pro = 0: the input row quantized (quant.glsl's formula);
 //               1: the row normalized as rms_norm stores it, then quantized;
 //  epilogue epi = 0: each of 1-3 mat-vecs stores its rows;
@@ -20,7 +21,8 @@
 // units: a batch's loads are issued together, then its units summed, so every stage reads its
 // weights with the same few registers whatever its width, and the loads of a stage's first batch
 // are issued before the sync that precedes it.
-// The int8 row sits in shared memory as shared_row_dot.glsl lays it out.
+// The int8 row sits in shared memory as shared_row_dot.glsl lays it out; a q4w stage's float row in
+// xv (below).
 // Buffers are reached through their device addresses (a stage table, one binding): a chain has
 // more tensors than a device's binding limit allows. Activations are `coherent`: a stage reads
 // rows that other workgroups wrote before the sync.
@@ -53,6 +55,11 @@ layout(constant_id = 3) const uint MEASURE = 0;
 // 1: the row loop is compiled once for each epilogue (its per and epi constants folded into each
 // copy), 0: one loop for all (the host's, vk_fused.cpp chain_specialize).
 layout(constant_id = 4) const uint SPECIALIZE = 1;
+// The float row's vec4s in shared memory (the host's: 9 K / 32 for the widest q4w stage's K, at
+// least 1,152 for a norm stage's 4,096 values).
+layout(constant_id = 5) const uint XV = 1152;
+// 1: the chain has q4w stages (0: their row loops are compiled out).
+layout(constant_id = 6) const uint Q4W = 0;
 layout(std430, binding = 1) readonly buffer Table { uint tab[]; };
 layout(push_constant) uniform PC { uint stages; } pc;
 
@@ -90,7 +97,7 @@ float round_to(bool f16, float v) {
 
 // The stage table (vk_fused.cpp chain_table): SREC words per stage.
 //  0 K, 1 G (group), 2 pro, 3 epi, 4 mat-vecs, 5 flags (1 x f16, 2 norm output f16, 4 mat-vec
-//  outputs f16, 8 residual f16, 16 << m: output m f16), 6 eps, 7 rows, 8 x, 10 norm weight,
+//  outputs f16, 8 residual f16, 16 << m: output m f16, 128 a q4w stage), 6 eps, 7 rows, 8 x, 10 norm weight,
 //  12 residual, and per mat-vec m at 16 + 10 m: rows, nibbles, scales, weight sums, output;
 //  47 the clock's slot (VKLLM_CLOCK).
 const uint SREC = 48u;
@@ -146,7 +153,13 @@ void clk_flush() {
 // half of a stage).
 const uint MAXK = 8192u, MAXNORMK = 4096u;  // (vk_fused.cpp kChainMaxK, kChainMaxNormK)
 const uint NCH = MAXK / 8u / PWG, NCHN = MAXNORMK / 8u / PWG;  // chunks a thread at most
-shared float xs[MAXNORMK];  // a norm stage's row, then its normalized row as rms_norm stores it
+// A norm stage's row, then its normalized row as rms_norm stores it; a q4w stage's row (as stored,
+// or normalized): element i at xv[i / 4 + i / 32][i % 4], a vec4 of padding after each block, so
+// that the lanes of a q4w unit (a block each, 32 floats apart) read different banks.
+shared vec4 xv[XV];
+float xs_get(uint i) { return xv[(i >> 2u) + (i >> 5u)][i & 3u]; }
+void xs_set(uint i, float v) { xv[(i >> 2u) + (i >> 5u)][i & 3u] = v; }
+#include "q4w.glsl"
 shared float red[64], red_lo[64], red_hi[64];
 layout(buffer_reference, std430, buffer_reference_align = 16) coherent buffer VRef { uvec4 v[]; };
 struct Chunk {
@@ -185,6 +198,7 @@ const uint NONE = 0xFFFFFFFFu;
 shared uint stab[2][SREC];
 struct Stage {
   uint nb, C, per, ur, lbpg, ng, nm, rows, mine, rows0, rows1, par, epi;
+  bool fd;  // a q4w stage (float dot)
 };
 uvec2 SA(Stage g, uint w) { return uvec2(stab[g.par][w], stab[g.par][w + 1u]); }
 // rec: word tid of the stage's record (threads tid < SREC), loaded a stage ahead (main).
@@ -207,6 +221,7 @@ Stage stage(uint st, uint r0, uint step, uint rec) {
   g.rows0 = stab[g.par][16];
   g.rows1 = g.nm > 1u ? stab[g.par][26] : 0u;
   g.epi = epi;
+  g.fd = Q4W == 1u && (stab[g.par][5] & 128u) != 0u;
   return g;
 }
 
@@ -262,7 +277,7 @@ void fetch(Stage g, Cur u, out uvec4 q, out float s, out int ws) {
   const uint at = 16u + 10u * mat;
   q = QRef(SA(g, at + 2u)).v[u.n * g.nb + b];
   s = FRef(SA(g, at + 4u)).v[gi];
-  ws = IRef(SA(g, at + 6u)).v[gi];
+  if (!g.fd) ws = IRef(SA(g, at + 6u)).v[gi];
 }
 
 // Row n of mat-vec m: its epilogue and store. a: the row's sum; u: the up row's (SwiGLU).
@@ -285,10 +300,17 @@ void consume(Stage g, Cur u, float sx, int zp, uvec4 q, float s, int ws,
              inout float acc0, inout float acc1) {
   const uint lane = gl_SubgroupInvocationID, hf = g.per == 2u ? (u.w & 1u) : 0u;
   const uint c = u.w >> (g.per - 1u), b = c * gl_SubgroupSize + lane, bpg = 1u << g.lbpg;
-  int d = b < g.nb ? block_dot(q, b) : 0;
-  for (uint off = 1u; off < bpg; off <<= 1u) d += subgroupShuffleXor(d, off);
+  float t;
+  if (g.fd) {  // q4w.glsl's block sum; the group's blocks added across lanes; times the scale
+    float d = b < g.nb ? q4_block(q, 9u * b) : 0.0;
+    for (uint off = 1u; off < bpg; off <<= 1u) d += subgroupShuffleXor(d, off);
+    t = d * s;
+  } else {
+    int d = b < g.nb ? block_dot(q, b) : 0;
+    for (uint off = 1u; off < bpg; off <<= 1u) d += subgroupShuffleXor(d, off);
+    t = s * sx * float(d - zp * ws);  // the CPU's (s * sx) * float(dot - zp * wsum)
+  }
   if (b < g.nb && (lane & (bpg - 1u)) == 0u) {
-    const float t = s * sx * float(d - zp * ws);  // the CPU's (s * sx) * float(dot - zp * wsum)
     if (hf == 0u)
       acc0 += t;
     else
@@ -344,7 +366,7 @@ void prologue(uint st, out float sx, out int zp) {
     if (c < nch)
       [[unroll]] for (uint e = 0; e < 8u; ++e) {
         const float v = chunk_at(ck[i], x16, e);
-        if (norm && i < NCHN) xs[8u * c + e] = v;
+        if (norm && i < NCHN) xs_set(8u * c + e, v);
         lo = min(lo, v);
         hi = max(hi, v);
       }
@@ -355,11 +377,11 @@ void prologue(uint st, out float sx, out int zp) {
     if (tid < NWG) {
       uint j = tid;
       for (; j + 3u * NWG < K; j += 4u * NWG) {
-        const vec4 v = vec4(xs[j], xs[j + NWG], xs[j + 2u * NWG], xs[j + 3u * NWG]);
+        const vec4 v = vec4(xs_get(j), xs_get(j + NWG), xs_get(j + 2u * NWG), xs_get(j + 3u * NWG));
         ss += v * v;
       }
       for (; j < K; j += NWG) {
-        const float v = xs[j];
+        const float v = xs_get(j);
         ss.x += v * v;
       }
     }
@@ -375,12 +397,28 @@ void prologue(uint st, out float sx, out int zp) {
       const uint c = tid + PWG * i;
       if (c < nch)
         [[unroll]] for (uint e = 0; e < 8u; ++e) {
-          const float v = round_to(h16, chunk_at(w[i], false, e) * (xs[8u * c + e] * inv));
-          xs[8u * c + e] = v;  // (this thread's own values: no other thread reads them before
+          const float v = round_to(h16, chunk_at(w[i], false, e) * (xs_get(8u * c + e) * inv));
+          xs_set(8u * c + e, v);  // (this thread's own values: no other thread reads them before
           lo = min(lo, v);     // the barrier below)
           hi = max(hi, v);
         }
     }
+  }
+  if (Q4W == 1u && (fl & 128u) != 0u) {  // a q4w stage: the float row (a norm's is in xv), no codes
+    if (!norm)
+      [[unroll]] for (uint i = 0; i < NCH; ++i) {
+        const uint c = tid + PWG * i, at = 2u * c + (c >> 2u);  // (a chunk lies in one block)
+        if (c < nch) {
+          xv[at] = vec4(chunk_at(ck[i], x16, 0u), chunk_at(ck[i], x16, 1u), chunk_at(ck[i], x16, 2u),
+                        chunk_at(ck[i], x16, 3u));
+          xv[at + 1u] = vec4(chunk_at(ck[i], x16, 4u), chunk_at(ck[i], x16, 5u),
+                             chunk_at(ck[i], x16, 6u), chunk_at(ck[i], x16, 7u));
+        }
+      }
+    barrier();
+    sx = 1.0;
+    zp = 0;
+    return;
   }
   lo = subgroupMin(lo);
   hi = subgroupMax(hi);
@@ -406,7 +444,7 @@ void prologue(uint st, out float sx, out int zp) {
     if (c < nch) {
       float v[8];
       [[unroll]] for (uint t = 0; t < 8u; ++t)
-        v[t] = norm ? xs[(8u * c + t) % MAXNORMK] : chunk_at(ck[i], x16, t);
+        v[t] = norm ? xs_get((8u * c + t) % MAXNORMK) : chunk_at(ck[i], x16, t);
       quant_pair(v, sx, rcp, zp, ev, od);
     }
     int sum = dot4(int(ev), 0x01010101, dot4(int(od), 0x01010101, 0));
@@ -466,18 +504,37 @@ void main() {
     CLK(4u);
     if (SPECIALIZE == 0u) {
       rows(g, r0, step, sx, zp, f);
+    } else if (Q4W == 1u && g.fd) {  // a q4w stage: the loops again with the float dot
+      Stage h = g;
+      h.fd = true;
+      if (g.epi == 2u) {
+        h.per = 2u;
+        h.epi = 2u;
+        rows(h, r0, step, sx, zp, f);
+      } else if (g.epi == 1u) {
+        h.per = 1u;
+        h.epi = 1u;
+        rows(h, r0, step, sx, zp, f);
+      } else {
+        h.per = 1u;
+        h.epi = 0u;
+        rows(h, r0, step, sx, zp, f);
+      }
     } else if (g.epi == 2u) {  // the same loop with the stage's per and epi as constants
       Stage h = g;
+      h.fd = false;
       h.per = 2u;
       h.epi = 2u;
       rows(h, r0, step, sx, zp, f);
     } else if (g.epi == 1u) {
       Stage h = g;
+      h.fd = false;
       h.per = 1u;
       h.epi = 1u;
       rows(h, r0, step, sx, zp, f);
     } else {
       Stage h = g;
+      h.fd = false;
       h.per = 1u;
       h.epi = 0u;
       rows(h, r0, step, sx, zp, f);

@@ -10,7 +10,11 @@
 // With QUANT_ROW_BINDING defined, the includer is an op that quantizes its own output rows for the
 // linear_8da4w ops that read them (rms_norm_quant): it defines row_value and calls
 // quantize_row; the int8 scratch and the scales are bound at QUANT_ROW_BINDING and the next one.
+// An includer that defines QUANT_LANES reduces with subgroups (quant_scale_zp_rcp) and has neither
+// quant_params nor its shared memory.
+#ifndef QUANT_LANES
 shared float q_lo[WG], q_hi[WG];
+#endif
 
 // Correctly rounded a / b for a normal b > 0, from the significands: an estimate of the 24-bit
 // quotient q = floor(ma * 2^23 / mb) from a reciprocal refined by two Newton steps (within a few
@@ -100,6 +104,7 @@ void quant_scale_zp_rcp(float lo, float hi, out float sc, out int zp, out float 
 }
 #endif
 
+#ifndef QUANT_LANES
 // Scale and zero point of a token from each thread's partial minimum and maximum (both start at 0).
 void quant_params(float lo, float hi, out float sc, out int zp) {
   const uint tid = gl_LocalInvocationID.x;
@@ -115,6 +120,7 @@ void quant_params(float lo, float hi, out float sc, out int zp) {
   }
   quant_scale_zp(q_lo[0], q_hi[0], sc, zp);
 }
+#endif
 
 // The code of an exact quotient q (as the low byte of the result).
 uint quant_code(float q, int zp) {
