@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Run THERE after `tools/device/run.sh info` (which installs the loader): decode A/B of builds and
 # switches on full-shape models at a 4,096-token context. AB_MODELS (default "llama"; also qwen,
-# phi) picks the models (synthesized and exported if /tmp lacks them); AB_VARIANTS holds
+# phi, and q4w: Llama-3.2-1B quantized-int4-weight-only) picks the models (synthesized and exported if /tmp lacks them); AB_VARIANTS holds
 # space-separated entries BIN[:VAR=v,VAR=v] (BIN a binary in .dev, e.g. vkllm or vkllm_old); each
 # variant's tg128 (median of 3) is measured AB_ROUNDS times (default 2), the variants interleaved so
 # that the machine's drift falls on all of them alike. Prints "AB <model> <variant> <round> <tg128>".
 source "$(dirname "$0")/after_side.sh"
-declare -A preset=([llama]=llama-3.2-1b [qwen]=qwen3-0.6b [phi]=phi-4-mini)
-declare -A recipe=([llama]=quantized-8da4w-fp16 [qwen]=quantized-8da4w-fp16-embedding [phi]=quantized-8da4w-embedding)
-declare -A tok=([llama]=llama3.2 [qwen]=qwen3 [phi]=phi4mini)
+declare -A preset=([llama]=llama-3.2-1b [qwen]=qwen3-0.6b [phi]=phi-4-mini [q4w]=llama-3.2-1b)
+declare -A recipe=([llama]=quantized-8da4w-fp16 [qwen]=quantized-8da4w-fp16-embedding [phi]=quantized-8da4w-embedding [q4w]=quantized-int4-weight-only)
+declare -A tok=([llama]=llama3.2 [qwen]=qwen3 [phi]=phi4mini [q4w]=llama3.2)
 for m in ${AB_MODELS:-llama}; do
   a=/tmp/${preset[$m]}.${recipe[$m]}.vkllm
   [ -d /tmp/full-${preset[$m]} ] || "$BIN" synth --preset ${preset[$m]} -o /tmp/full-${preset[$m]} --tokenizer-dir /tmp/fixtures/${tok[$m]} -q >/dev/null
