@@ -513,30 +513,32 @@ TEST(VulkanOps, Linear8da4wDecodeInPartsAgreesAtEveryWorkgroupSize) {
   ::unsetenv("VKLLM_MATVEC_WG");
 }
 
-// linear_8da4w_mv.comp (VKLLM_MV=1) has the bits of matvec_decode (VKLLM_MV=0): every group size it
-// takes (one to eight blocks a group), widths whose groups do not fill the lanes, rows that do not
-// fill a row set, fp16 outputs, weights in row chunks (its rows start at n0), and each depth, batch
-// count and grid; each against the CPU reference too (check_linear).
-TEST(VulkanOps, Linear8da4wStreamedMatvecHasTheDecodeKernelsBits) {
-  struct Shape {
-    int64_t K, N, G;
-    DType act;
-    uint64_t max_binding;
-  };
-  const Shape shapes[] = {{256, 45, 128, DType::F32, 0},      {1024, 301, 32, DType::F32, 0},
-                          {2304, 37, 64, DType::F16, 0},      {768, 203, 256, DType::F32, 0},
-                          {384, 200, 128, DType::F16, 16384}, {8192, 9, 128, DType::F32, 0}};
+// The streamed decode mat-vecs (VKLLM_MV=1) against the old decode kernels (VKLLM_MV=0), each
+// output against the CPU reference too (check_linear): every group size they take (one to eight
+// blocks a group), widths whose groups do not fill the lanes, rows that do not fill a row set,
+// fp16 activations, weights in row chunks (rows start at n0), and each depth, batch count and
+// grid. compare(streamed, old, shape) judges each setting's output. `widest`: the last shape's K.
+struct MvShape {
+  int64_t K, N, G;
+  DType act;
+  uint64_t max_binding;
+};
+template <typename Compare>
+void check_streamed_matvec(Lin kind, int64_t widest, Compare compare) {
+  const MvShape shapes[] = {{256, 45, 128, DType::F32, 0},      {1024, 301, 32, DType::F32, 0},
+                            {2304, 37, 64, DType::F16, 0},      {768, 203, 256, DType::F32, 0},
+                            {384, 200, 128, DType::F16, 16384}, {widest, 9, 128, DType::F32, 0}};
   struct Setting {
     const char *depth, *batches, *groups;
   };
   // (24 contexts in one process: NVIDIA's driver refuses instances after ~30 validated ones.)
   const Setting settings[] = {{"", "", ""}, {"1", "1", "1"}, {"3", "2", "3"}};
-  for (const Shape& sh : shapes) {
+  for (const MvShape& sh : shapes) {
     VulkanOptions o;
     if (sh.max_binding) o.max_binding_bytes = sh.max_binding;
-    ::setenv("VKLLM_MV", "0", 1);  // matvec_decode
-    std::vector<float> want;
-    check_linear(Lin::A8W4, sh.K, sh.N, 1, sh.act, o, &want, XDist::Normal, sh.G);
+    ::setenv("VKLLM_MV", "0", 1);
+    std::vector<float> old;
+    check_linear(kind, sh.K, sh.N, 1, sh.act, o, &old, XDist::Normal, sh.G);
     ::setenv("VKLLM_MV", "1", 1);
     for (const Setting& st : settings) {
       for (auto [var, v] :
@@ -544,58 +546,37 @@ TEST(VulkanOps, Linear8da4wStreamedMatvecHasTheDecodeKernelsBits) {
             std::pair{"VKLLM_MV_GROUPS", st.groups}})
         ::setenv(var, v, 1);
       std::vector<float> got;
-      check_linear(Lin::A8W4, sh.K, sh.N, 1, sh.act, o, &got, XDist::Normal, sh.G);
-      EXPECT_EQ(got, want) << "K=" << sh.K << " N=" << sh.N << " G=" << sh.G << " depth '"
-                           << st.depth << "' batches '" << st.batches << "' groups '" << st.groups
-                           << "'";
+      check_linear(kind, sh.K, sh.N, 1, sh.act, o, &got, XDist::Normal, sh.G);
+      compare(got, old, sh,
+              "K=" + std::to_string(sh.K) + " N=" + std::to_string(sh.N) +
+                  " G=" + std::to_string(sh.G) + " depth '" + st.depth + "' batches '" +
+                  st.batches + "' groups '" + st.groups + "'");
     }
   }
   for (const char* var : {"VKLLM_MV", "VKLLM_MV_DEPTH", "VKLLM_MV_BATCHES", "VKLLM_MV_GROUPS"})
     ::unsetenv(var);
 }
 
-// linear_q4w_mv (the streamed decode mat-vec of int4 weight-only linears) against the CPU
-// reference, at every group size the kernel takes, odd widths and row counts, fp16 activations,
-// row chunks and three walks. Its sums run in another order than the old kernel's, so its fp32
-// output differs from the old kernel's in the last bits: that shows it ran (fp16 outputs round
-// the difference away).
+// linear_8da4w_mv.comp has the bits of matvec_decode.
+TEST(VulkanOps, Linear8da4wStreamedMatvecHasTheDecodeKernelsBits) {
+  check_streamed_matvec(
+      Lin::A8W4, 8192,
+      [](const std::vector<float>& got, const std::vector<float>& old, const MvShape&,
+         const std::string& what) { EXPECT_EQ(got, old) << what; });
+}
+
+// linear_q4w_mv (int4 weight-only) is within the CPU reference's bound (check_linear). Its sums
+// run in another order than linear_q4w.comp's, so its fp32 output differs from the old kernel's
+// in the last bits: that shows it ran (fp16 outputs round the difference away). (7,680: the
+// widest row of 128-groups whose padded copy fits lavapipe's 32 KiB of shared memory.)
 TEST(VulkanOps, LinearQ4wStreamedMatvecMatchesTheReference) {
-  struct Shape {
-    int64_t K, N, G;
-    DType act;
-    uint64_t max_binding;
-  };
-  // (7,680: the widest row of 128-groups whose padded copy fits lavapipe's 32 KiB of shared
-  // memory.)
-  const Shape shapes[] = {{256, 45, 128, DType::F32, 0},      {1024, 301, 32, DType::F32, 0},
-                          {2304, 37, 64, DType::F16, 0},      {768, 203, 256, DType::F32, 0},
-                          {384, 200, 128, DType::F16, 16384}, {7680, 9, 128, DType::F32, 0}};
-  struct Setting {
-    const char *depth, *batches, *groups;
-  };
-  const Setting settings[] = {{"", "", ""}, {"1", "1", "1"}, {"3", "2", "3"}};
-  for (const Shape& sh : shapes) {
-    VulkanOptions o;
-    if (sh.max_binding) o.max_binding_bytes = sh.max_binding;
-    ::setenv("VKLLM_MV", "0", 1);  // linear_q4w.comp
-    std::vector<float> old;
-    check_linear(Lin::Q4W, sh.K, sh.N, 1, sh.act, o, &old, XDist::Normal, sh.G);
-    ::setenv("VKLLM_MV", "1", 1);
-    for (const Setting& st : settings) {
-      for (auto [var, v] :
-           {std::pair{"VKLLM_MV_DEPTH", st.depth}, std::pair{"VKLLM_MV_BATCHES", st.batches},
-            std::pair{"VKLLM_MV_GROUPS", st.groups}})
-        ::setenv(var, v, 1);
-      std::vector<float> got;
-      check_linear(Lin::Q4W, sh.K, sh.N, 1, sh.act, o, &got, XDist::Normal, sh.G);
-      if (sh.act == DType::F32) {
-        EXPECT_NE(got, old) << "the streamed kernel did not run: K=" << sh.K << " N=" << sh.N
-                            << " G=" << sh.G;
-      }
-    }
-  }
-  for (const char* var : {"VKLLM_MV", "VKLLM_MV_DEPTH", "VKLLM_MV_BATCHES", "VKLLM_MV_GROUPS"})
-    ::unsetenv(var);
+  check_streamed_matvec(Lin::Q4W, 7680,
+                        [](const std::vector<float>& got, const std::vector<float>& old,
+                           const MvShape& sh, const std::string& what) {
+                          if (sh.act == DType::F32) {
+                            EXPECT_NE(got, old) << "the streamed kernel did not run: " << what;
+                          }
+                        });
 }
 
 TEST(VulkanOps, IntDotPathIsAvailableOnThisDevice) {
