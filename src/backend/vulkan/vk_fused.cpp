@@ -3,6 +3,8 @@
 // mat-vec: a prologue that derives the int8 input row (quantization alone, or the RMS norm and
 // then the quantization) in every workgroup, and an epilogue (plain store, the residual add, or
 // SwiGLU of two mat-vecs). Every intermediate tensor of a run must be read only inside the run.
+// The same runs around linear_q4w mat-vecs (int4 weight-only: no quantization, the row kept in
+// floats) are decode chain stages only (linear_8da4w_chain.comp's q4w stages).
 #include "backend/vulkan/vk_fused.h"
 
 #include <array>
