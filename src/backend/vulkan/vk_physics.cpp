@@ -280,6 +280,12 @@ std::vector<MatvecRow> measure_matvec(Context& ctx, int repeats) {
         for (uint32_t g : {1u, 2u, 4u})
           if (d * bpg <= 32) tries.push_back({d, g, b});
   };
+  auto with = [&](detail::MatvecPlan p, const Try& t) {
+    p.depth = t.depth;
+    p.batches = t.batches;
+    if (t.groups_per_cu) p.groups = cu * t.groups_per_cu;
+    return p;
+  };
   for (const Shape& sh : shapes) {
     const uint64_t ng = static_cast<uint64_t>(sh.N) * (sh.K / sh.G), qb = uint64_t(sh.N) * sh.K / 2;
     const uint64_t wbytes = qb + ng * 8;
@@ -399,10 +405,7 @@ std::vector<MatvecRow> measure_matvec(Context& ctx, int repeats) {
       std::vector<Try> q4_tries = {{qp4.depth, 0, qp4.batches}};
       if (!cpu && qp4.on) sweep(q4_tries, qp4.bpg);
       for (const Try& t : qp4.on ? q4_tries : std::vector<Try>{}) {
-        detail::MatvecPlan p = qp4;
-        p.depth = t.depth;
-        p.batches = t.batches;
-        if (t.groups_per_cu) p.groups = cu * t.groups_per_cu;
+        const detail::MatvecPlan p = with(qp4, t);
         const Kernel& k = kernels.get("linear_q4w_mv", 4, 28, p.spec(false, false));
         const auto sets = q4w_sets(k);
         const uint32_t groups = p.grid(sh.N, sg);
@@ -429,10 +432,7 @@ std::vector<MatvecRow> measure_matvec(Context& ctx, int repeats) {
     std::vector<Try> tries = {{base.depth, 0, base.batches}};
     if (!cpu && sh.N >= 32768) sweep(tries, base.bpg);
     for (const Try& t : tries) {
-      detail::MatvecPlan p = base;
-      p.depth = t.depth;
-      p.batches = t.batches;
-      if (t.groups_per_cu) p.groups = cu * t.groups_per_cu;
+      const detail::MatvecPlan p = with(base, t);
       const Kernel& k = kernels.get("linear_8da4w_mv" + idot, 6, 28, p.spec(false));
       const auto sets = sets_of(k);
       const uint32_t groups = p.grid(sh.N, sg);

@@ -477,6 +477,26 @@ void rows(Stage g, uint r0, uint step, float sx, int zp, inout Cur f) {
   }
 }
 
+// The row loop compiled once for each epilogue and dot (SPECIALIZE): the stage's per, epi and fd
+// as constants in each copy, so that each carries only its own epilogue and dot.
+void rows_specialized(Stage g, bool fd, uint r0, uint step, float sx, int zp, inout Cur f) {
+  Stage h = g;
+  h.fd = fd;
+  if (g.epi == 2u) {
+    h.per = 2u;
+    h.epi = 2u;
+    rows(h, r0, step, sx, zp, f);
+  } else if (g.epi == 1u) {
+    h.per = 1u;
+    h.epi = 1u;
+    rows(h, r0, step, sx, zp, f);
+  } else {
+    h.per = 1u;
+    h.epi = 0u;
+    rows(h, r0, step, sx, zp, f);
+  }
+}
+
 void main() {
   const uint NS = gl_NumSubgroups, step = grid_groups() * NS;
   const uint r0 = flat_group() * NS + gl_SubgroupID;
@@ -502,43 +522,12 @@ void main() {
     int zp;
     prologue(st, sx, zp);
     CLK(4u);
-    if (SPECIALIZE == 0u) {
+    if (SPECIALIZE == 0u)
       rows(g, r0, step, sx, zp, f);
-    } else if (Q4W == 1u && g.fd) {  // a q4w stage: the loops again with the float dot
-      Stage h = g;
-      h.fd = true;
-      if (g.epi == 2u) {
-        h.per = 2u;
-        h.epi = 2u;
-        rows(h, r0, step, sx, zp, f);
-      } else if (g.epi == 1u) {
-        h.per = 1u;
-        h.epi = 1u;
-        rows(h, r0, step, sx, zp, f);
-      } else {
-        h.per = 1u;
-        h.epi = 0u;
-        rows(h, r0, step, sx, zp, f);
-      }
-    } else if (g.epi == 2u) {  // the same loop with the stage's per and epi as constants
-      Stage h = g;
-      h.fd = false;
-      h.per = 2u;
-      h.epi = 2u;
-      rows(h, r0, step, sx, zp, f);
-    } else if (g.epi == 1u) {
-      Stage h = g;
-      h.fd = false;
-      h.per = 1u;
-      h.epi = 1u;
-      rows(h, r0, step, sx, zp, f);
-    } else {
-      Stage h = g;
-      h.fd = false;
-      h.per = 1u;
-      h.epi = 0u;
-      rows(h, r0, step, sx, zp, f);
-    }
+    else if (Q4W == 1u && g.fd)  // (fd a constant in each copy, as per and epi)
+      rows_specialized(g, true, r0, step, sx, zp, f);
+    else
+      rows_specialized(g, false, r0, step, sx, zp, f);
     CLK(5u);
 #ifdef VKLLM_CLOCK
     barrier();
