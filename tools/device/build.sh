@@ -16,6 +16,10 @@ for t in ${VKLLM_DEVICE_TARGETS:-}; do
   [ -n "$f" ] && cp "$f" .dev/ && strip ".dev/$t"
 done
 # Shared libraries the GPU machine's image may lack travel beside the binary (run.sh sets LD_LIBRARY_PATH).
-ldd .dev/vkllm | awk '/=> \// {print $3}' | grep -Ev 'libc\.so|libm\.so|libvulkan|ld-linux|libstdc|libgcc' | xargs -r -I{} cp -L {} .dev/
+# They travel xz-packed (.dev/libs.tar.xz, ~4x smaller) so that .dev, .gl, .peer and the tree fit
+# the device tool's 64 MiB carry together; run.sh unpacks them.
+mkdir -p .dev/libs
+ldd .dev/vkllm | awk '/=> \// {print $3}' | grep -Ev 'libc\.so|libm\.so|libvulkan|ld-linux|libstdc|libgcc' | xargs -r -I{} cp -L {} .dev/libs/
+tar -C .dev/libs -cJf .dev/libs.tar.xz . && rm -rf .dev/libs
 tar -C .fixtures -cJf .dev/fixtures.tar.xz .
 du -sh .dev .dev/*

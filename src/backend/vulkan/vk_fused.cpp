@@ -389,7 +389,8 @@ std::unique_ptr<PreparedOp> prepare_attention(OpEnv& env, const Match& m, bool q
   const bool any16 = a16 || c16 || y16 || n16 || r16;
   const Kernel& k = env.kernels.get(
       std::string("attention_decode") + (any16 ? "_f16" : ""), 16, 11 * 4,
-      {a16, c16, y16, m.qnorm != nullptr, m.qrope != nullptr, n16, r16, oquant, u32(hd)});
+      {a16, c16, y16, m.qnorm != nullptr, m.qrope != nullptr, n16, r16, oquant, u32(hd),
+       u32(env_int("VKLLM_ATT_MEASURE")), std::getenv("VKLLM_ATT_ORDER") ? 0u : 1u});
   const BufRange nq = m.qnorm ? c.whole(m.qnorm->inputs[1]) : c.whole(I[2]),
                  nk = m.knorm ? c.whole(m.knorm->inputs[1]) : c.whole(I[2]);
   const std::vector<BufRange> r = {c.whole(m.q),

@@ -318,7 +318,8 @@ struct AttentionSplits {
 inline AttentionSplits attention_splits(OpEnv& env, int H, int hd) {
   constexpr uint32_t kSplits = 64, kMinKeys = 64;
   const uint32_t ctx = u32(env.program.max_ctx);
-  const uint32_t C = std::max(kMinKeys, ceil_div(ceil_div(ctx, kSplits), 64) * 64),
+  const uint32_t keys = u32(std::max(0, env_int("VKLLM_ATT_KEYS")) / 64 * 64);  // (a switch)
+  const uint32_t C = std::max({kMinKeys, keys, ceil_div(ceil_div(ctx, kSplits), 64) * 64}),
                  S = ceil_div(ctx, C);
   const uint64_t part_bytes = uint64_t(H) * S * (hd + 2) * 4;
   if (env.attn_part.size < part_bytes)

@@ -28,6 +28,13 @@ layout(constant_id = 6) const bool N16 = false;   // the normed q / k, as stored
 layout(constant_id = 7) const bool R16 = false;   // the rotated q / k, as stored
 layout(constant_id = 8) const bool OQUANT = false;
 layout(constant_id = 9) const uint HD = 64;  // head dim (% 8 == 0, <= 256)
+// Measurement switches (VKLLM_ATT_MEASURE; results wrong except at 0): 1 the loads only (the
+// split's tile, q, k, v, consumed into a made-up output), 2 no merge (each split writes its
+// partial and split 0 its own output), 3 no norm or rope.
+layout(constant_id = 10) const uint MEASURE = 0;
+// Workgroup order (VKLLM_ATT_ORDER=0 measures the old one): 0 g = h S + c, 1 g = c H + h (every head's first splits,
+// the ones a short context fills, are the first workgroups of the dispatch).
+layout(constant_id = 11) const uint ORDER = 1;
 DECL_FBUF(0, q, readonly)
 DECL_FBUF(1, k, readonly)
 DECL_FBUF(2, v, readonly)
@@ -88,37 +95,41 @@ float round_to(bool f16, float x) {
   return x;
 }
 
-// One head row (HD values at tmp[off]) normed and rotated as the unfused ops store it, into qs (q)
-// or att_ks (the new key, rounded as the cache stores it). Every thread calls it.
-void prepare_row(bool is_q, uint pos, uint off) {
-  const uint tid = gl_LocalInvocationID.x;
+// Rows r0 .. r0 + nr - 1 of tmp (0: q at tmp[0], 1: the new key at tmp[HD]) normed and rotated
+// as the unfused ops store them, into qs (q) or att_ks (the key, rounded as the cache stores it);
+// thread t takes element t % HD of row r0 + t / HD. Both rows at once (nr = 2) only where each
+// row's elements then sit in the lanes one row alone would put them in (HD a multiple of the
+// subgroup size, 2 HD <= WG), so that the subgroup sums are the same. c: this thread's rope
+// cos/sin. Every thread calls it.
+void prepare(uint r0, uint nr, uint pos, vec2 c) {
+  const uint tid = gl_LocalInvocationID.x, j = tid % HD, r = r0 + min(tid / HD, nr - 1u);
+  const bool mine = tid < nr * HD, is_q = r == 0u;
+  const uint off = r * HD;
   if (QKNORM) {
     // rms_norm.comp's sum for a group narrower than its workgroup: subgroup sums of consecutive
-    // elements, added block by block in order.
+    // elements, added in order.
+    const float x = mine ? tmp[off + j] : 0.0;
+    const float s = subgroupAdd(x * x);
+    if (subgroupElect()) red[gl_SubgroupID] = s;
+    barrier();
     float total = 0.0;
-    for (uint b0 = 0; b0 < HD; b0 += WG) {
-      const uint j = b0 + tid;
-      const float x = j < HD ? tmp[off + j] : 0.0;
-      const float s = subgroupAdd(x * x);
-      if (subgroupElect()) red[gl_SubgroupID] = s;
-      barrier();
+    if (nr == 1u)
       for (uint i = 0; i < gl_NumSubgroups; ++i) total += red[i];
-      barrier();
-    }
+    else
+      for (uint i = 0, per = HD / gl_SubgroupSize; i < per; ++i) total += red[(r - r0) * per + i];
+    barrier();
     const float inv = 1.0 / sqrt(total / float(HD) + (is_q ? pc.qeps : pc.keps));
-    if (tid < HD) {
-      const float w = is_q ? qn[tid] : kn[tid];
-      tmp[off + tid] = round_to(N16, w * (tmp[off + tid] * inv));
+    if (mine) {
+      const float w = is_q ? qn[j] : kn[j];
+      tmp[off + j] = round_to(N16, w * (tmp[off + j] * inv));
     }
     barrier();
   }
-  const uint half_r = pc.R / 2u, j = tid;
-  if (j < HD) {
+  const uint half_r = pc.R / 2u;
+  if (mine) {
     float y = tmp[off + j];
     if (ROPE && j < pc.R) {
-      const uint row0 = pos + 1u > pc.orig ? pc.ctx : 0u;
       const uint i = j < half_r ? j : j - half_r;
-      const vec2 c = cs[(row0 + pos) * half_r + i];
       const float a = tmp[off + i], b = tmp[off + i + half_r];
       y = round_to(R16, j < half_r ? a * c.x - b * c.y : b * c.x + a * c.y);
     }
@@ -132,7 +143,8 @@ void prepare_row(bool is_q, uint pos, uint off) {
 
 void main() {
   const uint g = flat_group(), tid = gl_LocalInvocationID.x;
-  const uint h = g / pc.S, c = g % pc.S, pos = step_pos;
+  const uint h = ORDER == 1u ? g % pc.H : g / pc.S, c = ORDER == 1u ? g / pc.H : g % pc.S;
+  const uint pos = step_pos;
   if (h >= pc.H || c * pc.C > pos) return;  // uniform per workgroup; empty splits do nothing
   const uint group = pc.H / pc.Hkv, kvh = h / group, W = pc.Hkv * HD, koff = kvh * HD;
   const uint first = c * pc.C, n = min(pos + 1u, first + pc.C);
@@ -144,9 +156,30 @@ void main() {
     tmp[HD + tid] = LOADF(k, A16, koff + tid);
     att_vs[tid] = round_to(C16, LOADF(v, A16, koff + tid));
   }
+  // This thread's rope cos/sin (dim tid % HD of q and of the key), loaded with the rest.
+  vec2 rcs = vec2(0.0);
+  if (ROPE && tid % HD < pc.R) {
+    const uint half_r = pc.R / 2u, row0 = pos + 1u > pc.orig ? pc.ctx : 0u, j = tid % HD;
+    rcs = cs[(row0 + pos) * half_r + (j < half_r ? j : j - half_r)];
+  }
+  if (MEASURE == 1u) {  // the loads only
+    uint x = 0u;
+    [[unroll]] for (uint i = 0; i < ATT_NWK; ++i) x ^= att_k[i].x ^ att_k[i].y;
+    [[unroll]] for (uint i = 0; i < ATT_NWV; ++i) x ^= att_v[i].x ^ att_v[i].y;
+    barrier();
+    const float y = subgroupAdd(float(x & 1023u) + rcs.x) + tmp[tid % (2u * HD)] + att_vs[tid % HD];
+    if (c == 0u && tid < HD) STOREF(o, Y16, h * HD + tid, y);
+    return;
+  }
   barrier();
-  prepare_row(true, pos, 0u);
-  prepare_row(false, pos, HD);
+  if (MEASURE != 3u) {
+    if (2u * HD <= WG && HD % gl_SubgroupSize == 0u) {
+      prepare(0u, 2u, pos, rcs);
+    } else {
+      prepare(0u, 1u, pos, rcs);
+      prepare(1u, 1u, pos, rcs);
+    }
+  }
   if (c == pos / pc.C && h % group == 0u && tid < HD) {
     STOREF(kc, C16, pos * W + koff + tid, att_ks[tid]);
     STOREF(vc, C16, pos * W + koff + tid, att_vs[tid]);
@@ -158,7 +191,11 @@ void main() {
     return;
   }
   const uint stride = HD + 2u;
-  att_write_part(g * stride);
+  att_write_part((h * pc.S + c) * stride);
+  if (MEASURE == 2u) {
+    if (c == 0u && tid < HD) STOREF(o, Y16, h * HD + tid, att_acc / att_l);
+    return;
+  }
   // The last split of the head to finish merges (splits past the position stay out).
   const uint splits = pos / pc.C + 1u;
   memoryBarrierBuffer();

@@ -7,8 +7,10 @@
 // (att_fetch) before anything waits on them: one memory round trip a tile (docs/perf.md, session
 // 13: the former loop of a subgroup a key, lanes across the dims, waited a round trip per key pair
 // and per four values).
-//  - Scores: four threads a key, each with a quarter of the head dims (SPAN); their partial dots
-//    are summed over the four lanes ((a + b) + (c + d): every lane gets the same value).
+//  - Scores: four threads a key, each with a quarter of the head dims: thread s takes the row's
+//    words s, s + 4, s + 8, ... (so that a subgroup's load covers whole rows, not four 8-byte
+//    pieces 1/4 row apart); their partial dots are summed over the four lanes ((a + b) + (c + d):
+//    every lane gets the same value).
 //  - Values: thread (kq, wd) takes word wd of the value rows of keys kq, kq + KQ, ...; its sums go
 //    through shared memory, and thread d adds dim d's KQ partials in order.
 // The includer defines WG (256), the spec constants HD (head dim, a multiple of 8, <= 256) and C16
@@ -26,25 +28,26 @@ const uint ATT_KQ = WG / ATT_WPR;                 // key classes of the value ma
 const uint ATT_NWV = (ATT_KT + ATT_KQ - 1u) / ATT_KQ;  // a thread's value words
 const uint ATT_NONE = 0xFFFFFFFFu;
 
-shared float red[WG];  // one entry per subgroup
+shared float red[WG];  // one entry per subgroup (the includer's reductions)
+shared float att_rmax[WG], att_rsum[WG];  // wg_max's and wg_sum's
 
-// Workgroup-wide max / sum: the subgroup's, then across subgroups through shared memory.
+// Workgroup-wide max / sum: the subgroup's, then across subgroups through shared memory. One
+// barrier each: each has its own array, and att_tile's later barriers keep a tile's writes from
+// overtaking the reads of the tile before.
 float wg_max(float v) {
   const float s = subgroupMax(v);
-  if (subgroupElect()) red[gl_SubgroupID] = s;
+  if (subgroupElect()) att_rmax[gl_SubgroupID] = s;
   barrier();
-  float r = red[0];
-  for (uint i = 1; i < gl_NumSubgroups; ++i) r = max(r, red[i]);
-  barrier();
+  float r = att_rmax[0];
+  for (uint i = 1; i < gl_NumSubgroups; ++i) r = max(r, att_rmax[i]);
   return r;
 }
 float wg_sum(float v) {
   const float s = subgroupAdd(v);
-  if (subgroupElect()) red[gl_SubgroupID] = s;
+  if (subgroupElect()) att_rsum[gl_SubgroupID] = s;
   barrier();
-  float r = red[0];
-  for (uint i = 1; i < gl_NumSubgroups; ++i) r += red[i];
-  barrier();
+  float r = att_rsum[0];
+  for (uint i = 1; i < gl_NumSubgroups; ++i) r += att_rsum[i];
   return r;
 }
 
@@ -77,7 +80,7 @@ void att_fetch(uint base, uint n, uint W, uint koff, uint fresh) {
   const uint tid = gl_LocalInvocationID.x, jk = base + tid / ATT_TPK, s = tid % ATT_TPK;
   [[unroll]] for (uint i = 0; i < ATT_NWK; ++i)
     att_k[i] = jk < n && jk != fresh
-                   ? att_kload(jk * W + koff + s * ATT_SPAN + i * ATT_VPW)
+                   ? att_kload(jk * W + koff + (i * ATT_TPK + s) * ATT_VPW)
                    : uvec2(0u);
   const uint kq = tid / ATT_WPR, wd = tid % ATT_WPR;
   [[unroll]] for (uint i = 0; i < ATT_NWV; ++i) {
@@ -94,7 +97,7 @@ void att_tile(uint base, uint n, float scale, uint fresh) {
   float d = 0.0;
   [[unroll]] for (uint i = 0; i < ATT_NWK; ++i)
     [[unroll]] for (uint e = 0; e < ATT_VPW; ++e) {
-      const uint dim = s * ATT_SPAN + i * ATT_VPW + e;
+      const uint dim = (i * ATT_TPK + s) * ATT_VPW + e;
       d += qs[dim] * (jk == fresh ? att_ks[dim] : att_word(att_k[i], e));
     }
   d += subgroupShuffleXor(d, 1u);
@@ -151,32 +154,38 @@ void att_run(uint first, uint n, uint W, uint koff, float scale, uint fresh, boo
 #ifdef ATT_MERGE
 // The merge of a head's `splits` partials at part[hb + s * (HD + 2)] (m, l, then the HD
 // accumulators), in split order; returns dim tid's output (tid < HD). Each chunk of splits is
-// loaded into shared memory at once, then summed in order.
-const uint ATT_MCH = 8u;  // splits a chunk
-shared float att_mw[64], att_ml[64];  // each split's m (then exp(m_s - max)) and l (<= 64)
+// loaded into shared memory at once, then summed in order; the first chunk's loads are issued
+// with those of m and l (one round trip to L2 for a merge of up to ATT_MCH splits).
+const uint ATT_MCH = 16u;  // splits a chunk
+shared float att_mw[64], att_ml[64];  // each split's m and l (<= 64)
 shared float att_mp[ATT_MCH * HD];
+void att_merge_chunk(uint hb, uint s0, uint cnt) {
+  const uint tid = gl_LocalInvocationID.x, stride = HD + 2u;
+  for (uint i = tid; i < cnt * HD; i += WG)
+    att_mp[i] = part[hb + (s0 + i / HD) * stride + 2u + i % HD];
+}
 float att_merge(uint hb, uint splits) {
   const uint tid = gl_LocalInvocationID.x, stride = HD + 2u;
   for (uint s = tid; s < splits; s += WG) {
     att_mw[s] = part[hb + s * stride];
     att_ml[s] = part[hb + s * stride + 1u];
   }
+  att_merge_chunk(hb, 0u, min(ATT_MCH, splits));
   barrier();
   float mm = -3.0e38;
   for (uint s = 0; s < splits; ++s) mm = max(mm, att_mw[s]);
   float ll = 0.0;
   for (uint s = 0; s < splits; ++s) ll += att_ml[s] * exp(att_mw[s] - mm);
-  barrier();
-  for (uint s = tid; s < splits; s += WG) att_mw[s] = exp(att_mw[s] - mm);
   float a = 0.0;
   for (uint s0 = 0; s0 < splits; s0 += ATT_MCH) {
     const uint cnt = min(ATT_MCH, splits - s0);
-    for (uint i = tid; i < cnt * HD; i += WG)
-      att_mp[i] = part[hb + (s0 + i / HD) * stride + 2u + i % HD];
-    barrier();
+    if (s0 > 0u) {
+      barrier();  // the chunk before is summed
+      att_merge_chunk(hb, s0, cnt);
+      barrier();
+    }
     if (tid < HD)
-      for (uint s = 0; s < cnt; ++s) a += att_mp[s * HD + tid] * att_mw[s0 + s];
-    barrier();
+      for (uint s = 0; s < cnt; ++s) a += att_mp[s * HD + tid] * exp(att_mw[s0 + s] - mm);
   }
   return a / ll;
 }
