@@ -269,6 +269,23 @@ TEST(VulkanOps, LinearF16Weights) {
 TEST(VulkanOps, LinearF16Activations) {
   check_linear(Lin::F16, 100, 77, 6, DType::F16);
 }
+// Forwards of at least GemmPlan::kTokens tokens run the float-activation linears as a tiled GEMM
+// (linear_mm.comp: 64 tokens x 64 rows a workgroup, K in chunks of 32): sizes that are not
+// multiples of the tile, several token tiles, fp16 weights and activations, int4 weights with
+// groups that do not divide the chunk.
+TEST(VulkanOps, LinearTiledGemmMatchesTheReference) {
+  for (int T : {16, 70}) {
+    check_linear(Lin::F32, 100, 77, T, DType::F32);
+    check_linear(Lin::F16, 72, 130, T, DType::F32);
+    check_linear(Lin::Q4W, 96, 77, T, DType::F32);
+    check_linear(Lin::Q4W, 200, 65, T, DType::F32, {}, nullptr, XDist::Normal, 8);
+  }
+  check_linear(Lin::F16, 100, 77, 33, DType::F16);
+  check_linear(Lin::Q4W, 160, 45, 20, DType::F16);
+  VulkanOptions o;
+  o.max_binding_bytes = 4096;  // four row chunks of the weight, each its columns of y
+  check_linear(Lin::F32, 56, 60, 16, DType::F32, o);
+}
 TEST(VulkanOps, LinearChunkedBindings) {
   VulkanOptions o;
   o.max_binding_bytes = 4096;  // 10-row chunks of the weight

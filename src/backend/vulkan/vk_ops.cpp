@@ -332,6 +332,13 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
   Kernels* kernels = &c.env.kernels;
   const bool for_gemm = f == "linear_8da4w" && scratch_for_gemm(c, x);
   if (for_gemm) gemm = plan_gemm_8da4w(c.env.ctx, G, N, c.f16(y));
+  // The float-activation linears (linear, linear_q4w) run a portable tiled GEMM there instead
+  // (linear_mm.comp; VKLLM_LINEAR_MM=0 measures the mat-vec kernels).
+  const Kernel* kmm =
+      f == "linear_8da4w" || (std::getenv("VKLLM_LINEAR_MM") && env_int("VKLLM_LINEAR_MM") == 0)
+          ? nullptr
+          : &c.kernel(q4w ? "linear_q4w_mm" : "linear_mm", 4, 6,
+                      {c.f16(x), q4w ? 0u : c.f16(W), c.f16(y)});
   const Kernel* kq = nullptr;
   VkDescriptorSet qset = VK_NULL_HANDLE;
   std::vector<BufRange> head, tail = {c.whole(y)};
@@ -352,6 +359,7 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
     VkDescriptorSet set;
     uint32_t R, R1;  // matvec.glsl: rows per workgroup, of the prefill and decode variants
     VkDescriptorSet mv_set = VK_NULL_HANDLE;  // linear_8da4w_mv's
+    VkDescriptorSet mm_set = VK_NULL_HANDLE;  // linear_mm's (x, weights, scales, y)
   };
   std::vector<Part> parts;
   for (const RowChunk& ch : row_chunks(c, N, rb)) {
@@ -363,6 +371,10 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
     parts.push_back({ch, c.env.kernels.make_set(*k, r), R,
                      split.bpl ? std::max<uint32_t>(1, R * wg / 64 / split.parts) : R,
                      kmv ? c.env.kernels.make_set(*kmv, r) : VK_NULL_HANDLE});
+    if (kmm) {  // (linear: the weights bound again where linear_q4w's scales go)
+      std::vector<BufRange> rm = {r[0], r[1], r[q4w ? 2 : 1], r.back()};
+      parts.back().mm_set = c.env.kernels.make_set(*kmm, rm);
+    }
   }
   auto prepared = std::make_unique<PreparedOp>(
       [=](VkCommandBuffer cb, int T) {
@@ -377,6 +389,12 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
           if (G) push.push_back(u32(G));
           if (!gemm.module.empty() && Tr >= GemmPlan::kTokens) {
             gemm.record(cb, *kernels, pt.set, u32(K), pt.ch.rows, pt.ch.r0, u32(N), Tr, u32(G));
+            continue;
+          }
+          if (kmm && Tr >= GemmPlan::kTokens) {  // 64 tokens x 64 rows a workgroup
+            dispatch_flat(cb, *kmm, pt.mm_set,
+                          {u32(K), u32(pt.ch.rows), u32(pt.ch.r0), u32(N), Tr, u32(G)},
+                          uint64_t(ceil_div(pt.ch.rows, 64)) * ceil_div(Tr, 64));
             continue;
           }
           if (kmv && Tr == 1) {
