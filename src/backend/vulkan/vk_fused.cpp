@@ -654,6 +654,10 @@ uint32_t chain_depth() {
   return 4;
 }
 
+// VKLLM_CHAIN_PIPE=1: two batches of units in flight a subgroup (linear_8da4w_chain.comp PIPE;
+// a measurement switch until measured).
+uint32_t chain_pipe() { return env_int("VKLLM_CHAIN_PIPE") == 1 ? 1 : 0; }
+
 // VKLLM_CHAIN_MEASURE=noload: the chain sums made-up weights instead of loading them (a
 // measurement switch for the clock; the output is wrong).
 uint32_t chain_measure() {
@@ -781,7 +785,7 @@ std::unique_ptr<PreparedOp> prepare_chain(OpEnv& env, const std::vector<Match>& 
                            (any16 ? "_f16" : "");
   const Kernel& k = env.kernels.get(name, clock ? 3 : 2, 4,
                                     {chain_depth(), grid_spin_limit(ctx.info()), chain_measure(),
-                                     chain_specialize(), xv, any_q4w ? 1u : 0u});
+                                     chain_specialize(), xv, any_q4w ? 1u : 0u, chain_pipe()});
   std::vector<BufRange> r = {{env.chain_sync.buf, 0, env.chain_sync.size}, {tab.buf, 0, tab.size}};
   if (clock) r.push_back({env.chain_clock.buf.buf, 0, env.chain_clock.buf.size});
   VkDescriptorSet set = env.kernels.make_set(k, r);

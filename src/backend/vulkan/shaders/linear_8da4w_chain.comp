@@ -60,6 +60,10 @@ layout(constant_id = 4) const uint SPECIALIZE = 1;
 layout(constant_id = 5) const uint XV = 1152;
 // 1: the chain has q4w stages (0: their row loops are compiled out).
 layout(constant_id = 6) const uint Q4W = 0;
+// 1: the row loop keeps two batches of units in flight (the host's, vk_fused.cpp chain_pipe): a
+// batch's loads are issued before the batch before it is summed, so that a subgroup always has
+// loads in flight; 0: one batch (its sums wait for its loads, then the next batch is issued).
+layout(constant_id = 7) const uint PIPE = 0;
 layout(std430, binding = 1) readonly buffer Table { uint tab[]; };
 layout(push_constant) uniform PC { uint stages; } pc;
 
@@ -324,13 +328,20 @@ void consume(Stage g, Cur u, float sx, int zp, uvec4 q, float s, int ws,
   }
 }
 
-// The units in flight: a batch's loads (fetch_batch), then its sums.
-uvec4 q[DEPTH];
-float s[DEPTH];
-int ws[DEPTH];
+// The units in flight: a batch's loads (fetch_batch), then its sums; with PIPE, a second batch in
+// q2, s2, ws2 (module-scope arrays indexed by constants: docs/perf.md, session 14).
+uvec4 q[DEPTH], q2[DEPTH];
+float s[DEPTH], s2[DEPTH];
+int ws[DEPTH], ws2[DEPTH];
 void fetch_batch(Stage g, uint r0, uint step, inout Cur f) {
   [[unroll]] for (uint i = 0; i < DEPTH; ++i) {
     fetch(g, f, q[i], s[i], ws[i]);
+    advance(g, r0, step, f);
+  }
+}
+void fetch_batch2(Stage g, uint r0, uint step, inout Cur f) {
+  [[unroll]] for (uint i = 0; i < DEPTH; ++i) {
+    fetch(g, f, q2[i], s2[i], ws2[i]);
     advance(g, r0, step, f);
   }
 }
@@ -466,6 +477,26 @@ void prologue(uint st, out float sx, out int zp) {
 void rows(Stage g, uint r0, uint step, float sx, int zp, inout Cur f) {
   float acc0 = 0.0, acc1 = 0.0;
   Cur u = start(g, r0);  // the next unit to sum
+  if (PIPE == 1u) {  // the batches alternate between the two sets
+    while (u.m != NONE) {
+      fetch_batch2(g, r0, step, f);
+      [[unroll]] for (uint i = 0; i < DEPTH; ++i) {
+        if (u.m != NONE) {
+          consume(g, u, sx, zp, q[i], s[i], ws[i], acc0, acc1);
+          advance(g, r0, step, u);
+        }
+      }
+      if (u.m == NONE) break;
+      fetch_batch(g, r0, step, f);
+      [[unroll]] for (uint i = 0; i < DEPTH; ++i) {
+        if (u.m != NONE) {
+          consume(g, u, sx, zp, q2[i], s2[i], ws2[i], acc0, acc1);
+          advance(g, r0, step, u);
+        }
+      }
+    }
+    return;
+  }
   while (u.m != NONE) {
     [[unroll]] for (uint i = 0; i < DEPTH; ++i) {
       if (u.m != NONE) {
