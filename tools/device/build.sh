@@ -15,11 +15,15 @@ for t in ${VKLLM_DEVICE_TARGETS:-}; do
   f=$(find build/device/tests -name "$t" -type f -perm -u+x | head -1)
   [ -n "$f" ] && cp "$f" .dev/ && strip ".dev/$t"
 done
-# Shared libraries the GPU machine's image may lack travel beside the binary (run.sh sets LD_LIBRARY_PATH).
-# They travel xz-packed (.dev/libs.tar.xz, ~4x smaller) so that .dev, .gl, .peer and the tree fit
-# the device tool's 64 MiB carry together; run.sh unpacks them.
-mkdir -p .dev/libs
-ldd .dev/vkllm | awk '/=> \// {print $3}' | grep -Ev 'libc\.so|libm\.so|libvulkan|ld-linux|libstdc|libgcc' | xargs -r -I{} cp -L {} .dev/libs/
-tar -C .dev/libs -cJf .dev/libs.tar.xz . && rm -rf .dev/libs
+# Shared libraries the GPU machine's image may lack travel beside the binary (run.sh sets
+# LD_LIBRARY_PATH). Binaries and libraries travel xz-packed (.dev/bin.tar.xz, ~3x smaller; run.sh
+# unpacks every .dev/*.tar.xz but the fixtures) so that .dev, .gl, .peer and the tree fit the
+# device tool's 64 MiB carry together; a second binary for an A/B can travel the same way
+# (tar -C DIR -cJf .dev/old.tar.xz vkllm_b).
+mkdir -p .dev/bin
+ldd .dev/vkllm | awk '/=> \// {print $3}' | grep -Ev 'libc\.so|libm\.so|libvulkan|ld-linux|libstdc|libgcc' | xargs -r -I{} cp -L {} .dev/bin/
+mv .dev/vkllm .dev/bin/
+for t in ${VKLLM_DEVICE_TARGETS:-}; do [ -f ".dev/$t" ] && mv ".dev/$t" .dev/bin/; done
+tar -C .dev/bin -cJf .dev/bin.tar.xz . && rm -rf .dev/bin
 tar -C .fixtures -cJf .dev/fixtures.tar.xz .
 du -sh .dev .dev/*

@@ -14,7 +14,7 @@ OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT" /tmp/fixtures /tmp/twins
 tar -C /tmp/fixtures -xJf .dev/fixtures.tar.xz
 BIN=$PWD/.dev/vkllm
-[ -f .dev/libs.tar.xz ] && tar -C .dev -xJf .dev/libs.tar.xz
+for t in .dev/*.tar.xz; do [ "$t" = .dev/fixtures.tar.xz ] || tar -C .dev -xJf "$t"; done
 export LD_LIBRARY_PATH=$PWD/.dev${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 summary=()
 

@@ -645,18 +645,22 @@ bool chainable(const Program& p, const Match& m, uint32_t max_shared) {
   return K <= kChainMaxNormK || m.pat->pro != Pro::Norm;
 }
 
-// Units (one 32-weight block a lane) each subgroup of a chain keeps in flight: 4 measured fastest
-// on the H200 (8 and 16 slower: the deeper ring's registers and code, docs/perf.md session 11).
-// VKLLM_CHAIN_DEPTH=n overrides (measurement).
+// Two batches of units in flight a subgroup (linear_8da4w_chain.comp PIPE): a batch's loads are
+// issued before the batch before it is summed. Measured on the H200 (docs/perf.md, session 21):
+// two batches of 2 units +2.5-4% over one batch of 4 (the previous default), two batches of 4
+// slower. VKLLM_CHAIN_PIPE=0: one batch (measurement).
+uint32_t chain_pipe() {
+  const char* v = std::getenv("VKLLM_CHAIN_PIPE");
+  return v && std::string(v) == "0" ? 0 : 1;
+}
+
+// Units (one 32-weight block a lane) in a batch: 2 with two batches, 4 with one (docs/perf.md,
+// sessions 11 and 21). VKLLM_CHAIN_DEPTH=n overrides (measurement).
 uint32_t chain_depth() {
   if (const int d = env_int("VKLLM_CHAIN_DEPTH"); d > 0)
     return static_cast<uint32_t>(std::min(d, 64));
-  return 4;
+  return chain_pipe() ? 2 : 4;
 }
-
-// VKLLM_CHAIN_PIPE=1: two batches of units in flight a subgroup (linear_8da4w_chain.comp PIPE;
-// a measurement switch until measured).
-uint32_t chain_pipe() { return env_int("VKLLM_CHAIN_PIPE") == 1 ? 1 : 0; }
 
 // VKLLM_CHAIN_MEASURE=noload: the chain sums made-up weights instead of loading them (a
 // measurement switch for the clock; the output is wrong).

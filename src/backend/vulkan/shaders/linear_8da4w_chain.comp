@@ -18,9 +18,10 @@
 // (that order depends on rms_norm's workgroup size, 256). The rows are spread over every subgroup
 // of the grid, and each subgroup walks its rows as a stream of units, one 32-weight block per lane of one row (a row of K weights is
 // ceil(K / 32 / lanes) units; a SwiGLU row's gate and up units alternate) in batches of DEPTH
-// units: a batch's loads are issued together, then its units summed, so every stage reads its
-// weights with the same few registers whatever its width, and the loads of a stage's first batch
-// are issued before the sync that precedes it.
+// units: a batch's loads are issued together, and (PIPE) the next batch's before this one is
+// summed, so that a subgroup always has loads in flight and every stage reads its weights with
+// the same few registers whatever its width; the loads of a stage's first batch are issued before
+// the sync that precedes it.
 // The int8 row sits in shared memory as shared_row_dot.glsl lays it out; a q4w stage's float row in
 // xv (below).
 // Buffers are reached through their device addresses (a stage table, one binding): a chain has
@@ -63,7 +64,7 @@ layout(constant_id = 6) const uint Q4W = 0;
 // 1: the row loop keeps two batches of units in flight (the host's, vk_fused.cpp chain_pipe): a
 // batch's loads are issued before the batch before it is summed, so that a subgroup always has
 // loads in flight; 0: one batch (its sums wait for its loads, then the next batch is issued).
-layout(constant_id = 7) const uint PIPE = 0;
+layout(constant_id = 7) const uint PIPE = 1;
 layout(std430, binding = 1) readonly buffer Table { uint tab[]; };
 layout(push_constant) uniform PC { uint stages; } pc;
 
@@ -469,9 +470,9 @@ void prologue(uint st, out float sx, out int zp) {
   barrier();
 }
 
-// The stage's rows: a batch of DEPTH units is summed, then the next batch fetched (f: the next
-// unit to fetch, the first batch's loads already issued), so the sums of a batch wait for its loads
-// only. (Refilling each unit's slot as soon as it was summed made the next unit's sum wait for that
+// The stage's rows: the next batch is fetched, then a batch of DEPTH units summed (PIPE; without
+// it the batch is summed, then the next fetched), f: the next unit to fetch, the first batch's
+// loads already issued; the sums of a batch wait for its loads only. (Refilling each unit's slot as soon as it was summed made the next unit's sum wait for that
 // refill too: NVIDIA's compiler waits for a warp's loads in groups, and the row loop paid a DRAM
 // latency per unit; docs/perf.md, session 12.)
 void rows(Stage g, uint r0, uint step, float sx, int zp, inout Cur f) {
