@@ -156,7 +156,7 @@ void att_run(uint first, uint n, uint W, uint koff, float scale, uint fresh, boo
 // accumulators), in split order; returns dim tid's output (tid < HD). Each chunk of splits is
 // loaded into shared memory at once, then summed in order; the first chunk's loads are issued
 // with those of m and l (one round trip to L2 for a merge of up to ATT_MCH splits).
-const uint ATT_MCH = 16u;  // splits a chunk
+const uint ATT_MCH = HD <= 128u ? 16u : 8u;  // splits a chunk (16 KB of shared memory at most)
 shared float att_mw[64], att_ml[64];  // each split's m and l (<= 64)
 shared float att_mp[ATT_MCH * HD];
 void att_merge_chunk(uint hb, uint s0, uint cnt) {
