@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Run THERE after run.sh has installed the loader (e.g. `tools/device/run.sh physics`): the decode
-# chain (linear_8da4w_chain.comp) on Llama-3.2-1B 8da4w-fp16 at a 4,096-token context: the
+# chain (linear_8da4w_chain.comp) on Llama-3.2-1B 8da4w-fp16 (CHAIN_MODEL: llama, or qwen, phi,
+# q4w as in decode_ab.sh) at a 4,096-token context: the
 # compiler's statistics of the decode kernels (VKLLM_PIPELINE_STATS), tg128 (median of 3) per
 # switch (CHAIN_VARIANTS: space-separated, each a comma-separated list of VAR=value), the chain's decode profile, then the chain against the CPU reference on
 # the tiny twins (verify --agree; CHAIN_TWINS_ENV, default the default chains, CHAIN_TWINS_STEPS).
@@ -12,9 +13,13 @@ source "$(dirname "$0")/after_side.sh"
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 exec > >(tee -a "$OUT/chain_units.txt") 2>&1
-a=/tmp/llama-3.2-1b.quantized-8da4w-fp16.vkllm
-[ -d /tmp/full-llama-3.2-1b ] || "$BIN" synth --preset llama-3.2-1b -o /tmp/full-llama-3.2-1b --tokenizer-dir /tmp/fixtures/llama3.2 -q >/dev/null
-[ -f "$a" ] || "$BIN" export /tmp/full-llama-3.2-1b --recipe quantized-8da4w-fp16 --max-context 4096 -o "$a" -q 2>&1 | tail -1
+declare -A preset=([llama]=llama-3.2-1b [qwen]=qwen3-0.6b [phi]=phi-4-mini [q4w]=llama-3.2-1b)
+declare -A recipe=([llama]=quantized-8da4w-fp16 [qwen]=quantized-8da4w-fp16-embedding [phi]=quantized-8da4w-embedding [q4w]=quantized-int4-weight-only)
+declare -A tok=([llama]=llama3.2 [qwen]=qwen3 [phi]=phi4mini [q4w]=llama3.2)
+m=${CHAIN_MODEL:-llama}
+a=/tmp/${preset[$m]}.${recipe[$m]}.vkllm
+[ -d /tmp/full-${preset[$m]} ] || "$BIN" synth --preset ${preset[$m]} -o /tmp/full-${preset[$m]} --tokenizer-dir /tmp/fixtures/${tok[$m]} -q >/dev/null
+[ -f "$a" ] || "$BIN" export /tmp/full-${preset[$m]} --recipe ${recipe[$m]} --max-context 4096 -o "$a" -q 2>&1 | tail -1
 parts=" ${CHAIN_PARTS:-stats variants profile clock twins} "
 has() { [[ "$parts" == *" $1 "* ]]; }
 has stats && for e in VKLLM_X=default VKLLM_CHAIN_GROUPS=-1; do

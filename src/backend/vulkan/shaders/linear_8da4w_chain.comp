@@ -65,6 +65,11 @@ layout(constant_id = 6) const uint Q4W = 0;
 // batch's loads are issued before the batch before it is summed, so that a subgroup always has
 // loads in flight; 0: one batch (its sums wait for its loads, then the next batch is issued).
 layout(constant_id = 7) const uint PIPE = 1;
+// How rows are dealt (the host's, vk_fused.cpp chain_deal): 0 subgroup s of workgroup w starts at
+// row w NS + s (a workgroup's subgroups take neighbouring rows), 1 at row s G + w (neighbouring
+// rows go to different workgroups, so that a stage's rows past the grid's first round spread over
+// every SM rather than filling the first workgroups).
+layout(constant_id = 8) const uint DEAL = 0;
 layout(std430, binding = 1) readonly buffer Table { uint tab[]; };
 layout(push_constant) uniform PC { uint stages; } pc;
 
@@ -200,33 +205,34 @@ const uint NONE = 0xFFFFFFFFu;
 // stage's copy (made before the sync, for its first loads) leaves this one to the subgroups still
 // in its rows; the row loop reads the addresses from there, not from registers (docs/perf.md,
 // session 11: registers decide how many workgroups an SM holds).
-shared uint stab[2][SREC];
+shared uvec2 stab[2][SREC / 2u];  // (word w at stab[.][w / 2][w % 2]: an address is one load)
+uint SW(uint par, uint w) { return stab[par][w >> 1u][w & 1u]; }
 struct Stage {
   uint nb, C, per, ur, lbpg, ng, nm, rows, mine, rows0, rows1, par, epi;
   bool fd;  // a q4w stage (float dot)
 };
-uvec2 SA(Stage g, uint w) { return uvec2(stab[g.par][w], stab[g.par][w + 1u]); }
+uvec2 SA(Stage g, uint w) { return stab[g.par][w >> 1u]; }  // (w even)
 // rec: word tid of the stage's record (threads tid < SREC), loaded a stage ahead (main).
 Stage stage(uint st, uint r0, uint step, uint rec) {
   Stage g;
   g.par = st & 1u;
   const uint tid = gl_LocalInvocationID.x;
-  if (tid < SREC) stab[g.par][tid] = rec;
+  if (tid < SREC) stab[g.par][tid >> 1u][tid & 1u] = rec;
   barrier();
-  const uint K = stab[g.par][0], G = stab[g.par][1], epi = stab[g.par][3];
+  const uint K = SW(g.par, 0u), G = SW(g.par, 1u), epi = SW(g.par, 3u);
   g.nb = K / 32u;
   g.C = (g.nb + gl_SubgroupSize - 1u) / gl_SubgroupSize;
   g.per = epi == 2u ? 2u : 1u;
   g.ur = g.C * g.per;
   g.lbpg = uint(findLSB(G / 32u));
   g.ng = K / G;
-  g.nm = epi != 0u ? 1u : stab[g.par][4];
-  g.rows = stab[g.par][7];
+  g.nm = epi != 0u ? 1u : SW(g.par, 4u);
+  g.rows = SW(g.par, 7u);
   g.mine = r0 < g.rows ? (g.rows - r0 + step - 1u) / step : 0u;
-  g.rows0 = stab[g.par][16];
-  g.rows1 = g.nm > 1u ? stab[g.par][26] : 0u;
+  g.rows0 = SW(g.par, 16u);
+  g.rows1 = g.nm > 1u ? SW(g.par, 26u) : 0u;
   g.epi = epi;
-  g.fd = Q4W == 1u && (stab[g.par][5] & 128u) != 0u;
+  g.fd = Q4W == 1u && (SW(g.par, 5u) & 128u) != 0u;
   return g;
 }
 
@@ -287,7 +293,7 @@ void fetch(Stage g, Cur u, out uvec4 q, out float s, out int ws) {
 
 // Row n of mat-vec m: its epilogue and store. a: the row's sum; u: the up row's (SwiGLU).
 void finish(Stage g, uint m, uint n, float a, float u) {
-  const uint epi = g.epi, fl = stab[g.par][5];
+  const uint epi = g.epi, fl = SW(g.par, 5u);
   const bool o16 = (fl & 4u) != 0u, r16 = (fl & 8u) != 0u, y16 = (fl & (16u << m)) != 0u;
   float val = a;
   if (epi == 1u) {
@@ -299,22 +305,27 @@ void finish(Stage g, uint m, uint n, float a, float u) {
   if (subgroupElect()) act_store(SA(g, 16u + 10u * m + 8u), y16, n, val);
 }
 
-// Sums unit u (its loads in q, s, ws) into its row's sum; the row's last unit finishes the row.
-// acc0: the row's (the gate's) partial sum, acc1: the up row's. Subgroup-uniform.
-void consume(Stage g, Cur u, float sx, int zp, uvec4 q, float s, int ws,
-             inout float acc0, inout float acc1) {
+// Unit w's term (its loads in q, s, ws; w = NONE past the subgroup's rows): its block's dot, the
+// group's blocks added across lanes, times the scales. Subgroup-uniform.
+float term(Stage g, uint w, float sx, int zp, uvec4 q, float s, int ws) {
+  const uint lane = gl_SubgroupInvocationID, c = w >> (g.per - 1u);
+  const uint b = c * gl_SubgroupSize + lane, bpg = 1u << g.lbpg;
+  const bool ok = w != NONE && b < g.nb;
+  if (g.fd) {  // q4w.glsl's block sum; the group's blocks added across lanes; times the scale
+    float d = ok ? q4_block(q, 9u * b) : 0.0;
+    for (uint off = 1u; off < bpg; off <<= 1u) d += subgroupShuffleXor(d, off);
+    return d * s;
+  }
+  int d = ok ? block_dot(q, b) : 0;
+  for (uint off = 1u; off < bpg; off <<= 1u) d += subgroupShuffleXor(d, off);
+  return s * sx * float(d - zp * ws);  // the CPU's (s * sx) * float(dot - zp * wsum)
+}
+
+// Adds unit u's term t to its row's sum; the row's last unit finishes the row. acc0: the row's
+// (the gate's) partial sum, acc1: the up row's. Subgroup-uniform.
+void accumulate(Stage g, Cur u, float t, inout float acc0, inout float acc1) {
   const uint lane = gl_SubgroupInvocationID, hf = g.per == 2u ? (u.w & 1u) : 0u;
   const uint c = u.w >> (g.per - 1u), b = c * gl_SubgroupSize + lane, bpg = 1u << g.lbpg;
-  float t;
-  if (g.fd) {  // q4w.glsl's block sum; the group's blocks added across lanes; times the scale
-    float d = b < g.nb ? q4_block(q, 9u * b) : 0.0;
-    for (uint off = 1u; off < bpg; off <<= 1u) d += subgroupShuffleXor(d, off);
-    t = d * s;
-  } else {
-    int d = b < g.nb ? block_dot(q, b) : 0;
-    for (uint off = 1u; off < bpg; off <<= 1u) d += subgroupShuffleXor(d, off);
-    t = s * sx * float(d - zp * ws);  // the CPU's (s * sx) * float(dot - zp * wsum)
-  }
   if (b < g.nb && (lane & (bpg - 1u)) == 0u) {
     if (hf == 0u)
       acc0 += t;
@@ -327,6 +338,12 @@ void consume(Stage g, Cur u, float sx, int zp, uvec4 q, float s, int ws,
     acc0 = 0.0;
     acc1 = 0.0;
   }
+}
+
+// Sums unit u (its loads in q, s, ws) into its row's sum (term, then accumulate).
+void consume(Stage g, Cur u, float sx, int zp, uvec4 q, float s, int ws,
+             inout float acc0, inout float acc1) {
+  accumulate(g, u, term(g, u.w, sx, zp, q, s, ws), acc0, acc1);
 }
 
 // The units in flight: a batch's loads (fetch_batch), then its sums; with PIPE, a second batch in
@@ -344,6 +361,19 @@ void fetch_batch2(Stage g, uint r0, uint step, inout Cur f) {
   [[unroll]] for (uint i = 0; i < DEPTH; ++i) {
     fetch(g, f, q2[i], s2[i], ws2[i]);
     advance(g, r0, step, f);
+  }
+}
+// A batch summed (set 0: q, s, ws; 1: q2, s2, ws2).
+void sum_batch(Stage g, uint set, uint r0, uint step, float sx, int zp, inout Cur u,
+               inout float acc0, inout float acc1) {
+  [[unroll]] for (uint i = 0; i < DEPTH; ++i) {
+    if (u.m != NONE) {
+      if (set == 0u)
+        consume(g, u, sx, zp, q[i], s[i], ws[i], acc0, acc1);
+      else
+        consume(g, u, sx, zp, q2[i], s2[i], ws2[i], acc0, acc1);
+      advance(g, r0, step, u);
+    }
   }
 }
 
@@ -481,30 +511,15 @@ void rows(Stage g, uint r0, uint step, float sx, int zp, inout Cur f) {
   if (PIPE == 1u) {  // the batches alternate between the two sets
     while (u.m != NONE) {
       fetch_batch2(g, r0, step, f);
-      [[unroll]] for (uint i = 0; i < DEPTH; ++i) {
-        if (u.m != NONE) {
-          consume(g, u, sx, zp, q[i], s[i], ws[i], acc0, acc1);
-          advance(g, r0, step, u);
-        }
-      }
+      sum_batch(g, 0u, r0, step, sx, zp, u, acc0, acc1);
       if (u.m == NONE) break;
       fetch_batch(g, r0, step, f);
-      [[unroll]] for (uint i = 0; i < DEPTH; ++i) {
-        if (u.m != NONE) {
-          consume(g, u, sx, zp, q2[i], s2[i], ws2[i], acc0, acc1);
-          advance(g, r0, step, u);
-        }
-      }
+      sum_batch(g, 1u, r0, step, sx, zp, u, acc0, acc1);
     }
     return;
   }
   while (u.m != NONE) {
-    [[unroll]] for (uint i = 0; i < DEPTH; ++i) {
-      if (u.m != NONE) {
-        consume(g, u, sx, zp, q[i], s[i], ws[i], acc0, acc1);
-        advance(g, r0, step, u);
-      }
-    }
+    sum_batch(g, 0u, r0, step, sx, zp, u, acc0, acc1);
     fetch_batch(g, r0, step, f);
   }
 }
@@ -531,7 +546,8 @@ void rows_specialized(Stage g, bool fd, uint r0, uint step, float sx, int zp, in
 
 void main() {
   const uint NS = gl_NumSubgroups, step = grid_groups() * NS;
-  const uint r0 = flat_group() * NS + gl_SubgroupID;
+  const uint r0 = DEAL == 1u ? gl_SubgroupID * grid_groups() + flat_group()
+                             : flat_group() * NS + gl_SubgroupID;
 #ifdef VKLLM_CLOCK
   clk_t = clock2x32ARB();
 #endif

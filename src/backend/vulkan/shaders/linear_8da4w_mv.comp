@@ -12,9 +12,10 @@
 //    subgroup holds BPG rows at once (lanes r A .. r A + A - 1 for row r), and each row's sum is
 //    the subgroupAdd of the vector matvec_decode reduces (lane BPG j: that lane's sum, zero
 //    elsewhere), so the float sums are the same bits;
-//  - lane j takes its group's blocks from block j % BPG on (its integer dot is the same in any
-//    order), so that the lanes of a row, whose groups lie 32 BPG bytes apart in the shared row,
-//    read different banks rather than all the same one;
+//  - lane j takes its group's blocks from block (j / QS) % BPG on, QS = max(1, 8 / BPG) (its
+//    integer dot is the same in any order), so that the eight lanes of a quarter subgroup, whose
+//    groups lie 16 BPG bytes apart in each half of the shared row, read eight different 16-byte
+//    slots of a 128-byte line (no bank conflict) rather than the same few;
 //  - a unit is one group of each lane (BPG 16-byte loads, its scale and weight sum); a subgroup
 //    walks its row sets (strided by the grid) as a stream of units, in batches of DEPTH units
 //    (BATCHES 2: one batch's loads are issued before the other's are summed).
@@ -29,6 +30,7 @@ layout(local_size_x = 256, local_size_x_id = 17) in;
 layout(constant_id = 1) const bool Y16 = false;
 layout(constant_id = 9) const uint DEPTH = 2;   // units a batch
 layout(constant_id = 10) const uint BPG = 4;    // 32-weight blocks a group (the host's G / 32)
+const uint QS = BPG >= 8u ? 1u : 8u / BPG;      // lanes a rotation step (above)
 // Batches in flight: 2, one batch's loads issued before the other's are summed; 1, a batch's loads
 // issued after its sums (half the registers).
 layout(constant_id = 11) const uint BATCHES = 2;
@@ -65,7 +67,7 @@ int za[16], zb[16];
     const uint n = ((K0) + (C).k * (STEP)) * BPG + r, g = j + (C).i * A;      \
     const bool ok = (C).k < (MINE) && n < pc.Nc && g < ng;                   \
     [[unroll]] for (uint bb = 0; bb < BPG; ++bb)                            \
-      W[(D) * BPG + bb] = ok ? q[n * nb + g * BPG + ((bb + j) & (BPG - 1u))] : uvec4(0u); \
+      W[(D) * BPG + bb] = ok ? q[n * nb + g * BPG + ((bb + j / QS) & (BPG - 1u))] : uvec4(0u); \
     SC[D] = ok ? s[n * ng + g] : 0.0;                                       \
     WZ[D] = ok ? wsum[n * ng + g] : 0;                                      \
   }
@@ -78,7 +80,7 @@ int za[16], zb[16];
     if (n < pc.Nc && g < ng) {                                                   \
       int gd = 0; /* the group's integer dot */                                 \
       [[unroll]] for (uint bb = 0; bb < BPG; ++bb)                               \
-        gd += block_dot(W[(D) * BPG + bb], g * BPG + ((bb + j) & (BPG - 1u)));   \
+        gd += block_dot(W[(D) * BPG + bb], g * BPG + ((bb + j / QS) & (BPG - 1u)));   \
       acc += SC[D] * sx * float(gd - zp * WZ[D]);                                \
     }                                                                            \
     if ((C).i + 1u == ngl) {                                                     \

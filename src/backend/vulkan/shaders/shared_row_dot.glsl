@@ -5,8 +5,14 @@
 // two four-way dot products with the nibbles as stored (q + 8); each block's sum of codes (xsum)
 // then takes the 8 back out, in integers, so every group's dot is the unfused kernel's exactly.
 // The row is at most 8,192 codes; the includer includes common.glsl, quant.glsl and idot.glsl first.
-shared uvec4 qxs[8192u / 16u];  // (word w at qxs[w / 4][w % 4]: a block is two uvec4)
+// A block's two uvec4 (its pairs 0-1, then 2-3) lie apart: block b's first at qxs[b], its second
+// at qxs[QX_HALF + b], so that lanes reading neighbouring blocks read 16 bytes apart (every bank
+// once a quarter subgroup) rather than 32 (a two-way bank conflict on every load).
+const uint QX_HALF = 8192u / 32u;
+shared uvec4 qxs[2u * QX_HALF];
 shared int xsum[8192u / 32u];
+uvec4 qx_lo(uint b) { return qxs[b]; }
+uvec4 qx_hi(uint b) { return qxs[QX_HALF + b]; }
 
 // Adds code c (the low byte) of element t (0..7) of a word pair to its even or odd word.
 void pack_code(uint t, uint c, inout uint ev, inout uint od) {
@@ -16,8 +22,9 @@ void pack_code(uint t, uint c, inout uint ev, inout uint od) {
     od |= c << (4u * (t - 1u));
 }
 void store_pair(uint p, uint ev, uint od) {
-  qxs[p >> 1][(p & 1u) * 2u] = ev;
-  qxs[p >> 1][(p & 1u) * 2u + 1u] = od;
+  const uint at = ((p >> 1) & 1u) * QX_HALF + (p >> 2);
+  qxs[at][(p & 1u) * 2u] = ev;
+  qxs[at][(p & 1u) * 2u + 1u] = od;
 }
 // Word pair (ev, od) of eight values, quant_value's code each (quant.glsl, included first), with
 // one exact division in the code however many of the eight lie near a rounding boundary, and no
@@ -49,7 +56,7 @@ void quant_pair(float v[8], float sc, float rcp, int zp, out uint ev, out uint o
 void block_sums(uint K, uint tid, uint n) {
   for (uint b = tid; b < K / 32u; b += n) {
     int sum = 0;
-    const uvec4 a = qxs[2u * b], c = qxs[2u * b + 1u];
+    const uvec4 a = qx_lo(b), c = qx_hi(b);
     [[unroll]] for (uint w = 0; w < 4u; ++w) {
       sum = dot4(int(a[w]), 0x01010101, sum);
       sum = dot4(int(c[w]), 0x01010101, sum);
@@ -62,7 +69,7 @@ void block_sums(uint K, uint tid, uint n) {
 // q + 8, linear_8da4w's layout) with the row's codes: two masks a word, then the 8 taken back out.
 int block_dot(uvec4 w, uint b) {
   const uint MASK = 0x0F0F0F0Fu;
-  const uvec4 xa = qxs[2u * b], xc = qxs[2u * b + 1u];
+  const uvec4 xa = qx_lo(b), xc = qx_hi(b);
   int d = 0, e = 0;
   d = dot4(int(xa.x), int(w.x & MASK), d);
   e = dot4(int(xa.y), int((w.x >> 4) & MASK), e);
