@@ -679,7 +679,9 @@ uint32_t chain_specialize() {
 // How rows are dealt to subgroups (linear_8da4w_chain.comp DEAL): VKLLM_CHAIN_DEAL=1 deals
 // neighbouring rows to different workgroups (a measurement switch: +0.8% tg128 on Phi-4-mini and
 // Qwen3, -0.3% on Llama-3.2-1B on the H200, docs/perf.md session 22).
-uint32_t chain_deal() { return env_int("VKLLM_CHAIN_DEAL") == 1 ? 1 : 0; }
+uint32_t chain_deal() {
+  return env_int("VKLLM_CHAIN_DEAL") == 1 ? 1 : 0;
+}
 
 // A chain workgroup's threads: 512, one workgroup an SM, so that an SM runs each stage's prologue
 // once (measured 3-5% faster on the H200 than two 256-thread workgroups an SM, docs/perf.md
@@ -792,10 +794,10 @@ std::unique_ptr<PreparedOp> prepare_chain(OpEnv& env, const std::vector<Match>& 
   const std::string name = std::string("linear_8da4w_chain") + (ctx.use_int_dot() ? "_idot" : "") +
                            (clock ? "_clock" : "") + (chain_wg() == 512 ? "_w512" : "") +
                            (any16 ? "_f16" : "");
-  const Kernel& k = env.kernels.get(name, clock ? 3 : 2, 4,
-                                    {chain_depth(), grid_spin_limit(ctx.info()), chain_measure(),
-                                     chain_specialize(), xv, any_q4w ? 1u : 0u, chain_pipe(),
-                                     chain_deal()});
+  const Kernel& k =
+      env.kernels.get(name, clock ? 3 : 2, 4,
+                      {chain_depth(), grid_spin_limit(ctx.info()), chain_measure(),
+                       chain_specialize(), xv, any_q4w ? 1u : 0u, chain_pipe(), chain_deal()});
   std::vector<BufRange> r = {{env.chain_sync.buf, 0, env.chain_sync.size}, {tab.buf, 0, tab.size}};
   if (clock) r.push_back({env.chain_clock.buf.buf, 0, env.chain_clock.buf.size});
   VkDescriptorSet set = env.kernels.make_set(k, r);
