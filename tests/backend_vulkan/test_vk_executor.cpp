@@ -103,7 +103,8 @@ TEST_P(VulkanFusion, DecodeStepEqualsTheUnfusedProgram) {
   // mode 0: nothing fused; 1: the default runs (attention); 2: every pattern (the tail runs take
   // the norms and SwiGLU); 3: every pattern but the tail runs (the mat-vec runs take them); 4: the
   // mat-vec runs as the stages of decode chains (linear_8da4w_chain.comp), one 256-thread
-  // workgroup; 5: the same with the default 512-thread workgroup.
+  // workgroup; 5: the same with the default 512-thread workgroup; 6: the same with two blocks a
+  // lane a unit and rows dealt across workgroups (VKLLM_CHAIN_UB=2, VKLLM_CHAIN_DEAL=1).
   auto run = [&](int mode, std::string* profile) {
     if (GetParam().cfg.parts) setenv("VKLLM_MATVEC_PARTS", GetParam().cfg.parts, 1);
     if (mode == 0) setenv("VKLLM_NO_FUSION", "1", 1);
@@ -111,6 +112,8 @@ TEST_P(VulkanFusion, DecodeStepEqualsTheUnfusedProgram) {
     if (mode >= 3) setenv("VKLLM_NO_FUSE", "tail", 1);
     if (mode >= 4) setenv("VKLLM_CHAIN_GROUPS", "1", 1);
     if (mode == 4) setenv("VKLLM_CHAIN_WG", "256", 1);
+    if (mode == 6) setenv("VKLLM_CHAIN_UB", "2", 1);
+    if (mode == 6) setenv("VKLLM_CHAIN_DEAL", "1", 1);
     VulkanOptions o = validated();
     o.profile = profile != nullptr;
     auto gpu = make_vulkan_executor(toy.p, toy.w, o);
@@ -120,6 +123,8 @@ TEST_P(VulkanFusion, DecodeStepEqualsTheUnfusedProgram) {
     unsetenv("VKLLM_MATVEC_PARTS");
     unsetenv("VKLLM_CHAIN_GROUPS");
     unsetenv("VKLLM_CHAIN_WG");
+    unsetenv("VKLLM_CHAIN_UB");
+    unsetenv("VKLLM_CHAIN_DEAL");
     std::vector<float> all, l(V);
     // A prompt that ends past two of the decode attention's 64-key splits, so the fused
     // attention merges three splits.
@@ -144,7 +149,7 @@ TEST_P(VulkanFusion, DecodeStepEqualsTheUnfusedProgram) {
   };
   std::string pu;
   const std::vector<float> unfused = run(0, &pu);
-  for (int mode : {1, 2, 3, 4, 5}) {
+  for (int mode : {1, 2, 3, 4, 5, 6}) {
     if (mode >= 4 && GetParam().cfg.parts) continue;  // chains sum a row in one part
     std::string pf;
     const std::vector<float> fused = run(mode, &pf);

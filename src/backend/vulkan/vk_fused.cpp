@@ -656,10 +656,16 @@ uint32_t chain_pipe() {
 
 // Units (one 32-weight block a lane) in a batch: 2 with two batches, 4 with one (docs/perf.md,
 // sessions 11 and 21). VKLLM_CHAIN_DEPTH=n overrides (measurement).
+// 32-weight blocks a lane in a chain unit (linear_8da4w_chain.comp UB): VKLLM_CHAIN_UB=2 (a
+// measurement switch until measured).
+uint32_t chain_ub() {
+  return env_int("VKLLM_CHAIN_UB") == 2 ? 2 : 1;
+}
+
 uint32_t chain_depth() {
   if (const int d = env_int("VKLLM_CHAIN_DEPTH"); d > 0)
     return static_cast<uint32_t>(std::min(d, 64));
-  return chain_pipe() ? 2 : 4;
+  return (chain_pipe() ? 2 : 4) / chain_ub();
 }
 
 // VKLLM_CHAIN_MEASURE=noload: the chain sums made-up weights instead of loading them (a
@@ -794,10 +800,10 @@ std::unique_ptr<PreparedOp> prepare_chain(OpEnv& env, const std::vector<Match>& 
   const std::string name = std::string("linear_8da4w_chain") + (ctx.use_int_dot() ? "_idot" : "") +
                            (clock ? "_clock" : "") + (chain_wg() == 512 ? "_w512" : "") +
                            (any16 ? "_f16" : "");
-  const Kernel& k =
-      env.kernels.get(name, clock ? 3 : 2, 4,
-                      {chain_depth(), grid_spin_limit(ctx.info()), chain_measure(),
-                       chain_specialize(), xv, any_q4w ? 1u : 0u, chain_pipe(), chain_deal()});
+  const Kernel& k = env.kernels.get(
+      name, clock ? 3 : 2, 4,
+      {chain_depth(), grid_spin_limit(ctx.info()), chain_measure(), chain_specialize(), xv,
+       any_q4w ? 1u : 0u, chain_pipe(), chain_deal(), chain_ub()});
   std::vector<BufRange> r = {{env.chain_sync.buf, 0, env.chain_sync.size}, {tab.buf, 0, tab.size}};
   if (clock) r.push_back({env.chain_clock.buf.buf, 0, env.chain_clock.buf.size});
   VkDescriptorSet set = env.kernels.make_set(k, r);

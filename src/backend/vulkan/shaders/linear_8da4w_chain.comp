@@ -70,6 +70,11 @@ layout(constant_id = 7) const uint PIPE = 1;
 // rows go to different workgroups, so that a stage's rows past the grid's first round spread over
 // every SM rather than filling the first workgroups).
 layout(constant_id = 8) const uint DEAL = 0;
+// 32-weight blocks a lane in a unit (the host's, vk_fused.cpp chain_ub; 1 or 2): unit c of a row
+// covers blocks (c UB + h) 32 + lane, h < UB, i.e. the one-block units c UB .. c UB + UB - 1,
+// loaded together and summed in their order (the same bits), with one cursor step, one set of
+// addresses and one branch for all of them.
+layout(constant_id = 9) const uint UB = 1;
 layout(std430, binding = 1) readonly buffer Table { uint tab[]; };
 layout(push_constant) uniform PC { uint stages; } pc;
 
@@ -221,7 +226,7 @@ Stage stage(uint st, uint r0, uint step, uint rec) {
   barrier();
   const uint K = SW(g.par, 0u), G = SW(g.par, 1u), epi = SW(g.par, 3u);
   g.nb = K / 32u;
-  g.C = (g.nb + gl_SubgroupSize - 1u) / gl_SubgroupSize;
+  g.C = (g.nb + UB * gl_SubgroupSize - 1u) / (UB * gl_SubgroupSize);
   g.per = epi == 2u ? 2u : 1u;
   g.ur = g.C * g.per;
   g.lbpg = uint(findLSB(G / 32u));
@@ -271,24 +276,30 @@ void advance(Stage g, uint r0, uint step, inout Cur u) {
     u.m = NONE;
 }
 
-// The loads of unit u (nothing past this subgroup's rows).
-void fetch(Stage g, Cur u, out uvec4 q, out float s, out int ws) {
-  q = uvec4(0u);
-  s = 0.0;
-  ws = 0;
+// The loads of unit u (nothing past this subgroup's rows) into slots k UB .. k UB + UB - 1 of
+// set `set` (the unit arrays below).
+void put(uint set, uint k, uvec4 qq, float ss, int ww);
+void fetch(Stage g, Cur u, uint set, uint k) {
   const uint hf = g.per == 2u ? (u.w & 1u) : 0u, c = u.w >> (g.per - 1u);
-  const uint b = c * gl_SubgroupSize + gl_SubgroupInvocationID;
-  if (u.m == NONE || b >= g.nb) return;
-  if (MEASURE == 1u) {
-    q = uvec4(u.n * 2654435761u + b) * uvec4(1u, 3u, 5u, 7u);
-    s = 1e-3;
-    return;
+  const uint mat = g.per == 2u ? hf : u.m, at = 16u + 10u * mat;
+  [[unroll]] for (uint h = 0; h < UB; ++h) {
+    const uint b = (c * UB + h) * gl_SubgroupSize + gl_SubgroupInvocationID;
+    uvec4 qq = uvec4(0u);
+    float ss = 0.0;
+    int ww = 0;
+    if (u.m != NONE && b < g.nb) {
+      if (MEASURE == 1u) {
+        qq = uvec4(u.n * 2654435761u + b) * uvec4(1u, 3u, 5u, 7u);
+        ss = 1e-3;
+      } else {
+        const uint gi = u.n * g.ng + (b >> g.lbpg);
+        qq = QRef(SA(g, at + 2u)).v[u.n * g.nb + b];
+        ss = FRef(SA(g, at + 4u)).v[gi];
+        if (!g.fd) ww = IRef(SA(g, at + 6u)).v[gi];
+      }
+    }
+    put(set, k * UB + h, qq, ss, ww);
   }
-  const uint mat = g.per == 2u ? hf : u.m, gi = u.n * g.ng + (b >> g.lbpg);
-  const uint at = 16u + 10u * mat;
-  q = QRef(SA(g, at + 2u)).v[u.n * g.nb + b];
-  s = FRef(SA(g, at + 4u)).v[gi];
-  if (!g.fd) ws = IRef(SA(g, at + 6u)).v[gi];
 }
 
 // Row n of mat-vec m: its epilogue and store. a: the row's sum; u: the up row's (SwiGLU).
@@ -305,12 +316,11 @@ void finish(Stage g, uint m, uint n, float a, float u) {
   if (subgroupElect()) act_store(SA(g, 16u + 10u * m + 8u), y16, n, val);
 }
 
-// Unit w's term (its loads in q, s, ws; w = NONE past the subgroup's rows): its block's dot, the
-// group's blocks added across lanes, times the scales. Subgroup-uniform.
-float term(Stage g, uint w, float sx, int zp, uvec4 q, float s, int ws) {
-  const uint lane = gl_SubgroupInvocationID, c = w >> (g.per - 1u);
-  const uint b = c * gl_SubgroupSize + lane, bpg = 1u << g.lbpg;
-  const bool ok = w != NONE && b < g.nb;
+// The term of block b (its loads in q, s, ws; none past the row): its dot, the group's blocks
+// added across lanes, times the scales. Subgroup-uniform.
+float term(Stage g, uint b, float sx, int zp, uvec4 q, float s, int ws) {
+  const uint bpg = 1u << g.lbpg;
+  const bool ok = b < g.nb;
   if (g.fd) {  // q4w.glsl's block sum; the group's blocks added across lanes; times the scale
     float d = ok ? q4_block(q, 9u * b) : 0.0;
     for (uint off = 1u; off < bpg; off <<= 1u) d += subgroupShuffleXor(d, off);
@@ -321,16 +331,59 @@ float term(Stage g, uint w, float sx, int zp, uvec4 q, float s, int ws) {
   return s * sx * float(d - zp * ws);  // the CPU's (s * sx) * float(dot - zp * wsum)
 }
 
-// Adds unit u's term t to its row's sum; the row's last unit finishes the row. acc0: the row's
-// (the gate's) partial sum, acc1: the up row's. Subgroup-uniform.
-void accumulate(Stage g, Cur u, float t, inout float acc0, inout float acc1) {
+// The units in flight: a batch's loads (fetch_batch), then its sums; with PIPE, a second batch in
+// q2, s2, ws2 (module-scope arrays indexed by constants: docs/perf.md, session 14), UB slots a
+// unit.
+uvec4 q[DEPTH * UB], q2[DEPTH * UB];
+float s[DEPTH * UB], s2[DEPTH * UB];
+int ws[DEPTH * UB], ws2[DEPTH * UB];
+void put(uint set, uint k, uvec4 qq, float ss, int ww) {
+  if (set == 0u) {
+    q[k] = qq;
+    s[k] = ss;
+    ws[k] = ww;
+  } else {
+    q2[k] = qq;
+    s2[k] = ss;
+    ws2[k] = ww;
+  }
+}
+void fetch_batch(Stage g, uint r0, uint step, inout Cur f) {
+  [[unroll]] for (uint i = 0; i < DEPTH; ++i) {
+    fetch(g, f, 0u, i);
+    advance(g, r0, step, f);
+  }
+}
+void fetch_batch2(Stage g, uint r0, uint step, inout Cur f) {
+  [[unroll]] for (uint i = 0; i < DEPTH; ++i) {
+    fetch(g, f, 1u, i);
+    advance(g, r0, step, f);
+  }
+}
+
+// Sums unit u (its loads in slots k UB .. of set `set`) into its row's sum, its blocks' terms
+// first, then added in block order; the row's last unit finishes the row. acc0: the row's (the
+// gate's) partial sum, acc1: the up row's. Subgroup-uniform.
+void consume(Stage g, Cur u, uint set, uint k, float sx, int zp, inout float acc0,
+             inout float acc1) {
   const uint lane = gl_SubgroupInvocationID, hf = g.per == 2u ? (u.w & 1u) : 0u;
-  const uint c = u.w >> (g.per - 1u), b = c * gl_SubgroupSize + lane, bpg = 1u << g.lbpg;
-  if (b < g.nb && (lane & (bpg - 1u)) == 0u) {
-    if (hf == 0u)
-      acc0 += t;
+  const uint c = u.w >> (g.per - 1u), bpg = 1u << g.lbpg;
+  float t[UB];
+  [[unroll]] for (uint h = 0; h < UB; ++h) {
+    const uint b = (c * UB + h) * gl_SubgroupSize + lane, j = k * UB + h;
+    if (set == 0u)
+      t[h] = term(g, b, sx, zp, q[j], s[j], ws[j]);
     else
-      acc1 += t;
+      t[h] = term(g, b, sx, zp, q2[j], s2[j], ws2[j]);
+  }
+  [[unroll]] for (uint h = 0; h < UB; ++h) {
+    const uint b = (c * UB + h) * gl_SubgroupSize + lane;
+    if (b < g.nb && (lane & (bpg - 1u)) == 0u) {
+      if (hf == 0u)
+        acc0 += t[h];
+      else
+        acc1 += t[h];
+    }
   }
   if (u.w + 1u == g.ur) {
     const float a = subgroupAdd(acc0), up = g.per == 2u ? subgroupAdd(acc1) : 0.0;
@@ -340,38 +393,12 @@ void accumulate(Stage g, Cur u, float t, inout float acc0, inout float acc1) {
   }
 }
 
-// Sums unit u (its loads in q, s, ws) into its row's sum (term, then accumulate).
-void consume(Stage g, Cur u, float sx, int zp, uvec4 q, float s, int ws,
-             inout float acc0, inout float acc1) {
-  accumulate(g, u, term(g, u.w, sx, zp, q, s, ws), acc0, acc1);
-}
-
-// The units in flight: a batch's loads (fetch_batch), then its sums; with PIPE, a second batch in
-// q2, s2, ws2 (module-scope arrays indexed by constants: docs/perf.md, session 14).
-uvec4 q[DEPTH], q2[DEPTH];
-float s[DEPTH], s2[DEPTH];
-int ws[DEPTH], ws2[DEPTH];
-void fetch_batch(Stage g, uint r0, uint step, inout Cur f) {
-  [[unroll]] for (uint i = 0; i < DEPTH; ++i) {
-    fetch(g, f, q[i], s[i], ws[i]);
-    advance(g, r0, step, f);
-  }
-}
-void fetch_batch2(Stage g, uint r0, uint step, inout Cur f) {
-  [[unroll]] for (uint i = 0; i < DEPTH; ++i) {
-    fetch(g, f, q2[i], s2[i], ws2[i]);
-    advance(g, r0, step, f);
-  }
-}
 // A batch summed (set 0: q, s, ws; 1: q2, s2, ws2).
 void sum_batch(Stage g, uint set, uint r0, uint step, float sx, int zp, inout Cur u,
                inout float acc0, inout float acc1) {
   [[unroll]] for (uint i = 0; i < DEPTH; ++i) {
     if (u.m != NONE) {
-      if (set == 0u)
-        consume(g, u, sx, zp, q[i], s[i], ws[i], acc0, acc1);
-      else
-        consume(g, u, sx, zp, q2[i], s2[i], ws2[i], acc0, acc1);
+      consume(g, u, set, i, sx, zp, acc0, acc1);
       advance(g, r0, step, u);
     }
   }
