@@ -13,13 +13,7 @@ source "$(dirname "$0")/after_side.sh"
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 exec > >(tee -a "$OUT/chain_units.txt") 2>&1
-declare -A preset=([llama]=llama-3.2-1b [qwen]=qwen3-0.6b [phi]=phi-4-mini [q4w]=llama-3.2-1b)
-declare -A recipe=([llama]=quantized-8da4w-fp16 [qwen]=quantized-8da4w-fp16-embedding [phi]=quantized-8da4w-embedding [q4w]=quantized-int4-weight-only)
-declare -A tok=([llama]=llama3.2 [qwen]=qwen3 [phi]=phi4mini [q4w]=llama3.2)
-m=${CHAIN_MODEL:-llama}
-a=/tmp/${preset[$m]}.${recipe[$m]}.vkllm
-[ -d /tmp/full-${preset[$m]} ] || "$BIN" synth --preset ${preset[$m]} -o /tmp/full-${preset[$m]} --tokenizer-dir /tmp/fixtures/${tok[$m]} -q >/dev/null
-[ -f "$a" ] || "$BIN" export /tmp/full-${preset[$m]} --recipe ${recipe[$m]} --max-context 4096 -o "$a" -q 2>&1 | tail -1
+a=$(full_model "${CHAIN_MODEL:-llama}")
 parts=" ${CHAIN_PARTS:-stats variants profile clock twins} "
 has() { [[ "$parts" == *" $1 "* ]]; }
 has stats && for e in VKLLM_X=default VKLLM_CHAIN_GROUPS=-1; do

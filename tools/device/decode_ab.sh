@@ -8,13 +8,8 @@
 # AB_PROFILE=REGEX: instead, each variant's decode profile (VKLLM_PROFILE, 512-token prompt, 64
 # steps), its rows matching REGEX, as "PROF <model> <variant> <round> <row>".
 source "$(dirname "$0")/after_side.sh"
-declare -A preset=([llama]=llama-3.2-1b [qwen]=qwen3-0.6b [phi]=phi-4-mini [q4w]=llama-3.2-1b)
-declare -A recipe=([llama]=quantized-8da4w-fp16 [qwen]=quantized-8da4w-fp16-embedding [phi]=quantized-8da4w-embedding [q4w]=quantized-int4-weight-only)
-declare -A tok=([llama]=llama3.2 [qwen]=qwen3 [phi]=phi4mini [q4w]=llama3.2)
 for m in ${AB_MODELS:-llama}; do
-  a=/tmp/${preset[$m]}.${recipe[$m]}.vkllm
-  [ -d /tmp/full-${preset[$m]} ] || "$BIN" synth --preset ${preset[$m]} -o /tmp/full-${preset[$m]} --tokenizer-dir /tmp/fixtures/${tok[$m]} -q >/dev/null
-  [ -f "$a" ] || "$BIN" export /tmp/full-${preset[$m]} --recipe ${recipe[$m]} --max-context 4096 -o "$a" -q 2>&1 | tail -1
+  a=$(full_model "$m")
   for round in $(seq 1 ${AB_ROUNDS:-2}); do
     for v in ${AB_VARIANTS:-vkllm}; do
       b=${v%%:*}; e=; [[ "$v" == *:* ]] && e=${v#*:}

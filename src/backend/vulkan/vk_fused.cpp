@@ -654,14 +654,15 @@ uint32_t chain_pipe() {
   return v && std::string(v) == "0" ? 0 : 1;
 }
 
-// Units (one 32-weight block a lane) in a batch: 2 with two batches, 4 with one (docs/perf.md,
-// sessions 11 and 21). VKLLM_CHAIN_DEPTH=n overrides (measurement).
 // 32-weight blocks a lane in a chain unit (linear_8da4w_chain.comp UB): VKLLM_CHAIN_UB=2 (a
 // measurement switch until measured).
 uint32_t chain_ub() {
   return env_int("VKLLM_CHAIN_UB") == 2 ? 2 : 1;
 }
 
+// Units in a batch: four blocks a lane in flight, in two batches of 2 one-block units (or 1
+// two-block unit) or one batch of 4 (docs/perf.md, sessions 11 and 21). VKLLM_CHAIN_DEPTH=n
+// overrides (measurement).
 uint32_t chain_depth() {
   if (const int d = env_int("VKLLM_CHAIN_DEPTH"); d > 0)
     return static_cast<uint32_t>(std::min(d, 64));

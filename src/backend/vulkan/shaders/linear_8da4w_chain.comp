@@ -16,8 +16,9 @@
 //               2: SwiGLU of the gate and up mat-vecs (rows computed together).
 // The prologue runs on the workgroup's threads, a norm's sum of squares in rms_norm.comp's order
 // (that order depends on rms_norm's workgroup size, 256). The rows are spread over every subgroup
-// of the grid, and each subgroup walks its rows as a stream of units, one 32-weight block per lane of one row (a row of K weights is
-// ceil(K / 32 / lanes) units; a SwiGLU row's gate and up units alternate) in batches of DEPTH
+// of the grid, and each subgroup walks its rows as a stream of units, UB 32-weight blocks per lane
+// of one row (a row of K weights is ceil(K / 32 / UB / lanes) units; a SwiGLU row's gate and up
+// units alternate) in batches of DEPTH
 // units: a batch's loads are issued together, and (PIPE) the next batch's before this one is
 // summed, so that a subgroup always has loads in flight and every stage reads its weights with
 // the same few registers whatever its width; the loads of a stage's first batch are issued before
@@ -276,9 +277,26 @@ void advance(Stage g, uint r0, uint step, inout Cur u) {
     u.m = NONE;
 }
 
+// The units in flight: a batch's loads (fetch_batch), then its sums; with PIPE, a second batch in
+// q2, s2, ws2 (module-scope arrays indexed by constants: docs/perf.md, session 14), UB slots a
+// unit.
+uvec4 q[DEPTH * UB], q2[DEPTH * UB];
+float s[DEPTH * UB], s2[DEPTH * UB];
+int ws[DEPTH * UB], ws2[DEPTH * UB];
+void put(uint set, uint k, uvec4 qq, float ss, int ww) {
+  if (set == 0u) {
+    q[k] = qq;
+    s[k] = ss;
+    ws[k] = ww;
+  } else {
+    q2[k] = qq;
+    s2[k] = ss;
+    ws2[k] = ww;
+  }
+}
+
 // The loads of unit u (nothing past this subgroup's rows) into slots k UB .. k UB + UB - 1 of
-// set `set` (the unit arrays below).
-void put(uint set, uint k, uvec4 qq, float ss, int ww);
+// set `set`.
 void fetch(Stage g, Cur u, uint set, uint k) {
   const uint hf = g.per == 2u ? (u.w & 1u) : 0u, c = u.w >> (g.per - 1u);
   const uint mat = g.per == 2u ? hf : u.m, at = 16u + 10u * mat;
@@ -331,23 +349,6 @@ float term(Stage g, uint b, float sx, int zp, uvec4 q, float s, int ws) {
   return s * sx * float(d - zp * ws);  // the CPU's (s * sx) * float(dot - zp * wsum)
 }
 
-// The units in flight: a batch's loads (fetch_batch), then its sums; with PIPE, a second batch in
-// q2, s2, ws2 (module-scope arrays indexed by constants: docs/perf.md, session 14), UB slots a
-// unit.
-uvec4 q[DEPTH * UB], q2[DEPTH * UB];
-float s[DEPTH * UB], s2[DEPTH * UB];
-int ws[DEPTH * UB], ws2[DEPTH * UB];
-void put(uint set, uint k, uvec4 qq, float ss, int ww) {
-  if (set == 0u) {
-    q[k] = qq;
-    s[k] = ss;
-    ws[k] = ww;
-  } else {
-    q2[k] = qq;
-    s2[k] = ss;
-    ws2[k] = ww;
-  }
-}
 void fetch_batch(Stage g, uint r0, uint step, inout Cur f) {
   [[unroll]] for (uint i = 0; i < DEPTH; ++i) {
     fetch(g, f, 0u, i);
