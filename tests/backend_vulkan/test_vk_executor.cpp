@@ -103,8 +103,10 @@ TEST_P(VulkanFusion, DecodeStepEqualsTheUnfusedProgram) {
   // mode 0: nothing fused; 1: the default runs (attention); 2: every pattern (the tail runs take
   // the norms and SwiGLU); 3: every pattern but the tail runs (the mat-vec runs take them); 4: the
   // mat-vec runs as the stages of decode chains (linear_8da4w_chain.comp), one 256-thread
-  // workgroup; 5: the same with the default 512-thread workgroup; 6: the same with two blocks a
-  // lane a unit and rows dealt across workgroups (VKLLM_CHAIN_UB=2, VKLLM_CHAIN_DEAL=1).
+  // workgroup; 5: the same with the default 512-thread workgroup; 6: the same with the other
+  // unit width and row deal than the recipe's default (one block a lane a unit and rows dealt
+  // within workgroups for q4w chains, two blocks and rows dealt across workgroups otherwise:
+  // VKLLM_CHAIN_UB, VKLLM_CHAIN_DEAL).
   auto run = [&](int mode, std::string* profile) {
     if (GetParam().cfg.parts) setenv("VKLLM_MATVEC_PARTS", GetParam().cfg.parts, 1);
     if (mode == 0) setenv("VKLLM_NO_FUSION", "1", 1);
@@ -112,8 +114,9 @@ TEST_P(VulkanFusion, DecodeStepEqualsTheUnfusedProgram) {
     if (mode >= 3) setenv("VKLLM_NO_FUSE", "tail", 1);
     if (mode >= 4) setenv("VKLLM_CHAIN_GROUPS", "1", 1);
     if (mode == 4) setenv("VKLLM_CHAIN_WG", "256", 1);
-    if (mode == 6) setenv("VKLLM_CHAIN_UB", "2", 1);
-    if (mode == 6) setenv("VKLLM_CHAIN_DEAL", "1", 1);
+    const bool q4w = GetParam().cfg.lin == Lin::Q4W;
+    if (mode == 6) setenv("VKLLM_CHAIN_UB", q4w ? "1" : "2", 1);
+    if (mode == 6) setenv("VKLLM_CHAIN_DEAL", q4w ? "0" : "1", 1);
     VulkanOptions o = validated();
     o.profile = profile != nullptr;
     auto gpu = make_vulkan_executor(toy.p, toy.w, o);

@@ -654,19 +654,22 @@ uint32_t chain_pipe() {
   return v && std::string(v) == "0" ? 0 : 1;
 }
 
-// 32-weight blocks a lane in a chain unit (linear_8da4w_chain.comp UB): VKLLM_CHAIN_UB=2 (a
-// measurement switch until measured).
-uint32_t chain_ub() {
-  return env_int("VKLLM_CHAIN_UB") == 2 ? 2 : 1;
+// 32-weight blocks a lane in a chain unit (linear_8da4w_chain.comp UB). Measured on the H200
+// (docs/perf.md, session 23): two blocks a unit make int4 weight-only chains 12% faster and 8da4w
+// chains 10-15% slower (their row loop holds the int8 row's words too), so q4w chains take 2 and
+// the others 1. VKLLM_CHAIN_UB=1|2 overrides (measurement, and the fusion case table).
+uint32_t chain_ub(bool q4w) {
+  if (const int u = env_int("VKLLM_CHAIN_UB"); u == 1 || u == 2) return static_cast<uint32_t>(u);
+  return q4w ? 2 : 1;
 }
 
 // Units in a batch: four blocks a lane in flight, in two batches of 2 one-block units (or 1
 // two-block unit) or one batch of 4 (docs/perf.md, sessions 11 and 21). VKLLM_CHAIN_DEPTH=n
 // overrides (measurement).
-uint32_t chain_depth() {
+uint32_t chain_depth(uint32_t ub) {
   if (const int d = env_int("VKLLM_CHAIN_DEPTH"); d > 0)
     return static_cast<uint32_t>(std::min(d, 64));
-  return (chain_pipe() ? 2 : 4) / chain_ub();
+  return (chain_pipe() ? 2 : 4) / ub;
 }
 
 // VKLLM_CHAIN_MEASURE=noload: the chain sums made-up weights instead of loading them (a
@@ -683,11 +686,15 @@ uint32_t chain_specialize() {
   return v && std::string(v) == "0" ? 0 : 1;
 }
 
-// How rows are dealt to subgroups (linear_8da4w_chain.comp DEAL): VKLLM_CHAIN_DEAL=1 deals
-// neighbouring rows to different workgroups (a measurement switch: +0.8% tg128 on Phi-4-mini and
-// Qwen3, -0.3% on Llama-3.2-1B on the H200, docs/perf.md session 22).
-uint32_t chain_deal() {
-  return env_int("VKLLM_CHAIN_DEAL") == 1 ? 1 : 0;
+// How rows are dealt to subgroups (linear_8da4w_chain.comp DEAL): 1 deals neighbouring rows to
+// different workgroups. Measured on the H200 (docs/perf.md, sessions 22 and 23): +0.8% tg128 on
+// Phi-4-mini and Qwen3 and -0.3% on Llama-3.2-1B with one block a unit; +0.7% on int4 weight-only
+// chains with two, which take it. VKLLM_CHAIN_DEAL=0|1 overrides (measurement).
+uint32_t chain_deal(bool q4w) {
+  if (const char* v = std::getenv("VKLLM_CHAIN_DEAL");
+      v && (std::string(v) == "0" || std::string(v) == "1"))
+    return v[0] == '1' ? 1 : 0;
+  return q4w ? 1 : 0;
 }
 
 // A chain workgroup's threads: 512, one workgroup an SM, so that an SM runs each stage's prologue
@@ -713,7 +720,7 @@ std::unique_ptr<PreparedOp> prepare_chain(OpEnv& env, const std::vector<Match>& 
     table[at] = static_cast<uint32_t>(a);
     table[at + 1] = static_cast<uint32_t>(a >> 32);
   };
-  bool any16 = false, any_q4w = false;
+  bool any16 = false, any_q4w = false, all_q4w = true;
   uint32_t xv = chain_xv(0);  // the float row's vec4s (linear_8da4w_chain.comp XV)
   std::vector<VkBuffer> reads, writes;
   for (size_t i = 0; i < stages.size(); ++i) {
@@ -721,6 +728,7 @@ std::unique_ptr<PreparedOp> prepare_chain(OpEnv& env, const std::vector<Match>& 
     const size_t at = i * kChainWords;
     const int64_t K = c.width(m.x), G = m.mv[0]->attrs["group"].get<int64_t>();
     const bool q4w = m.pat->linear == kQ4w;
+    all_q4w = all_q4w && q4w;
     const DecodeSplit split = decode_split(ctx, K, p.tensors[m.mv[0]->inputs[1]].shape[0]);
     c.need(q4w || split.parts == 1,
            "decode chains sum each row in one part (VKLLM_MATVEC_PARTS unset)");
@@ -801,10 +809,11 @@ std::unique_ptr<PreparedOp> prepare_chain(OpEnv& env, const std::vector<Match>& 
   const std::string name = std::string("linear_8da4w_chain") + (ctx.use_int_dot() ? "_idot" : "") +
                            (clock ? "_clock" : "") + (chain_wg() == 512 ? "_w512" : "") +
                            (any16 ? "_f16" : "");
+  const uint32_t ub = chain_ub(all_q4w);
   const Kernel& k = env.kernels.get(
       name, clock ? 3 : 2, 4,
-      {chain_depth(), grid_spin_limit(ctx.info()), chain_measure(), chain_specialize(), xv,
-       any_q4w ? 1u : 0u, chain_pipe(), chain_deal(), chain_ub()});
+      {chain_depth(ub), grid_spin_limit(ctx.info()), chain_measure(), chain_specialize(), xv,
+       any_q4w ? 1u : 0u, chain_pipe(), chain_deal(all_q4w), ub});
   std::vector<BufRange> r = {{env.chain_sync.buf, 0, env.chain_sync.size}, {tab.buf, 0, tab.size}};
   if (clock) r.push_back({env.chain_clock.buf.buf, 0, env.chain_clock.buf.size});
   VkDescriptorSet set = env.kernels.make_set(k, r);
