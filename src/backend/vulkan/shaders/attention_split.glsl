@@ -13,33 +13,48 @@
 //    every lane gets the same value).
 //  - Values: thread (kq, wd) takes word wd of the value rows of keys kq, kq + KQ, ...; its sums go
 //    through shared memory, and thread d adds dim d's KQ partials in order.
-// The includer defines WG (256), the spec constants HD (head dim, a multiple of 8, <= 256) and C16
-// (fp16 caches), the partials buffer part[] (read by att_merge, ATT_MERGE; written by
-// att_write_part), and for the tiles (unless ATT_MERGE_ONLY) the caches' uvec2 and uint views kcw,
-// kcn / vcw, vcn (the same bindings) and the query row qs[HD] (shared, fp32).
-const uint ATT_TPK = 4u, ATT_KT = WG / ATT_TPK;  // threads a key, keys a tile
+// The includer defines WG (256, or 512 in the decode chain), the spec constants HD (head dim, a
+// multiple of 8, <= 256) and C16 (fp16 caches), the partials buffer part[] (read by att_merge,
+// ATT_MERGE; written by att_write_part), and for the tiles (unless ATT_MERGE_ONLY) the caches'
+// uvec2 and uint views kcw, kcn / vcw, vcn (the same bindings) and the query row qs[HD] (shared,
+// fp32); or ATT_PART(i), ATT_KCW(i), ATT_KCN(i), ATT_VCW(i), ATT_VCN(i) in their place (the decode
+// chain reaches them through device addresses).
+// The tiles and sums are laid out for ATT_WG = 256 threads whatever WG is: in a wider workgroup
+// the threads past the first 256 take no key, value or dim (they only meet the barriers and add
+// nothing), so every score, weight and sum is the same, in the same order.
+#ifndef ATT_PART
+#define ATT_PART(i) part[i]
+#define ATT_KCW(i) kcw[i]
+#define ATT_KCN(i) kcn[i]
+#define ATT_VCW(i) vcw[i]
+#define ATT_VCN(i) vcn[i]
+#endif
+const uint ATT_WG = 256u;
+const uint ATT_TPK = 4u, ATT_KT = ATT_WG / ATT_TPK;  // threads a key, keys a tile
 const uint ATT_SPAN = HD / ATT_TPK;               // a thread's head dims (scores)
 // Words of 8 bytes where a span is a whole number of them, else of 4 (head dims % 16 != 0, fp16).
 const bool ATT_WIDE = C16 ? HD % 16u == 0u : HD % 8u == 0u;
 const uint ATT_VPW = (C16 ? 2u : 1u) * (ATT_WIDE ? 2u : 1u);  // cache values a word
 const uint ATT_NWK = ATT_SPAN / ATT_VPW;          // a thread's key words
 const uint ATT_WPR = HD / ATT_VPW;                // words a row
-const uint ATT_KQ = WG / ATT_WPR;                 // key classes of the value mapping (>= 1)
+const uint ATT_KQ = ATT_WG / ATT_WPR;             // key classes of the value mapping (>= 1)
 const uint ATT_NWV = (ATT_KT + ATT_KQ - 1u) / ATT_KQ;  // a thread's value words
 const uint ATT_NONE = 0xFFFFFFFFu;
 
-shared float red[WG];  // one entry per subgroup (the includer's reductions)
-shared float att_rmax[WG], att_rsum[WG];  // wg_max's and wg_sum's
+// One entry per subgroup (a workgroup of up to 512 threads in subgroups of at least 8): red for
+// the includer's reductions, att_rmax and att_rsum for wg_max's and wg_sum's.
+shared float red[64], att_rmax[64], att_rsum[64];
 
-// Workgroup-wide max / sum: the subgroup's, then across subgroups through shared memory. One
-// barrier each: each has its own array, and att_tile's later barriers keep a tile's writes from
-// overtaking the reads of the tile before.
+// Workgroup-wide max / sum over the first ATT_WG threads: the subgroup's, then across those
+// subgroups through shared memory. One barrier each: each has its own array, and att_tile's later
+// barriers keep a tile's writes from overtaking the reads of the tile before.
+uint att_groups() { return min(gl_NumSubgroups, ATT_WG / gl_SubgroupSize); }
 float wg_max(float v) {
   const float s = subgroupMax(v);
   if (subgroupElect()) att_rmax[gl_SubgroupID] = s;
   barrier();
   float r = att_rmax[0];
-  for (uint i = 1; i < gl_NumSubgroups; ++i) r = max(r, att_rmax[i]);
+  for (uint i = 1; i < att_groups(); ++i) r = max(r, att_rmax[i]);
   return r;
 }
 float wg_sum(float v) {
@@ -47,13 +62,13 @@ float wg_sum(float v) {
   if (subgroupElect()) att_rsum[gl_SubgroupID] = s;
   barrier();
   float r = att_rsum[0];
-  for (uint i = 1; i < gl_NumSubgroups; ++i) r += att_rsum[i];
+  for (uint i = 1; i < att_groups(); ++i) r += att_rsum[i];
   return r;
 }
 
 #ifndef ATT_MERGE_ONLY
 shared float att_ps[ATT_KT];   // the tile's softmax weights
-shared float att_vp[WG * 4u];  // the value sums of each key class (KQ x HD <= WG x VPW)
+shared float att_vp[ATT_WG * 4u];  // the value sums of each key class (KQ x HD <= ATT_WG x VPW)
 shared float att_ks[HD], att_vs[HD];  // the fresh key / value row (att_fetch's `fresh`)
 
 float att_word(uvec2 w, uint e) {
@@ -63,10 +78,10 @@ float att_word(uvec2 w, uint e) {
   return uintBitsToFloat(e == 0u ? w.x : w.y);
 }
 uvec2 att_kload(uint e) {  // the word at cache element e
-  return ATT_WIDE ? kcw[e / ATT_VPW] : uvec2(kcn[e / ATT_VPW], 0u);
+  return ATT_WIDE ? ATT_KCW(e / ATT_VPW) : uvec2(ATT_KCN(e / ATT_VPW), 0u);
 }
 uvec2 att_vload(uint e) {
-  return ATT_WIDE ? vcw[e / ATT_VPW] : uvec2(vcn[e / ATT_VPW], 0u);
+  return ATT_WIDE ? ATT_VCW(e / ATT_VPW) : uvec2(ATT_VCN(e / ATT_VPW), 0u);
 }
 
 // The tile in flight, and this thread's running softmax state: m and l (the same in every
@@ -79,7 +94,7 @@ float att_m = -3.0e38, att_l = 0.0, att_acc = 0.0;
 void att_fetch(uint base, uint n, uint W, uint koff, uint fresh) {
   const uint tid = gl_LocalInvocationID.x, jk = base + tid / ATT_TPK, s = tid % ATT_TPK;
   [[unroll]] for (uint i = 0; i < ATT_NWK; ++i)
-    att_k[i] = jk < n && jk != fresh
+    att_k[i] = tid < ATT_WG && jk < n && jk != fresh
                    ? att_kload(jk * W + koff + (i * ATT_TPK + s) * ATT_VPW)
                    : uvec2(0u);
   const uint kq = tid / ATT_WPR, wd = tid % ATT_WPR;
@@ -102,10 +117,11 @@ void att_tile(uint base, uint n, float scale, uint fresh) {
     }
   d += subgroupShuffleXor(d, 1u);
   d += subgroupShuffleXor(d, 2u);
-  const float sc = jk < n ? d * scale : -3.0e38;
+  const bool key = tid < ATT_WG && jk < n;
+  const float sc = key ? d * scale : -3.0e38;
   const float mn = max(att_m, wg_max(sc));
-  const float p = jk < n ? exp(sc - mn) : 0.0;
-  if (s == 0u) att_ps[tid / ATT_TPK] = p;
+  const float p = key ? exp(sc - mn) : 0.0;
+  if (s == 0u && tid < ATT_WG) att_ps[tid / ATT_TPK] = p;
   const float corr = exp(att_m - mn);
   att_l = att_l * corr + wg_sum(s == 0u ? p : 0.0);  // its barriers also publish att_ps
   const uint kq = tid / ATT_WPR, wd = tid % ATT_WPR;
@@ -136,10 +152,10 @@ void att_tile(uint base, uint n, float scale, uint fresh) {
 void att_write_part(uint at) {
   const uint tid = gl_LocalInvocationID.x;
   if (tid == 0u) {
-    part[at] = att_m;
-    part[at + 1u] = att_l;
+    ATT_PART(at) = att_m;
+    ATT_PART(at + 1u) = att_l;
   }
-  if (tid < HD) part[at + 2u + tid] = att_acc;
+  if (tid < HD) ATT_PART(at + 2u + tid) = att_acc;
 }
 
 // Keys first .. n - 1, tile by tile (the first tile's loads may already be in flight: fetched).
@@ -156,19 +172,25 @@ void att_run(uint first, uint n, uint W, uint koff, float scale, uint fresh, boo
 // accumulators), in split order; returns dim tid's output (tid < HD). Each chunk of splits is
 // loaded into shared memory at once, then summed in order; the first chunk's loads are issued
 // with those of m and l (one round trip to L2 for a merge of up to ATT_MCH splits).
-const uint ATT_MCH = HD <= 128u ? 16u : 8u;  // splits a chunk (16 KB of shared memory at most)
+// Splits a chunk (16 KB of shared memory at most; the includer may set fewer, ATT_MCH_MAX: the
+// chunks only stage the loads, the sums are the same).
+#ifndef ATT_MCH_MAX
+#define ATT_MCH_MAX 16u
+#endif
+const uint ATT_MCH0 = HD <= 128u ? 16u : 8u;
+const uint ATT_MCH = ATT_MCH0 < ATT_MCH_MAX ? ATT_MCH0 : ATT_MCH_MAX;
 shared float att_mw[64], att_ml[64];  // each split's m and l (<= 64)
 shared float att_mp[ATT_MCH * HD];
 void att_merge_chunk(uint hb, uint s0, uint cnt) {
   const uint tid = gl_LocalInvocationID.x, stride = HD + 2u;
   for (uint i = tid; i < cnt * HD; i += WG)
-    att_mp[i] = part[hb + (s0 + i / HD) * stride + 2u + i % HD];
+    att_mp[i] = ATT_PART(hb + (s0 + i / HD) * stride + 2u + i % HD);
 }
 float att_merge(uint hb, uint splits) {
   const uint tid = gl_LocalInvocationID.x, stride = HD + 2u;
   for (uint s = tid; s < splits; s += WG) {
-    att_mw[s] = part[hb + s * stride];
-    att_ml[s] = part[hb + s * stride + 1u];
+    att_mw[s] = ATT_PART(hb + s * stride);
+    att_ml[s] = ATT_PART(hb + s * stride + 1u);
   }
   att_merge_chunk(hb, 0u, min(ATT_MCH, splits));
   barrier();
