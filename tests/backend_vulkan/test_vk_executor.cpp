@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <map>
 
 #include "backend/vulkan/vk_verdict.h"
 #include "backend/vulkan/vulkan_executor.h"
@@ -103,10 +104,11 @@ TEST_P(VulkanFusion, DecodeStepEqualsTheUnfusedProgram) {
   // mode 0: nothing fused; 1: the default runs (attention); 2: every pattern (the tail runs take
   // the norms and SwiGLU); 3: every pattern but the tail runs (the mat-vec runs take them); 4: the
   // mat-vec runs as the stages of decode chains (linear_8da4w_chain.comp), one 256-thread
-  // workgroup; 5: the same with the default 512-thread workgroup; 6: the same with the other
-  // unit width and row deal than the recipe's default (one block a lane a unit and rows dealt
-  // within workgroups for q4w chains, two blocks and rows dealt across workgroups otherwise:
-  // VKLLM_CHAIN_UB, VKLLM_CHAIN_DEAL).
+  // workgroup (the decode attention as a stage of the chains where their shared memory holds it);
+  // 5: the same with the default 512-thread workgroup; 6: the same with the other unit width and
+  // row deal than the recipe's default (one block a lane a unit and rows dealt within workgroups
+  // for q4w chains, two blocks and rows dealt across workgroups otherwise: VKLLM_CHAIN_UB,
+  // VKLLM_CHAIN_DEAL) and the attention in its own dispatch between chains (VKLLM_CHAIN_ATT=0).
   auto run = [&](int mode, std::string* profile) {
     if (GetParam().cfg.parts) setenv("VKLLM_MATVEC_PARTS", GetParam().cfg.parts, 1);
     if (mode == 0) setenv("VKLLM_NO_FUSION", "1", 1);
@@ -117,6 +119,7 @@ TEST_P(VulkanFusion, DecodeStepEqualsTheUnfusedProgram) {
     const bool q4w = GetParam().cfg.lin == Lin::Q4W;
     if (mode == 6) setenv("VKLLM_CHAIN_UB", q4w ? "1" : "2", 1);
     if (mode == 6) setenv("VKLLM_CHAIN_DEAL", q4w ? "0" : "1", 1);
+    if (mode == 6) setenv("VKLLM_CHAIN_ATT", "0", 1);
     VulkanOptions o = validated();
     o.profile = profile != nullptr;
     auto gpu = make_vulkan_executor(toy.p, toy.w, o);
@@ -128,6 +131,7 @@ TEST_P(VulkanFusion, DecodeStepEqualsTheUnfusedProgram) {
     unsetenv("VKLLM_CHAIN_WG");
     unsetenv("VKLLM_CHAIN_UB");
     unsetenv("VKLLM_CHAIN_DEAL");
+    unsetenv("VKLLM_CHAIN_ATT");
     std::vector<float> all, l(V);
     // A prompt that ends past two of the decode attention's 64-key splits, so the fused
     // attention merges three splits.
@@ -152,16 +156,22 @@ TEST_P(VulkanFusion, DecodeStepEqualsTheUnfusedProgram) {
   };
   std::string pu;
   const std::vector<float> unfused = run(0, &pu);
+  std::map<int, int> per_mode;  // kernels a decode step
   for (int mode : {1, 2, 3, 4, 5, 6}) {
     if (mode >= 4 && GetParam().cfg.parts) continue;  // chains sum a row in one part
     std::string pf;
     const std::vector<float> fused = run(mode, &pf);
+    per_mode[mode] = kernels(pf);
     ASSERT_EQ(fused.size(), unfused.size());
     size_t differ = 0;
     for (size_t i = 0; i < fused.size(); ++i) differ += fused[i] != unfused[i];
     EXPECT_EQ(differ, 0u) << "mode " << mode << ": of " << fused.size() << " logits and tokens";
     EXPECT_GT(kernels(pf), 0) << pf;
     EXPECT_LT(kernels(pf), kernels(pu)) << "mode " << mode << "\n" << pf << pu;
+  }
+  // The attention stages fold the attention dispatches into the chains.
+  if (per_mode.count(6)) {
+    EXPECT_LT(per_mode[5], per_mode[6]);
   }
   EXPECT_EQ(vk::validation_message_count(), msgs) << "Vulkan validation reported messages";
 }

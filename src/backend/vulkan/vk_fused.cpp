@@ -333,66 +333,91 @@ Tuning tuning(const Context& ctx, int64_t K, int64_t N) {
   return t;
 }
 
+// An attention run's shape, dtypes and tables (attention_decode.glsl's parameters), for its own
+// dispatch (prepare_attention) or a decode chain's attention stage (prepare_chain).
+struct AttentionSetup {
+  int H = 0, Hkv = 0, hd = 0;
+  float scale = 0, qeps = 0, keps = 0;
+  bool a16 = false, c16 = false, y16 = false, n16 = false, r16 = false;
+  uint32_t R = 0, orig = UINT32_MAX, ctx = 0, C = 0, S = 0;
+  BufRange table, nq, nk;  // rope's cos/sin table, the q / k norm weights (placeholders: v)
+  // attention_decode.glsl's flag bits (linear_8da4w_chain.comp ATT_FLAGS).
+  uint32_t flags(const Match& m) const {
+    return (a16 ? 1u : 0u) | (c16 ? 2u : 0u) | (y16 ? 4u : 0u) | (n16 ? 8u : 0u) |
+           (r16 ? 16u : 0u) | (m.qnorm ? 32u : 0u) | (m.qrope ? 64u : 0u);
+  }
+};
+AttentionSetup attention_setup(OpEnv& env, const Match& m) {
+  const Program& p = env.program;
+  Ctx c{env, *m.attn, p};
+  const auto& I = m.attn->inputs;
+  AttentionSetup a;
+  a.H = static_cast<int>(c.attr_i("n_heads"));
+  a.Hkv = static_cast<int>(c.attr_i("n_kv_heads"));
+  a.hd = static_cast<int>(c.attr_i("head_dim"));
+  a.scale = c.attr_f("scale");
+  need_attention_shapes(c, a.H, a.Hkv, a.hd, m.q, m.k, I[2], I[3], I[4], m.y);
+  c.need(c.f16(m.q) == c.f16(m.k) && c.f16(m.k) == c.f16(I[2]), "q, k and v must share one dtype");
+  // The normed and rotated rows' dtypes (rounded to as the unfused ops store them).
+  if (m.qnorm) {
+    for (const Op* n : {m.qnorm, m.knorm})
+      c.need(n->attrs["group"].get<int64_t>() == a.hd &&
+                 p.tensors[n->inputs[1]].shape == std::vector<int64_t>{a.hd},
+             "q/k norm group must be the head dim");
+    a.n16 = c.f16(m.qnorm->outputs[0]);
+    c.need(a.n16 == c.f16(m.knorm->outputs[0]), "q and k norms must share one dtype");
+    a.qeps = m.qnorm->attrs.value("eps", 1e-6f);
+    a.keps = m.knorm->attrs.value("eps", 1e-6f);
+  }
+  a.table = c.whole(I[2]);  // a placeholder binding when there is no rope
+  if (m.qrope) {
+    Ctx rc{env, *m.qrope, p};
+    a.R = static_cast<uint32_t>(rc.attr_i("rotary_dim"));
+    c.need(static_cast<int>(rc.attr_i("head_dim")) == a.hd && a.R > 0 &&
+               a.R <= static_cast<uint32_t>(a.hd) && a.R % 2 == 0,
+           "bad rope");
+    std::vector<int32_t> invs(m.qrope->inputs.begin() + 1, m.qrope->inputs.end());
+    for (int32_t inv : invs)
+      c.need(p.tensors[inv].shape == std::vector<int64_t>{a.R / 2}, "bad rope table");
+    if (invs.size() == 2)
+      a.orig = u32(std::min<int64_t>(rc.attr_i("original_max_pos"), UINT32_MAX - 1));
+    a.table = rope_table(rc, invs, static_cast<int>(a.R), rc.attr_f("attention_factor"));
+    a.r16 = c.f16(m.qrope->outputs[0]);
+    c.need(a.r16 == c.f16(m.krope->outputs[0]), "rotated q and k must share one dtype");
+  }
+  // The splits of prep_attention's decode step.
+  a.ctx = u32(p.max_ctx);
+  const AttentionSplits splits = attention_splits(env, a.H, a.hd);
+  a.C = splits.C;
+  a.S = splits.S;
+  if (env.attn_counter.size < uint64_t(a.H + 1) * 4) {
+    env.attn_counter = env.alloc.create(uint64_t(a.H + 1) * 4, false, "attention split counters");
+    env.alloc.fill(env.attn_counter, 0);
+  }
+  a.a16 = c.f16(m.q);
+  a.c16 = c.f16(I[3]);
+  a.y16 = c.f16(m.y);
+  a.nq = m.qnorm ? c.whole(m.qnorm->inputs[1]) : c.whole(I[2]);
+  a.nk = m.knorm ? c.whole(m.knorm->inputs[1]) : c.whole(I[2]);
+  return a;
+}
+
 std::unique_ptr<PreparedOp> prepare_attention(OpEnv& env, const Match& m, bool quantize_out) {
   const Program& p = env.program;
   Ctx c{env, *m.attn, p};
   const auto& I = m.attn->inputs;
-  const int H = static_cast<int>(c.attr_i("n_heads")),
-            Hkv = static_cast<int>(c.attr_i("n_kv_heads"));
-  const int hd = static_cast<int>(c.attr_i("head_dim"));
-  const float scale = c.attr_f("scale");
-  need_attention_shapes(c, H, Hkv, hd, m.q, m.k, I[2], I[3], I[4], m.y);
-  c.need(c.f16(m.q) == c.f16(m.k) && c.f16(m.k) == c.f16(I[2]), "q, k and v must share one dtype");
-  // The normed and rotated rows' dtypes (rounded to as the unfused ops store them).
-  bool n16 = false, r16 = false;
-  float qeps = 0, keps = 0;
-  if (m.qnorm) {
-    for (const Op* n : {m.qnorm, m.knorm})
-      c.need(n->attrs["group"].get<int64_t>() == hd &&
-                 p.tensors[n->inputs[1]].shape == std::vector<int64_t>{hd},
-             "q/k norm group must be the head dim");
-    n16 = c.f16(m.qnorm->outputs[0]);
-    c.need(n16 == c.f16(m.knorm->outputs[0]), "q and k norms must share one dtype");
-    qeps = m.qnorm->attrs.value("eps", 1e-6f);
-    keps = m.knorm->attrs.value("eps", 1e-6f);
-  }
-  uint32_t R = 0, orig = UINT32_MAX;
-  BufRange table = c.whole(I[2]);  // a placeholder binding when there is no rope
-  if (m.qrope) {
-    Ctx rc{env, *m.qrope, p};
-    R = static_cast<uint32_t>(rc.attr_i("rotary_dim"));
-    c.need(static_cast<int>(rc.attr_i("head_dim")) == hd && R > 0 &&
-               R <= static_cast<uint32_t>(hd) && R % 2 == 0,
-           "bad rope");
-    std::vector<int32_t> invs(m.qrope->inputs.begin() + 1, m.qrope->inputs.end());
-    for (int32_t inv : invs)
-      c.need(p.tensors[inv].shape == std::vector<int64_t>{R / 2}, "bad rope table");
-    if (invs.size() == 2)
-      orig = u32(std::min<int64_t>(rc.attr_i("original_max_pos"), UINT32_MAX - 1));
-    table = rope_table(rc, invs, static_cast<int>(R), rc.attr_f("attention_factor"));
-    r16 = c.f16(m.qrope->outputs[0]);
-    c.need(r16 == c.f16(m.krope->outputs[0]), "rotated q and k must share one dtype");
-  }
-  // The splits of prep_attention's decode step.
-  const uint32_t ctx = u32(p.max_ctx);
-  const AttentionSplits splits = attention_splits(env, H, hd);
-  const uint32_t C = splits.C, S = splits.S;  // plain names: lambdas capture them
-  if (env.attn_counter.size < uint64_t(H + 1) * 4) {
-    env.attn_counter = env.alloc.create(uint64_t(H + 1) * 4, false, "attention split counters");
-    env.alloc.fill(env.attn_counter, 0);
-  }
+  const AttentionSetup a = attention_setup(env, m);
+  const int H = a.H, hd = a.hd;
+  const uint32_t C = a.C, S = a.S;  // plain names: lambdas capture them
   // The output's readers are linear_8da4w ops in the tail run after this one: the last head merged
   // quantizes it for them (the unfused mat-vec quantizes its input itself).
   const bool oquant = quantize_out && (int64_t(H) * hd) % 4 == 0 && feeds_only_8da4w(c, m.y);
   const auto [qs, qps] = act_scratch(c, int64_t(H) * hd);
-  const uint32_t a16 = c.f16(m.q), c16 = c.f16(I[3]), y16 = c.f16(m.y);
-  const bool any16 = a16 || c16 || y16 || n16 || r16;
+  const bool any16 = a.a16 || a.c16 || a.y16 || a.n16 || a.r16;
   const Kernel& k = env.kernels.get(
       std::string("attention_decode") + (any16 ? "_f16" : ""), 16, 11 * 4,
-      {a16, c16, y16, m.qnorm != nullptr, m.qrope != nullptr, n16, r16, oquant, u32(hd),
+      {a.a16, a.c16, a.y16, m.qnorm != nullptr, m.qrope != nullptr, a.n16, a.r16, oquant, u32(hd),
        u32(env_int("VKLLM_ATT_MEASURE")), std::getenv("VKLLM_ATT_ORDER") ? 0u : 1u});
-  const BufRange nq = m.qnorm ? c.whole(m.qnorm->inputs[1]) : c.whole(I[2]),
-                 nk = m.knorm ? c.whole(m.knorm->inputs[1]) : c.whole(I[2]);
   const std::vector<BufRange> r = {c.whole(m.q),
                                    c.whole(m.k),
                                    c.whole(I[2]),
@@ -404,14 +429,14 @@ std::unique_ptr<PreparedOp> prepare_attention(OpEnv& env, const Match& m, bool q
                                    {env.attn_part.buf, 0, env.attn_part.size},
                                    {env.attn_counter.buf, 0, env.attn_counter.size},
                                    {env.step.buf, 0, env.step.size},
-                                   table,
-                                   nq,
-                                   nk,
+                                   a.table,
+                                   a.nq,
+                                   a.nk,
                                    qs,
                                    qps};
   VkDescriptorSet set = env.kernels.make_set(k, r);
-  const std::vector<uint32_t> push = {u32(H), u32(Hkv), u32(hd), fbits(scale), S,          C,
-                                      R,      orig,     ctx,     fbits(qeps),  fbits(keps)};
+  const std::vector<uint32_t> push = {u32(H), u32(a.Hkv), u32(hd),       fbits(a.scale), S, C, a.R,
+                                      a.orig, a.ctx,      fbits(a.qeps), fbits(a.keps)};
   auto prepared = std::make_unique<PreparedOp>(
       [=, &k](VkCommandBuffer cb, int) { dispatch_flat(cb, k, set, push, uint64_t(H) * S); },
       nullptr);
@@ -622,12 +647,24 @@ constexpr uint32_t kClockSlots = 512, kClockPhases = 8;
 // subgroup a row (docs/perf.md, session 12: 159K SM cycles of rows in the chain at 264
 // workgroups, 78 us unfused).
 constexpr int64_t kChainMaxRows = 32768;
-// The chain kernel's float row (xv: 9 K / 32 vec4s, at least a norm stage's 1,152) and its other
+// The chain kernel's float row (xv: 9 K / 32 vec4s for the widest norm or q4w stage) and its other
 // shared memory (the int8 row and block sums, reductions, stage records, the clock: 10.4 KiB,
 // rounded up).
 constexpr uint64_t kChainOtherShared = 11 * 1024;
 uint32_t chain_xv(int64_t K) {
-  return std::max<uint32_t>(1152, static_cast<uint32_t>(K / 32 * 9));
+  return std::max<uint32_t>(1, static_cast<uint32_t>(K / 32 * 9));
+}
+// An attention stage's shared memory (attention_split.glsl and attention_decode.glsl in the
+// chain: reductions, the tile's weights and value sums, the q / k / v rows, the merge's chunk of
+// 8 splits), rounded up.
+uint64_t chain_att_shared(int64_t hd) {
+  return (1408 + 13 * uint64_t(hd)) * 4 + 64;
+}
+// Decode attention as a chain stage (on by default where the chain has the shared memory for
+// it; VKLLM_CHAIN_ATT=0: its own dispatch between chains, a measurement switch).
+bool chain_attention() {
+  const char* v = std::getenv("VKLLM_CHAIN_ATT");
+  return !(v && std::string(v) == "0");
 }
 bool chainable(const Program& p, const Match& m, uint32_t max_shared) {
   const int64_t K = p.tensors[m.x].shape.back();
@@ -710,7 +747,7 @@ uint32_t chain_wg() {
 std::unique_ptr<PreparedOp> prepare_chain(OpEnv& env, const std::vector<Match>& stages) {
   const Program& p = env.program;
   Context& ctx = env.ctx;
-  Ctx c{env, *stages.front().mv[0], p};
+  Ctx c{env, stages.front().attn ? *stages.front().attn : *stages.front().mv[0], p};
   const uint32_t groups = chain_groups(ctx.info());
   c.need(groups > 0 && ctx.use_buffer_address(), "decode chains need a resident grid");
   const uint32_t sg = std::max<uint32_t>(1, ctx.info().subgroup_size);
@@ -721,21 +758,63 @@ std::unique_ptr<PreparedOp> prepare_chain(OpEnv& env, const std::vector<Match>& 
     table[at + 1] = static_cast<uint32_t>(a >> 32);
   };
   bool any16 = false, any_q4w = false, all_q4w = true;
-  uint32_t xv = chain_xv(0);  // the float row's vec4s (linear_8da4w_chain.comp XV)
+  uint32_t xv = chain_xv(0);           // the float row's vec4s (linear_8da4w_chain.comp XV)
+  uint32_t att_hd = 0, att_flags = 0;  // the attention stages' (linear_8da4w_chain.comp ATT_HD)
   std::vector<VkBuffer> reads, writes;
+  auto clock_slot = [&](size_t at, const std::string& what) {
+    table[at + kChainWords - 1] = 0xFFFFFFFFu;  // the clock's slot (none)
+    if (ctx.chain_clock() && env.chain_clock.slots.size() < kClockSlots) {
+      table[at + kChainWords - 1] = u32(static_cast<int64_t>(env.chain_clock.slots.size()));
+      env.chain_clock.slots.push_back(what);
+    }
+  };
   for (size_t i = 0; i < stages.size(); ++i) {
     const Match& m = stages[i];
     const size_t at = i * kChainWords;
+    if (m.attn) {  // an attention stage: attention_decode.glsl's items (pro 3, no rows)
+      const AttentionSetup a = attention_setup(env, m);
+      const uint32_t fl = a.flags(m);
+      c.need(att_hd == 0 || (att_hd == u32(a.hd) && att_flags == fl),
+             "a chain's attention stages share one head dim and dtypes");
+      att_hd = u32(a.hd);
+      att_flags = fl;
+      any16 = any16 || (fl & 31u) != 0;
+      const auto& I = m.attn->inputs;
+      auto range = [&](const BufRange& r) { return ctx.address(r.buf) + r.offset; };
+      table[at + 0] = 32;
+      table[at + 1] = 32;
+      table[at + 2] = 3;
+      put(at + 8, addr(m.q));
+      put(at + 10, addr(m.k));
+      put(at + 12, addr(I[2]));
+      put(at + 14, addr(I[3]));
+      put(at + 16, addr(I[4]));
+      put(at + 18, addr(m.y));
+      put(at + 20, ctx.address(env.attn_part.buf));
+      put(at + 22, ctx.address(env.attn_counter.buf));
+      put(at + 24, ctx.address(env.step.buf));
+      put(at + 26, range(a.table));
+      put(at + 28, range(a.nq));
+      put(at + 30, range(a.nk));
+      const uint32_t words[] = {u32(a.H), u32(a.Hkv),     a.S,           a.C,          a.R, a.orig,
+                                a.ctx,    fbits(a.scale), fbits(a.qeps), fbits(a.keps)};
+      std::copy(std::begin(words), std::end(words),
+                table.begin() + static_cast<std::ptrdiff_t>(at + 32));
+      const VkBuffer kc = c.buf(I[3]), vc = c.buf(I[4]);
+      reads.insert(reads.end(), {c.buf(m.q), c.buf(m.k), c.buf(I[2]), kc, vc, env.attn_part.buf,
+                                 env.step.buf, a.table.buf, a.nq.buf, a.nk.buf});
+      writes.insert(writes.end(), {kc, vc, c.buf(m.y), env.attn_part.buf, env.attn_counter.buf});
+      clock_slot(at, fmt::format("{} {} heads ({}/{})", m.pat->name, a.H, i + 1, stages.size()));
+      continue;
+    }
     const int64_t K = c.width(m.x), G = m.mv[0]->attrs["group"].get<int64_t>();
     const bool q4w = m.pat->linear == kQ4w;
     all_q4w = all_q4w && q4w;
     const DecodeSplit split = decode_split(ctx, K, p.tensors[m.mv[0]->inputs[1]].shape[0]);
     c.need(q4w || split.parts == 1,
            "decode chains sum each row in one part (VKLLM_MATVEC_PARTS unset)");
-    if (q4w) {
-      xv = std::max(xv, chain_xv(K));
-      any_q4w = true;
-    }
+    if (q4w || m.norm) xv = std::max(xv, chain_xv(K));
+    any_q4w = any_q4w || q4w;
     const int64_t bpg = G / 32;
     c.need(G % 32 == 0 && bpg <= sg && (bpg & (bpg - 1)) == 0,
            "a chain stage's groups fit a subgroup in a power of two of blocks");
@@ -772,12 +851,7 @@ std::unique_ptr<PreparedOp> prepare_chain(OpEnv& env, const std::vector<Match>& 
         rows += u32(N);
       }
     }
-    table[at + kChainWords - 1] = 0xFFFFFFFFu;  // the clock's slot (none)
-    if (ctx.chain_clock() && env.chain_clock.slots.size() < kClockSlots) {
-      table[at + kChainWords - 1] = u32(static_cast<int64_t>(env.chain_clock.slots.size()));
-      env.chain_clock.slots.push_back(
-          fmt::format("{} {}<-{} ({}/{})", m.pat->name, rows, K, i + 1, stages.size()));
-    }
+    clock_slot(at, fmt::format("{} {}<-{} ({}/{})", m.pat->name, rows, K, i + 1, stages.size()));
     table[at + 0] = u32(K);
     table[at + 1] = u32(G);
     table[at + 2] = static_cast<uint32_t>(m.pat->pro);
@@ -813,7 +887,7 @@ std::unique_ptr<PreparedOp> prepare_chain(OpEnv& env, const std::vector<Match>& 
   const Kernel& k = env.kernels.get(
       name, clock ? 3 : 2, 4,
       {chain_depth(ub), grid_spin_limit(ctx.info()), chain_measure(), chain_specialize(), xv,
-       any_q4w ? 1u : 0u, chain_pipe(), chain_deal(all_q4w), ub});
+       any_q4w ? 1u : 0u, chain_pipe(), chain_deal(all_q4w), ub, att_hd, att_flags});
   std::vector<BufRange> r = {{env.chain_sync.buf, 0, env.chain_sync.size}, {tab.buf, 0, tab.size}};
   if (clock) r.push_back({env.chain_clock.buf.buf, 0, env.chain_clock.buf.size});
   VkDescriptorSet set = env.kernels.make_set(k, r);
@@ -1011,10 +1085,23 @@ std::vector<FusedRun> find_fused_runs(const Program& p, const std::string& unfus
   // VKLLM_CHAIN_STAGES=n: at most n stages a chain (measurement).
   const size_t max_stages =
       env_int("VKLLM_CHAIN_STAGES") > 0 ? env_int("VKLLM_CHAIN_STAGES") : 1024;
+  // The widest float row of the mat-vec stages (xv), so that an attention stage is taken only
+  // where the kernel's shared memory holds both.
+  uint32_t xv = 1;
+  for (const FusedRun& r : runs)
+    if (r.private_scratch)
+      if (auto m = rematch(matcher, r, unfused_family);
+          m && chainable(p, *m, dev.max_shared) && (m->norm || m->pat->linear == kQ4w))
+        xv = std::max(xv, chain_xv(p.tensors[m->x].shape.back()));
+  auto stage = [&](const FusedRun& r, const Match& m) {
+    if (!m.attn) return r.private_scratch && chainable(p, m, dev.max_shared);
+    const int64_t hd = m.attn->attrs["head_dim"].get<int64_t>();
+    return chain_attention() && !r.quantize_out && hd <= 256 &&
+           kChainOtherShared + uint64_t(xv) * 16 + chain_att_shared(hd) <= dev.max_shared;
+  };
   for (FusedRun& r : runs) {
-    const std::optional<Match> m =
-        r.private_scratch ? rematch(matcher, r, unfused_family) : std::nullopt;
-    if (!m || !chainable(p, *m, dev.max_shared)) {
+    const std::optional<Match> m = r.tail ? std::nullopt : rematch(matcher, r, unfused_family);
+    if (!m || !stage(r, *m)) {
       out.push_back(std::move(r));
       continue;
     }

@@ -82,6 +82,7 @@ float round_to(bool f16, float x) {
 #define ATT_STORE_O(i, x) STOREF(o, Y16, i, x)
 #define ATT_COUNT(h) atomicAdd(counter[h], 1u)
 #define ATT_RESET(h) counter[h] = 0u
+const uint ATT_MEASURE = MEASURE;
 #include "attention_decode.glsl"
 
 // OQUANT: called by each head's workgroup that wrote the head's output; the last of them quantizes

@@ -13,7 +13,7 @@
 // Every intermediate is rounded to the dtype the unfused program stores it in, so the output is
 // bit-identical with the unfused ops on the same device.
 // The includer defines, besides attention_split.glsl's needs (ATT_MERGE on): the constants A16 /
-// N16 / R16 / QKNORM / ROPE / MEASURE (attention_decode.comp's spec constants), round_to, the
+// N16 / R16 / QKNORM / ROPE / ATT_MEASURE (attention_decode.comp's spec constants), round_to, the
 // shared rows qs[HD] and tmp[2 HD], last_split, and these accessors: ATT_Q(i), ATT_K(i), ATT_V(i)
 // (q / k / v as float), ATT_CS(i) (rope's cos/sin table), ATT_QN(j), ATT_KN(j) (the norm
 // weights), ATT_STORE_KC(i, v), ATT_STORE_VC(i, v), ATT_STORE_O(i, v), ATT_COUNT(h) (atomicAdd
@@ -102,7 +102,7 @@ bool att_item(AttP p, uint h, uint c, uint pos, bool fetched) {
     const uint half_r = p.R / 2u, row0 = pos + 1u > p.orig ? p.ctx : 0u, j = tid % HD;
     rcs = ATT_CS((row0 + pos) * half_r + (j < half_r ? j : j - half_r));
   }
-  if (MEASURE == 1u) {  // the loads only
+  if (ATT_MEASURE == 1u) {  // the loads only
     uint x = 0u;
     [[unroll]] for (uint i = 0; i < ATT_NWK; ++i) x ^= att_k[i].x ^ att_k[i].y;
     [[unroll]] for (uint i = 0; i < ATT_NWV; ++i) x ^= att_v[i].x ^ att_v[i].y;
@@ -112,7 +112,7 @@ bool att_item(AttP p, uint h, uint c, uint pos, bool fetched) {
     return false;
   }
   barrier();
-  if (MEASURE != 3u) {
+  if (ATT_MEASURE != 3u) {
     if (2u * HD <= ATT_WG && HD % gl_SubgroupSize == 0u) {
       prepare(p, 0u, 2u, pos, rcs);
     } else {
@@ -124,6 +124,9 @@ bool att_item(AttP p, uint h, uint c, uint pos, bool fetched) {
     ATT_STORE_KC(pos * W + koff + tid, att_ks[tid]);
     ATT_STORE_VC(pos * W + koff + tid, att_vs[tid]);
   }
+  att_m = -3.0e38;  // (a workgroup of the decode chain runs several items)
+  att_l = 0.0;
+  att_acc = 0.0;
   att_run(first, n, W, koff, p.scale, pos, true);
   if (p.S == 1u) {
     if (tid < HD) ATT_STORE_O(h * HD + tid, att_acc / att_l);
@@ -131,7 +134,7 @@ bool att_item(AttP p, uint h, uint c, uint pos, bool fetched) {
   }
   const uint stride = HD + 2u;
   att_write_part((h * p.S + c) * stride);
-  if (MEASURE == 2u) {
+  if (ATT_MEASURE == 2u) {
     if (c == 0u && tid < HD) ATT_STORE_O(h * HD + tid, att_acc / att_l);
     return false;
   }

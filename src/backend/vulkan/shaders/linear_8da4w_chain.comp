@@ -76,6 +76,11 @@ layout(constant_id = 8) const uint DEAL = 0;
 // loaded together and summed in their order (the same bits), with one cursor step, one set of
 // addresses and one branch for all of them.
 layout(constant_id = 9) const uint UB = 1;
+// Attention stages (pro = 3; the host's, vk_fused.cpp chain attention): the head dim (0: the chain
+// has none) and attention_decode.comp's dtypes and steps as bits: 1 A16 (q, k, v), 2 C16 (caches),
+// 4 Y16 (output), 8 N16 (normed q / k), 16 R16 (rotated q / k), 32 QKNORM, 64 ROPE.
+layout(constant_id = 10) const uint ATT_HD = 0;
+layout(constant_id = 11) const uint ATT_FLAGS = 0;
 layout(std430, binding = 1) readonly buffer Table { uint tab[]; };
 layout(push_constant) uniform PC { uint stages; } pc;
 
@@ -121,6 +126,50 @@ uint T(uint st, uint w) { return tab[st * SREC + w]; }
 uvec2 A(uint st, uint w) { return uvec2(tab[st * SREC + w], tab[st * SREC + w + 1u]); }
 uint M(uint st, uint m, uint w) { return T(st, 16u + 10u * m + w); }
 uvec2 MA(uint st, uint m, uint w) { return A(st, 16u + 10u * m + w); }
+// The stage's record in shared memory (stage() below): word w at stab[.][w / 2][w % 2], so an
+// address is one load.
+shared uvec2 stab[2][SREC / 2u];
+
+// An attention stage runs attention_decode.glsl's items (head h, split c), item i = c H + h on
+// workgroup i % groups, one after the other, the first one's tile loads issued before the sync;
+// its record: 8 q, 10 k, 12 v, 14 k cache, 16 v cache, 18 output, 20 split partials, 22 split
+// counters, 24 the step's position, 26 rope's cos/sin table, 28 q norm weight, 30 k norm weight
+// (addresses), 32 H, 33 Hkv, 34 S, 35 C, 36 R, 37 orig, 38 ctx, 39 scale, 40 q eps, 41 k eps.
+const uint HD = ATT_HD > 0u ? ATT_HD : 8u;
+const bool A16 = (ATT_FLAGS & 1u) != 0u, C16 = (ATT_FLAGS & 2u) != 0u,
+           Y16 = (ATT_FLAGS & 4u) != 0u, N16 = (ATT_FLAGS & 8u) != 0u,
+           R16 = (ATT_FLAGS & 16u) != 0u, QKNORM = (ATT_FLAGS & 32u) != 0u,
+           ROPE = (ATT_FLAGS & 64u) != 0u;
+const uint ATT_MEASURE = 0u;
+layout(buffer_reference, std430, buffer_reference_align = 8) readonly buffer KWRef { uvec2 v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 4) readonly buffer KNRef { uint v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 8) readonly buffer CSRef { vec2 v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 4) coherent buffer CntRef { uint v[]; };
+uint att_par;  // the attention stage's record: stab[att_par] (set with the stage)
+uvec2 AW(uint w) { return stab[att_par][w >> 1u]; }  // (w even)
+#define ATT_PART(i) ARef(AW(20u)).v[i]
+#define ATT_KCW(i) KWRef(AW(14u)).v[i]
+#define ATT_KCN(i) KNRef(AW(14u)).v[i]
+#define ATT_VCW(i) KWRef(AW(16u)).v[i]
+#define ATT_VCN(i) KNRef(AW(16u)).v[i]
+#define ATT_Q(i) act_load(AW(8u), A16, i)
+#define ATT_K(i) act_load(AW(10u), A16, i)
+#define ATT_V(i) act_load(AW(12u), A16, i)
+#define ATT_CS(i) CSRef(AW(26u)).v[i]
+#define ATT_QN(j) FRef(AW(28u)).v[j]
+#define ATT_KN(j) FRef(AW(30u)).v[j]
+#define ATT_STORE_KC(i, x) act_store(AW(14u), C16, i, x)
+#define ATT_STORE_VC(i, x) act_store(AW(16u), C16, i, x)
+#define ATT_STORE_O(i, x) act_store(AW(18u), Y16, i, x)
+#define ATT_COUNT(h) atomicAdd(CntRef(AW(22u)).v[h], 1u)
+#define ATT_RESET(h) CntRef(AW(22u)).v[h] = 0u
+#define ATT_MCH_MAX 8u
+shared float qs[HD], tmp[2u * HD];  // q as attended; the q and k rows before norm and rope
+shared uint last_split;
+#define ATT_MERGE
+#include "attention_split.glsl"
+#include "attention_decode.glsl"
+
 
 // VKLLM_CLOCK (the _clock variants, VKLLM_CHAIN_CLOCK=1): thread 0 of each workgroup adds the SM
 // cycles of each phase of each stage to its own slot (table word 47; the host prints the sums,
@@ -176,7 +225,7 @@ shared vec4 xv[XV];
 float xs_get(uint i) { return xv[(i >> 2u) + (i >> 5u)][i & 3u]; }
 void xs_set(uint i, float v) { xv[(i >> 2u) + (i >> 5u)][i & 3u] = v; }
 #include "q4w.glsl"
-shared float red[64], red_lo[64], red_hi[64];
+shared float red_lo[64], red_hi[64];  // (red: attention_split.glsl's)
 layout(buffer_reference, std430, buffer_reference_align = 16) coherent buffer VRef { uvec4 v[]; };
 struct Chunk {
   uvec4 a, b;  // fp16: eight halves in a; fp32: values 0-3 in a, 4-7 in b
@@ -211,7 +260,6 @@ const uint NONE = 0xFFFFFFFFu;
 // stage's copy (made before the sync, for its first loads) leaves this one to the subgroups still
 // in its rows; the row loop reads the addresses from there, not from registers (docs/perf.md,
 // session 11: registers decide how many workgroups an SM holds).
-shared uvec2 stab[2][SREC / 2u];  // (word w at stab[.][w / 2][w % 2]: an address is one load)
 uint SW(uint par, uint w) { return stab[par][w >> 1u][w & 1u]; }
 struct Stage {
   uint nb, C, per, ur, lbpg, ng, nm, rows, mine, rows0, rows1, par, epi;
@@ -572,6 +620,26 @@ void rows_specialized(Stage g, bool fd, uint r0, uint step, float sx, int zp, in
   }
 }
 
+// An attention stage (record par): this workgroup's items, the first one's tile loads issued before
+// the sync that ends the stage before (the caches' rows below the position were written by earlier
+// dispatches; q, k and v are read after it).
+void attention_stage(uint par, uint st) {
+  att_par = par;
+  const AttP p = AttP(SW(par, 32u), SW(par, 33u), SW(par, 34u), SW(par, 35u), SW(par, 36u),
+                      SW(par, 37u), SW(par, 38u), uintBitsToFloat(SW(par, 39u)),
+                      uintBitsToFloat(SW(par, 40u)), uintBitsToFloat(SW(par, 41u)));
+  const uint pos = KNRef(AW(24u)).v[0], items = p.H * (pos / p.C + 1u), wg = flat_group();
+  if (wg < items) att_item_fetch(p, wg % p.H, wg / p.H, pos);
+  CLK(0u);
+  if (st > 0u) grid_sync(st - 1u);
+  CLK(1u);
+  CLK(2u);
+  CLK(3u);
+  CLK(4u);
+  for (uint i = wg; i < items; i += grid_groups()) att_item(p, i % p.H, i / p.H, pos, i == wg);
+  CLK(5u);
+}
+
 void main() {
   const uint NS = gl_NumSubgroups, step = grid_groups() * NS;
   const uint r0 = DEAL == 1u ? gl_SubgroupID * grid_groups() + flat_group()
@@ -589,6 +657,14 @@ void main() {
     const Stage g = stage(st, r0, step, rec);
     // The next stage's record, loaded now so that its latency passes in this stage.
     rec = tid < SREC && st + 1u < pc.stages ? T(st + 1u, tid) : 0u;
+    if (ATT_HD > 0u && SW(g.par, 2u) == 3u) {
+      attention_stage(g.par, st);
+#ifdef VKLLM_CLOCK
+      barrier();
+#endif
+      CLK(6u);
+      continue;
+    }
     Cur f = start(g, r0);  // the next unit to fetch
     fetch_batch(g, r0, step, f);
     CLK(0u);
