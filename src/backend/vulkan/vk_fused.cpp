@@ -660,11 +660,21 @@ uint32_t chain_xv(int64_t K) {
 uint64_t chain_att_shared(int64_t hd) {
   return (1408 + 13 * uint64_t(hd)) * 4 + 64;
 }
-// Decode attention as a chain stage (on by default where the chain has the shared memory for
-// it; VKLLM_CHAIN_ATT=0: its own dispatch between chains, a measurement switch).
-bool chain_attention() {
+// Decode attention as a chain stage, on by default where the chain has the shared memory for it
+// and its tile's registers are few: measured on the H200 (docs/perf.md, session 23), +3.4% tg128
+// for Llama-3.2-1B and +6.8% for Qwen3 (fp16 caches: 16 and 32 registers a thread for a tile's key
+// and value words, attention_split.glsl ATT_NWK + ATT_NWV), -1.5% for Phi-4-mini's fp32 caches at
+// head dim 128 (64), which keep their own dispatch. VKLLM_CHAIN_ATT=0: never, 1: wherever it
+// fits (measurement switches).
+int att_tile_registers(int64_t hd, bool c16) {
+  const bool wide = c16 ? hd % 16 == 0 : hd % 8 == 0;
+  const int64_t vpw = (c16 ? 2 : 1) * (wide ? 2 : 1), nwk = hd / 4 / vpw, kq = 256 / (hd / vpw);
+  return static_cast<int>(2 * (nwk + (64 + kq - 1) / kq));
+}
+bool chain_attention(int64_t hd, bool c16) {
   const char* v = std::getenv("VKLLM_CHAIN_ATT");
-  return !(v && std::string(v) == "0");
+  if (v && std::string(v) == "0") return false;
+  return (v && std::string(v) == "1") || att_tile_registers(hd, c16) <= 32;
 }
 bool chainable(const Program& p, const Match& m, uint32_t max_shared) {
   const int64_t K = p.tensors[m.x].shape.back();
@@ -1096,7 +1106,8 @@ std::vector<FusedRun> find_fused_runs(const Program& p, const std::string& unfus
   auto stage = [&](const FusedRun& r, const Match& m) {
     if (!m.attn) return r.private_scratch && chainable(p, m, dev.max_shared);
     const int64_t hd = m.attn->attrs["head_dim"].get<int64_t>();
-    return chain_attention() && !r.quantize_out && hd <= 256 &&
+    const bool c16 = p.tensors[m.attn->inputs[3]].dtype == DType::F16;
+    return chain_attention(hd, c16) && !r.quantize_out && hd <= 256 &&
            kChainOtherShared + uint64_t(xv) * 16 + chain_att_shared(hd) <= dev.max_shared;
   };
   for (FusedRun& r : runs) {
