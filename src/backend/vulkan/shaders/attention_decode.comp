@@ -1,19 +1,10 @@
 #version 450
-// The decode step's fused attention (one token): workgroup g takes head h and the keys of split c
-// (attention_decode.glsl's item; g = c H + h, ORDER), as attention.comp does (attention_split.glsl's
-// tiles, the split's loads issued first, beside the q / k / v rows'), and folds in what the
-// unfused program runs before and after it:
-//  - QKNORM: the per-head RMS norm of q and of the new key (Qwen3's q_norm / k_norm), summed in
-//    rms_norm.comp's order (subgroup blocks of consecutive dims, blocks in order);
-//  - ROPE: rope.comp's rotation of q and the new key at the step's position (same table);
-//  - the KV store: the new key and value rows (rounded to the cache dtype) are used from
-//    registers by every workgroup and written to the caches by one (split c of the position,
-//    first query head of the kv head), so no workgroup reads a cache row written in this dispatch;
-//  - the split merge: each non-empty split writes its partial, and the last to finish (a counter
-//    per head) merges them in attention.comp's combine order and resets the counter;
-//  - OQUANT (when the output's readers are linear_8da4w ops): the last head to be merged (one more
-//    counter, after the heads') quantizes the whole output row for them, as linear_8da4w_quant.
-// Every intermediate is rounded to the dtype the unfused program stores it in, so the output is
+// The decode step's fused attention (one token) in its own dispatch: workgroup g runs
+// attention_decode.glsl's item (head h, split c), g = c H + h (ORDER), which folds the q / k norms,
+// rope, the KV store and the split merge into attention.comp's split attention; and with OQUANT
+// (when the output's readers are linear_8da4w ops) the last head to be merged (one more counter,
+// after the heads') quantizes the whole output row for them, as linear_8da4w_quant. Every
+// intermediate is rounded to the dtype the unfused program stores it in, so the output is
 // bit-identical with the unfused ops on the same device.
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
