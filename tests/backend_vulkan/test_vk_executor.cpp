@@ -156,12 +156,20 @@ TEST_P(VulkanFusion, DecodeStepEqualsTheUnfusedProgram) {
   };
   std::string pu;
   const std::vector<float> unfused = run(0, &pu);
-  std::map<int, int> per_mode;  // kernels a decode step
+  // The activation buffers of the plans (the profile's "(N steps, M activation buffers)").
+  auto buffers = [](const std::string& s) {
+    const auto at = s.find(" activation buffers");
+    if (at == std::string::npos) return -1;
+    const auto from = s.rfind(", ", at);
+    return std::stoi(s.substr(from + 2, at - from - 2));
+  };
+  std::map<int, int> per_mode, bufs_per_mode;  // kernels a decode step, activation buffers
   for (int mode : {1, 2, 3, 4, 5, 6}) {
     if (mode >= 4 && GetParam().cfg.parts) continue;  // chains sum a row in one part
     std::string pf;
     const std::vector<float> fused = run(mode, &pf);
     per_mode[mode] = kernels(pf);
+    bufs_per_mode[mode] = buffers(pf);
     ASSERT_EQ(fused.size(), unfused.size());
     size_t differ = 0;
     for (size_t i = 0; i < fused.size(); ++i) differ += fused[i] != unfused[i];
@@ -170,8 +178,11 @@ TEST_P(VulkanFusion, DecodeStepEqualsTheUnfusedProgram) {
     EXPECT_LT(kernels(pf), kernels(pu)) << "mode " << mode << "\n" << pf << pu;
   }
   // The attention stages fold the attention dispatches into the chains.
+  // ... and the chain's stages reuse activation buffers as their own dispatches would.
   if (per_mode.count(6)) {
     EXPECT_LT(per_mode[5], per_mode[6]);
+    EXPECT_GT(bufs_per_mode[5], 0);
+    EXPECT_LE(bufs_per_mode[5], bufs_per_mode[6]);
   }
   EXPECT_EQ(vk::validation_message_count(), msgs) << "Vulkan validation reported messages";
 }

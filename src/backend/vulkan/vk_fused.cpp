@@ -660,16 +660,26 @@ uint32_t chain_xv(int64_t K) {
 uint64_t chain_att_shared(int64_t hd) {
   return (1408 + 13 * uint64_t(hd)) * 4 + 64;
 }
+// A chain workgroup's threads: 512, one workgroup an SM, so that an SM runs each stage's prologue
+// once (measured 3-5% faster on the H200 than two 256-thread workgroups an SM, docs/perf.md
+// session 18); VKLLM_CHAIN_WG=256 picks the 256-thread variants (measurement, and the fusion
+// case table).
+uint32_t chain_wg() {
+  return env_int("VKLLM_CHAIN_WG") == 256 ? 256 : 512;
+}
+
 // Decode attention as a chain stage, on by default where the chain has the shared memory for it
-// and its tile's registers are few: measured on the H200 (docs/perf.md, session 23), +3.4% tg128
-// for Llama-3.2-1B and +6.8% for Qwen3 (fp16 caches: 16 and 32 registers a thread for a tile's key
-// and value words, attention_split.glsl ATT_NWK + ATT_NWV), -1.5% for Phi-4-mini's fp32 caches at
-// head dim 128 (64), which keep their own dispatch. VKLLM_CHAIN_ATT=0: never, 1: wherever it
-// fits (measurement switches).
+// and a thread holds at most 32 registers of a tile's key or value words (attention_split.glsl:
+// ATT_NWK + ATT_NWV words in a 256-thread workgroup, the larger of the two in a 512-thread one,
+// whose second half takes the values). Measured on the H200 (docs/perf.md, session 23): +3.4%
+// tg128 for Llama-3.2-1B and +6.8% for Qwen3 (fp16 caches, 16 and 32 registers with both arrays
+// in each thread), -1.5% for Phi-4-mini (fp32 caches at head dim 128: 64 with both, 32 with the
+// halves). VKLLM_CHAIN_ATT=0: never, 1: wherever it fits (measurement switches).
 int att_tile_registers(int64_t hd, bool c16) {
   const bool wide = c16 ? hd % 16 == 0 : hd % 8 == 0;
   const int64_t vpw = (c16 ? 2 : 1) * (wide ? 2 : 1), nwk = hd / 4 / vpw, kq = 256 / (hd / vpw);
-  return static_cast<int>(2 * (nwk + (64 + kq - 1) / kq));
+  const int64_t nwv = (64 + kq - 1) / kq;
+  return static_cast<int>(2 * (chain_wg() >= 512 ? std::max(nwk, nwv) : nwk + nwv));
 }
 bool chain_attention(int64_t hd, bool c16) {
   const char* v = std::getenv("VKLLM_CHAIN_ATT");
@@ -742,14 +752,6 @@ uint32_t chain_deal(bool q4w) {
       v && (std::string(v) == "0" || std::string(v) == "1"))
     return v[0] == '1' ? 1 : 0;
   return q4w ? 1 : 0;
-}
-
-// A chain workgroup's threads: 512, one workgroup an SM, so that an SM runs each stage's prologue
-// once (measured 3-5% faster on the H200 than two 256-thread workgroups an SM, docs/perf.md
-// session 18); VKLLM_CHAIN_WG=256 picks the 256-thread variants (measurement, and the fusion
-// case table).
-uint32_t chain_wg() {
-  return env_int("VKLLM_CHAIN_WG") == 256 ? 256 : 512;
 }
 
 // One persistent dispatch for the chain's stages: the stage table with the buffers' device

@@ -331,17 +331,25 @@ class VulkanExecutor final : public Executor {
   // Liveness serves both plans: a tensor is born at the first op of the step that writes it and
   // lives through the last op of every step that reads it (an add recorded by the next op reads
   // its inputs as late as that op runs), so no buffer a step writes shares memory with one it
-  // reads, however its kernels order their work.
+  // reads, however its kernels order their work. A decode chain's stages are steps of their own
+  // here: the grid sync between two stages orders them as a dispatch boundary would (a stage
+  // reads activations only after the sync before it), so a chain over a whole forward reuses
+  // buffers as its stages in their own dispatches would.
   void allocate(const std::vector<FusedRun>& runs) {
     const int32_t n = static_cast<int32_t>(p_.tensors.size());
     const int nops = static_cast<int>(p_.ops.size());
     std::vector<int> step_first(nops), step_last(nops);
     for (int k = 0; k < nops; ++k) step_first[k] = step_last[k] = k;
-    for (const FusedRun& r : runs)
+    auto step = [&](const FusedRun& r) {
       for (size_t k = r.first; k <= r.last; ++k) {
         step_first[k] = static_cast<int>(r.first);
         step_last[k] = static_cast<int>(r.last);
       }
+    };
+    for (const FusedRun& r : runs) {
+      step(r);
+      for (const FusedRun& st : r.stages) step(st);
+    }
     std::vector<int> first(n, -1), last(n, -1), written(n, 0);
     for (int k = 0; k < nops; ++k) {
       const int use = std::max(step_last[k], add_fuses_into_next(p_, static_cast<size_t>(k))

@@ -104,8 +104,8 @@ bool att_item(AttP p, uint h, uint c, uint pos, bool fetched) {
   }
   if (ATT_MEASURE == 1u) {  // the loads only
     uint x = 0u;
-    [[unroll]] for (uint i = 0; i < ATT_NWK; ++i) x ^= att_k[i].x ^ att_k[i].y;
-    [[unroll]] for (uint i = 0; i < ATT_NWV; ++i) x ^= att_v[i].x ^ att_v[i].y;
+    [[unroll]] for (uint i = 0; i < ATT_NWK; ++i) x ^= ATT_KWORD(i).x ^ ATT_KWORD(i).y;
+    [[unroll]] for (uint i = 0; i < ATT_NWV; ++i) x ^= ATT_VWORD(i).x ^ ATT_VWORD(i).y;
     barrier();
     const float y = subgroupAdd(float(x & 1023u) + rcs.x) + tmp[tid % (2u * HD)] + att_vs[tid % HD];
     if (c == 0u && tid < HD) ATT_STORE_O(h * HD + tid, y);

@@ -85,25 +85,42 @@ uvec2 att_vload(uint e) {
 }
 
 // The tile in flight, and this thread's running softmax state: m and l (the same in every
-// thread) and dim tid's accumulator (tid < HD).
+// thread) and dim tid's accumulator (tid < HD). In a workgroup of 2 ATT_WG threads or more (the
+// decode chain's 512) the value words go to the second ATT_WG threads, which also sum them
+// (thread ATT_VSHIFT + kq WPR + wd is the value mapping's (kq, wd): the same sums), so that a
+// thread holds one array of words, a key's or a value's, not both (docs/perf.md, session 23:
+// Phi-4-mini's fp32 tile at head dim 128 is 64 registers a thread with both).
+#if WG >= 512
+const uint ATT_VSHIFT = ATT_WG;
+const uint ATT_NW = ATT_NWK > ATT_NWV ? ATT_NWK : ATT_NWV;
+uvec2 att_w[ATT_NW];
+#define ATT_KWORD(i) att_w[i]
+#define ATT_VWORD(i) att_w[i]
+#else
+const uint ATT_VSHIFT = 0u;
 uvec2 att_k[ATT_NWK], att_v[ATT_NWV];
+#define ATT_KWORD(i) att_k[i]
+#define ATT_VWORD(i) att_v[i]
+#endif
 float att_m = -3.0e38, att_l = 0.0, att_acc = 0.0;
 
 // Issues the loads of keys base .. base + KT - 1 below n (row j at element j * W + koff of each
 // cache). Row `fresh` is not in the cache yet: att_tile takes it from att_ks / att_vs.
 void att_fetch(uint base, uint n, uint W, uint koff, uint fresh) {
   const uint tid = gl_LocalInvocationID.x, jk = base + tid / ATT_TPK, s = tid % ATT_TPK;
-  [[unroll]] for (uint i = 0; i < ATT_NWK; ++i)
-    att_k[i] = tid < ATT_WG && jk < n && jk != fresh
-                   ? att_kload(jk * W + koff + (i * ATT_TPK + s) * ATT_VPW)
-                   : uvec2(0u);
-  const uint kq = tid / ATT_WPR, wd = tid % ATT_WPR;
-  [[unroll]] for (uint i = 0; i < ATT_NWV; ++i) {
-    const uint kk = kq + ATT_KQ * i, j = base + kk;
-    att_v[i] = kq < ATT_KQ && kk < ATT_KT && j < n && j != fresh
-                   ? att_vload(j * W + koff + wd * ATT_VPW)
-                   : uvec2(0u);
-  }
+  if (tid < ATT_WG)
+    [[unroll]] for (uint i = 0; i < ATT_NWK; ++i)
+      ATT_KWORD(i) = jk < n && jk != fresh
+                         ? att_kload(jk * W + koff + (i * ATT_TPK + s) * ATT_VPW)
+                         : uvec2(0u);
+  const uint vt = tid - ATT_VSHIFT, kq = vt / ATT_WPR, wd = vt % ATT_WPR;
+  if (tid >= ATT_VSHIFT)
+    [[unroll]] for (uint i = 0; i < ATT_NWV; ++i) {
+      const uint kk = kq + ATT_KQ * i, j = base + kk;
+      ATT_VWORD(i) = kq < ATT_KQ && kk < ATT_KT && j < n && j != fresh
+                         ? att_vload(j * W + koff + wd * ATT_VPW)
+                         : uvec2(0u);
+    }
 }
 
 // Consumes the fetched tile into the running state. Every thread calls it.
@@ -113,7 +130,7 @@ void att_tile(uint base, uint n, float scale, uint fresh) {
   [[unroll]] for (uint i = 0; i < ATT_NWK; ++i)
     [[unroll]] for (uint e = 0; e < ATT_VPW; ++e) {
       const uint dim = (i * ATT_TPK + s) * ATT_VPW + e;
-      d += qs[dim] * (jk == fresh ? att_ks[dim] : att_word(att_k[i], e));
+      d += qs[dim] * (jk == fresh ? att_ks[dim] : att_word(ATT_KWORD(i), e));
     }
   d += subgroupShuffleXor(d, 1u);
   d += subgroupShuffleXor(d, 2u);
@@ -124,8 +141,8 @@ void att_tile(uint base, uint n, float scale, uint fresh) {
   if (s == 0u && tid < ATT_WG) att_ps[tid / ATT_TPK] = p;
   const float corr = exp(att_m - mn);
   att_l = att_l * corr + wg_sum(s == 0u ? p : 0.0);  // its barriers also publish att_ps
-  const uint kq = tid / ATT_WPR, wd = tid % ATT_WPR;
-  if (kq < ATT_KQ) {
+  const uint vt = tid - ATT_VSHIFT, kq = vt / ATT_WPR, wd = vt % ATT_WPR;
+  if (tid >= ATT_VSHIFT && kq < ATT_KQ) {
     float a[ATT_VPW];
     [[unroll]] for (uint e = 0; e < ATT_VPW; ++e) a[e] = 0.0;
     [[unroll]] for (uint i = 0; i < ATT_NWV; ++i) {
@@ -133,7 +150,7 @@ void att_tile(uint base, uint n, float scale, uint fresh) {
       if (kk < ATT_KT) {
         const float pj = att_ps[kk];
         [[unroll]] for (uint e = 0; e < ATT_VPW; ++e)
-          a[e] += pj * (base + kk == fresh ? att_vs[wd * ATT_VPW + e] : att_word(att_v[i], e));
+          a[e] += pj * (base + kk == fresh ? att_vs[wd * ATT_VPW + e] : att_word(ATT_VWORD(i), e));
       }
     }
     [[unroll]] for (uint e = 0; e < ATT_VPW; ++e) att_vp[kq * HD + wd * ATT_VPW + e] = a[e];
