@@ -671,10 +671,10 @@ uint32_t chain_wg() {
 // Decode attention as a chain stage, on by default where the chain has the shared memory for it
 // and a thread holds at most 32 registers of a tile's key or value words (attention_split.glsl:
 // ATT_NWK + ATT_NWV words in a 256-thread workgroup, the larger of the two in a 512-thread one,
-// whose second half takes the values). Measured on the H200 (docs/perf.md, session 23): +3.4%
-// tg128 for Llama-3.2-1B and +6.8% for Qwen3 (fp16 caches, 16 and 32 registers with both arrays
-// in each thread), -1.5% for Phi-4-mini (fp32 caches at head dim 128: 64 with both, 32 with the
-// halves). VKLLM_CHAIN_ATT=0: never, 1: wherever it fits (measurement switches).
+// whose second half takes the values). Measured on the H200 (docs/perf.md, session 23, tg128):
+// Llama-3.2-1B +4.3%, Qwen3 +8.0%, Phi-4-mini +2.5% with the halves (fp32 caches at head dim 128:
+// 32 registers; -1.5% with both arrays in each thread, 64). VKLLM_CHAIN_ATT=0: never, 1: wherever
+// it fits (measurement switches).
 int att_tile_registers(int64_t hd, bool c16) {
   const bool wide = c16 ? hd % 16 == 0 : hd % 8 == 0;
   const int64_t vpw = (c16 ? 2 : 1) * (wide ? 2 : 1), nwk = hd / 4 / vpw, kq = 256 / (hd / vpw);
