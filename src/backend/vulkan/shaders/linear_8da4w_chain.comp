@@ -14,6 +14,8 @@
 //  epilogue epi = 0: each of 1-3 mat-vecs stores its rows;
 //               1: the residual add (y = r + W x rounded as the mat-vec's output is stored);
 //               2: SwiGLU of the gate and up mat-vecs (rows computed together).
+// Or it is an attention run (pro = 3: attention_decode.glsl's items, below), so that the runs on
+// either side of it, and so a whole forward, can be one chain.
 // The prologue runs on the workgroup's threads, a norm's sum of squares in rms_norm.comp's order
 // (that order depends on rms_norm's workgroup size, 256). The rows are spread over every subgroup
 // of the grid, and each subgroup walks its rows as a stream of units, UB 32-weight blocks per lane
