@@ -177,8 +177,8 @@ TEST_P(VulkanFusion, DecodeStepEqualsTheUnfusedProgram) {
     EXPECT_GT(kernels(pf), 0) << pf;
     EXPECT_LT(kernels(pf), kernels(pu)) << "mode " << mode << "\n" << pf << pu;
   }
-  // The attention stages fold the attention dispatches into the chains.
-  // ... and the chain's stages reuse activation buffers as their own dispatches would.
+  // The attention stages fold the attention dispatches into the chains, whose stages reuse
+  // activation buffers as their own dispatches would.
   if (per_mode.count(6)) {
     EXPECT_LT(per_mode[5], per_mode[6]);
     EXPECT_GT(bufs_per_mode[5], 0);

@@ -317,6 +317,11 @@ class Matcher {
 struct Tuning {
   uint32_t rps, bpl, parts, subgroups, max_groups;  // bpl: the whole row's (parts x decode_split's)
 };
+// A 0|1 switch: its value where set to "0" or "1", else dflt.
+uint32_t env_switch(const char* name, uint32_t dflt) {
+  const char* v = std::getenv(name);
+  return v && (std::string(v) == "0" || std::string(v) == "1") ? uint32_t(v[0] == '1') : dflt;
+}
 uint32_t env_u32(const char* name, uint32_t dflt) {
   const int v = env_int(name);
   return v > 0 ? static_cast<uint32_t>(v) : dflt;
@@ -682,9 +687,7 @@ int att_tile_registers(int64_t hd, bool c16) {
   return static_cast<int>(2 * (chain_wg() >= 512 ? std::max(nwk, nwv) : nwk + nwv));
 }
 bool chain_attention(int64_t hd, bool c16) {
-  const char* v = std::getenv("VKLLM_CHAIN_ATT");
-  if (v && std::string(v) == "0") return false;
-  return (v && std::string(v) == "1") || att_tile_registers(hd, c16) <= 32;
+  return env_switch("VKLLM_CHAIN_ATT", att_tile_registers(hd, c16) <= 32 ? 1 : 0) == 1;
 }
 bool chainable(const Program& p, const Match& m, uint32_t max_shared) {
   const int64_t K = p.tensors[m.x].shape.back();
@@ -707,8 +710,7 @@ bool chainable(const Program& p, const Match& m, uint32_t max_shared) {
 // two batches of 2 units +2.5-4% over one batch of 4 (the previous default), two batches of 4
 // slower. VKLLM_CHAIN_PIPE=0: one batch (measurement).
 uint32_t chain_pipe() {
-  const char* v = std::getenv("VKLLM_CHAIN_PIPE");
-  return v && std::string(v) == "0" ? 0 : 1;
+  return env_switch("VKLLM_CHAIN_PIPE", 1);
 }
 
 // 32-weight blocks a lane in a chain unit (linear_8da4w_chain.comp UB). Measured on the H200
@@ -739,8 +741,7 @@ uint32_t chain_measure() {
 // VKLLM_CHAIN_SPECIALIZE=0: one row loop for every epilogue instead of one compiled for each
 // (measurement).
 uint32_t chain_specialize() {
-  const char* v = std::getenv("VKLLM_CHAIN_SPECIALIZE");
-  return v && std::string(v) == "0" ? 0 : 1;
+  return env_switch("VKLLM_CHAIN_SPECIALIZE", 1);
 }
 
 // How rows are dealt to subgroups (linear_8da4w_chain.comp DEAL): 1 deals neighbouring rows to
@@ -748,10 +749,7 @@ uint32_t chain_specialize() {
 // Phi-4-mini and Qwen3 and -0.3% on Llama-3.2-1B with one block a unit; +0.7% on int4 weight-only
 // chains with two, which take it. VKLLM_CHAIN_DEAL=0|1 overrides (measurement).
 uint32_t chain_deal(bool q4w) {
-  if (const char* v = std::getenv("VKLLM_CHAIN_DEAL");
-      v && (std::string(v) == "0" || std::string(v) == "1"))
-    return v[0] == '1' ? 1 : 0;
-  return q4w ? 1 : 0;
+  return env_switch("VKLLM_CHAIN_DEAL", q4w ? 1 : 0);
 }
 
 // One persistent dispatch for the chain's stages: the stage table with the buffers' device
@@ -1099,12 +1097,15 @@ std::vector<FusedRun> find_fused_runs(const Program& p, const std::string& unfus
       env_int("VKLLM_CHAIN_STAGES") > 0 ? env_int("VKLLM_CHAIN_STAGES") : 1024;
   // The widest float row of the mat-vec stages (xv), so that an attention stage is taken only
   // where the kernel's shared memory holds both.
+  std::vector<std::optional<Match>> matches;
   uint32_t xv = 1;
-  for (const FusedRun& r : runs)
-    if (r.private_scratch)
-      if (auto m = rematch(matcher, r, unfused_family);
-          m && chainable(p, *m, dev.max_shared) && (m->norm || m->pat->linear == kQ4w))
-        xv = std::max(xv, chain_xv(p.tensors[m->x].shape.back()));
+  for (const FusedRun& r : runs) {
+    matches.push_back(r.tail ? std::nullopt : rematch(matcher, r, unfused_family));
+    const std::optional<Match>& m = matches.back();
+    if (r.private_scratch && m && chainable(p, *m, dev.max_shared) &&
+        (m->norm || m->pat->linear == kQ4w))
+      xv = std::max(xv, chain_xv(p.tensors[m->x].shape.back()));
+  }
   auto stage = [&](const FusedRun& r, const Match& m) {
     if (!m.attn) return r.private_scratch && chainable(p, m, dev.max_shared);
     const int64_t hd = m.attn->attrs["head_dim"].get<int64_t>();
@@ -1112,8 +1113,9 @@ std::vector<FusedRun> find_fused_runs(const Program& p, const std::string& unfus
     return chain_attention(hd, c16) && !r.quantize_out && hd <= 256 &&
            kChainOtherShared + uint64_t(xv) * 16 + chain_att_shared(hd) <= dev.max_shared;
   };
-  for (FusedRun& r : runs) {
-    const std::optional<Match> m = r.tail ? std::nullopt : rematch(matcher, r, unfused_family);
+  for (size_t i = 0; i < runs.size(); ++i) {
+    FusedRun& r = runs[i];
+    const std::optional<Match>& m = matches[i];
     if (!m || !stage(r, *m)) {
       out.push_back(std::move(r));
       continue;
