@@ -1,6 +1,7 @@
 // vkllm bench -m ARTIFACT [-p 512] [-n 128] [-r 5] [--output md|json|csv], in the style of
 // llama-bench: load time, then prompt processing (pp: one forward over p tokens) and token
-// generation (tg: n tokens decoded one at a time after a one-token prompt) measured separately,
+// generation (tg: n tokens decoded one at a time after a one-token prompt, or after a d-token one
+// with -d d, like llama-bench's -d) measured separately,
 // after one warm-up of each, as the median and spread over r repetitions. Uses only the public
 // API (include/vkllm/vkllm.h), so it measures what an embedding application gets.
 #include <sys/resource.h>
@@ -27,7 +28,7 @@ namespace {
 
 struct BenchArgs {
   std::string model, backend = "vulkan", device, output = "md";
-  int prompt = 512, gen = 128, reps = 5;
+  int prompt = 512, gen = 128, reps = 5, depth = 0;
   bool physics = false, gemm = false, matvec = false;
   uint32_t groups = 0;
 };
@@ -195,14 +196,15 @@ void run(const BenchArgs& a) {
   const double load_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   const ModelInfo& info = model->info();
-  if (a.prompt + 1 > info.context_length || a.gen + 1 > info.context_length)
-    fail("-p {} / -n {} do not fit the context length {}", a.prompt, a.gen, info.context_length);
+  if (a.prompt + 1 > info.context_length || std::max(a.depth, 1) + a.gen + 1 > info.context_length)
+    fail("-p {} / -d {} -n {} do not fit the context length {}", a.prompt, a.depth, a.gen,
+         info.context_length);
   const auto pp_ids = prompt_tokens(*model, a.prompt);
-  const auto tg_ids = prompt_tokens(*model, 1);
+  const auto tg_ids = prompt_tokens(*model, std::max(a.depth, 1));
   GenerationOptions pp_opt, tg_opt;
   pp_opt.max_new_tokens = 1;
   pp_opt.stop_at_eos = tg_opt.stop_at_eos = false;
-  tg_opt.max_new_tokens = a.gen + 1;  // the first token ends the one-token prefill
+  tg_opt.max_new_tokens = a.gen + 1;  // the first token ends the prefill of the -d prompt
   Series pp, tg;
   for (int r = -1; r < a.reps; ++r) {  // r == -1: warm-up
     std::fprintf(stderr, "\rvkllm bench: %s %d/%d", r < 0 ? "warm-up" : "run", r + 1, a.reps);
@@ -233,6 +235,7 @@ void run(const BenchArgs& a) {
                         {"runs_tok_s", pp.v}}},
                       {"tg",
                        {{"tokens", a.gen},
+                        {"depth", a.depth},
                         {"median_tok_s", tg.median()},
                         {"stddev_tok_s", tg.stddev()},
                         {"runs_tok_s", tg.v}}},
@@ -262,11 +265,14 @@ void run(const BenchArgs& a) {
       "| model | size | backend | device | test | t/s (median of %d) | load ms | peak GPU MiB |\n",
       a.reps);
   std::printf("|---|---|---|---|---|---|---|---|\n");
-  for (const char* t : {"pp", "tg"})
-    std::printf("| %s | %.1f MiB | %s | %s | %s%d | %.2f ± %.2f | %.0f | %.0f |\n", name.c_str(),
+  for (const char* t : {"pp", "tg"}) {
+    const std::string depth =
+        std::string(t) == "tg" && a.depth > 0 ? " @ d" + std::to_string(a.depth) : "";
+    std::printf("| %s | %.1f MiB | %s | %s | %s%d%s | %.2f ± %.2f | %.0f | %.0f |\n", name.c_str(),
                 j["weight_mib"].get<double>(), info.backend.c_str(), info.device_name.c_str(), t,
-                j[t]["tokens"].get<int>(), j[t]["median_tok_s"].get<double>(),
+                j[t]["tokens"].get<int>(), depth.c_str(), j[t]["median_tok_s"].get<double>(),
                 j[t]["stddev_tok_s"].get<double>(), load_ms, j.value("peak_gpu_mb", 0.0));
+  }
 }
 
 }  // namespace
@@ -280,6 +286,10 @@ void add_bench(CLI::App& app) {
       ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("-n,--gen-tokens", a->gen, "Generated tokens for tg")
       ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("-d,--depth", a->depth,
+                  "tg decodes after a prompt of this many tokens (default: one token), so that "
+                  "decode runs at positions d .. d + n, like llama-bench's -d")
+      ->check(CLI::Range(0, 1 << 20));
   cmd->add_option("-r,--repetitions", a->reps, "Measured repetitions (after one warm-up)")
       ->check(CLI::Range(1, 1000));
   cmd->add_option("-o,--output", a->output, "Table format: md, json or csv");

@@ -105,10 +105,10 @@ TEST_P(VulkanFusion, DecodeStepEqualsTheUnfusedProgram) {
   // the norms and SwiGLU); 3: every pattern but the tail runs (the mat-vec runs take them); 4: the
   // mat-vec runs as the stages of decode chains (linear_8da4w_chain.comp), one 256-thread
   // workgroup (the decode attention as a stage of the chains where their shared memory holds it);
-  // 5: the same with the default 512-thread workgroup; 6: the same with the other unit width and
-  // row deal than the recipe's default (one block a lane a unit and rows dealt within workgroups
-  // for q4w chains, two blocks and rows dealt across workgroups otherwise: VKLLM_CHAIN_UB,
-  // VKLLM_CHAIN_DEAL) and the attention in its own dispatch between chains (VKLLM_CHAIN_ATT=0).
+  // 5: the same with the default 512-thread workgroup; 6: the same with the other unit width than
+  // the recipe's default (one block a lane a unit for q4w chains, two otherwise: VKLLM_CHAIN_UB),
+  // rows dealt within workgroups (VKLLM_CHAIN_DEAL=0) and the attention in its own dispatch
+  // between chains (VKLLM_CHAIN_ATT=0).
   auto run = [&](int mode, std::string* profile) {
     if (GetParam().cfg.parts) setenv("VKLLM_MATVEC_PARTS", GetParam().cfg.parts, 1);
     if (mode == 0) setenv("VKLLM_NO_FUSION", "1", 1);
@@ -118,7 +118,7 @@ TEST_P(VulkanFusion, DecodeStepEqualsTheUnfusedProgram) {
     if (mode == 4) setenv("VKLLM_CHAIN_WG", "256", 1);
     const bool q4w = GetParam().cfg.lin == Lin::Q4W;
     if (mode == 6) setenv("VKLLM_CHAIN_UB", q4w ? "1" : "2", 1);
-    if (mode == 6) setenv("VKLLM_CHAIN_DEAL", q4w ? "0" : "1", 1);
+    if (mode == 6) setenv("VKLLM_CHAIN_DEAL", "0", 1);
     if (mode == 6) setenv("VKLLM_CHAIN_ATT", "0", 1);
     VulkanOptions o = validated();
     o.profile = profile != nullptr;

@@ -66,6 +66,24 @@ TEST(Bench, JsonReportOnTheCpuBackend) {
     EXPECT_LE(j[t]["median_tok_s"].get<double>(), hi) << t;
   }
   EXPECT_GT(j["peak_host_mb"].get<double>(), 1);
+  EXPECT_EQ(j["tg"]["depth"], 0);
+}
+
+// -d: tg decodes after a d-token prompt (llama-bench's -d), reported as such; a depth past the
+// context fails with one line.
+TEST(Bench, DepthDecodesAfterALongerPrompt) {
+  const std::string base = std::string(VKLLM_EXE) + " bench -m " + artifact() + " --backend cpu";
+  const Out js = sh(base + " -p 4 -n 3 -d 20 -r 1 --output json");
+  ASSERT_EQ(js.rc, 0) << js.out;
+  const auto j = nlohmann::json::parse(js.out);
+  EXPECT_EQ(j["tg"]["depth"], 20);
+  EXPECT_EQ(j["tg"]["tokens"], 3);
+  EXPECT_GT(j["tg"]["median_tok_s"].get<double>(), 0);
+  const Out md = sh(base + " -p 4 -n 3 -d 20 -r 1");
+  ASSERT_EQ(md.rc, 0);
+  EXPECT_NE(md.out.find("| tg3 @ d20 |"), std::string::npos) << md.out;
+  const Out bad = sh(base + " -p 4 -n 3 -d 100000 -r 1");
+  EXPECT_NE(bad.rc, 0);
 }
 
 TEST(Bench, MarkdownAndCsvOnVulkan) {

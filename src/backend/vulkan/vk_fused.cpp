@@ -745,11 +745,12 @@ uint32_t chain_specialize() {
 }
 
 // How rows are dealt to subgroups (linear_8da4w_chain.comp DEAL): 1 deals neighbouring rows to
-// different workgroups. Measured on the H200 (docs/perf.md, sessions 22 and 23): +0.8% tg128 on
-// Phi-4-mini and Qwen3 and -0.3% on Llama-3.2-1B with one block a unit; +0.7% on int4 weight-only
-// chains with two, which take it. VKLLM_CHAIN_DEAL=0|1 overrides (measurement).
-uint32_t chain_deal(bool q4w) {
-  return env_switch("VKLLM_CHAIN_DEAL", q4w ? 1 : 0);
+// different workgroups, so that a stage's rows past the grid's first round spread over every SM.
+// Measured on the H200 (docs/perf.md, session 24, with attention stages and the norm weight loaded
+// before the sync): tg128 +1.0% Phi-4-mini, +0.4% Llama-3.2-1B, +1.3% Qwen3 (int4 weight-only
+// chains: +0.7%, session 23). VKLLM_CHAIN_DEAL=0|1 overrides (measurement).
+uint32_t chain_deal() {
+  return env_switch("VKLLM_CHAIN_DEAL", 1);
 }
 
 // One persistent dispatch for the chain's stages: the stage table with the buffers' device
@@ -897,7 +898,7 @@ std::unique_ptr<PreparedOp> prepare_chain(OpEnv& env, const std::vector<Match>& 
   const Kernel& k = env.kernels.get(
       name, clock ? 3 : 2, 4,
       {chain_depth(ub), grid_spin_limit(ctx.info()), chain_measure(), chain_specialize(), xv,
-       any_q4w ? 1u : 0u, chain_pipe(), chain_deal(all_q4w), ub, att_hd, att_flags});
+       any_q4w ? 1u : 0u, chain_pipe(), chain_deal(), ub, att_hd, att_flags});
   std::vector<BufRange> r = {{env.chain_sync.buf, 0, env.chain_sync.size}, {tab.buf, 0, tab.size}};
   if (clock) r.push_back({env.chain_clock.buf.buf, 0, env.chain_clock.buf.size});
   VkDescriptorSet set = env.kernels.make_set(k, r);

@@ -455,6 +455,23 @@ void sum_batch(Stage g, uint set, uint r0, uint step, float sx, int zp, inout Cu
   }
 }
 
+// A norm stage's weight (fp32) in this thread's chunks, loaded before the sync that precedes
+// the stage (it depends on no stage, and its first read by the grid misses L2).
+Chunk normw[NCHN];
+void norm_weight(Stage g) {
+  const uint tid = gl_LocalInvocationID.x, nch = SW(g.par, 0u) / 8u;
+  const bool norm = SW(g.par, 2u) == 1u;
+  const uvec2 na = SA(g, 10u);
+  [[unroll]] for (uint i = 0; i < NCHN; ++i) {
+    normw[i].a = uvec4(0u);
+    normw[i].b = uvec4(0u);
+    if (norm && tid + PWG * i < nch) {
+      normw[i].a = QRef(na).v[2u * (tid + PWG * i)];
+      normw[i].b = QRef(na).v[2u * (tid + PWG * i) + 1u];
+    }
+  }
+}
+
 // The prologue: the stage's int8 row into qxs and xsum, its scale and zero point. A norm stage
 // sums the squares in rms_norm.glsl's order (four values at a time, then the rest, over the
 // row's elements tid + NWG i) from the row in shared memory, so its normalized row, and then
@@ -464,21 +481,13 @@ void prologue(uint st, out float sx, out int zp) {
   const uint tid = gl_LocalInvocationID.x, K = T(st, 0u), fl = T(st, 5u), nch = K / 8u;
   const bool norm = T(st, 2u) == 1u, x16 = (fl & 1u) != 0u, h16 = (fl & 2u) != 0u;
   const uint NSP = PWG / gl_SubgroupSize;
-  const uvec2 xa = A(st, 8u), na = A(st, 10u);
-  // Every load first: the row's chunks and, for a norm, the weight's (fp32).
-  Chunk ck[NCH], w[NCHN];
+  const uvec2 xa = A(st, 8u);
+  // Every load of the row at once (a norm's weight is in normw already).
+  Chunk ck[NCH];
   [[unroll]] for (uint i = 0; i < NCH; ++i) {
     ck[i].a = uvec4(0u);
     ck[i].b = uvec4(0u);
     if (tid + PWG * i < nch) ck[i] = load_chunk(xa, x16, tid + PWG * i);
-  }
-  [[unroll]] for (uint i = 0; i < NCHN; ++i) {
-    w[i].a = uvec4(0u);
-    w[i].b = uvec4(0u);
-    if (norm && tid + PWG * i < nch) {
-      w[i].a = QRef(na).v[2u * (tid + PWG * i)];
-      w[i].b = QRef(na).v[2u * (tid + PWG * i) + 1u];
-    }
   }
   float lo = 0.0, hi = 0.0;
   [[unroll]] for (uint i = 0; i < NCH; ++i) {
@@ -517,7 +526,7 @@ void prologue(uint st, out float sx, out int zp) {
       const uint c = tid + PWG * i;
       if (c < nch)
         [[unroll]] for (uint e = 0; e < 8u; ++e) {
-          const float v = round_to(h16, chunk_at(w[i], false, e) * (xs_get(8u * c + e) * inv));
+          const float v = round_to(h16, chunk_at(normw[i], false, e) * (xs_get(8u * c + e) * inv));
           xs_set(8u * c + e, v);  // (this thread's own values: no other thread reads them before
           lo = min(lo, v);     // the barrier below)
           hi = max(hi, v);
@@ -669,6 +678,7 @@ void main() {
     }
     Cur f = start(g, r0);  // the next unit to fetch
     fetch_batch(g, r0, step, f);
+    norm_weight(g);
     CLK(0u);
     if (st > 0u) grid_sync(st - 1u);
     CLK(1u);
