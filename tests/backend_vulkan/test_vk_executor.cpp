@@ -108,7 +108,10 @@ TEST_P(VulkanFusion, DecodeStepEqualsTheUnfusedProgram) {
   // 5: the same with the default 512-thread workgroup; 6: the same with the other unit width than
   // the recipe's default (one block a lane a unit for q4w chains, two otherwise: VKLLM_CHAIN_UB),
   // rows dealt within workgroups (VKLLM_CHAIN_DEAL=0) and the attention in its own dispatch
-  // between chains (VKLLM_CHAIN_ATT=0).
+  // between chains (VKLLM_CHAIN_ATT=0); 7: mode 5 with the executor's two decode plans changing
+  // halfway through the decode steps (the attention stages below the position
+  // VKLLM_CHAIN_ATT_UNTIL, the attention in its own dispatch from there).
+  const int n = GetParam().cfg.max_ctx > 160 ? 134 : 5;  // the prompt's tokens (below)
   auto run = [&](int mode, std::string* profile) {
     if (GetParam().cfg.parts) setenv("VKLLM_MATVEC_PARTS", GetParam().cfg.parts, 1);
     if (mode == 0) setenv("VKLLM_NO_FUSION", "1", 1);
@@ -120,6 +123,10 @@ TEST_P(VulkanFusion, DecodeStepEqualsTheUnfusedProgram) {
     if (mode == 6) setenv("VKLLM_CHAIN_UB", q4w ? "1" : "2", 1);
     if (mode == 6) setenv("VKLLM_CHAIN_DEAL", "0", 1);
     if (mode == 6) setenv("VKLLM_CHAIN_ATT", "0", 1);
+    // (One workgroup makes every attention item a round of its own: the default plan rule would
+    // take the attention stages at no position.)
+    if (mode >= 4)
+      setenv("VKLLM_CHAIN_ATT_UNTIL", std::to_string(mode == 7 ? n + 6 : 1 << 20).c_str(), 1);
     VulkanOptions o = validated();
     o.profile = profile != nullptr;
     auto gpu = make_vulkan_executor(toy.p, toy.w, o);
@@ -132,12 +139,12 @@ TEST_P(VulkanFusion, DecodeStepEqualsTheUnfusedProgram) {
     unsetenv("VKLLM_CHAIN_UB");
     unsetenv("VKLLM_CHAIN_DEAL");
     unsetenv("VKLLM_CHAIN_ATT");
+    unsetenv("VKLLM_CHAIN_ATT_UNTIL");
     std::vector<float> all, l(V);
     // A prompt that ends past two of the decode attention's 64-key splits, so the fused
     // attention merges three splits.
     std::vector<int32_t> ids(134);
     for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((i * 37 + 11) % V);
-    const int n = GetParam().cfg.max_ctx > 160 ? static_cast<int>(ids.size()) : 5;
     int32_t t = gpu->forward(ids.data(), n, 0, l.data());
     all.insert(all.end(), l.begin(), l.end());
     for (int pos = n; pos < n + 12; ++pos) {
@@ -164,11 +171,13 @@ TEST_P(VulkanFusion, DecodeStepEqualsTheUnfusedProgram) {
     return std::stoi(s.substr(from + 2, at - from - 2));
   };
   std::map<int, int> per_mode, bufs_per_mode;  // kernels a decode step, activation buffers
-  for (int mode : {1, 2, 3, 4, 5, 6}) {
+  std::string profile7;
+  for (int mode : {1, 2, 3, 4, 5, 6, 7}) {
     if (mode >= 4 && GetParam().cfg.parts) continue;  // chains sum a row in one part
     std::string pf;
     const std::vector<float> fused = run(mode, &pf);
     per_mode[mode] = kernels(pf);
+    if (mode == 7) profile7 = pf;
     bufs_per_mode[mode] = buffers(pf);
     ASSERT_EQ(fused.size(), unfused.size());
     size_t differ = 0;
@@ -183,6 +192,8 @@ TEST_P(VulkanFusion, DecodeStepEqualsTheUnfusedProgram) {
     EXPECT_LT(per_mode[5], per_mode[6]);
     EXPECT_GT(bufs_per_mode[5], 0);
     EXPECT_LE(bufs_per_mode[5], bufs_per_mode[6]);
+    // Mode 7 ran both decode plans, the second at long positions.
+    EXPECT_NE(profile7.find("decode at long positions"), std::string::npos) << profile7;
   }
   EXPECT_EQ(vk::validation_message_count(), msgs) << "Vulkan validation reported messages";
 }

@@ -1003,8 +1003,24 @@ uint32_t chain_groups(const DeviceInfo& dev) {
   return g < 0 ? dev.compute_units : static_cast<uint32_t>(std::min(g, 65535));
 }
 
+int chain_attention_until(const Program& p, const DeviceInfo& dev) {
+  if (const char* e = std::getenv("VKLLM_CHAIN_ATT_UNTIL")) return std::max(0, std::atoi(e));
+  // Rounds of the grid that an attention stage is taken for: measured on the H200 (docs/perf.md,
+  // session 24).
+  constexpr uint32_t kRounds = 2;
+  const uint32_t groups = chain_groups(dev);
+  for (const Op& op : p.ops)
+    if (op.family == "attention") {
+      // A step has H (pos / C + 1) items (attention_splits' C keys a split).
+      const uint32_t H = u32(std::max<int64_t>(1, op.attrs["n_heads"].get<int64_t>()));
+      const uint32_t C = attention_split_keys(p.max_ctx);
+      return static_cast<int>(std::min<uint64_t>(uint64_t(C) * (kRounds * groups / H), INT32_MAX));
+    }
+  return 0;
+}
+
 std::vector<FusedRun> find_fused_runs(const Program& p, const std::string& unfused_family,
-                                      const DeviceInfo& dev) {
+                                      const DeviceInfo& dev, bool attention_stages) {
   Matcher matcher(p, dev.subgroup_min);
   const bool chain = chain_groups(dev) > 0;
   std::vector<FusedRun> runs;
@@ -1111,7 +1127,7 @@ std::vector<FusedRun> find_fused_runs(const Program& p, const std::string& unfus
     if (!m.attn) return r.private_scratch && chainable(p, m, dev.max_shared);
     const int64_t hd = m.attn->attrs["head_dim"].get<int64_t>();
     const bool c16 = p.tensors[m.attn->inputs[3]].dtype == DType::F16;
-    return chain_attention(hd, c16) && !r.quantize_out && hd <= 256 &&
+    return attention_stages && chain_attention(hd, c16) && !r.quantize_out && hd <= 256 &&
            kChainOtherShared + uint64_t(xv) * 16 + chain_att_shared(hd) <= dev.max_shared;
   };
   for (size_t i = 0; i < runs.size(); ++i) {

@@ -33,9 +33,16 @@ uint32_t chain_groups(const DeviceInfo& dev);
 // family `unfused_family` are never fused (the test corruption switch zeroes their real outputs).
 // Needs only the program: the executor plans buffer liveness from the runs before preparing them.
 // dev: the device's smallest subgroup size (the mat-vec kernels' lane layout needs it) and its
-// shared memory (tail runs need kTailShared).
+// shared memory (tail runs need kTailShared). attention_stages = false: no attention run is a
+// chain's stage (the plan for long positions, chain_attention_until).
 std::vector<FusedRun> find_fused_runs(const Program& p, const std::string& unfused_family,
-                                      const DeviceInfo& dev);
+                                      const DeviceInfo& dev, bool attention_stages = true);
+// The first decode position at which a chain's attention stage would take more rounds of the
+// grid than it is measured to win at (a chain workgroup runs its attention items one after the
+// other, the attention's own dispatch has a workgroup an item: docs/perf.md, session 24): the
+// executor runs the plan of find_fused_runs(..., false) from there. VKLLM_CHAIN_ATT_UNTIL=n
+// overrides (measurement).
+int chain_attention_until(const Program& p, const DeviceInfo& dev);
 
 // The prepared step of one run (its buffers allocated).
 std::unique_ptr<PreparedOp> prepare_fused(OpEnv& env, const FusedRun& run,

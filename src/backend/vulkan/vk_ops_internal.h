@@ -315,12 +315,16 @@ inline void need_attention_shapes(const Ctx& c, int H, int Hkv, int hd, int32_t 
 struct AttentionSplits {
   uint32_t C, S;
 };
-inline AttentionSplits attention_splits(OpEnv& env, int H, int hd) {
+// Keys a split (C) of the decode attention at a context of ctx positions.
+inline uint32_t attention_split_keys(int64_t max_ctx) {
   constexpr uint32_t kSplits = 64, kMinKeys = 64;
-  const uint32_t ctx = u32(env.program.max_ctx);
+  const uint32_t ctx = u32(max_ctx);
   const uint32_t keys = u32(std::max(0, env_int("VKLLM_ATT_KEYS")) / 64 * 64);  // (a switch)
-  const uint32_t C = std::max({kMinKeys, keys, ceil_div(ceil_div(ctx, kSplits), 64) * 64}),
-                 S = ceil_div(ctx, C);
+  return std::max({kMinKeys, keys, ceil_div(ceil_div(ctx, kSplits), 64) * 64});
+}
+inline AttentionSplits attention_splits(OpEnv& env, int H, int hd) {
+  const uint32_t C = attention_split_keys(env.program.max_ctx),
+                 S = ceil_div(u32(env.program.max_ctx), C);
   const uint64_t part_bytes = uint64_t(H) * S * (hd + 2) * 4;
   if (env.attn_part.size < part_bytes)
     env.attn_part = env.alloc.create(part_bytes, false, "attention split partials");

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -154,9 +155,15 @@ class VulkanExecutor final : public Executor {
     const auto t_start = std::chrono::steady_clock::now();
     if (const char* c = std::getenv("VKLLM_TEST_CORRUPT_OP")) corrupt_family_ = c;
     const bool fusion = !ctx_->options().no_fusion;
+    // Two decode plans where the chains take the attention as a stage: that one up to the position
+    // chain_attention_until, the plan with the attention in its own dispatch from there.
     const std::vector<FusedRun> runs =
         fusion ? find_fused_runs(p_, corrupt_family_, ctx_->info()) : std::vector<FusedRun>{};
-    allocate(runs);
+    std::vector<FusedRun> runs_long =
+        fusion ? find_fused_runs(p_, corrupt_family_, ctx_->info(), false)
+               : std::vector<FusedRun>{};
+    if (runs_long.size() == runs.size()) runs_long.clear();  // no attention stage: one plan
+    allocate({&runs, &runs_long});
     step_ = alloc_.create(16, false, "step parameters");
     step_host_ = alloc_.create(16, true, "step parameters (host)");
     OpEnv env{*ctx_,
@@ -178,29 +185,36 @@ class VulkanExecutor final : public Executor {
     // fused runs as one step each (vk_fused.h) and the other ops alone.
     for (size_t k = 0; k < ops_.size(); ++k)
       prefill_.steps.push_back({k, k, ops_[k].get(), profile_key(k)});
-    // The decode plan's steps run in their own order: which tensor the int8 scratch holds before
+    // A decode plan's steps run in their own order: which tensor the int8 scratch holds before
     // each (OpEnv::quant_src, read by the runs that may skip quantizing their input) follows it.
-    env.quant_src = -1;
-    for (size_t k = 0, r = 0; k < ops_.size();) {
-      const PreparedOp* done = nullptr;
-      if (r < runs.size() && runs[r].first == k) {
-        fused_.push_back(prepare_fused(env, runs[r], corrupt_family_));
-        done = fused_.back().get();
-        decode_.steps.push_back(
-            {k, runs[r].last, fused_.back().get(),
-             fmt::format("{} {}", runs[r].pattern, widths(runs[r].first, runs[r].last))});
-        k = runs[r++].last + 1;
-      } else {
-        done = ops_[k].get();
-        decode_.steps.push_back({k, k, ops_[k].get(), profile_key(k)});
-        ++k;
+    auto plan_decode = [&](Plan& plan, const std::vector<FusedRun>& rs) {
+      env.quant_src = -1;
+      for (size_t k = 0, r = 0; k < ops_.size();) {
+        const PreparedOp* done = nullptr;
+        if (r < rs.size() && rs[r].first == k) {
+          fused_.push_back(prepare_fused(env, rs[r], corrupt_family_));
+          done = fused_.back().get();
+          plan.steps.push_back(
+              {k, rs[r].last, fused_.back().get(),
+               fmt::format("{} {}", rs[r].pattern, widths(rs[r].first, rs[r].last))});
+          k = rs[r++].last + 1;
+        } else {
+          done = ops_[k].get();
+          plan.steps.push_back({k, k, ops_[k].get(), profile_key(k)});
+          ++k;
+        }
+        if (done->quantizes >= 0) env.quant_src = done->quantizes;
       }
-      if (done->quantizes >= 0) env.quant_src = done->quantizes;
+      plan_barriers(plan, true);
+    };
+    plan_decode(decode_[0], runs);
+    if (!runs_long.empty()) {
+      plan_decode(decode_[1], runs_long);
+      short_until_ = chain_attention_until(p_, ctx_->info());
     }
     chain_clock_ = env.chain_clock;
     chain_sync_ = env.chain_sync;
     plan_barriers(prefill_, false);
-    plan_barriers(decode_, true);
     if (ctx_->options().profile)
       std::fprintf(stderr,
                    "vkllm: vulkan executor: %zu ops prepared in %.0f ms (pipelines, buffers)\n",
@@ -212,13 +226,15 @@ class VulkanExecutor final : public Executor {
     VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
     ai.commandPool = pool_;
     ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
-    ai.commandBufferCount = 4;
-    VkCommandBuffer cbs[4];
+    ai.commandBufferCount = 7;
+    VkCommandBuffer cbs[7];
     VK_CHECK(vkAllocateCommandBuffers(ctx_->device(), &ai, cbs));
     cb_ = cbs[0];
-    decode_cb_[0] = cbs[1];
-    decode_cb_[1] = cbs[2];
-    batch_cb_ = cbs[3];
+    for (int pl = 0; pl < 2; ++pl) {
+      decode_cb_[pl][0] = cbs[1 + 3 * pl];
+      decode_cb_[pl][1] = cbs[2 + 3 * pl];
+      batch_cb_[pl] = cbs[3 + 3 * pl];
+    }
     VkFenceCreateInfo fci{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
     VK_CHECK(vkCreateFence(ctx_->device(), &fci, nullptr, &fence_));
     if (ctx_->options().profile && ctx_->info().timestamps) {
@@ -335,20 +351,30 @@ class VulkanExecutor final : public Executor {
   // here: the grid sync between two stages orders them as a dispatch boundary would (a stage
   // reads activations only after the sync before it), so a chain over a whole forward reuses
   // buffers as its stages in their own dispatches would.
-  void allocate(const std::vector<FusedRun>& runs) {
+  void allocate(std::initializer_list<const std::vector<FusedRun>*> plans) {
     const int32_t n = static_cast<int32_t>(p_.tensors.size());
     const int nops = static_cast<int>(p_.ops.size());
+    // Each op's step in each plan (a chain's stage is a step of its own); a buffer lives over the
+    // steps of every plan that uses it.
     std::vector<int> step_first(nops), step_last(nops);
     for (int k = 0; k < nops; ++k) step_first[k] = step_last[k] = k;
-    auto step = [&](const FusedRun& r) {
-      for (size_t k = r.first; k <= r.last; ++k) {
-        step_first[k] = static_cast<int>(r.first);
-        step_last[k] = static_cast<int>(r.last);
+    for (const std::vector<FusedRun>* runs : plans) {
+      std::vector<int> first(nops), last(nops);
+      for (int k = 0; k < nops; ++k) first[k] = last[k] = k;
+      auto step = [&](const FusedRun& r) {
+        for (size_t k = r.first; k <= r.last; ++k) {
+          first[k] = static_cast<int>(r.first);
+          last[k] = static_cast<int>(r.last);
+        }
+      };
+      for (const FusedRun& r : *runs) {
+        step(r);
+        for (const FusedRun& st : r.stages) step(st);
       }
-    };
-    for (const FusedRun& r : runs) {
-      step(r);
-      for (const FusedRun& st : r.stages) step(st);
+      for (int k = 0; k < nops; ++k) {
+        step_first[k] = std::min(step_first[k], first[k]);
+        step_last[k] = std::max(step_last[k], last[k]);
+      }
     }
     std::vector<int> first(n, -1), last(n, -1), written(n, 0);
     for (int k = 0; k < nops; ++k) {
@@ -437,19 +463,22 @@ class VulkanExecutor final : public Executor {
     const uint32_t pos32 = static_cast<uint32_t>(pos);
     std::memcpy(step_host_.mapped, &pos32, 4);
     VkCommandBuffer cb = cb_;
+    const int pl = decode_plan(pos, 1);
+    Plan& plan = T == 1 ? decode_[pl] : prefill_;
     if (T == 1 && last) {
       const int v = logits_out ? 1 : 0;
-      cb = decode_cb_[v];
-      if (!decode_recorded_[v]) {
-        record(cb, 1, true, logits_out != nullptr, 0);
-        decode_recorded_[v] = true;
+      cb = decode_cb_[pl][v];
+      if (!decode_recorded_[pl][v]) {
+        record(cb, plan, 1, true, logits_out != nullptr, 0);
+        decode_recorded_[pl][v] = true;
       }
     } else {
       VK_CHECK(vkResetCommandBuffer(cb_, 0));
-      record(cb_, T, last, logits_out != nullptr, VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT);
+      record(cb_, plan, T, last, logits_out != nullptr,
+             VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT);
     }
     submit_and_wait(cb);
-    if (queries_) collect_profile(T == 1 ? decode_ : prefill_);
+    if (queries_) collect_profile(plan);
     if (!last) return 0;
     if (T == 1) check_chains();
     int32_t next;
@@ -459,9 +488,17 @@ class VulkanExecutor final : public Executor {
     return next;
   }
 
-  // The whole forward of T tokens: the step parameters copied in, every op (with the planned
-  // barriers), then (last chunk) next_token and optionally the logits copied to the readback.
-  void record(VkCommandBuffer cb, int T, bool last, bool logits, VkCommandBufferUsageFlags flags) {
+  // The decode plan for steps at positions pos .. pos + n - 1: 0 (the chains' attention stages)
+  // while they all lie below short_until_, else 1 (the attention in its own dispatch).
+  int decode_plan(int pos, int n) const {
+    return decode_[1].steps.empty() || pos + n <= short_until_ ? 0 : 1;
+  }
+
+  // The whole forward of T tokens (plan: prefill_, or a decode plan for one token): the step
+  // parameters copied in, every op (with the planned barriers), then (last chunk) next_token and
+  // optionally the logits copied to the readback.
+  void record(VkCommandBuffer cb, Plan& plan, int T, bool last, bool logits,
+              VkCommandBufferUsageFlags flags) {
     VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
     bi.flags = flags;
     VK_CHECK(vkBeginCommandBuffer(cb, &bi));
@@ -472,7 +509,6 @@ class VulkanExecutor final : public Executor {
     mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT;
     vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
                          0, 1, &mb, 0, nullptr, 0, nullptr);
-    Plan& plan = T == 1 ? decode_ : prefill_;
     if (queries_) {
       const uint32_t nq = static_cast<uint32_t>(plan.steps.size() + 1);
       vkCmdResetQueryPool(cb, queries_, 0, nq);
@@ -544,23 +580,24 @@ class VulkanExecutor final : public Executor {
     std::memcpy(bufs_[p_.input_ids].mapped, &first, 4);
     const uint32_t pos32 = static_cast<uint32_t>(pos);
     std::memcpy(step_host_.mapped, &pos32, 4);
-    if (!batch_recorded_) {
-      record_batch();
-      batch_recorded_ = true;
+    const int pl = decode_plan(pos, n);
+    if (!batch_recorded_[pl]) {
+      record_batch(pl);
+      batch_recorded_[pl] = true;
     }
-    submit_and_wait(batch_cb_);
+    submit_and_wait(batch_cb_[pl]);
     check_chains();
     std::memcpy(out, batch_tokens_.mapped, static_cast<size_t>(n) * 4);
   }
 
-  void record_batch() {
+  void record_batch(int pl) {
     const Kernel& k = kernels_.get("decode_advance", 4, 4, {});
     const BufRange ranges[] = {{step_.buf, 0, step_.size},
                                {bufs_[p_.next_token].buf, 0, bufs_[p_.next_token].size},
                                {bufs_[p_.input_ids].buf, 0, bufs_[p_.input_ids].size},
                                {batch_tokens_.buf, 0, batch_tokens_.size}};
     VkDescriptorSet set = kernels_.make_set(k, ranges);
-    VkCommandBuffer cb = batch_cb_;
+    VkCommandBuffer cb = batch_cb_[pl];
     VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
     VK_CHECK(vkBeginCommandBuffer(cb, &bi));
     VkBufferCopy step_copy{0, 0, 16};
@@ -571,7 +608,7 @@ class VulkanExecutor final : public Executor {
     vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
                          0, 1, &mb, 0, nullptr, 0, nullptr);
     for (int i = 0; i < batch_; ++i) {
-      record_steps(cb, decode_, 1);
+      record_steps(cb, decode_[pl], 1);
       compute_barrier(cb);
       vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, k.pipeline);
       vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, k.layout, 0, 1, &set, 0, nullptr);
@@ -696,7 +733,8 @@ class VulkanExecutor final : public Executor {
   }
   void print_profile() const {
     print_plan_profile(prefill_, "prefill");
-    print_plan_profile(decode_, "decode");
+    print_plan_profile(decode_[0], "decode");
+    print_plan_profile(decode_[1], "decode at long positions");
   }
 
   std::shared_ptr<VulkanLoaded> ld_;  // first member: the device outlives everything below
@@ -708,7 +746,12 @@ class VulkanExecutor final : public Executor {
   std::vector<Buffer> bufs_;
   std::vector<std::unique_ptr<PreparedOp>> ops_;
   std::vector<std::unique_ptr<PreparedOp>> fused_;  // the decode plan's fused steps
-  Plan prefill_, decode_;
+  Plan prefill_;
+  // The decode plans: [0] with the chains' attention stages (where there are any), for positions
+  // below short_until_; [1] (empty where [0] has no attention stage) with the attention in its own
+  // dispatch, from there.
+  Plan decode_[2];
+  int short_until_ = INT_MAX;
   Buffer readback_;
   ChainClock chain_clock_;  // VKLLM_CHAIN_CLOCK=1
   Buffer chain_sync_;       // the decode chains' grid-sync counters (none without chains)
@@ -717,10 +760,11 @@ class VulkanExecutor final : public Executor {
   int max_t_ = 1;
   VkCommandPool pool_ = VK_NULL_HANDLE;
   VkCommandBuffer cb_ = VK_NULL_HANDLE;  // forwards of several tokens, recorded each time
-  VkCommandBuffer decode_cb_[2] = {};    // one-token forwards without / with logits
-  bool decode_recorded_[2] = {false, false};
-  VkCommandBuffer batch_cb_ = VK_NULL_HANDLE;  // greedy_batch() decode steps
-  bool batch_recorded_ = false;
+  VkCommandBuffer decode_cb_[2][2] =
+      {};  // per decode plan: one-token forwards without / with logits
+  bool decode_recorded_[2][2] = {};
+  VkCommandBuffer batch_cb_[2] = {};  // per decode plan: greedy_batch() decode steps
+  bool batch_recorded_[2] = {};
   int batch_ = 1;
   Buffer batch_tokens_;      // host-visible: the batch's tokens
   Buffer step_, step_host_;  // the forward's position: device, host copy
