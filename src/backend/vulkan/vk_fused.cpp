@@ -1005,16 +1005,17 @@ uint32_t chain_groups(const DeviceInfo& dev) {
 
 int chain_attention_until(const Program& p, const DeviceInfo& dev) {
   if (const char* e = std::getenv("VKLLM_CHAIN_ATT_UNTIL")) return std::max(0, std::atoi(e));
-  // Rounds of the grid that an attention stage is taken for: measured on the H200 (docs/perf.md,
-  // session 24).
-  constexpr uint32_t kRounds = 2;
-  const uint32_t groups = chain_groups(dev);
+  // A step has H (pos / C + 1) attention items (attention_splits' C keys a split). The stage is
+  // taken while they fill at most three quarters of the grid: on the H200 (docs/perf.md, session
+  // 24: the two plans' tg128 of positions d .. d + 128) it won at positions 1-129 (up to 72
+  // items for Phi-4-mini, 96 for Llama-3.2-1B) and Qwen3's 256-384 (80-112) and lost from 120
+  // items (Phi-4-mini at 256-384, inside one round of the 132 workgroups).
+  const uint64_t groups = chain_groups(dev);
   for (const Op& op : p.ops)
     if (op.family == "attention") {
-      // A step has H (pos / C + 1) items (attention_splits' C keys a split).
-      const uint32_t H = u32(std::max<int64_t>(1, op.attrs["n_heads"].get<int64_t>()));
-      const uint32_t C = attention_split_keys(p.max_ctx);
-      return static_cast<int>(std::min<uint64_t>(uint64_t(C) * (kRounds * groups / H), INT32_MAX));
+      const uint64_t H = u32(std::max<int64_t>(1, op.attrs["n_heads"].get<int64_t>()));
+      const uint64_t C = attention_split_keys(p.max_ctx);
+      return static_cast<int>(std::min<uint64_t>(C * (3 * groups / (4 * H)), INT32_MAX));
     }
   return 0;
 }
