@@ -130,16 +130,6 @@ TEST_P(VulkanFusion, DecodeStepEqualsTheUnfusedProgram) {
     VulkanOptions o = validated();
     o.profile = profile != nullptr;
     auto gpu = make_vulkan_executor(toy.p, toy.w, o);
-    unsetenv("VKLLM_NO_FUSION");
-    unsetenv("VKLLM_FUSE");
-    unsetenv("VKLLM_NO_FUSE");
-    unsetenv("VKLLM_MATVEC_PARTS");
-    unsetenv("VKLLM_CHAIN_GROUPS");
-    unsetenv("VKLLM_CHAIN_WG");
-    unsetenv("VKLLM_CHAIN_UB");
-    unsetenv("VKLLM_CHAIN_DEAL");
-    unsetenv("VKLLM_CHAIN_ATT");
-    unsetenv("VKLLM_CHAIN_ATT_UNTIL");
     std::vector<float> all, l(V);
     // A prompt that ends past two of the decode attention's 64-key splits, so the fused
     // attention merges three splits.
@@ -155,6 +145,18 @@ TEST_P(VulkanFusion, DecodeStepEqualsTheUnfusedProgram) {
     if (profile) ::testing::internal::CaptureStderr();
     gpu.reset();
     if (profile) *profile = ::testing::internal::GetCapturedStderr();
+    // (The switches stay set while the executor lives: it prepares its second decode plan on
+    // first use, with them.)
+    unsetenv("VKLLM_NO_FUSION");
+    unsetenv("VKLLM_FUSE");
+    unsetenv("VKLLM_NO_FUSE");
+    unsetenv("VKLLM_MATVEC_PARTS");
+    unsetenv("VKLLM_CHAIN_GROUPS");
+    unsetenv("VKLLM_CHAIN_WG");
+    unsetenv("VKLLM_CHAIN_UB");
+    unsetenv("VKLLM_CHAIN_DEAL");
+    unsetenv("VKLLM_CHAIN_ATT");
+    unsetenv("VKLLM_CHAIN_ATT_UNTIL");
     return all;
   };
   auto kernels = [](const std::string& s) {

@@ -156,28 +156,26 @@ class VulkanExecutor final : public Executor {
     if (const char* c = std::getenv("VKLLM_TEST_CORRUPT_OP")) corrupt_family_ = c;
     const bool fusion = !ctx_->options().no_fusion;
     // Two decode plans where the chains take the attention as a stage: that one up to the position
-    // chain_attention_until, the plan with the attention in its own dispatch from there.
+    // chain_attention_until, the plan with the attention in its own dispatch from there (prepared
+    // on its first use: most generations never reach it, and its pipelines would add seconds to
+    // a load on a cold driver cache; measured, docs/perf.md session 24).
     const std::vector<FusedRun> runs =
         fusion ? find_fused_runs(p_, corrupt_family_, ctx_->info()) : std::vector<FusedRun>{};
-    std::vector<FusedRun> runs_long =
-        fusion ? find_fused_runs(p_, corrupt_family_, ctx_->info(), false)
-               : std::vector<FusedRun>{};
-    if (runs_long.size() == runs.size()) runs_long.clear();  // no attention stage: one plan
-    allocate({&runs, &runs_long});
+    runs_long_ = fusion ? find_fused_runs(p_, corrupt_family_, ctx_->info(), false)
+                        : std::vector<FusedRun>{};
+    if (runs_long_.size() == runs.size()) runs_long_.clear();  // no attention stage: one plan
+    allocate({&runs, &runs_long_});
     step_ = alloc_.create(16, false, "step parameters");
     step_host_ = alloc_.create(16, true, "step parameters (host)");
-    OpEnv env{*ctx_,
-              kernels_,
-              alloc_,
-              p_,
-              max_t_,
-              [this](int32_t t) -> const Buffer& {
-                if (!bufs_[t].buf)
-                  fail("program: tensor {} has no device buffer", p_.tensors[t].name);
-                return bufs_[t];
-              },
-              [this](int32_t t) { return w_.weight(p_, t); },
-              step_};
+    env_ = std::make_unique<OpEnv>(OpEnv{*ctx_, kernels_, alloc_, p_, max_t_,
+                                         [this](int32_t t) -> const Buffer& {
+                                           if (!bufs_[t].buf)
+                                             fail("program: tensor {} has no device buffer",
+                                                  p_.tensors[t].name);
+                                           return bufs_[t];
+                                         },
+                                         [this](int32_t t) { return w_.weight(p_, t); }, step_});
+    OpEnv& env = *env_;
     for (const Op& op : p_.ops)
       env.act_q_bytes = std::max(env.act_q_bytes, act_quant_bytes_per_token(p_, op) * max_t_);
     for (const Op& op : p_.ops) ops_.push_back(prepare_op(env, op));
@@ -185,33 +183,8 @@ class VulkanExecutor final : public Executor {
     // fused runs as one step each (vk_fused.h) and the other ops alone.
     for (size_t k = 0; k < ops_.size(); ++k)
       prefill_.steps.push_back({k, k, ops_[k].get(), profile_key(k)});
-    // A decode plan's steps run in their own order: which tensor the int8 scratch holds before
-    // each (OpEnv::quant_src, read by the runs that may skip quantizing their input) follows it.
-    auto plan_decode = [&](Plan& plan, const std::vector<FusedRun>& rs) {
-      env.quant_src = -1;
-      for (size_t k = 0, r = 0; k < ops_.size();) {
-        const PreparedOp* done = nullptr;
-        if (r < rs.size() && rs[r].first == k) {
-          fused_.push_back(prepare_fused(env, rs[r], corrupt_family_));
-          done = fused_.back().get();
-          plan.steps.push_back(
-              {k, rs[r].last, fused_.back().get(),
-               fmt::format("{} {}", rs[r].pattern, widths(rs[r].first, rs[r].last))});
-          k = rs[r++].last + 1;
-        } else {
-          done = ops_[k].get();
-          plan.steps.push_back({k, k, ops_[k].get(), profile_key(k)});
-          ++k;
-        }
-        if (done->quantizes >= 0) env.quant_src = done->quantizes;
-      }
-      plan_barriers(plan, true);
-    };
     plan_decode(decode_[0], runs);
-    if (!runs_long.empty()) {
-      plan_decode(decode_[1], runs_long);
-      short_until_ = chain_attention_until(p_, ctx_->info());
-    }
+    if (!runs_long_.empty()) short_until_ = chain_attention_until(p_, ctx_->info());
     chain_clock_ = env.chain_clock;
     chain_sync_ = env.chain_sync;
     plan_barriers(prefill_, false);
@@ -488,10 +461,45 @@ class VulkanExecutor final : public Executor {
     return next;
   }
 
+  // A decode plan's steps (fused runs rs, the other ops alone) run in their own order: which
+  // tensor the int8 scratch holds before each (OpEnv::quant_src, read by the runs that may skip
+  // quantizing their input) follows it.
+  void plan_decode(Plan& plan, const std::vector<FusedRun>& rs) {
+    OpEnv& env = *env_;
+    env.quant_src = -1;
+    for (size_t k = 0, r = 0; k < ops_.size();) {
+      const PreparedOp* done = nullptr;
+      if (r < rs.size() && rs[r].first == k) {
+        fused_.push_back(prepare_fused(env, rs[r], corrupt_family_));
+        done = fused_.back().get();
+        plan.steps.push_back(
+            {k, rs[r].last, fused_.back().get(),
+             fmt::format("{} {}", rs[r].pattern, widths(rs[r].first, rs[r].last))});
+        k = rs[r++].last + 1;
+      } else {
+        done = ops_[k].get();
+        plan.steps.push_back({k, k, ops_[k].get(), profile_key(k)});
+        ++k;
+      }
+      if (done->quantizes >= 0) env.quant_src = done->quantizes;
+    }
+    plan_barriers(plan, true);
+  }
+
   // The decode plan for steps at positions pos .. pos + n - 1: 0 (the chains' attention stages)
-  // while they all lie below short_until_, else 1 (the attention in its own dispatch).
-  int decode_plan(int pos, int n) const {
-    return decode_[1].steps.empty() || pos + n <= short_until_ ? 0 : 1;
+  // while they all lie below short_until_, else 1 (the attention in its own dispatch), prepared
+  // here on its first use.
+  int decode_plan(int pos, int n) {
+    if (runs_long_.empty() || pos + n <= short_until_) return 0;
+    if (decode_[1].steps.empty()) {
+      const uint64_t before = alloc_.device_bytes();
+      plan_decode(decode_[1], runs_long_);
+      chain_clock_ = env_->chain_clock;
+      const uint64_t more = alloc_.device_bytes() - before;
+      held_ += more;
+      hold(more);
+    }
+    return 1;
   }
 
   // The whole forward of T tokens (plan: prefill_, or a decode plan for one token): the step
@@ -752,6 +760,8 @@ class VulkanExecutor final : public Executor {
   // dispatch, from there.
   Plan decode_[2];
   int short_until_ = INT_MAX;
+  std::vector<FusedRun> runs_long_;  // decode_[1]'s fused runs (none: one plan)
+  std::unique_ptr<OpEnv> env_;       // the ops' preparation state, kept for decode_[1]'s
   Buffer readback_;
   ChainClock chain_clock_;  // VKLLM_CHAIN_CLOCK=1
   Buffer chain_sync_;       // the decode chains' grid-sync counters (none without chains)
