@@ -111,7 +111,10 @@ TEST_P(VulkanFusion, DecodeStepEqualsTheUnfusedProgram) {
   // between chains (VKLLM_CHAIN_ATT=0); 7: mode 5 with the executor's two decode plans changing
   // halfway through the decode steps (the attention stages below the position
   // VKLLM_CHAIN_ATT_UNTIL, the attention in its own dispatch from there).
-  const int n = GetParam().cfg.max_ctx > 160 ? 134 : 5;  // the prompt's tokens (below)
+  // The prompt's tokens: one that ends past two of the decode attention's 64-key splits, so the
+  // fused attention merges three splits (where the context holds it).
+  constexpr int kLongPrompt = 134;
+  const int n = GetParam().cfg.max_ctx > 160 ? kLongPrompt : 5;
   auto run = [&](int mode, std::string* profile) {
     if (GetParam().cfg.parts) setenv("VKLLM_MATVEC_PARTS", GetParam().cfg.parts, 1);
     if (mode == 0) setenv("VKLLM_NO_FUSION", "1", 1);
@@ -131,9 +134,7 @@ TEST_P(VulkanFusion, DecodeStepEqualsTheUnfusedProgram) {
     o.profile = profile != nullptr;
     auto gpu = make_vulkan_executor(toy.p, toy.w, o);
     std::vector<float> all, l(V);
-    // A prompt that ends past two of the decode attention's 64-key splits, so the fused
-    // attention merges three splits.
-    std::vector<int32_t> ids(134);
+    std::vector<int32_t> ids(kLongPrompt);
     for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((i * 37 + 11) % V);
     int32_t t = gpu->forward(ids.data(), n, 0, l.data());
     all.insert(all.end(), l.begin(), l.end());

@@ -37,11 +37,11 @@ uint32_t chain_groups(const DeviceInfo& dev);
 // chain's stage (the plan for long positions, chain_attention_until).
 std::vector<FusedRun> find_fused_runs(const Program& p, const std::string& unfused_family,
                                       const DeviceInfo& dev, bool attention_stages = true);
-// The first decode position at which a chain's attention stage would take more rounds of the
-// grid than it is measured to win at (a chain workgroup runs its attention items one after the
-// other, the attention's own dispatch has a workgroup an item: docs/perf.md, session 24): the
-// executor runs the plan of find_fused_runs(..., false) from there. VKLLM_CHAIN_ATT_UNTIL=n
-// overrides (measurement).
+// The first decode position at which a step's attention items would fill more than three
+// quarters of the chain's grid, past which the stage was measured to lose (a chain workgroup runs
+// its items one after the other, the attention's own dispatch has a workgroup an item:
+// docs/perf.md, session 24): the executor runs the plan of find_fused_runs(..., false) from
+// there. VKLLM_CHAIN_ATT_UNTIL=n overrides (measurement).
 int chain_attention_until(const Program& p, const DeviceInfo& dev);
 
 // The prepared step of one run (its buffers allocated).

@@ -436,7 +436,7 @@ class VulkanExecutor final : public Executor {
     const uint32_t pos32 = static_cast<uint32_t>(pos);
     std::memcpy(step_host_.mapped, &pos32, 4);
     VkCommandBuffer cb = cb_;
-    const int pl = decode_plan(pos, 1);
+    const int pl = T == 1 ? decode_plan(pos, 1) : 0;  // (a prefill chunk needs no decode plan)
     Plan& plan = T == 1 ? decode_[pl] : prefill_;
     if (T == 1 && last) {
       const int v = logits_out ? 1 : 0;
@@ -770,8 +770,8 @@ class VulkanExecutor final : public Executor {
   int max_t_ = 1;
   VkCommandPool pool_ = VK_NULL_HANDLE;
   VkCommandBuffer cb_ = VK_NULL_HANDLE;  // forwards of several tokens, recorded each time
-  VkCommandBuffer decode_cb_[2][2] =
-      {};  // per decode plan: one-token forwards without / with logits
+  // Per decode plan: one-token forwards without / with logits.
+  VkCommandBuffer decode_cb_[2][2] = {};
   bool decode_recorded_[2][2] = {};
   VkCommandBuffer batch_cb_[2] = {};  // per decode plan: greedy_batch() decode steps
   bool batch_recorded_[2] = {};
