@@ -753,6 +753,13 @@ uint32_t chain_deal() {
   return env_switch("VKLLM_CHAIN_DEAL", 1);
 }
 
+// The grid sync between two chain stages in two halves (linear_8da4w_chain.comp SPLIT_SYNC): a
+// workgroup arrives when its rows are done and sets up the next stage before it waits.
+// VKLLM_CHAIN_SPLIT_SYNC=0: the setup before the whole sync (measurement).
+uint32_t chain_split_sync() {
+  return env_switch("VKLLM_CHAIN_SPLIT_SYNC", 1);
+}
+
 // One persistent dispatch for the chain's stages: the stage table with the buffers' device
 // addresses.
 std::unique_ptr<PreparedOp> prepare_chain(OpEnv& env, const std::vector<Match>& stages) {
@@ -898,7 +905,7 @@ std::unique_ptr<PreparedOp> prepare_chain(OpEnv& env, const std::vector<Match>& 
   const Kernel& k = env.kernels.get(
       name, clock ? 3 : 2, 4,
       {chain_depth(ub), grid_spin_limit(ctx.info()), chain_measure(), chain_specialize(), xv,
-       any_q4w ? 1u : 0u, chain_pipe(), chain_deal(), ub, att_hd, att_flags});
+       any_q4w ? 1u : 0u, chain_pipe(), chain_deal(), ub, att_hd, att_flags, chain_split_sync()});
   std::vector<BufRange> r = {{env.chain_sync.buf, 0, env.chain_sync.size}, {tab.buf, 0, tab.size}};
   if (clock) r.push_back({env.chain_clock.buf.buf, 0, env.chain_clock.buf.size});
   VkDescriptorSet set = env.kernels.make_set(k, r);

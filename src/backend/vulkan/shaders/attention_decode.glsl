@@ -128,7 +128,10 @@ bool att_item(AttP p, uint h, uint c, uint pos, bool fetched) {
   att_l = 0.0;
   att_acc = 0.0;
   att_run(first, n, W, koff, p.scale, pos, true);
-  if (p.S == 1u) {
+  // A head of one split at this position stores its output itself: the merge of one partial
+  // (m, l, acc) is (0 + acc exp(m - m)) / (0 + l exp(m - m)) = acc / l, the same value.
+  const uint splits = pos / p.C + 1u;
+  if (splits == 1u) {
     if (tid < HD) ATT_STORE_O(h * HD + tid, att_acc / att_l);
     return true;
   }
@@ -139,7 +142,6 @@ bool att_item(AttP p, uint h, uint c, uint pos, bool fetched) {
     return false;
   }
   // The last split of the head to finish merges (splits past the position stay out).
-  const uint splits = pos / p.C + 1u;
   memoryBarrierBuffer();
   barrier();
   if (tid == 0u) last_split = ATT_COUNT(h) == splits - 1u ? 1u : 0u;

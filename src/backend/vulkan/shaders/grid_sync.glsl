@@ -17,12 +17,17 @@ layout(constant_id = GS_SPIN) const uint GS_SPIN_LIMIT = 1u << 22;
 
 uint grid_groups() { return gl_NumWorkGroups.x * gl_NumWorkGroups.y * gl_NumWorkGroups.z; }
 
-// Sync number k of this dispatch (0, 1, ...): every workgroup calls it with every thread.
-void grid_sync(uint k) {
+// Sync number k of this dispatch (0, 1, ...) in two halves, so that a workgroup can issue work
+// that needs no other workgroup's results (loads of weights, say) between its arrival and its
+// wait: grid_arrive once this workgroup's writes before the sync are done, then grid_wait(k).
+// Every workgroup calls both with every thread.
+void grid_arrive() {
   memoryBarrierBuffer();
   barrier();
+  if (gl_LocalInvocationIndex == 0u) atomicAdd(gs_ctr[0], 1u);
+}
+void grid_wait(uint k) {
   if (gl_LocalInvocationIndex == 0u) {
-    atomicAdd(gs_ctr[0], 1u);
     const uint target = (k + 1u) * grid_groups();
     for (uint spins = 0u; atomicAdd(gs_ctr[0], 0u) < target; ++spins)
       if (spins > GS_SPIN_LIMIT) {
@@ -32,6 +37,10 @@ void grid_sync(uint k) {
   }
   barrier();
   memoryBarrierBuffer();
+}
+void grid_sync(uint k) {
+  grid_arrive();
+  grid_wait(k);
 }
 
 // Once per workgroup, after its last sync: the last to leave zeroes the arrival counter.

@@ -83,6 +83,11 @@ layout(constant_id = 9) const uint UB = 1;
 // 4 Y16 (output), 8 N16 (normed q / k), 16 R16 (rotated q / k), 32 QKNORM, 64 ROPE.
 layout(constant_id = 10) const uint ATT_HD = 0;
 layout(constant_id = 11) const uint ATT_FLAGS = 0;
+// 1: the grid sync that ends a stage is split in two (grid_sync.glsl): a workgroup arrives as soon
+// as its rows are done, then takes the next stage's record and issues its first loads, then waits;
+// so the last workgroup to finish a stage has its setup off the critical path. 0: the setup, then
+// the whole sync (the host's, vk_fused.cpp chain_split_sync; measurement).
+layout(constant_id = 12) const uint SPLIT_SYNC = 1;
 layout(std430, binding = 1) readonly buffer Table { uint tab[]; };
 layout(push_constant) uniform PC { uint stages; } pc;
 
@@ -634,6 +639,15 @@ void rows_specialized(Stage g, bool fd, uint r0, uint step, float sx, int zp, in
 // An attention stage (record par): this workgroup's items, the first one's tile loads issued before
 // the sync that ends the stage before (the caches' rows below the position were written by earlier
 // dispatches; q, k and v are read after it).
+// The second half of the sync that ends stage st - 1 (all of it without SPLIT_SYNC).
+void sync_wait(uint st) {
+  if (st == 0u) return;
+  if (SPLIT_SYNC == 1u)
+    grid_wait(st - 1u);
+  else
+    grid_sync(st - 1u);
+}
+
 void attention_stage(uint par, uint st) {
   att_par = par;
   const AttP p = AttP(SW(par, 32u), SW(par, 33u), SW(par, 34u), SW(par, 35u), SW(par, 36u),
@@ -642,7 +656,7 @@ void attention_stage(uint par, uint st) {
   const uint pos = KNRef(AW(24u)).v[0], items = p.H * (pos / p.C + 1u), wg = flat_group();
   if (wg < items) att_item_fetch(p, wg % p.H, wg / p.H, pos);
   CLK(0u);
-  if (st > 0u) grid_sync(st - 1u);
+  sync_wait(st);
   CLK(1u);
   CLK(2u);
   CLK(3u);
@@ -664,6 +678,7 @@ void main() {
 #ifdef VKLLM_CLOCK
     clk_st = st;
 #endif
+    if (SPLIT_SYNC == 1u && st > 0u) grid_arrive();  // stage st - 1's rows are done
     // The stage's first units are fetched before the sync that ends the stage before it.
     const Stage g = stage(st, r0, step, rec);
     // The next stage's record, loaded now so that its latency passes in this stage.
@@ -680,7 +695,7 @@ void main() {
     fetch_batch(g, r0, step, f);
     norm_weight(g);
     CLK(0u);
-    if (st > 0u) grid_sync(st - 1u);
+    sync_wait(st);
     CLK(1u);
     float sx;
     int zp;
