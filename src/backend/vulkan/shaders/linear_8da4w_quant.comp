@@ -5,6 +5,8 @@
 // VKLLM_SWIGLU: the swiglu op whose output only linear_8da4w ops read (prefill's down projection):
 // y = gate * sigmoid(gate) * up computed here as swiglu.comp computes it, stored, and quantized
 // from the values as stored (Y16), read back.
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#extension GL_KHR_shader_subgroup_shuffle : require
 #define WG 256
 #include "common.glsl"
 #define QUANT_ROW4

@@ -6,12 +6,13 @@
 // product by the correctly rounded reciprocal (both roundings correct, as Vulkan requires of
 // OpFMul) is within 2^-23 relative of the exact quotient, 2^-14 at |q| <= 512, so beyond 2^-12 it
 // rounds as the exact one does; a quotient beyond +-512 clamps either way.
-// The includer defines WG and calls quant_params with every thread of the workgroup.
+// The includer defines WG, enables subgroup arithmetic and shuffles, and calls quant_params with
+// every thread of the workgroup.
 // With QUANT_ROW_BINDING defined, the includer is an op that quantizes its own output rows for the
 // linear_8da4w ops that read them (rms_norm_quant): it defines row_value and calls
 // quantize_row; the int8 scratch and the scales are bound at QUANT_ROW_BINDING and the next one.
-// An includer that defines QUANT_LANES reduces with subgroups (quant_scale_zp_rcp) and has neither
-// quant_params nor its shared memory.
+// An includer that defines QUANT_LANES reduces the minimum and maximum itself and calls
+// quant_scale_zp_rcp; it has neither quant_params nor its shared memory.
 #ifndef QUANT_LANES
 shared float q_lo[WG], q_hi[WG];
 #endif
@@ -61,6 +62,33 @@ float div_rn(float a, float b) {
   return uintBitsToFloat(sgn | (uint(e) << 23) | (q & 0x7FFFFFu));
 }
 
+// div_rn(a, 255.0) in integers (the scale's division, on the critical path of every quantizing
+// prologue): 255.0's significand is 255 * 2^16, so the 24-bit quotient floor(ma 2^23 / mb) is
+// floor(ma * 128 / 255), a division by a constant (no reciprocal, no correction loops), its
+// remainder (ma * 128 - q * 255) scaled by 2^16 decides the rounding the same way.
+float div_rn_255(float a) {
+  const uint ua = floatBitsToUint(a), sgn = ua & 0x80000000u;
+  const int ea = int((ua >> 23) & 255u);
+  if (ea == 255) return a / 255.0;          // inf, nan: as the hardware does
+  if (ea == 0) return uintBitsToFloat(sgn);  // zero or subnormal dividend
+  uint ma = (ua & 0x7FFFFFu) | 0x800000u;
+  int e = ea - 7;  // ea - 134 + 127
+  if (ma < 0xFF0000u) {
+    ma <<= 1;
+    e -= 1;
+  }
+  const uint n = ma * 128u;  // < 2^32: ma < 2 * 0xFF0000
+  uint q = n / 255u;
+  if (2u * (n - q * 255u) > 255u) q += 1u;
+  if (q == 0x1000000u) {
+    q >>= 1;
+    e += 1;
+  }
+  if (e >= 255) return uintBitsToFloat(sgn | 0x7F800000u);
+  if (e <= 0) return uintBitsToFloat(sgn);
+  return uintBitsToFloat(sgn | (uint(e) << 23) | (q & 0x7FFFFFu));
+}
+
 // x rounded to the nearest integer, ties to even, from floor and exact comparisons (|x| < 2^23,
 // where x - floor(x) is exact). GLSL's roundEven is not used: Mesa 22.3's lavapipe at 16 lanes
 // (LP_NATIVE_VECTOR_WIDTH=512 on an AVX2 CPU) rounds some ties away from zero
@@ -78,7 +106,7 @@ float round_even(float x) {
 // A token's scale from its row's minimum lo and maximum hi (both include 0), and its zero point
 // from q = lo / scale (div_rn's).
 float quant_scale(float lo, float hi) {
-  precise float scale = div_rn(hi - lo, 255.0);
+  precise float scale = div_rn_255(hi - lo);
   return max(scale, 1.1920928955078125e-7);  // FLT_EPSILON, as torchao clamps the scale
 }
 int quant_zero_point(float q) {
@@ -94,31 +122,30 @@ void quant_scale_zp(float lo, float hi, out float sc, out int zp) {
 
 // quant_scale_zp and rcp = div_rn(1.0, sc) with one division's latency for the last two: lane 0
 // of the subgroup divides the minimum, the other lanes 1.0, and the results are shuffled to all
-// (subgroup-uniform lo and hi; an includer that defines QUANT_LANES, with subgroup shuffles).
-#ifdef QUANT_LANES
+// (subgroup-uniform lo and hi; the includer enables subgroup arithmetic and shuffles).
 void quant_scale_zp_rcp(float lo, float hi, out float sc, out int zp, out float rcp) {
   sc = quant_scale(lo, hi);
   const float q = div_rn(gl_SubgroupInvocationID == 0u ? lo : 1.0, sc);
   zp = quant_zero_point(subgroupShuffle(q, 0u));
   rcp = subgroupShuffle(q, 1u);
 }
-#endif
 
 #ifndef QUANT_LANES
-// Scale and zero point of a token from each thread's partial minimum and maximum (both start at 0).
-void quant_params(float lo, float hi, out float sc, out int zp) {
-  const uint tid = gl_LocalInvocationID.x;
-  q_lo[tid] = lo;
-  q_hi[tid] = hi;
-  barrier();
-  [[unroll]] for (uint s = WG / 2; s > 0; s >>= 1) {
-    if (tid < s) {
-      q_lo[tid] = min(q_lo[tid], q_lo[tid + s]);
-      q_hi[tid] = max(q_hi[tid], q_hi[tid + s]);
-    }
-    barrier();
+// Scale, zero point and rcp = div_rn(1.0, sc) of a token from each thread's partial minimum and
+// maximum (both start at 0): the subgroups' minima and maxima (exact in any order), one barrier.
+void quant_params(float lo, float hi, out float sc, out int zp, out float rcp) {
+  lo = subgroupMin(lo);
+  hi = subgroupMax(hi);
+  if (subgroupElect()) {
+    q_lo[gl_SubgroupID] = lo;
+    q_hi[gl_SubgroupID] = hi;
   }
-  quant_scale_zp(q_lo[0], q_hi[0], sc, zp);
+  barrier();
+  for (uint i = 0; i < gl_NumSubgroups; ++i) {
+    lo = min(lo, q_lo[i]);
+    hi = max(hi, q_hi[i]);
+  }
+  quant_scale_zp_rcp(lo, hi, sc, zp, rcp);
 }
 #endif
 
@@ -200,14 +227,13 @@ uvec2 gemm_order(uint a, uint b) {
 // tiled GEMMs of this forward, G % 8 == 0) stores each eight codes in gemm_order.
 void quantize_row(uint r, uint G, float lo, float hi) {
   const uint tid = gl_LocalInvocationID.x;
-  float sc;
+  float sc, rcp;  // rcp correctly rounded (div_rn): OpFDiv may be 2.5 ulp off
   int zp;
-  quant_params(lo, hi, sc, zp);
+  quant_params(lo, hi, sc, zp, rcp);
   if (tid == 0) {
     qp_w[2 * r] = floatBitsToUint(sc);
     qp_w[2 * r + 1] = uint(zp);
   }
-  const float rcp = div_rn(1.0, sc);  // correctly rounded: OpFDiv may be 2.5 ulp off
   const uint base = r * (G / 4u);
 #ifdef QUANT_GEMM_ORDER
   if (QUANT_GEMM_ORDER) {

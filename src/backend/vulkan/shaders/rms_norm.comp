@@ -7,6 +7,7 @@
 // quantizes each row of y as stored into the int8 scratch (quant.glsl), saving those linears a
 // dispatch and a barrier.
 #extension GL_KHR_shader_subgroup_arithmetic : require
+#extension GL_KHR_shader_subgroup_shuffle : require
 #define WG 256
 #include "common.glsl"
 layout(constant_id = 1) const bool X16 = false;
@@ -59,6 +60,8 @@ float norm_round(float v) {
 #ifdef VKLLM_QUANT
 #define NORM_QUANT true
 #endif
+#define NORM_MAX 4096  // rows up to 4,096 wide (every model's hidden size) loaded at once
+#define NORM_PRELOAD
 #include "rms_norm.glsl"
 #ifdef VKLLM_QUANT
 float row_value(uint r, uint j) { return normed(r * pc.G, j); }
