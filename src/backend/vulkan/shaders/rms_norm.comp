@@ -60,8 +60,6 @@ float norm_round(float v) {
 #ifdef VKLLM_QUANT
 #define NORM_QUANT true
 #endif
-#define NORM_MAX 4096  // rows up to 4,096 wide (every model's hidden size) loaded at once
-#define NORM_PRELOAD
 #include "rms_norm.glsl"
 #ifdef VKLLM_QUANT
 float row_value(uint r, uint j) { return normed(r * pc.G, j); }

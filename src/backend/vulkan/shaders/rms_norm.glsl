@@ -11,8 +11,7 @@
 // includer's row_value(r, j) returning normed(r * G, j)), NORM_QUANT: a constant bool.
 // An includer that defines NORM_MAX keeps rows of up to NORM_MAX values in shared memory after
 // the first pass, so the later passes read them from there instead of loading (and adding) them
-// again (the decode tail runs); one that also defines NORM_PRELOAD (rms_norm.comp) loads such a
-// row whole at once first.
+// again (the decode tail runs; rms_norm.comp does not: it measured no faster, docs/perf.md).
 #ifdef NORM_MAX
 shared float norm_x[NORM_MAX];
 #define NORM_CACHE(G) ((G) <= NORM_MAX)
@@ -35,32 +34,9 @@ float normed(uint base, uint j) {
 void norm_row(uint r, uint G, float eps) {
   const uint tid = gl_LocalInvocationID.x, base = r * G;
   const bool cache = NORM_CACHE(G);
-#ifdef NORM_PRELOAD
-  // A row that fits norm_x is loaded whole at once (one round trip to L2, not one per pass of the
-  // loop below) into norm_x, and summed from there in the same order.
-  const bool pre = cache;
-  if (pre) {
-    float v[NORM_MAX / WG];
-    [[unroll]] for (uint i = 0; i < NORM_MAX / WG; ++i)
-      v[i] = tid + WG * i < G ? norm_in(base + tid + WG * i) : 0.0;
-    [[unroll]] for (uint i = 0; i < NORM_MAX / WG; ++i)
-      if (tid + WG * i < G) {
-        norm_keep(base + tid + WG * i, v[i]);
-        norm_x[tid + WG * i] = v[i];
-      }
-    barrier();
-  }
-#else
-  const bool pre = false;
-#endif
   vec4 ss = vec4(0.0);
   uint j = tid;
   for (; j + 3u * WG < G; j += 4u * WG) {
-    if (pre) {
-      const vec4 v = vec4(NORM_X(j), NORM_X(j + WG), NORM_X(j + 2u * WG), NORM_X(j + 3u * WG));
-      ss += v * v;
-      continue;
-    }
     const vec4 v = vec4(norm_in(base + j), norm_in(base + j + WG), norm_in(base + j + 2u * WG),
                         norm_in(base + j + 3u * WG));
     norm_keep(base + j, v.x);
@@ -78,11 +54,6 @@ void norm_row(uint r, uint G, float eps) {
     ss += v * v;
   }
   for (; j < G; j += WG) {
-    if (pre) {
-      const float v = NORM_X(j);
-      ss.x += v * v;
-      continue;
-    }
     const float v = norm_in(base + j);
     norm_keep(base + j, v);
 #ifdef NORM_MAX
