@@ -754,10 +754,12 @@ uint32_t chain_deal() {
 }
 
 // The grid sync between two chain stages in two halves (linear_8da4w_chain.comp SPLIT_SYNC): a
-// workgroup arrives when its rows are done and sets up the next stage before it waits.
-// VKLLM_CHAIN_SPLIT_SYNC=0: the setup before the whole sync (measurement).
-uint32_t chain_split_sync() {
-  return env_switch("VKLLM_CHAIN_SPLIT_SYNC", 1);
+// workgroup arrives when its rows are done and sets up the next stage before it waits. Measured on
+// the H200 (docs/perf.md, session 25): tg128 +3.1% Phi-4-mini, +3.0% Llama-3.2-1B, +0.4% Qwen3
+// with 8da4w stages, -7% with q4w stages, so chains with q4w stages keep the whole sync.
+// VKLLM_CHAIN_SPLIT_SYNC=0|1 overrides (measurement).
+uint32_t chain_split_sync(bool q4w) {
+  return env_switch("VKLLM_CHAIN_SPLIT_SYNC", q4w ? 0 : 1);
 }
 
 // One persistent dispatch for the chain's stages: the stage table with the buffers' device
@@ -902,10 +904,11 @@ std::unique_ptr<PreparedOp> prepare_chain(OpEnv& env, const std::vector<Match>& 
                            (clock ? "_clock" : "") + (chain_wg() == 512 ? "_w512" : "") +
                            (any16 ? "_f16" : "");
   const uint32_t ub = chain_ub(all_q4w);
-  const Kernel& k = env.kernels.get(
-      name, clock ? 3 : 2, 4,
-      {chain_depth(ub), grid_spin_limit(ctx.info()), chain_measure(), chain_specialize(), xv,
-       any_q4w ? 1u : 0u, chain_pipe(), chain_deal(), ub, att_hd, att_flags, chain_split_sync()});
+  const Kernel& k =
+      env.kernels.get(name, clock ? 3 : 2, 4,
+                      {chain_depth(ub), grid_spin_limit(ctx.info()), chain_measure(),
+                       chain_specialize(), xv, any_q4w ? 1u : 0u, chain_pipe(), chain_deal(), ub,
+                       att_hd, att_flags, chain_split_sync(any_q4w)});
   std::vector<BufRange> r = {{env.chain_sync.buf, 0, env.chain_sync.size}, {tab.buf, 0, tab.size}};
   if (clock) r.push_back({env.chain_clock.buf.buf, 0, env.chain_clock.buf.size});
   VkDescriptorSet set = env.kernels.make_set(k, r);
