@@ -17,6 +17,19 @@
 shared float q_lo[WG], q_hi[WG];
 #endif
 
+// The float of sign sgn, biased exponent e and rounded 24-bit quotient q (2^23 <= q <= 2^24; q =
+// 2^24 carries into the exponent), flushed to a signed zero below the normal range and to infinity
+// above it: the last step of div_rn and div_rn_255.
+float div_result(uint sgn, int e, uint q) {
+  if (q == 0x1000000u) {
+    q >>= 1;
+    e += 1;
+  }
+  if (e >= 255) return uintBitsToFloat(sgn | 0x7F800000u);
+  if (e <= 0) return uintBitsToFloat(sgn);
+  return uintBitsToFloat(sgn | (uint(e) << 23) | (q & 0x7FFFFFu));
+}
+
 // Correctly rounded a / b for a normal b > 0, from the significands: an estimate of the 24-bit
 // quotient q = floor(ma * 2^23 / mb) from a reciprocal refined by two Newton steps (within a few
 // units whatever the device's division), then its exact remainder ma * 2^23 - q * mb in 32-bit
@@ -53,13 +66,7 @@ float div_rn(float a, float b) {
     rem -= int(mb);
   }
   if (2 * rem > int(mb)) q += 1u;
-  if (q == 0x1000000u) {
-    q >>= 1;
-    e += 1;
-  }
-  if (e >= 255) return uintBitsToFloat(sgn | 0x7F800000u);
-  if (e <= 0) return uintBitsToFloat(sgn);
-  return uintBitsToFloat(sgn | (uint(e) << 23) | (q & 0x7FFFFFu));
+  return div_result(sgn, e, q);
 }
 
 // div_rn(a, 255.0) in integers (the scale's division, on the critical path of every quantizing
@@ -80,13 +87,7 @@ float div_rn_255(float a) {
   const uint n = ma * 128u;  // < 2^32: ma < 2 * 0xFF0000
   uint q = n / 255u;
   if (2u * (n - q * 255u) > 255u) q += 1u;
-  if (q == 0x1000000u) {
-    q >>= 1;
-    e += 1;
-  }
-  if (e >= 255) return uintBitsToFloat(sgn | 0x7F800000u);
-  if (e <= 0) return uintBitsToFloat(sgn);
-  return uintBitsToFloat(sgn | (uint(e) << 23) | (q & 0x7FFFFFu));
+  return div_result(sgn, e, q);
 }
 
 // x rounded to the nearest integer, ties to even, from floor and exact comparisons (|x| < 2^23,
