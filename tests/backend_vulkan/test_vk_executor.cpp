@@ -107,10 +107,12 @@ TEST_P(VulkanFusion, DecodeStepEqualsTheUnfusedProgram) {
   // workgroup (the decode attention as a stage of the chains where their shared memory holds it);
   // 5: the same with the default 512-thread workgroup; 6: the same with the other unit width than
   // the recipe's default (one block a lane a unit for q4w chains, two otherwise: VKLLM_CHAIN_UB),
-  // rows dealt within workgroups (VKLLM_CHAIN_DEAL=0) and the attention in its own dispatch
-  // between chains (VKLLM_CHAIN_ATT=0); 7: mode 5 with the executor's two decode plans changing
-  // halfway through the decode steps (the attention stages below the position
-  // VKLLM_CHAIN_ATT_UNTIL, the attention in its own dispatch from there).
+  // rows dealt within workgroups (VKLLM_CHAIN_DEAL=0), the other grid sync than the recipe's
+  // default (split in two for q4w chains, whole otherwise: VKLLM_CHAIN_SPLIT_SYNC) and the
+  // attention in its own dispatch between chains (VKLLM_CHAIN_ATT=0); 7: mode 5 with the executor's
+  // two decode plans changing halfway through the decode steps (the attention stages below the
+  // position VKLLM_CHAIN_ATT_UNTIL, the attention in its own dispatch from there).
+  //
   // The prompt's tokens: one that ends past two of the decode attention's 64-key splits, so the
   // fused attention merges three splits (where the context holds it).
   constexpr int kLongPrompt = 134;
@@ -125,6 +127,7 @@ TEST_P(VulkanFusion, DecodeStepEqualsTheUnfusedProgram) {
     const bool q4w = GetParam().cfg.lin == Lin::Q4W;
     if (mode == 6) setenv("VKLLM_CHAIN_UB", q4w ? "1" : "2", 1);
     if (mode == 6) setenv("VKLLM_CHAIN_DEAL", "0", 1);
+    if (mode == 6) setenv("VKLLM_CHAIN_SPLIT_SYNC", q4w ? "1" : "0", 1);
     if (mode == 6) setenv("VKLLM_CHAIN_ATT", "0", 1);
     // (One workgroup makes every attention item a round of its own: the default plan rule would
     // take the attention stages at no position.)
@@ -156,6 +159,7 @@ TEST_P(VulkanFusion, DecodeStepEqualsTheUnfusedProgram) {
     unsetenv("VKLLM_CHAIN_WG");
     unsetenv("VKLLM_CHAIN_UB");
     unsetenv("VKLLM_CHAIN_DEAL");
+    unsetenv("VKLLM_CHAIN_SPLIT_SYNC");
     unsetenv("VKLLM_CHAIN_ATT");
     unsetenv("VKLLM_CHAIN_ATT_UNTIL");
     return all;
