@@ -636,10 +636,12 @@ void rows_specialized(Stage g, bool fd, uint r0, uint step, float sx, int zp, in
   }
 }
 
-// An attention stage (record par): this workgroup's items, the first one's tile loads issued before
-// the sync that ends the stage before (the caches' rows below the position were written by earlier
-// dispatches; q, k and v are read after it).
-// The second half of the sync that ends stage st - 1 (all of it without SPLIT_SYNC).
+// The sync that ends stage st - 1 (none before stage 0), in two halves with SPLIT_SYNC: sync_arrive
+// once this workgroup's rows of stage st - 1 are written, sync_wait before stage st reads what
+// the grid wrote (without SPLIT_SYNC sync_arrive does nothing and sync_wait the whole sync).
+void sync_arrive(uint st) {
+  if (SPLIT_SYNC == 1u && st > 0u) grid_arrive();
+}
 void sync_wait(uint st) {
   if (st == 0u) return;
   if (SPLIT_SYNC == 1u)
@@ -648,6 +650,9 @@ void sync_wait(uint st) {
     grid_sync(st - 1u);
 }
 
+// An attention stage (record par): this workgroup's items, the first one's tile loads issued before
+// the sync that ends the stage before (the caches' rows below the position were written by earlier
+// dispatches; q, k and v are read after it).
 void attention_stage(uint par, uint st) {
   att_par = par;
   const AttP p = AttP(SW(par, 32u), SW(par, 33u), SW(par, 34u), SW(par, 35u), SW(par, 36u),
@@ -678,7 +683,7 @@ void main() {
 #ifdef VKLLM_CLOCK
     clk_st = st;
 #endif
-    if (SPLIT_SYNC == 1u && st > 0u) grid_arrive();  // stage st - 1's rows are done
+    sync_arrive(st);
     // The stage's first units are fetched before the sync that ends the stage before it.
     const Stage g = stage(st, r0, step, rec);
     // The next stage's record, loaded now so that its latency passes in this stage.

@@ -48,7 +48,7 @@ DECL_FBUF(9, r, readonly)  // EPI 1: the residual
 layout(push_constant) uniform PC { uint K, Nc, n0, G, unused; float eps; } pc;
 
 const uint MAXV = 32u;  // K <= 32 * WG (checked by the host)
-shared float red[WG], red_lo[WG], red_hi[WG];
+shared float red[WG];
 
 float round_to(bool f16, float v) {
 #ifdef VKLLM_F16
@@ -96,20 +96,8 @@ void prologue(out float sx, out int zp) {
       lo = min(lo, v);
       hi = max(hi, v);
     }
-  // quant.glsl's quant_params, with the minimum and maximum reduced by subgroups (exact).
-  lo = subgroupMin(lo);
-  hi = subgroupMax(hi);
-  if (subgroupElect()) {
-    red_lo[gl_SubgroupID] = lo;
-    red_hi[gl_SubgroupID] = hi;
-  }
-  barrier();
-  for (uint i = 0; i < gl_NumSubgroups; ++i) {
-    lo = min(lo, red_lo[i]);
-    hi = max(hi, red_hi[i]);
-  }
-  quant_scale_zp(lo, hi, sx, zp);  // quant.glsl's formula
-  const float rcp = div_rn(1.0, sx);  // exact, as quant.glsl
+  float rcp;
+  quant_params(lo, hi, sx, zp, rcp);  // quant.glsl's formula, rcp exact
   for (uint p = tid; p < K / 8u; p += WG) {
     uint ev = 0u, od = 0u;
     [[unroll]] for (uint t = 0; t < 8u; ++t)

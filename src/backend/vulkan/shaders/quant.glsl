@@ -115,15 +115,10 @@ int quant_zero_point(float q) {
   return int(zpf);
 }
 
-// Scale and zero point of a token from its row's minimum lo and maximum hi (both include 0).
-void quant_scale_zp(float lo, float hi, out float sc, out int zp) {
-  sc = quant_scale(lo, hi);
-  zp = quant_zero_point(div_rn(lo, sc));
-}
-
-// quant_scale_zp and rcp = div_rn(1.0, sc) with one division's latency for the last two: lane 0
-// of the subgroup divides the minimum, the other lanes 1.0, and the results are shuffled to all
-// (subgroup-uniform lo and hi; the includer enables subgroup arithmetic and shuffles).
+// A token's scale sc, zero point zp (from div_rn(lo, sc)) and rcp = div_rn(1.0, sc), from its
+// row's minimum lo and maximum hi (both include 0), with one division's latency for the last two:
+// lane 0 of the subgroup divides the minimum, the other lanes 1.0, and the results are shuffled to
+// all (subgroup-uniform lo and hi; the includer enables subgroup arithmetic and shuffles).
 void quant_scale_zp_rcp(float lo, float hi, out float sc, out int zp, out float rcp) {
   sc = quant_scale(lo, hi);
   const float q = div_rn(gl_SubgroupInvocationID == 0u ? lo : 1.0, sc);
