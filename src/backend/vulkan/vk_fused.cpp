@@ -652,18 +652,18 @@ constexpr uint32_t kClockSlots = 512, kClockPhases = 8;
 // subgroup a row (docs/perf.md, session 12: 159K SM cycles of rows in the chain at 264
 // workgroups, 78 us unfused).
 constexpr int64_t kChainMaxRows = 32768;
-// The chain kernel's float row (xv: 9 K / 32 vec4s for the widest norm or q4w stage) and its other
-// shared memory (the int8 row and block sums, reductions, stage records, the clock: 10.4 KiB,
-// rounded up).
-constexpr uint64_t kChainOtherShared = 11 * 1024;
+// The chain kernel's float row (xv: 9 K / 32 vec4s for the widest norm or q4w stage).
 uint32_t chain_xv(int64_t K) {
   return std::max<uint32_t>(1, static_cast<uint32_t>(K / 32 * 9));
 }
-// An attention stage's shared memory (attention_split.glsl and attention_decode.glsl in the
-// chain: reductions, the tile's weights and value sums, the q / k / v rows, the merge's chunk of
-// 8 splits), rounded up.
-uint64_t chain_att_shared(int64_t hd) {
-  return (1408 + 13 * uint64_t(hd)) * 4 + 64;
+// The chain kernel's shared memory, as linear_8da4w_chain.comp declares it: the float row (xv
+// vec4s); the stage records, reductions and merge weights (2,180 bytes) and the clock's (224);
+// the int8 row and its block sums (9 KiB, compiled out of chains without int8 stages: INT8); and
+// an attention stage's tile sums, softmax weights and q / k / v rows, and the merge's chunk of 8
+// splits (hd: the stages' head dim; 0: no attention stage, its arrays compiled out), rounded up.
+uint64_t chain_shared(uint32_t xv, int64_t hd, bool int8) {
+  const uint64_t att = hd > 0 ? 4352 + 52 * uint64_t(hd) : 1024;
+  return 16 * uint64_t(xv) + 2180 + 224 + (int8 ? 9216 : 0) + att + 64;
 }
 // A chain workgroup's threads: 512, one workgroup an SM, so that an SM runs each stage's prologue
 // once (measured 3-5% faster on the H200 than two 256-thread workgroups an SM, docs/perf.md
@@ -694,8 +694,7 @@ bool chainable(const Program& p, const Match& m, uint32_t max_shared) {
   if (K > kChainMaxK || K % 32 != 0 || m.mv.empty() || m.mv.size() > 3) return false;
   // A q4w stage's float row must fit the device's shared memory (the H200's 48 KiB holds 8,192
   // values; lavapipe's 32 KiB 4,096).
-  if (m.pat->linear == kQ4w && uint64_t(chain_xv(K)) * 16 + kChainOtherShared > max_shared)
-    return false;
+  if (m.pat->linear == kQ4w && chain_shared(chain_xv(K), 0, false) > max_shared) return false;
   int64_t rows = 0;
   for (const Op* l : m.mv) rows += p.tensors[l->inputs[1]].shape[0];
   if (rows > kChainMaxRows) return false;
@@ -777,7 +776,7 @@ std::unique_ptr<PreparedOp> prepare_chain(OpEnv& env, const std::vector<Match>& 
     table[at] = static_cast<uint32_t>(a);
     table[at + 1] = static_cast<uint32_t>(a >> 32);
   };
-  bool any16 = false, any_q4w = false, all_q4w = true;
+  bool any16 = false, any_q4w = false, all_q4w = true, any_int8 = false;
   uint32_t xv = chain_xv(0);           // the float row's vec4s (linear_8da4w_chain.comp XV)
   uint32_t att_hd = 0, att_flags = 0;  // the attention stages' (linear_8da4w_chain.comp ATT_HD)
   std::vector<VkBuffer> reads, writes;
@@ -830,6 +829,7 @@ std::unique_ptr<PreparedOp> prepare_chain(OpEnv& env, const std::vector<Match>& 
     const int64_t K = c.width(m.x), G = m.mv[0]->attrs["group"].get<int64_t>();
     const bool q4w = m.pat->linear == kQ4w;
     all_q4w = all_q4w && q4w;
+    any_int8 = any_int8 || !q4w;
     const DecodeSplit split = decode_split(ctx, K, p.tensors[m.mv[0]->inputs[1]].shape[0]);
     c.need(q4w || split.parts == 1,
            "decode chains sum each row in one part (VKLLM_MATVEC_PARTS unset)");
@@ -908,7 +908,7 @@ std::unique_ptr<PreparedOp> prepare_chain(OpEnv& env, const std::vector<Match>& 
       env.kernels.get(name, clock ? 3 : 2, 4,
                       {chain_depth(ub), grid_spin_limit(ctx.info()), chain_measure(),
                        chain_specialize(), xv, any_q4w ? 1u : 0u, chain_pipe(), chain_deal(), ub,
-                       att_hd, att_flags, chain_split_sync(any_q4w)});
+                       att_hd, att_flags, chain_split_sync(any_q4w), any_int8 ? 1u : 0u});
   std::vector<BufRange> r = {{env.chain_sync.buf, 0, env.chain_sync.size}, {tab.buf, 0, tab.size}};
   if (clock) r.push_back({env.chain_clock.buf.buf, 0, env.chain_clock.buf.size});
   VkDescriptorSet set = env.kernels.make_set(k, r);
@@ -1127,19 +1127,21 @@ std::vector<FusedRun> find_fused_runs(const Program& p, const std::string& unfus
   // where the kernel's shared memory holds both.
   std::vector<std::optional<Match>> matches;
   uint32_t xv = 1;
+  bool int8 = false;  // any int8 stage (its row's shared memory)
   for (const FusedRun& r : runs) {
     matches.push_back(r.tail ? std::nullopt : rematch(matcher, r, unfused_family));
     const std::optional<Match>& m = matches.back();
-    if (r.private_scratch && m && chainable(p, *m, dev.max_shared) &&
-        (m->norm || m->pat->linear == kQ4w))
+    if (!r.private_scratch || !m || !chainable(p, *m, dev.max_shared)) continue;
+    if (m->norm || m->pat->linear == kQ4w)
       xv = std::max(xv, chain_xv(p.tensors[m->x].shape.back()));
+    int8 = int8 || m->pat->linear != kQ4w;
   }
   auto stage = [&](const FusedRun& r, const Match& m) {
     if (!m.attn) return r.private_scratch && chainable(p, m, dev.max_shared);
     const int64_t hd = m.attn->attrs["head_dim"].get<int64_t>();
     const bool c16 = p.tensors[m.attn->inputs[3]].dtype == DType::F16;
     return attention_stages && chain_attention(hd, c16) && !r.quantize_out && hd <= 256 &&
-           kChainOtherShared + uint64_t(xv) * 16 + chain_att_shared(hd) <= dev.max_shared;
+           chain_shared(xv, hd, int8) <= dev.max_shared;
   };
   for (size_t i = 0; i < runs.size(); ++i) {
     FusedRun& r = runs[i];

@@ -68,7 +68,12 @@ float wg_sum(float v) {
 
 #ifndef ATT_MERGE_ONLY
 shared float att_ps[ATT_KT];   // the tile's softmax weights
-shared float att_vp[ATT_WG * 4u];  // the value sums of each key class (KQ x HD <= ATT_WG x VPW)
+// The value sums of each key class (KQ x HD <= ATT_WG x VPW); an includer whose dispatch may run
+// no attention sizes the array with ATT_VP_N.
+#ifndef ATT_VP_N
+#define ATT_VP_N (ATT_WG * 4u)
+#endif
+shared float att_vp[ATT_VP_N];
 shared float att_ks[HD], att_vs[HD];  // the fresh key / value row (att_fetch's `fresh`)
 
 float att_word(uvec2 w, uint e) {

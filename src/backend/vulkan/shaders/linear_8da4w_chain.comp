@@ -47,6 +47,12 @@ const uint NWG = 256u;
 #define QUANT_LANES
 #include "quant.glsl"
 #include "idot.glsl"
+// 1: the chain has int8 (8da4w) stages; 0: only q4w and attention stages, so the int8 row's shared
+// memory is compiled out (9 KiB: room for an attention stage beside a q4w stage's float row of
+// 8,192 values in 48 KiB). The host's, vk_fused.cpp chain_shared.
+layout(constant_id = 13) const uint INT8 = 1;
+#define SRD_QXS (INT8 != 0u ? 2u * QX_HALF : 1u)
+#define SRD_XSUM (INT8 != 0u ? 8192u / 32u : 1u)
 #include "shared_row_dot.glsl"
 #define GS_BINDING 0
 #define GS_SPIN 2
@@ -171,6 +177,7 @@ uvec2 AW(uint w) { return stab[att_par][w >> 1u]; }  // (w even)
 #define ATT_COUNT(h) atomicAdd(CntRef(AW(22u)).v[h], 1u)
 #define ATT_RESET(h) CntRef(AW(22u)).v[h] = 0u
 #define ATT_MCH_MAX 8u
+#define ATT_VP_N (ATT_HD > 0u ? ATT_WG * 4u : 1u)  // (no attention stage: compiled out)
 shared float qs[HD], tmp[2u * HD];  // q as attended; the q and k rows before norm and rope
 shared uint last_split;
 #define ATT_MERGE

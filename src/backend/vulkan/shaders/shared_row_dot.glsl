@@ -8,9 +8,14 @@
 // A block's two uvec4 (its pairs 0-1, then 2-3) lie apart: block b's first at qxs[b], its second
 // at qxs[QX_HALF + b], so that lanes reading neighbouring blocks read 16 bytes apart (every bank
 // once a quarter subgroup) rather than 32 (a two-way bank conflict on every load).
+// (An includer whose dispatch may hold no int8 row sizes the arrays with SRD_QXS and SRD_XSUM.)
 const uint QX_HALF = 8192u / 32u;
-shared uvec4 qxs[2u * QX_HALF];
-shared int xsum[8192u / 32u];
+#ifndef SRD_QXS
+#define SRD_QXS (2u * QX_HALF)
+#define SRD_XSUM (8192u / 32u)
+#endif
+shared uvec4 qxs[SRD_QXS];
+shared int xsum[SRD_XSUM];
 uvec4 qx_lo(uint b) { return qxs[b]; }
 uvec4 qx_hi(uint b) { return qxs[QX_HALF + b]; }
 
