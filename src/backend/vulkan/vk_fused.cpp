@@ -187,7 +187,7 @@ class Matcher {
     const Op& e = op(k + pat.matvecs);
     if (pat.tail == Tail::Norm) {
       const int32_t o = m.mv[0]->outputs[0];
-      if (e.family != "add" || !add_fuses_into_next(p_, k + 1) ||
+      if (e.family != "add" || !fuses_into_next(p_, k + 1) ||
           (e.inputs[0] != o && e.inputs[1] != o) || e.inputs[0] == e.inputs[1] ||
           !only_in(o, k + 1, k + 1))
         return std::nullopt;
@@ -1102,9 +1102,9 @@ std::vector<FusedRun> find_fused_runs(const Program& p, const std::string& unfus
     if (changed) continue;
     for (size_t i = 0; i < runs.size(); ++i) {
       const size_t a = runs[i].first;
-      const bool add_before = a > 0 && add_fuses_into_next(p, a - 1);
+      const bool add_before = a > 0 && fuses_into_next(p, a - 1);
       const bool covered_before = i > 0 && runs[i - 1].last == a - 1;
-      const bool add_last = add_fuses_into_next(p, runs[i].last);
+      const bool add_last = fuses_into_next(p, runs[i].last);
       const bool covered_after = i + 1 < runs.size() && runs[i + 1].first == runs[i].last + 1;
       if ((add_before && !covered_before) || (add_last && !covered_after)) {
         runs.erase(runs.begin() + static_cast<std::ptrdiff_t>(i));

@@ -213,10 +213,13 @@ std::unique_ptr<PreparedOp> prep_rms_norm(Ctx c) {
   c.need_float(y);
   // A norm over whole rows whose only readers are linear_8da4w ops quantizes for them.
   const bool quant = G == N && N % 4 == 0 && feeds_only_8da4w(c, y);
-  // The add that computes x, when fused here: the kernel reads its inputs and stores x itself.
+  // The op that computes x, when fused here: an add (the kernel reads its inputs and stores x
+  // itself), or a last_row (the kernel reads the last row of its input in place).
   const size_t k = op_index(c);
-  const Op* add = k > 0 && add_fuses_into_next(c.p, k - 1) ? &c.p.ops[k - 1] : nullptr;
-  const int32_t xin = add ? add->inputs[0] : x;
+  const Op* prev = k > 0 && fuses_into_next(c.p, k - 1) ? &c.p.ops[k - 1] : nullptr;
+  const Op* add = prev && prev->family == "add" ? prev : nullptr;
+  const bool last = prev && prev->family == "last_row";
+  const int32_t xin = add ? add->inputs[0] : last ? prev->inputs[0] : x;
   std::vector<BufRange> r = {c.whole(xin), c.whole(w), c.whole(y)};
   std::vector<uint32_t> flags = {c.f16(xin), c.f16(y)};
   if (add) {
@@ -231,7 +234,7 @@ std::unique_ptr<PreparedOp> prep_rms_norm(Ctx c) {
   }
   const Kernel& kern =
       c.kernel(fmt::format("rms_norm{}{}", add ? "_add" : "", quant ? "_quant" : ""),
-               static_cast<uint32_t>(r.size()), 4, flags);
+               static_cast<uint32_t>(r.size()), 5, flags);
   VkDescriptorSet set = c.env.kernels.make_set(kern, r);
   // Forwards of several tokens normalize groups of at most 256 values (per-head norms: no add, no
   // quantizing) a subgroup a row (rms_norm.comp ROWS_SG) instead of a 256-thread workgroup a row.
@@ -243,13 +246,14 @@ std::unique_ptr<PreparedOp> prep_rms_norm(Ctx c) {
     std::vector<uint32_t> f = flags;
     f.resize(4, 0);
     f.push_back(1);
-    kern_sg = &c.kernel("rms_norm", static_cast<uint32_t>(r.size()), 4, f);
+    kern_sg = &c.kernel("rms_norm", static_cast<uint32_t>(r.size()), 5, f);
     set_sg = c.env.kernels.make_set(*kern_sg, r);
   }
   auto prepared = std::make_unique<PreparedOp>(
       [=, &kern](VkCommandBuffer cb, int T) {
         const uint32_t Tr = c.rows(x, T), rows = Tr * u32(N / G);
-        const std::vector<uint32_t> push = {u32(G), rows, fbits(eps), gemm_order(for_gemm, Tr)};
+        const std::vector<uint32_t> push = {u32(G), rows, fbits(eps), gemm_order(for_gemm, Tr),
+                                            last ? u32((T - 1) * N) : 0u};
         if (kern_sg && Tr > 1)
           dispatch_flat(cb, *kern_sg, set_sg, push, ceil_div(rows, 256 / sg));
         else
@@ -257,6 +261,7 @@ std::unique_ptr<PreparedOp> prep_rms_norm(Ctx c) {
       },
       nullptr);
   Phase ph{{c.buf(xin), c.buf(x)}, {c.buf(y)}};
+  if (last) ph.reads = {c.buf(xin)};
   if (add) ph = {{c.buf(xin), c.buf(add->inputs[1])}, {c.buf(x), c.buf(y)}};
   if (quant) ph.writes.insert(ph.writes.end(), {c.env.act_q.buf, c.env.act_qp.buf});
   if (quant) prepared->quantizes = y;
@@ -580,6 +585,11 @@ std::unique_ptr<PreparedOp> prep_elementwise(Ctx c) {
   const int64_t N = c.width(I[0]);
   if (c.op.family == "last_row") {
     c.need(c.width(y) == N && !c.per_token(y) && c.decl(y).shape[0] == 1, "output must be [1, N]");
+    if (fuses_into_next(c.p, op_index(c))) {
+      auto fused = std::make_unique<PreparedOp>([](VkCommandBuffer, int) {}, nullptr);
+      fused->fused_into_next = true;  // the next op's kernel (rms_norm) reads the row in place
+      return fused;
+    }
     const Kernel& k = c.kernel("last_row", 2, 2, {c.f16(I[0]), c.f16(y)});
     VkDescriptorSet set =
         c.env.kernels.make_set(k, std::vector<BufRange>{c.whole(I[0]), c.whole(y)});
@@ -591,7 +601,7 @@ std::unique_ptr<PreparedOp> prep_elementwise(Ctx c) {
   }
   c.need(c.width(I[1]) == N && c.width(y) == N && c.per_token(I[0]) == c.per_token(I[1]),
          "shape mismatch");
-  if (c.op.family == "add" && add_fuses_into_next(c.p, op_index(c))) {
+  if (c.op.family == "add" && fuses_into_next(c.p, op_index(c))) {
     auto fused = std::make_unique<PreparedOp>([](VkCommandBuffer, int) {}, nullptr);
     fused->fused_into_next = true;  // the next op's kernel (rms_norm_add) computes the sum
     return fused;
@@ -633,23 +643,37 @@ std::unique_ptr<PreparedOp> prep_argmax(Ctx c) {
   c.need(!c.per_token(x) && c.decl(x).shape[0] == 1 && c.decl(y).dtype == DType::I32,
          "argmax takes [1, V] to i32");
   const int64_t V = c.width(x);
-  // Up to 128 workgroups of 1,024-value multiples each, then one that merges their partials.
+  // Up to 128 workgroups of 1,024-value multiples each; the last to finish merges their partials
+  // and ends the decode step (argmax.comp: the token into the next step's input ids and the
+  // submit's tokens, the position advanced).
   const uint32_t chunk = std::max<uint32_t>(1024, ceil_div(ceil_div(V, 128), 1024) * 1024),
                  P = ceil_div(V, chunk);
-  const Kernel& k = c.kernel("argmax", 2, 2, {c.f16(x)});
-  const Kernel& kf = c.kernel("argmax_final", 2, 1, {});
+  const Kernel& k = c.kernel("argmax", 7, 4, {c.f16(x)});
   const Buffer part = c.env.alloc.create(uint64_t(P) * 8, false, "argmax partials");
-  const BufRange pr = {part.buf, 0, part.size};
-  VkDescriptorSet set = c.env.kernels.make_set(k, std::vector<BufRange>{c.whole(x), pr});
-  VkDescriptorSet fset = c.env.kernels.make_set(kf, std::vector<BufRange>{pr, c.whole(y)});
+  const Buffer count = c.env.alloc.create(4, false, "argmax counter");
+  c.env.alloc.fill(count, 0);
+  // (A program without input ids, or an environment without a token buffer: op tests.)
+  const BufRange ids = c.p.input_ids >= 0
+                           ? c.whole(c.p.input_ids)
+                           : BufRange{c.env.alloc.create(4, false, "argmax ids").buf, 0, 4};
+  if (!c.env.tokens.buf) c.env.tokens = c.env.alloc.create(4, true, "greedy batch tokens");
+  const Buffer& tokens = c.env.tokens;
+  VkDescriptorSet set =
+      c.env.kernels.make_set(k, std::vector<BufRange>{c.whole(x),
+                                                      {part.buf, 0, part.size},
+                                                      c.whole(y),
+                                                      {count.buf, 0, count.size},
+                                                      {c.env.step.buf, 0, c.env.step.size},
+                                                      ids,
+                                                      {tokens.buf, 0, tokens.size}});
+  const uint32_t ntok = u32(static_cast<int64_t>(tokens.size / 4));
   auto prepared = std::make_unique<PreparedOp>(
-      [=, &k, &kf](VkCommandBuffer cb, int) {
-        dispatch(cb, k, set, {u32(V), chunk}, P);
-        compute_barrier(cb);
-        dispatch(cb, kf, fset, {P}, 1);
+      [=, &k](VkCommandBuffer cb, int) {
+        dispatch(cb, k, set, {u32(V), chunk, P, ntok}, P);
       },
       nullptr);
-  prepared->phases = {{{c.buf(x)}, {part.buf}}, {{part.buf}, {c.buf(y)}}};
+  prepared->phases = {{{c.buf(x), c.env.step.buf},
+                       {part.buf, c.buf(y), count.buf, c.env.step.buf, ids.buf, tokens.buf}}};
   return prepared;
 }
 
@@ -670,12 +694,29 @@ uint64_t act_quant_bytes_per_token(const Program& p, const Op& op) {
   return static_cast<uint64_t>(p.tensors[op.inputs[0]].shape.back());
 }
 
-bool add_fuses_into_next(const Program& p, size_t k) {
+bool fuses_into_next(const Program& p, size_t k) {
   if (k + 1 >= p.ops.size()) return false;
   const Op &a = p.ops[k], &n = p.ops[k + 1];
-  if (a.family != "add" || n.family != "rms_norm" || a.inputs.size() != 2 ||
-      a.outputs.size() != 1 || n.inputs.empty() || n.inputs[0] != a.outputs[0])
+  if (n.family != "rms_norm" || a.outputs.size() != 1 || n.inputs.empty() ||
+      n.inputs[0] != a.outputs[0])
     return false;
+  if (a.family == "last_row") {
+    // The last row of a per-token [-1, N] input as [1, N], normalized whole, read by no other op:
+    // the norm reads the row in place and the last_row's output is never written. (Not while the
+    // test corruption switch zeroes last_row's outputs: they must then be written and read.)
+    const char* corrupt = std::getenv("VKLLM_TEST_CORRUPT_OP");
+    if (corrupt && std::string(corrupt) == "last_row") return false;
+    const TensorDecl &in = p.tensors[a.inputs.at(0)], &out = p.tensors[a.outputs[0]];
+    if (a.inputs.size() != 1 || in.shape.size() != 2 || in.shape[0] >= 0 ||
+        out.shape != std::vector<int64_t>{1, in.shape[1]} ||
+        n.attrs.value("group", int64_t(0)) != in.shape[1])
+      return false;
+    for (size_t j = 0; j < p.ops.size(); ++j)
+      for (int32_t t : p.ops[j].inputs)
+        if (t == a.outputs[0] && j != k + 1) return false;
+    return true;
+  }
+  if (a.family != "add" || a.inputs.size() != 2) return false;
   // The residual stream: every operand a per-token [-1, N] row of the same width.
   for (int32_t t : {a.inputs[0], a.inputs[1], a.outputs[0]}) {
     const TensorDecl& d = p.tensors[t];

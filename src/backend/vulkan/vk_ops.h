@@ -37,7 +37,10 @@ struct OpEnv {
   int max_tokens;                                         // rows of every [-1, N] activation buffer
   std::function<const Buffer&(int32_t)> buffer;           // device buffer of a tensor
   std::function<std::span<const uint8_t>(int32_t)> host;  // host bytes of a weight (rope tables)
-  Buffer step;  // device-local uint: the forward's first position (written before each forward)
+  // Device-local: word 0 the forward's first position, word 1 the decode steps of the submit so
+  // far (the host writes (pos, 0) before each submit; the argmax advances both, argmax.comp).
+  Buffer step;
+  Buffer tokens;  // host-visible: the tokens of a submit's greedy decode steps (argmax.comp)
   // linear_8da4w scratch (int8 activations and per-token scale / zero point), shared by all ops.
   // Ops are prepared in program order; quant_src is the tensor the last quantizing op wrote
   // there, so the next linears of that same tensor (q, k, v; gate, up) skip quantizing it again.
@@ -74,8 +77,8 @@ class PreparedOp {
     return decode && !decode_phases.empty() ? decode_phases : phases;
   }
   // An op that records nothing because the next op records it along with its own work (an add
-  // fused into the rms_norm that reads its output: add_fuses_into_next). The executor plans the
-  // pair as one op.
+  // or last_row fused into the rms_norm that reads its output: fuses_into_next). The executor plans
+  // the pair as one op.
   bool fused_into_next = false;
   // The tensor whose int8 quantization the op writes to the shared scratch (-1: none), so that a
   // plan knows which tensor the scratch holds after the op (OpEnv::quant_src).
@@ -95,10 +98,11 @@ class PreparedOp {
 // Bytes of linear_8da4w scratch the op needs per token (0 for other families).
 uint64_t act_quant_bytes_per_token(const Program& p, const Op& op);
 
-// Is op k an add whose output only the next op, an rms_norm, reads first, so that the norm
-// kernel computes the sum itself (rms_norm_add)? The executor keeps the add's inputs alive through
-// the norm, so that no buffer the fused kernel writes shares memory with them.
-bool add_fuses_into_next(const Program& p, size_t k);
+// Does op k record nothing because the next op, an rms_norm, computes its output itself: an add
+// whose output the norm reads first (rms_norm_add computes the sum), or a last_row whose output
+// only the norm reads (the norm reads the row in place)? The executor keeps op k's inputs alive
+// through the norm, so that no buffer the fused kernel writes shares memory with them.
+bool fuses_into_next(const Program& p, size_t k);
 
 // Prepares op `op`, which must be an element of env.program.ops (fusion looks at its neighbours).
 std::unique_ptr<PreparedOp> prepare_op(OpEnv& env, const Op& op);

@@ -167,6 +167,13 @@ class VulkanExecutor final : public Executor {
     allocate({&runs, &runs_long_});
     step_ = alloc_.create(16, false, "step parameters");
     step_host_ = alloc_.create(16, true, "step parameters (host)");
+    // Greedy steps per submit: VKLLM_DECODE_BATCH (1: one step per submit), else 16; one step
+    // per submit while profiling (the profile times the steps of one forward).
+    batch_ = 16;
+    if (const char* b = std::getenv("VKLLM_DECODE_BATCH"))
+      batch_ = std::clamp(std::atoi(b), 1, 256);
+    if (ctx_->options().profile && ctx_->info().timestamps) batch_ = 1;
+    batch_tokens_ = alloc_.create(static_cast<uint64_t>(batch_) * 4, true, "greedy batch tokens");
     env_ = std::make_unique<OpEnv>(OpEnv{*ctx_, kernels_, alloc_, p_, max_t_,
                                          [this](int32_t t) -> const Buffer& {
                                            if (!bufs_[t].buf)
@@ -176,6 +183,7 @@ class VulkanExecutor final : public Executor {
                                          },
                                          [this](int32_t t) { return w_.weight(p_, t); }, step_});
     OpEnv& env = *env_;
+    env.tokens = batch_tokens_;
     for (const Op& op : p_.ops)
       env.act_q_bytes = std::max(env.act_q_bytes, act_quant_bytes_per_token(p_, op) * max_t_);
     for (const Op& op : p_.ops) ops_.push_back(prepare_op(env, op));
@@ -216,13 +224,6 @@ class VulkanExecutor final : public Executor {
       qi.queryCount = static_cast<uint32_t>(p_.ops.size() + 1);
       VK_CHECK(vkCreateQueryPool(ctx_->device(), &qi, nullptr, &queries_));
     }
-    // Greedy steps per submit: VKLLM_DECODE_BATCH (1: one step per submit), else 16; one step
-    // per submit while profiling (the profile times the steps of one forward).
-    batch_ = 16;
-    if (const char* b = std::getenv("VKLLM_DECODE_BATCH"))
-      batch_ = std::clamp(std::atoi(b), 1, 256);
-    if (queries_) batch_ = 1;
-    batch_tokens_ = alloc_.create(static_cast<uint64_t>(batch_) * 4, true, "greedy batch tokens");
     held_ = alloc_.device_bytes();
     hold(held_);
     {
@@ -351,7 +352,7 @@ class VulkanExecutor final : public Executor {
     }
     std::vector<int> first(n, -1), last(n, -1), written(n, 0);
     for (int k = 0; k < nops; ++k) {
-      const int use = std::max(step_last[k], add_fuses_into_next(p_, static_cast<size_t>(k))
+      const int use = std::max(step_last[k], fuses_into_next(p_, static_cast<size_t>(k))
                                                  ? step_last[std::min(k + 1, nops - 1)]
                                                  : k);
       for (int32_t t : p_.ops[k].inputs) {
@@ -433,8 +434,7 @@ class VulkanExecutor final : public Executor {
   // position reaches the shaders through the step buffer, not through the recording.
   int32_t run_chunk(const int32_t* ids, int T, int pos, float* logits_out, bool last) {
     std::memcpy(bufs_[p_.input_ids].mapped, ids, static_cast<size_t>(T) * 4);
-    const uint32_t pos32 = static_cast<uint32_t>(pos);
-    std::memcpy(step_host_.mapped, &pos32, 4);
+    set_step(pos);
     VkCommandBuffer cb = cb_;
     const int pl = T == 1 ? decode_plan(pos, 1) : 0;  // (a prefill chunk needs no decode plan)
     Plan& plan = T == 1 ? decode_[pl] : prefill_;
@@ -577,8 +577,9 @@ class VulkanExecutor final : public Executor {
   }
 
   // Greedy decode steps per submit (greedy_batch): the step's argmax stays on the device and
-  // feeds the next step's embedding (decode_advance.comp); the host reads the batch's tokens
-  // once. One command buffer, recorded on first use and replayed at any position.
+  // feeds the next step's embedding (argmax.comp ends each step: the token into the input ids and
+  // the batch's tokens, the position advanced); the host reads the batch's tokens once. One
+  // command buffer, recorded on first use and replayed at any position.
   int greedy_batch() const override { return batch_; }
 
   void decode_greedy(int32_t first, int pos, int n, int32_t* out) override {
@@ -586,8 +587,7 @@ class VulkanExecutor final : public Executor {
       return Executor::decode_greedy(first, pos, n, out);
     for (auto& op : ops_) op->check(&first, 1);
     std::memcpy(bufs_[p_.input_ids].mapped, &first, 4);
-    const uint32_t pos32 = static_cast<uint32_t>(pos);
-    std::memcpy(step_host_.mapped, &pos32, 4);
+    set_step(pos);
     const int pl = decode_plan(pos, n);
     if (!batch_recorded_[pl]) {
       record_batch(pl);
@@ -598,13 +598,13 @@ class VulkanExecutor final : public Executor {
     std::memcpy(out, batch_tokens_.mapped, static_cast<size_t>(n) * 4);
   }
 
+  // The step buffer's host copy for the next submit: the position, and no decode steps yet.
+  void set_step(int pos) {
+    const uint32_t words[2] = {static_cast<uint32_t>(pos), 0};
+    std::memcpy(step_host_.mapped, words, sizeof(words));
+  }
+
   void record_batch(int pl) {
-    const Kernel& k = kernels_.get("decode_advance", 4, 4, {});
-    const BufRange ranges[] = {{step_.buf, 0, step_.size},
-                               {bufs_[p_.next_token].buf, 0, bufs_[p_.next_token].size},
-                               {bufs_[p_.input_ids].buf, 0, bufs_[p_.input_ids].size},
-                               {batch_tokens_.buf, 0, batch_tokens_.size}};
-    VkDescriptorSet set = kernels_.make_set(k, ranges);
     VkCommandBuffer cb = batch_cb_[pl];
     VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
     VK_CHECK(vkBeginCommandBuffer(cb, &bi));
@@ -617,12 +617,6 @@ class VulkanExecutor final : public Executor {
                          0, 1, &mb, 0, nullptr, 0, nullptr);
     for (int i = 0; i < batch_; ++i) {
       record_steps(cb, decode_[pl], 1);
-      compute_barrier(cb);
-      vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, k.pipeline);
-      vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, k.layout, 0, 1, &set, 0, nullptr);
-      const uint32_t idx = static_cast<uint32_t>(i);
-      vkCmdPushConstants(cb, k.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, 4, &idx);
-      vkCmdDispatch(cb, 1, 1, 1);
       compute_barrier(cb);
     }
     if (chain_sync_.buf) {

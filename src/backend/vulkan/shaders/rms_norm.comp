@@ -25,7 +25,9 @@ DECL_FBUF(4, s, writeonly)
 #define QUANT_ROW_BINDING 3
 #endif
 // gemm: the scratch is read only by tiled GEMMs (quant.glsl's gemm_order).
-layout(push_constant) uniform PC { uint G, rows; float eps; uint gemm; } pc;
+// x0: where the input starts in x (a fused last_row: the last token's row, vk_ops.cpp
+// fuses_into_next).
+layout(push_constant) uniform PC { uint G, rows; float eps; uint gemm, x0; } pc;
 #ifdef VKLLM_QUANT
 #define QUANT_GEMM_ORDER (pc.gemm != 0u)
 #include "quant.glsl"
@@ -41,7 +43,7 @@ float norm_in(uint i) {
 #endif
   return v;
 #else
-  return LOADF(x, X16, i);
+  return LOADF(x, X16, pc.x0 + i);
 #endif
 }
 void norm_keep(uint i, float v) {
