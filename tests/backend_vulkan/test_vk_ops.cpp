@@ -147,6 +147,36 @@ TEST(VulkanOps, RmsNormF16) {
   check_rms_norm(200, 40, 7, DType::F16, DType::F16);
 }
 
+// A last_row read only by the norm after it (the end of every forward) records nothing: the norm
+// reads row T - 1 in place (vk_ops.cpp fuses_into_next). The output equals the CPU's norm of the
+// last row, and the last_row's own output is never written (it keeps the harness's NaN poison).
+TEST(VulkanOps, LastRowFusesIntoTheNorm) {
+  for (DType dt : {DType::F32, DType::F16})
+    for (int T : {1, 5}) {
+      const int64_t N = 1000;
+      std::mt19937 rng(static_cast<unsigned>(T));
+      Case c;
+      auto x = rand_vec(rng, static_cast<size_t>(T * N), -3, 3),
+           w = rand_vec(rng, static_cast<size_t>(N), 0.5f, 1.5f);
+      if (dt == DType::F16) x = round_f16(x);
+      int32_t tx =
+          c.add("x", dt, TK::Activation, {-1, N}, dt == DType::F16 ? bytes_f16(x) : bytes_f32(x));
+      int32_t tl = c.add("last", dt, TK::Activation, {1, N});
+      int32_t tw = c.add("w", DType::F32, TK::Weight, {N}, bytes_f32(w));
+      int32_t ty = c.add("y", dt, TK::Activation, {1, N});
+      c.op("last_row", {tx}, tl);
+      c.op("rms_norm", {tl, tw}, ty, {{"eps", 1e-6}, {"group", N}});
+      std::vector<float> want(static_cast<size_t>(N));
+      cpu::rms_norm(x.data() + (T - 1) * N, 1, N, w.data(), N, 1e-6f, want.data());
+      if (dt == DType::F16) want = round_f16(want);
+      OpRun r(c, T);
+      r.forward(T, 0);
+      const double bound = dt == DType::F16 ? kF16Out : kNorm;
+      EXPECT_LE(logged(nmse(r.read(ty, 1), want), bound), bound) << "T=" << T;
+      for (float v : r.read(tl, 1)) ASSERT_TRUE(std::isnan(v)) << "last_row was not fused, T=" << T;
+    }
+}
+
 // Activations: Normal; Wide: token rows scaled by powers of two from 2^-30 to 2^29, so the int8
 // quantization's divisions see every kind of exponent; Halfway: every quotient x / scale within
 // a few ulp of a rounding boundary k + 0.5 (the case a fast reciprocal path could get wrong).
