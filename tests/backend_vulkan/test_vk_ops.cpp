@@ -564,7 +564,8 @@ TEST(VulkanOps, Linear8da4wDecodeInPartsAgreesAtEveryWorkgroupSize) {
 // output against the CPU reference too (check_linear): every group size they take (one to eight
 // blocks a group), widths whose groups do not fill the lanes, rows that do not fill a row set,
 // fp16 activations, weights in row chunks (rows start at n0), and each depth, batch count and
-// grid. compare(streamed, old, shape) judges each setting's output. `widest`: the last shape's K.
+// grid, and (linear_8da4w_mv) the weight sums from memory or from the nibbles (VKLLM_MV_WSUM).
+// compare(streamed, old, shape) judges each setting's output. `widest`: the last shape's K.
 struct MvShape {
   int64_t K, N, G;
   DType act;
@@ -576,10 +577,10 @@ void check_streamed_matvec(Lin kind, int64_t widest, Compare compare) {
                             {2304, 37, 64, DType::F16, 0},      {768, 203, 256, DType::F32, 0},
                             {384, 200, 128, DType::F16, 16384}, {widest, 9, 128, DType::F32, 0}};
   struct Setting {
-    const char *depth, *batches, *groups;
+    const char *depth, *batches, *groups, *wsum;
   };
   // (24 contexts in one process: NVIDIA's driver refuses instances after ~30 validated ones.)
-  const Setting settings[] = {{"", "", ""}, {"1", "1", "1"}, {"3", "2", "3"}};
+  const Setting settings[] = {{"", "", "", ""}, {"1", "1", "1", "1"}, {"3", "2", "3", ""}};
   for (const MvShape& sh : shapes) {
     VulkanOptions o;
     if (sh.max_binding) o.max_binding_bytes = sh.max_binding;
@@ -590,17 +591,18 @@ void check_streamed_matvec(Lin kind, int64_t widest, Compare compare) {
     for (const Setting& st : settings) {
       for (auto [var, v] :
            {std::pair{"VKLLM_MV_DEPTH", st.depth}, std::pair{"VKLLM_MV_BATCHES", st.batches},
-            std::pair{"VKLLM_MV_GROUPS", st.groups}})
+            std::pair{"VKLLM_MV_GROUPS", st.groups}, std::pair{"VKLLM_MV_WSUM", st.wsum}})
         ::setenv(var, v, 1);
       std::vector<float> got;
       check_linear(kind, sh.K, sh.N, 1, sh.act, o, &got, XDist::Normal, sh.G);
       compare(got, old, sh,
               "K=" + std::to_string(sh.K) + " N=" + std::to_string(sh.N) +
                   " G=" + std::to_string(sh.G) + " depth '" + st.depth + "' batches '" +
-                  st.batches + "' groups '" + st.groups + "'");
+                  st.batches + "' groups '" + st.groups + "' wsum '" + st.wsum + "'");
     }
   }
-  for (const char* var : {"VKLLM_MV", "VKLLM_MV_DEPTH", "VKLLM_MV_BATCHES", "VKLLM_MV_GROUPS"})
+  for (const char* var :
+       {"VKLLM_MV", "VKLLM_MV_DEPTH", "VKLLM_MV_BATCHES", "VKLLM_MV_GROUPS", "VKLLM_MV_WSUM"})
     ::unsetenv(var);
 }
 

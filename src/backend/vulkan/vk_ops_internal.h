@@ -155,8 +155,11 @@ struct MatvecPlan {
   bool on = false;
   uint32_t bpg = 0, depth = 1, wg = 256, groups = 0, batches = 2;
   uint32_t shared_vec4 = 0;  // linear_q4w_mv: the row's vec4s in shared memory (XN)
+  // linear_8da4w_mv: a group's weight sum from its nibbles, not from memory (WSUM_NIBBLES).
+  uint32_t wsum_nibbles = 0;
   std::vector<uint32_t> spec(bool y16, bool x16 = false) const {
     std::vector<uint32_t> s(17, 0);
+    s[12] = wsum_nibbles;
     s[0] = y16;
     s[1] = x16;
     s[8] = depth;
@@ -199,6 +202,9 @@ inline MatvecPlan plan_matvec(const Context& ctx, int64_t K, int64_t N, int64_t 
   const int d = env_int("VKLLM_MV_DEPTH"), b = env_int("VKLLM_MV_BATCHES");
   if (d > 0 && d <= 16 && d * bpg <= 32) p.depth = static_cast<uint32_t>(d);
   p.batches = b == 1 || b == 2 ? static_cast<uint32_t>(b) : cpu ? 1 : 2;
+  // VKLLM_MV_WSUM=1: the weight sums from the nibbles (linear_8da4w_mv.comp WSUM_NIBBLES; off
+  // until measured on the H200: a sixth fewer bytes for the G = 32 lm_heads, more integer work).
+  p.wsum_nibbles = !q4w && env_int("VKLLM_MV_WSUM") == 1 ? 1 : 0;
   const int gpu = env_int("VKLLM_MV_GROUPS");
   const uint32_t cu = ctx.info().compute_units;
   p.groups = cpu  ? (gpu > 0 ? static_cast<uint32_t>(gpu) : kCpuGroups)

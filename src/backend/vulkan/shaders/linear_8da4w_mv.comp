@@ -34,6 +34,10 @@ const uint QS = BPG >= 8u ? 1u : 8u / BPG;      // lanes a rotation step (above)
 // Batches in flight: 2, one batch's loads issued before the other's are summed; 1, a batch's loads
 // issued after its sums (half the registers).
 layout(constant_id = 11) const uint BATCHES = 2;
+// 1: a group's weight sum comes from its nibbles (nibble_sum) instead of the weight-sum buffer:
+// 4 bytes a group fewer from memory (a sixth of an int4 embedding table's bytes at G = 32: the
+// tied lm_heads), about eight integer operations a block more. The host's (MatvecPlan).
+layout(constant_id = 13) const uint WSUM_NIBBLES = 0;
 layout(std430, binding = 0) readonly buffer QX { uvec2 qx[]; };  // the int8 row, K / 8 pairs
 layout(std430, binding = 1) readonly buffer QP { uint qp[]; };
 layout(std430, binding = 2) readonly buffer Q { uvec4 q[]; };    // K / 32 per row
@@ -69,7 +73,7 @@ int za[16], zb[16];
     [[unroll]] for (uint bb = 0; bb < BPG; ++bb)                            \
       W[(D) * BPG + bb] = ok ? q[n * nb + g * BPG + ((bb + j / QS) & (BPG - 1u))] : uvec4(0u); \
     SC[D] = ok ? s[n * ng + g] : 0.0;                                       \
-    WZ[D] = ok ? wsum[n * ng + g] : 0;                                      \
+    WZ[D] = ok && WSUM_NIBBLES == 0u ? wsum[n * ng + g] : 0;                \
   }
 
 // Unit c's sum into acc; the row set's last unit reduces and stores its BPG rows.
@@ -78,10 +82,13 @@ int za[16], zb[16];
     const uint lane = gl_SubgroupInvocationID, r = lane / A, j = lane - r * A;    \
     const uint n = ((K0) + (C).k * (STEP)) * BPG + r, g = j + (C).i * A;           \
     if (n < pc.Nc && g < ng) {                                                   \
-      int gd = 0; /* the group's integer dot */                                 \
-      [[unroll]] for (uint bb = 0; bb < BPG; ++bb)                               \
+      int gd = 0, gn = 0; /* the group's integer dot, its nibbles' sum */        \
+      [[unroll]] for (uint bb = 0; bb < BPG; ++bb) {                             \
         gd += block_dot(W[(D) * BPG + bb], g * BPG + ((bb + j / QS) & (BPG - 1u)));   \
-      acc += SC[D] * sx * float(gd - zp * WZ[D]);                                \
+        if (WSUM_NIBBLES != 0u) gn += nibble_sum(W[(D) * BPG + bb]);             \
+      }                                                                          \
+      const int wz = WSUM_NIBBLES != 0u ? gn - 8 * int(pc.G) : WZ[D];            \
+      acc += SC[D] * sx * float(gd - zp * wz);                                   \
     }                                                                            \
     if ((C).i + 1u == ngl) {                                                     \
       const uint base = ((K0) + (C).k * (STEP)) * BPG;                            \

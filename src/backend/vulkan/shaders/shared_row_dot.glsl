@@ -70,6 +70,14 @@ void block_sums(uint K, uint tid, uint n) {
   }
 }
 
+// The sum of a block's 32 nibbles (each q + 8): the two masks of block_dot, a byte of each word
+// then at most 30 and of their sum 120, added up by one four-way dot.
+int nibble_sum(uvec4 w) {
+  const uint MASK = 0x0F0F0F0Fu;
+  const uvec4 b = (w & MASK) + ((w >> 4u) & MASK);
+  return dot4(int(b.x + b.y + b.z + b.w), 0x01010101, 0);
+}
+
 // The integer dot of 32-weight block b (nibbles w: byte i holds weights 2i and 2i + 1, each as
 // q + 8, linear_8da4w's layout) with the row's codes: two masks a word, then the 8 taken back out.
 int block_dot(uvec4 w, uint b) {
