@@ -111,7 +111,9 @@ TEST_P(VulkanFusion, DecodeStepEqualsTheUnfusedProgram) {
   // default (split in two for q4w chains, whole otherwise: VKLLM_CHAIN_SPLIT_SYNC) and the
   // attention in its own dispatch between chains (VKLLM_CHAIN_ATT=0); 7: mode 5 with the executor's
   // two decode plans changing halfway through the decode steps (the attention stages below the
-  // position VKLLM_CHAIN_ATT_UNTIL, the attention in its own dispatch from there).
+  // position VKLLM_CHAIN_ATT_UNTIL, the attention in its own dispatch from there). Modes 1 and 5
+  // take the streamed decode mat-vecs at every width (VKLLM_MV=1: the H200's lm_heads take them),
+  // so the lm_head with the final norm in its prologue (the head run) runs in 8da4w programs.
   //
   // The prompt's tokens: one that ends past two of the decode attention's 64-key splits, so the
   // fused attention merges three splits (where the context holds it).
@@ -123,6 +125,7 @@ TEST_P(VulkanFusion, DecodeStepEqualsTheUnfusedProgram) {
     if (mode >= 2) setenv("VKLLM_FUSE", "all", 1);
     if (mode >= 3) setenv("VKLLM_NO_FUSE", "tail", 1);
     if (mode >= 4) setenv("VKLLM_CHAIN_GROUPS", "1", 1);
+    if (mode == 1 || mode == 5) setenv("VKLLM_MV", "1", 1);
     if (mode == 4) setenv("VKLLM_CHAIN_WG", "256", 1);
     const bool q4w = GetParam().cfg.lin == Lin::Q4W;
     if (mode == 6) setenv("VKLLM_CHAIN_UB", q4w ? "1" : "2", 1);
@@ -162,6 +165,7 @@ TEST_P(VulkanFusion, DecodeStepEqualsTheUnfusedProgram) {
     unsetenv("VKLLM_CHAIN_SPLIT_SYNC");
     unsetenv("VKLLM_CHAIN_ATT");
     unsetenv("VKLLM_CHAIN_ATT_UNTIL");
+    unsetenv("VKLLM_MV");
     return all;
   };
   auto kernels = [](const std::string& s) {
@@ -192,6 +196,11 @@ TEST_P(VulkanFusion, DecodeStepEqualsTheUnfusedProgram) {
     EXPECT_EQ(differ, 0u) << "mode " << mode << ": of " << fused.size() << " logits and tokens";
     EXPECT_GT(kernels(pf), 0) << pf;
     EXPECT_LT(kernels(pf), kernels(pu)) << "mode " << mode << "\n" << pf << pu;
+    if ((mode == 1 || mode == 5) && GetParam().cfg.lin == Lin::A8W4 && !GetParam().cfg.parts) {
+      EXPECT_NE(pf.find("last_row+rms_norm+linear_8da4w"), std::string::npos)
+          << "mode " << mode << ": no head run\n"
+          << pf;
+    }
   }
   // The attention stages fold the attention dispatches into the chains, whose stages reuse
   // activation buffers as their own dispatches would.

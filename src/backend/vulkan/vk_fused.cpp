@@ -32,7 +32,10 @@ enum class Epi : uint32_t { Store = 0, Add = 1, Swiglu = 2 };
 // scratch, and the one-row op after them (the residual add and the next norm, or SwiGLU) run by the
 // last workgroup to finish, which also quantizes that row into the scratch for its linear_8da4w
 // readers as the unfused ops do: no prologue, and one dispatch and barrier fewer per run.
-enum class Kind { Matvec, Attention, Tail };
+// Head runs (linear_8da4w_mv.comp's VKLLM_MV_NORM): the lm_head's streamed mat-vec with the
+// final norm in every workgroup's prologue, read in place from the residual (last_row, rms_norm,
+// linear_8da4w): the norm's single-workgroup dispatch and its barrier fewer.
+enum class Kind { Matvec, Attention, Tail, Head };
 enum class Tail : uint32_t { Norm = 0, Swiglu = 1 };
 struct Pattern {
   const char* name;
@@ -74,6 +77,7 @@ constexpr Pattern kPatterns[] = {
     {"linear_q4w+add", Kind::Matvec, Pro::Quant, 1, Epi::Add, false, false, false, Tail::Norm,
      kQ4w},
     {"linear_q4w", Kind::Matvec, Pro::Quant, 1, Epi::Store, false, false, false, Tail::Norm, kQ4w},
+    {"last_row+rms_norm+linear_8da4w", Kind::Head, Pro::Norm, 1, Epi::Store},
     {"rms_norm x2+rope x2+attention", Kind::Attention, Pro::Quant, 0, Epi::Store, true, true},
     {"rope x2+attention", Kind::Attention, Pro::Quant, 0, Epi::Store, false, true},
     {"attention", Kind::Attention},
@@ -105,6 +109,7 @@ class Matcher {
   std::optional<Match> at(size_t k, const Pattern& pat, const std::string& unfused) const {
     auto m = pat.kind == Kind::Attention ? attention_at(k, pat)
              : pat.kind == Kind::Tail    ? tail_at(k, pat)
+             : pat.kind == Kind::Head    ? head_at(k, pat)
                                          : matvec_at(k, pat);
     if (m)
       for (size_t i = m->first; i <= m->last; ++i)
@@ -207,6 +212,30 @@ class Matcher {
         return std::nullopt;
       m.y = e.outputs[0];
     }
+    return m;
+  }
+
+  // last_row, then rms_norm over its whole row, then one linear_8da4w reading the norm alone; the
+  // mat-vec of one row whatever the forward (the lm_head): its kernel normalizes the residual's
+  // row (m.x) itself.
+  std::optional<Match> head_at(size_t k, const Pattern& pat) const {
+    if (k + 2 >= p_.ops.size()) return std::nullopt;
+    const Op &r = op(k), &n = op(k + 1), &l = op(k + 2);
+    if (r.family != "last_row" || r.inputs.size() != 1 || r.outputs.size() != 1 ||
+        n.family != "rms_norm" || n.inputs.size() != 2 || n.inputs[0] != r.outputs[0] ||
+        !n.attrs.contains("group") || !n.attrs["group"].is_number() ||
+        n.attrs["group"].get<int64_t>() != width(n.inputs[0]) || l.family != "linear_8da4w" ||
+        !tail_matvec(l) || l.inputs[0] != n.outputs[0] || !only_in(r.outputs[0], k + 1, k + 1) ||
+        !only_in(n.outputs[0], k + 2, k + 2) || !same_row(r.inputs[0], r.outputs[0]))
+      return std::nullopt;
+    Match m;
+    m.pat = &pat;
+    m.first = k;
+    m.last = k + 2;
+    m.x = r.inputs[0];
+    m.norm = &n;
+    m.mv = {&l};
+    m.y = l.outputs[0];
     return m;
   }
 
@@ -570,9 +599,69 @@ std::unique_ptr<PreparedOp> prepare_tail(OpEnv& env, const Match& m) {
   return prepared;
 }
 
+// Does a head run's mat-vec take the streamed kernel on this device (linear_8da4w_mv.comp, whose
+// VKLLM_MV_NORM variant it runs)?
+bool head_streams(const Program& p, const Match& m, const DeviceInfo& dev) {
+  const Op& l = *m.mv[0];
+  const int64_t K = p.tensors[l.inputs[0]].shape.back(), N = p.tensors[l.inputs[1]].shape[0],
+                G = l.attrs["group"].get<int64_t>();
+  const DecodeSplit split = decode_split(dev, K, N);
+  return split.parts == 1 && plan_matvec(dev, K, N, G, split).on;
+}
+
+// A head run: linear_8da4w_mv_norm over the lm_head's row chunks, each workgroup normalizing and
+// quantizing the residual's row itself (as rms_norm_quant would: the same int8 codes), so the
+// logits are the unfused ops' bits.
+std::unique_ptr<PreparedOp> prepare_head(OpEnv& env, const Match& m) {
+  const Program& p = env.program;
+  const Op& l = *m.mv[0];
+  Ctx c{env, l, p};
+  const int64_t K = c.width(m.x), N = p.tensors[l.inputs[1]].shape[0],
+                G = l.attrs["group"].get<int64_t>();
+  const DecodeSplit split = decode_split(env.ctx, K, N);
+  const MatvecPlan mv = plan_matvec(env.ctx, K, N, G, split);
+  c.need(split.parts == 1 && mv.on, "the head run's mat-vec is not streamed on this device");
+  const bool x16 = c.f16(m.x), y16 = c.f16(m.y), h16 = c.f16(m.norm->outputs[0]);
+  std::vector<uint32_t> spec = mv.spec(y16, x16);
+  spec[13] = h16 ? 1u : 0u;  // (H16)
+  const Kernel& k =
+      env.kernels.get(std::string("linear_8da4w_mv_norm") + (env.ctx.use_int_dot() ? "_idot" : "") +
+                          (x16 || y16 || h16 ? "_f16" : ""),
+                      6, 32, spec);
+  const float eps = m.norm->attrs.value("eps", 1e-6f);
+  const std::vector<uint64_t> rb = {static_cast<uint64_t>(K / 2), static_cast<uint64_t>(K / G) * 4,
+                                    static_cast<uint64_t>(K / G) * 4};
+  struct Dispatch {
+    VkDescriptorSet set;
+    std::vector<uint32_t> push;
+    uint32_t groups;
+  };
+  std::vector<Dispatch> ds;
+  const uint32_t sg = std::max<uint32_t>(1, env.ctx.info().subgroup_size);
+  for (const RowChunk& ch : row_chunks(c, N, rb)) {
+    const std::vector<BufRange> r = {c.whole(m.x),
+                                     c.whole(m.norm->inputs[1]),
+                                     chunk_range(c, l.inputs[1], rb[0], ch),
+                                     chunk_range(c, l.inputs[2], rb[1], ch),
+                                     chunk_range(c, l.inputs[3], rb[2], ch),
+                                     c.whole(m.y)};
+    ds.push_back({env.kernels.make_set(k, r),
+                  {u32(K), u32(ch.rows), u32(ch.r0), u32(N), 1u, u32(G), 0u, fbits(eps)},
+                  mv.grid(u32(ch.rows), sg)});
+  }
+  auto prepared = std::make_unique<PreparedOp>(
+      [ds, &k](VkCommandBuffer cb, int) {
+        for (const Dispatch& d : ds) dispatch_flat(cb, k, d.set, d.push, d.groups);
+      },
+      nullptr);
+  prepared->phases = {{{c.buf(m.x)}, {c.buf(m.y)}}};
+  return prepared;
+}
+
 std::unique_ptr<PreparedOp> prepare(OpEnv& env, const Match& m, bool quantize_out) {
   if (m.pat->kind == Kind::Attention) return prepare_attention(env, m, quantize_out);
   if (m.pat->kind == Kind::Tail) return prepare_tail(env, m);
+  if (m.pat->kind == Kind::Head) return prepare_head(env, m);
   const Program& p = env.program;
   Ctx c{env, *m.mv[0], p};
   c.need(m.pat->linear != kQ4w, "int4 weight-only runs fuse only as decode chain stages");
@@ -1040,9 +1129,11 @@ std::vector<FusedRun> find_fused_runs(const Program& p, const std::string& unfus
     for (const Pattern& pat : kPatterns)
       if (!disabled(pat, chain) && (pat.kind != Kind::Tail || dev.max_shared >= kTailShared) &&
           (m = matcher.at(k, pat, unfused_family))) {
-        // A mat-vec run that is on only to be a chain's stage stays unfused where it cannot be.
-        if (chain && pat.kind == Kind::Matvec && disabled(pat, false) &&
-            !chainable(p, *m, dev.max_shared)) {
+        // A mat-vec run that is on only to be a chain's stage stays unfused where it cannot be;
+        // a head run where its mat-vec is not streamed.
+        if ((chain && pat.kind == Kind::Matvec && disabled(pat, false) &&
+             !chainable(p, *m, dev.max_shared)) ||
+            (pat.kind == Kind::Head && !head_streams(p, *m, dev))) {
           m.reset();
           continue;
         }
@@ -1052,7 +1143,8 @@ std::vector<FusedRun> find_fused_runs(const Program& p, const std::string& unfus
       ++k;
       continue;
     }
-    runs.push_back({m->first, m->last, m->pat->name, m->pat->kind == Kind::Matvec,
+    runs.push_back({m->first, m->last, m->pat->name,
+                    m->pat->kind == Kind::Matvec || m->pat->kind == Kind::Head,
                     m->pat->kind == Kind::Tail});
     k = m->last + 1;
   }
@@ -1131,12 +1223,14 @@ std::vector<FusedRun> find_fused_runs(const Program& p, const std::string& unfus
   for (const FusedRun& r : runs) {
     matches.push_back(r.tail ? std::nullopt : rematch(matcher, r, unfused_family));
     const std::optional<Match>& m = matches.back();
-    if (!r.private_scratch || !m || !chainable(p, *m, dev.max_shared)) continue;
+    if (!r.private_scratch || !m || m->pat->kind == Kind::Head || !chainable(p, *m, dev.max_shared))
+      continue;
     if (m->norm || m->pat->linear == kQ4w)
       xv = std::max(xv, chain_xv(p.tensors[m->x].shape.back()));
     int8 = int8 || m->pat->linear != kQ4w;
   }
   auto stage = [&](const FusedRun& r, const Match& m) {
+    if (m.pat->kind == Kind::Head) return false;  // (its own streamed dispatch)
     if (!m.attn) return r.private_scratch && chainable(p, m, dev.max_shared);
     const int64_t hd = m.attn->attrs["head_dim"].get<int64_t>();
     const bool c16 = p.tensors[m.attn->inputs[3]].dtype == DType::F16;

@@ -327,7 +327,7 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
           : &c.env.kernels.get(std::string("linear_8da4w_mv") +
                                    (c.env.ctx.use_int_dot() ? "_idot" : "") +
                                    (c.f16(y) ? "_f16" : ""),
-                               6, 28, mv.spec(c.f16(y)));
+                               6, 32, mv.spec(c.f16(y)));
   const uint32_t sg_size = std::max<uint32_t>(1, c.env.ctx.info().subgroup_size);
   // Forwards of at least GemmPlan::kTokens tokens run linear_8da4w as a tiled GEMM (GemmPlan).
   // Each tile size's pipeline is made on first use (at recording), so a model compiles only the
@@ -403,7 +403,8 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
             continue;
           }
           if (kmv && Tr == 1) {
-            push.push_back(0);
+            push.push_back(0);            // R
+            if (!q4w) push.push_back(0);  // eps (linear_8da4w_mv_norm's)
             dispatch_flat(cb, *kmv, pt.mv_set, push, mv.grid(pt.ch.rows, sg_size));
             continue;
           }

@@ -110,10 +110,10 @@ GemmPlan plan_gemm_8da4w(const Context& ctx, int64_t G, int64_t N, bool y16);
 struct DecodeSplit {
   uint32_t parts, bpl;
 };
-inline DecodeSplit decode_split(const Context& ctx, int64_t K, int64_t N) {
+inline DecodeSplit decode_split(const DeviceInfo& dev, int64_t K, int64_t N) {
   constexpr int64_t kDecodeSubgroups = 16384;
   const uint32_t total =
-      ceil_div(static_cast<uint64_t>(K / 32), std::max<uint32_t>(1, ctx.info().subgroup_min));
+      ceil_div(static_cast<uint64_t>(K / 32), std::max<uint32_t>(1, dev.subgroup_min));
   const char* env = std::getenv("VKLLM_MATVEC_PARTS");
   const bool rule = env && std::string(env) == "auto";
   const int forced = env ? std::atoi(env) : 0;
@@ -121,6 +121,9 @@ inline DecodeSplit decode_split(const Context& ctx, int64_t K, int64_t N) {
   uint32_t parts = 1;
   while (parts < cap && parts * 2 <= total && (!rule || N * parts < kDecodeSubgroups)) parts *= 2;
   return {parts, ceil_div(total, parts)};
+}
+inline DecodeSplit decode_split(const Context& ctx, int64_t K, int64_t N) {
+  return decode_split(ctx.info(), K, N);
 }
 
 // The decode variant's workgroup size (matvec_decode): 256 threads on GPUs, 64 on CPU devices;
@@ -182,23 +185,22 @@ struct MatvecPlan {
 // its activations four scalar loads at a time). VKLLM_MV=0 keeps the old kernel (measurement).
 // want: 1 every mat-vec it can take, 0 none, -1 the default (linear_8da4w: N >= kMinRows;
 // linear_q4w: every one).
-inline MatvecPlan plan_matvec(const Context& ctx, int64_t K, int64_t N, int64_t G,
+inline MatvecPlan plan_matvec(const DeviceInfo& dev, int64_t K, int64_t N, int64_t G,
                               DecodeSplit split, bool q4w = false,
                               int want = std::getenv("VKLLM_MV") ? env_int("VKLLM_MV") : -1) {
   constexpr uint32_t kGroupsPerUnit = 4, kMaxK = 8192, kCpuGroups = 4;
   constexpr int64_t kMinRows = 32768;
   MatvecPlan p;
-  const uint32_t sg = ctx.info().subgroup_min, bpg = static_cast<uint32_t>(G / 32);
+  const uint32_t sg = dev.subgroup_min, bpg = static_cast<uint32_t>(G / 32);
   const uint64_t xn = q4w && G > 0 ? static_cast<uint64_t>(K / 4 + K / G) : 0;
   if (want == 0 || (want != 1 && !q4w && N < kMinRows) || split.parts != 1 || G % 32 != 0 ||
-      bpg == 0 || (bpg & (bpg - 1)) != 0 || bpg > sg || K > kMaxK ||
-      xn * 16 > ctx.info().max_shared || ctx.info().max_wg_size < 256 ||
-      256 % std::max<uint32_t>(1, ctx.info().subgroup_size) != 0)
+      bpg == 0 || (bpg & (bpg - 1)) != 0 || bpg > sg || K > kMaxK || xn * 16 > dev.max_shared ||
+      dev.max_wg_size < 256 || 256 % std::max<uint32_t>(1, dev.subgroup_size) != 0)
     return p;
   p.on = true;
   p.bpg = bpg;
   p.shared_vec4 = static_cast<uint32_t>(xn);
-  const bool cpu = ctx.info().type == "cpu";
+  const bool cpu = dev.type == "cpu";
   const int d = env_int("VKLLM_MV_DEPTH"), b = env_int("VKLLM_MV_BATCHES");
   if (d > 0 && d <= 16 && d * bpg <= 32) p.depth = static_cast<uint32_t>(d);
   p.batches = b == 1 || b == 2 ? static_cast<uint32_t>(b) : cpu ? 1 : 2;
@@ -206,12 +208,17 @@ inline MatvecPlan plan_matvec(const Context& ctx, int64_t K, int64_t N, int64_t 
   // until measured on the H200: a sixth fewer bytes for the G = 32 lm_heads, more integer work).
   p.wsum_nibbles = !q4w && env_int("VKLLM_MV_WSUM") == 1 ? 1 : 0;
   const int gpu = env_int("VKLLM_MV_GROUPS");
-  const uint32_t cu = ctx.info().compute_units;
+  const uint32_t cu = dev.compute_units;
   p.groups = cpu  ? (gpu > 0 ? static_cast<uint32_t>(gpu) : kCpuGroups)
              : cu ? cu * (gpu > 0 ? static_cast<uint32_t>(gpu) : kGroupsPerUnit)
                   : 65535;
   p.groups = std::min<uint32_t>(p.groups, 65535);
   return p;
+}
+inline MatvecPlan plan_matvec(const Context& ctx, int64_t K, int64_t N, int64_t G,
+                              DecodeSplit split, bool q4w = false,
+                              int want = std::getenv("VKLLM_MV") ? env_int("VKLLM_MV") : -1) {
+  return plan_matvec(ctx.info(), K, N, G, split, q4w, want);
 }
 
 struct Ctx {

@@ -48,7 +48,6 @@ DECL_FBUF(9, r, readonly)  // EPI 1: the residual
 layout(push_constant) uniform PC { uint K, Nc, n0, G, unused; float eps; } pc;
 
 const uint MAXV = 32u;  // K <= 32 * WG (checked by the host)
-shared float red[WG];
 
 float round_to(bool f16, float v) {
 #ifdef VKLLM_F16
@@ -57,58 +56,7 @@ float round_to(bool f16, float v) {
   return v;
 }
 
-// Element j of the row the prologue quantizes (PRO 1: normalized as rms_norm stores it).
-float pval(uint j, float inv) {
-  const float xv = LOADF(x, X16, j);
-  return PRO == 1u ? round_to(H16, nw[j] * (xv * inv)) : xv;
-}
-
-// The prologue: the row's int8 codes into qxs, its scale and zero point. Structured as
-// rms_norm_quant: the sum of squares in rms_norm.comp's order, then the minimum and maximum, then
-// each thread's word pairs of eight codes, shared_row_dot.glsl's layout (the row is re-read from
-// L1/L2 rather than held).
-void prologue(out float sx, out int zp) {
-  const uint tid = gl_LocalInvocationID.x, K = pc.K;
-  float inv = 1.0;
-  if (PRO == 1u) {
-    vec4 ss = vec4(0.0);
-    uint j = tid;
-    for (; j + 3u * WG < K; j += 4u * WG) {
-      const vec4 v = vec4(LOADF(x, X16, j), LOADF(x, X16, j + WG), LOADF(x, X16, j + 2u * WG),
-                          LOADF(x, X16, j + 3u * WG));
-      ss += v * v;
-    }
-    for (; j < K; j += WG) {
-      const float v = LOADF(x, X16, j);
-      ss.x += v * v;
-    }
-    const float part = subgroupAdd((ss.x + ss.y) + (ss.z + ss.w));
-    if (subgroupElect()) red[gl_SubgroupID] = part;
-    barrier();
-    float total = 0.0;
-    for (uint i = 0; i < gl_NumSubgroups; ++i) total += red[i];
-    inv = 1.0 / sqrt(total / float(K) + pc.eps);
-  }
-  float lo = 0.0, hi = 0.0;
-  for (uint w = tid; w < K / 4u; w += WG)
-    [[unroll]] for (uint e = 0; e < 4u; ++e) {
-      const float v = pval(4u * w + e, inv);
-      lo = min(lo, v);
-      hi = max(hi, v);
-    }
-  float rcp;
-  quant_params(lo, hi, sx, zp, rcp);  // quant.glsl's formula, rcp exact
-  for (uint p = tid; p < K / 8u; p += WG) {
-    uint ev = 0u, od = 0u;
-    [[unroll]] for (uint t = 0; t < 8u; ++t)
-      pack_code(t, quant_value(pval(8u * p + t, inv), sx, rcp, zp), ev, od);
-    store_pair(p, ev, od);
-  }
-  barrier();
-  block_sums(K, tid, WG);
-  barrier();
-}
-
+#include "norm_quant_prologue.glsl"
 
 // A subgroup's rows in flight: nibbles, scale and weight sum of each lane's blocks (lane + i SG).
 uvec4 wq[RPS][BPL];

@@ -22,6 +22,7 @@
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
 #define WG_SPEC
+#define WG 256  // (the host's workgroup size; the norm prologue's sums are in a 256-thread order)
 layout(local_size_x = 256, local_size_x_id = 17) in;
 #include "common.glsl"
 #include "quant.glsl"
@@ -38,13 +39,27 @@ layout(constant_id = 11) const uint BATCHES = 2;
 // 4 bytes a group fewer from memory (a sixth of an int4 embedding table's bytes at G = 32: the
 // tied lm_heads), about eight integer operations a block more. The host's (MatvecPlan).
 layout(constant_id = 13) const uint WSUM_NIBBLES = 0;
+#ifdef VKLLM_MV_NORM
+// VKLLM_MV_NORM (linear_8da4w_mv_norm: the lm_head with the final norm, vk_fused.cpp's head run):
+// every workgroup derives the int8 row from the float row x in its prologue, normalized as
+// rms_norm stores it (norm_quant_prologue.glsl), instead of reading the quantizer's scratch.
+layout(constant_id = 2) const bool X16 = false;
+layout(constant_id = 14) const bool H16 = false;  // the norm's output dtype, as it would be stored
+const uint PRO = 1u;
+DECL_FBUF(0, x, readonly)
+layout(std430, binding = 1) readonly buffer NW { float nw[]; };
+#else
 layout(std430, binding = 0) readonly buffer QX { uvec2 qx[]; };  // the int8 row, K / 8 pairs
 layout(std430, binding = 1) readonly buffer QP { uint qp[]; };
+#endif
 layout(std430, binding = 2) readonly buffer Q { uvec4 q[]; };    // K / 32 per row
 layout(std430, binding = 3) readonly buffer S { float s[]; };
 layout(std430, binding = 4) readonly buffer WS { int wsum[]; };
 DECL_FBUF(5, y, writeonly)
-layout(push_constant) uniform PC { uint K, Nc, n0, N, T, G, R; } pc;
+layout(push_constant) uniform PC { uint K, Nc, n0, N, T, G, R; float eps; } pc;
+#ifdef VKLLM_MV_NORM
+#include "norm_quant_prologue.glsl"
+#endif
 
 // The walk's constants: groups a row (ng), units a row set (ngl), accumulator lanes a row (A).
 uint ng, ngl, A, nb;
@@ -126,6 +141,11 @@ void main() {
       FETCH(wb, sb, zb, d, f, k0, step, mine)
       advance(f);
     }
+#ifdef VKLLM_MV_NORM
+  float sx;
+  int zp;
+  prologue(sx, zp);
+#else
   for (uint p = tid; p < K / 8u; p += gl_WorkGroupSize.x) {
     const uvec2 w = qx[p];  // codes 8p .. 8p + 7, a byte each
     const uint ev = (w.x & 0xFFu) | ((w.x >> 8) & 0xFF00u) | ((w.y & 0xFFu) << 16) |
@@ -139,6 +159,7 @@ void main() {
   barrier();
   const float sx = uintBitsToFloat(qp[0]);
   const int zp = int(qp[1]);
+#endif
   float acc = 0.0;
   Cur c;
   c.k = 0u;
