@@ -113,7 +113,7 @@ TEST_P(VulkanFusion, DecodeStepEqualsTheUnfusedProgram) {
   // two decode plans changing halfway through the decode steps (the attention stages below the
   // position VKLLM_CHAIN_ATT_UNTIL, the attention in its own dispatch from there). Modes 1 and 5
   // take the streamed decode mat-vecs at every width (VKLLM_MV=1: the H200's lm_heads take them),
-  // so the lm_head with the final norm in its prologue (the head run) runs in 8da4w programs.
+  // so the lm_head with the final norm in its prologue (the head run) runs.
   //
   // The prompt's tokens: one that ends past two of the decode attention's 64-key splits, so the
   // fused attention merges three splits (where the context holds it).
@@ -196,8 +196,10 @@ TEST_P(VulkanFusion, DecodeStepEqualsTheUnfusedProgram) {
     EXPECT_EQ(differ, 0u) << "mode " << mode << ": of " << fused.size() << " logits and tokens";
     EXPECT_GT(kernels(pf), 0) << pf;
     EXPECT_LT(kernels(pf), kernels(pu)) << "mode " << mode << "\n" << pf << pu;
-    if ((mode == 1 || mode == 5) && GetParam().cfg.lin == Lin::A8W4 && !GetParam().cfg.parts) {
-      EXPECT_NE(pf.find("last_row+rms_norm+linear_8da4w"), std::string::npos)
+    if ((mode == 1 || mode == 5) && !GetParam().cfg.parts) {
+      EXPECT_NE(pf.find(GetParam().cfg.lin == Lin::Q4W ? "last_row+rms_norm+linear_q4w"
+                                                       : "last_row+rms_norm+linear_8da4w"),
+                std::string::npos)
           << "mode " << mode << ": no head run\n"
           << pf;
     }

@@ -32,9 +32,10 @@ enum class Epi : uint32_t { Store = 0, Add = 1, Swiglu = 2 };
 // scratch, and the one-row op after them (the residual add and the next norm, or SwiGLU) run by the
 // last workgroup to finish, which also quantizes that row into the scratch for its linear_8da4w
 // readers as the unfused ops do: no prologue, and one dispatch and barrier fewer per run.
-// Head runs (linear_8da4w_mv.comp's VKLLM_MV_NORM): the lm_head's streamed mat-vec with the
-// final norm in every workgroup's prologue, read in place from the residual (last_row, rms_norm,
-// linear_8da4w): the norm's single-workgroup dispatch and its barrier fewer.
+// Head runs (linear_8da4w_mv.comp's and linear_q4w_mv.comp's VKLLM_MV_NORM): the lm_head's
+// streamed mat-vec with the final norm in every workgroup's prologue, read in place from the
+// residual (last_row, rms_norm, linear): the norm's single-workgroup dispatch and its barrier
+// fewer.
 enum class Kind { Matvec, Attention, Tail, Head };
 enum class Tail : uint32_t { Norm = 0, Swiglu = 1 };
 struct Pattern {
@@ -78,6 +79,8 @@ constexpr Pattern kPatterns[] = {
      kQ4w},
     {"linear_q4w", Kind::Matvec, Pro::Quant, 1, Epi::Store, false, false, false, Tail::Norm, kQ4w},
     {"last_row+rms_norm+linear_8da4w", Kind::Head, Pro::Norm, 1, Epi::Store},
+    {"last_row+rms_norm+linear_q4w", Kind::Head, Pro::Norm, 1, Epi::Store, false, false, true,
+     Tail::Norm, kQ4w},
     {"rms_norm x2+rope x2+attention", Kind::Attention, Pro::Quant, 0, Epi::Store, true, true},
     {"rope x2+attention", Kind::Attention, Pro::Quant, 0, Epi::Store, false, true},
     {"attention", Kind::Attention},
@@ -224,8 +227,8 @@ class Matcher {
     if (r.family != "last_row" || r.inputs.size() != 1 || r.outputs.size() != 1 ||
         n.family != "rms_norm" || n.inputs.size() != 2 || n.inputs[0] != r.outputs[0] ||
         !n.attrs.contains("group") || !n.attrs["group"].is_number() ||
-        n.attrs["group"].get<int64_t>() != width(n.inputs[0]) || l.family != "linear_8da4w" ||
-        !tail_matvec(l) || l.inputs[0] != n.outputs[0] || !only_in(r.outputs[0], k + 1, k + 1) ||
+        n.attrs["group"].get<int64_t>() != width(n.inputs[0]) || l.family != pat.linear ||
+        !fusable_matvec(l) || l.inputs[0] != n.outputs[0] || !only_in(r.outputs[0], k + 1, k + 1) ||
         !only_in(n.outputs[0], k + 2, k + 2) || !same_row(r.inputs[0], r.outputs[0]))
       return std::nullopt;
     Match m;
@@ -605,32 +608,35 @@ bool head_streams(const Program& p, const Match& m, const DeviceInfo& dev) {
   const Op& l = *m.mv[0];
   const int64_t K = p.tensors[l.inputs[0]].shape.back(), N = p.tensors[l.inputs[1]].shape[0],
                 G = l.attrs["group"].get<int64_t>();
+  if (m.pat->linear == kQ4w) return plan_matvec(dev, K, N, G, {1, 0}, true).on;
   const DecodeSplit split = decode_split(dev, K, N);
   return split.parts == 1 && plan_matvec(dev, K, N, G, split).on;
 }
 
-// A head run: linear_8da4w_mv_norm over the lm_head's row chunks, each workgroup normalizing and
-// quantizing the residual's row itself (as rms_norm_quant would: the same int8 codes), so the
-// logits are the unfused ops' bits.
+// A head run: linear_8da4w_mv_norm (linear_q4w_mv_norm) over the lm_head's row chunks, each
+// workgroup normalizing (and quantizing) the residual's row itself as rms_norm (rms_norm_quant)
+// stores it, so the logits are the unfused ops' bits.
 std::unique_ptr<PreparedOp> prepare_head(OpEnv& env, const Match& m) {
   const Program& p = env.program;
   const Op& l = *m.mv[0];
   Ctx c{env, l, p};
   const int64_t K = c.width(m.x), N = p.tensors[l.inputs[1]].shape[0],
                 G = l.attrs["group"].get<int64_t>();
-  const DecodeSplit split = decode_split(env.ctx, K, N);
-  const MatvecPlan mv = plan_matvec(env.ctx, K, N, G, split);
-  c.need(split.parts == 1 && mv.on, "the head run's mat-vec is not streamed on this device");
+  const bool q4w = m.pat->linear == kQ4w;
+  c.need(head_streams(p, m, env.ctx.info()), "the head run's mat-vec is not streamed");
+  const MatvecPlan mv =
+      plan_matvec(env.ctx, K, N, G, q4w ? DecodeSplit{1, 0} : decode_split(env.ctx, K, N), q4w);
   const bool x16 = c.f16(m.x), y16 = c.f16(m.y), h16 = c.f16(m.norm->outputs[0]);
   std::vector<uint32_t> spec = mv.spec(y16, x16);
   spec[13] = h16 ? 1u : 0u;  // (H16)
-  const Kernel& k =
-      env.kernels.get(std::string("linear_8da4w_mv_norm") + (env.ctx.use_int_dot() ? "_idot" : "") +
-                          (x16 || y16 || h16 ? "_f16" : ""),
-                      6, 32, spec);
+  const Kernel& k = env.kernels.get(
+      std::string(q4w ? "linear_q4w_mv_norm" : "linear_8da4w_mv_norm") +
+          (!q4w && env.ctx.use_int_dot() ? "_idot" : "") + (x16 || y16 || h16 ? "_f16" : ""),
+      q4w ? 5 : 6, 32, spec);
   const float eps = m.norm->attrs.value("eps", 1e-6f);
-  const std::vector<uint64_t> rb = {static_cast<uint64_t>(K / 2), static_cast<uint64_t>(K / G) * 4,
-                                    static_cast<uint64_t>(K / G) * 4};
+  // (int4 weight-only: nibbles and scales; linear_8da4w also the weight sums)
+  std::vector<uint64_t> rb = {static_cast<uint64_t>(K / 2), static_cast<uint64_t>(K / G) * 4};
+  if (!q4w) rb.push_back(static_cast<uint64_t>(K / G) * 4);
   struct Dispatch {
     VkDescriptorSet set;
     std::vector<uint32_t> push;
@@ -639,12 +645,18 @@ std::unique_ptr<PreparedOp> prepare_head(OpEnv& env, const Match& m) {
   std::vector<Dispatch> ds;
   const uint32_t sg = std::max<uint32_t>(1, env.ctx.info().subgroup_size);
   for (const RowChunk& ch : row_chunks(c, N, rb)) {
-    const std::vector<BufRange> r = {c.whole(m.x),
-                                     c.whole(m.norm->inputs[1]),
-                                     chunk_range(c, l.inputs[1], rb[0], ch),
-                                     chunk_range(c, l.inputs[2], rb[1], ch),
-                                     chunk_range(c, l.inputs[3], rb[2], ch),
-                                     c.whole(m.y)};
+    // linear_8da4w_mv_norm: x, norm weight, nibbles, scales, weight sums, y;
+    // linear_q4w_mv_norm: x, nibbles, scales, y, norm weight.
+    const std::vector<BufRange> r =
+        q4w ? std::vector<BufRange>{c.whole(m.x), chunk_range(c, l.inputs[1], rb[0], ch),
+                                    chunk_range(c, l.inputs[2], rb[1], ch), c.whole(m.y),
+                                    c.whole(m.norm->inputs[1])}
+            : std::vector<BufRange>{c.whole(m.x),
+                                    c.whole(m.norm->inputs[1]),
+                                    chunk_range(c, l.inputs[1], rb[0], ch),
+                                    chunk_range(c, l.inputs[2], rb[1], ch),
+                                    chunk_range(c, l.inputs[3], rb[2], ch),
+                                    c.whole(m.y)};
     ds.push_back({env.kernels.make_set(k, r),
                   {u32(K), u32(ch.rows), u32(ch.r0), u32(N), 1u, u32(G), 0u, fbits(eps)},
                   mv.grid(u32(ch.rows), sg)});
@@ -1014,7 +1026,7 @@ std::unique_ptr<PreparedOp> prepare_chain(OpEnv& env, const std::vector<Match>& 
 // VKLLM_NO_FUSE=a,b: patterns whose names contain a or b are not used (measurement);
 // VKLLM_FUSE=all: the patterns off by default are used too.
 bool disabled(const Pattern& pat, bool chain) {
-  if (pat.linear == kQ4w && !chain) return true;  // chain stages only
+  if (pat.linear == kQ4w && !chain && pat.kind != Kind::Head) return true;  // chain stages only
   const char* all = std::getenv("VKLLM_FUSE");
   // Mat-vec runs are on where they chain (one persistent dispatch for consecutive runs).
   if (!pat.by_default && !(all && std::string(all) == "all") &&

@@ -17,6 +17,7 @@
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
 #define WG_SPEC
+#define WG 256  // (the host's workgroup size; the norm prologue's sums are in a 256-thread order)
 layout(local_size_x = 256, local_size_x_id = 17) in;
 #include "common.glsl"
 layout(constant_id = 1) const bool Y16 = false;
@@ -29,7 +30,19 @@ DECL_FBUF(0, x, readonly)
 layout(std430, binding = 1) readonly buffer Q { uvec4 q[]; };  // K / 32 per row
 layout(std430, binding = 2) readonly buffer S { float s[]; };
 DECL_FBUF(3, y, writeonly)
+#ifdef VKLLM_MV_NORM
+// VKLLM_MV_NORM (linear_q4w_mv_norm: the lm_head with the final norm, vk_fused.cpp's head run):
+// every workgroup normalizes the float row x into shared memory itself, as rms_norm stores it
+// (norm_quant_prologue.glsl), instead of reading the norm's output.
+layout(constant_id = 14) const bool H16 = false;  // the norm's output dtype, as it would be stored
+const uint PRO = 1u;
+layout(std430, binding = 4) readonly buffer NW { float nw[]; };
+layout(push_constant) uniform PC { uint K, Nc, n0, N, T, G, R; float eps; } pc;
+#define NQP_NORM_ONLY
+#include "norm_quant_prologue.glsl"
+#else
 layout(push_constant) uniform PC { uint K, Nc, n0, N, T, G, R; } pc;
+#endif
 
 shared vec4 xv[XN];
 #include "q4w.glsl"
@@ -109,9 +122,16 @@ void main() {
       FETCH(wb, sb, d, f, k0, step, mine)
       advance(f);
     }
+#ifdef VKLLM_MV_NORM
+  const float inv = norm_inv();
+  for (uint i = tid; i < K / 4u; i += gl_WorkGroupSize.x)
+    xv[i + i / (8u * BPG)] = vec4(pval(4u * i, inv), pval(4u * i + 1u, inv),
+                                  pval(4u * i + 2u, inv), pval(4u * i + 3u, inv));
+#else
   for (uint i = tid; i < K / 4u; i += gl_WorkGroupSize.x)
     xv[i + i / (8u * BPG)] = vec4(LOADF(x, X16, 4u * i), LOADF(x, X16, 4u * i + 1u),
                                   LOADF(x, X16, 4u * i + 2u), LOADF(x, X16, 4u * i + 3u));
+#endif
   barrier();
   float acc = 0.0;
   Cur c;
