@@ -10,6 +10,11 @@
 # AB_PROFILE=REGEX: instead, each variant's decode profile (VKLLM_PROFILE, 512-token prompt, 64
 # steps), its rows matching REGEX, as "PROF <model> <variant> <round> <row>".
 source "$(dirname "$0")/after_side.sh"
+# One untimed bench first: the GPU's first work after a cold start ran 3.8x slower on every
+# profile row (docs/perf.md, session 26).
+w=${AB_MODELS:-llama}
+w=$(full_model "${w%% *}")
+timeout 120 "$BIN" bench -m "$w" -p 16 -n 64 -r 1 >/dev/null 2>&1 || true
 for m in ${AB_MODELS:-llama}; do
   a=$(full_model "$m")
   for round in $(seq 1 ${AB_ROUNDS:-2}); do
