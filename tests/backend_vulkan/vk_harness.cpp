@@ -73,6 +73,7 @@ OpRun::OpRun(Case& c, int max_tokens, VulkanOptions opt)
                              return std::span<const uint8_t>(v.data(), v.size());
                            }});
   env_->step = alloc_->create(16, false, "step parameters");
+  env_->tokens = alloc_->create(4, true, "greedy batch tokens");
   for (const Op& op : c.p.ops)
     env_->act_q_bytes =
         std::max(env_->act_q_bytes, vk::act_quant_bytes_per_token(c.p, op) * max_tokens);

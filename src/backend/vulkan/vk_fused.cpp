@@ -602,15 +602,15 @@ std::unique_ptr<PreparedOp> prepare_tail(OpEnv& env, const Match& m) {
   return prepared;
 }
 
-// Does a head run's mat-vec take the streamed kernel on this device (linear_8da4w_mv.comp, whose
-// VKLLM_MV_NORM variant it runs)?
-bool head_streams(const Program& p, const Match& m, const DeviceInfo& dev) {
+// A head run's streamed mat-vec on this device (linear_8da4w_mv.comp / linear_q4w_mv.comp, whose
+// VKLLM_MV_NORM variants it runs; off: the run is not taken), as prep_linear would plan it.
+MatvecPlan head_matvec(const Program& p, const Match& m, const DeviceInfo& dev) {
   const Op& l = *m.mv[0];
   const int64_t K = p.tensors[l.inputs[0]].shape.back(), N = p.tensors[l.inputs[1]].shape[0],
                 G = l.attrs["group"].get<int64_t>();
-  if (m.pat->linear == kQ4w) return plan_matvec(dev, K, N, G, {1, 0}, true).on;
+  if (m.pat->linear == kQ4w) return plan_matvec(dev, K, N, G, {1, 0}, true);
   const DecodeSplit split = decode_split(dev, K, N);
-  return split.parts == 1 && plan_matvec(dev, K, N, G, split).on;
+  return split.parts == 1 ? plan_matvec(dev, K, N, G, split) : MatvecPlan{};
 }
 
 // A head run: linear_8da4w_mv_norm (linear_q4w_mv_norm) over the lm_head's row chunks, each
@@ -623,9 +623,8 @@ std::unique_ptr<PreparedOp> prepare_head(OpEnv& env, const Match& m) {
   const int64_t K = c.width(m.x), N = p.tensors[l.inputs[1]].shape[0],
                 G = l.attrs["group"].get<int64_t>();
   const bool q4w = m.pat->linear == kQ4w;
-  c.need(head_streams(p, m, env.ctx.info()), "the head run's mat-vec is not streamed");
-  const MatvecPlan mv =
-      plan_matvec(env.ctx, K, N, G, q4w ? DecodeSplit{1, 0} : decode_split(env.ctx, K, N), q4w);
+  const MatvecPlan mv = head_matvec(p, m, env.ctx.info());
+  c.need(mv.on, "the head run's mat-vec is not streamed");
   const bool x16 = c.f16(m.x), y16 = c.f16(m.y), h16 = c.f16(m.norm->outputs[0]);
   std::vector<uint32_t> spec = mv.spec(y16, x16);
   spec[13] = h16 ? 1u : 0u;  // (H16)
@@ -791,6 +790,7 @@ bool chain_attention(int64_t hd, bool c16) {
   return env_switch("VKLLM_CHAIN_ATT", att_tile_registers(hd, c16) <= 32 ? 1 : 0) == 1;
 }
 bool chainable(const Program& p, const Match& m, uint32_t max_shared) {
+  if (m.pat->kind == Kind::Head) return false;  // (its own streamed dispatch)
   const int64_t K = p.tensors[m.x].shape.back();
   if (K > kChainMaxK || K % 32 != 0 || m.mv.empty() || m.mv.size() > 3) return false;
   // A q4w stage's float row must fit the device's shared memory (the H200's 48 KiB holds 8,192
@@ -1026,7 +1026,7 @@ std::unique_ptr<PreparedOp> prepare_chain(OpEnv& env, const std::vector<Match>& 
 // VKLLM_NO_FUSE=a,b: patterns whose names contain a or b are not used (measurement);
 // VKLLM_FUSE=all: the patterns off by default are used too.
 bool disabled(const Pattern& pat, bool chain) {
-  if (pat.linear == kQ4w && !chain && pat.kind != Kind::Head) return true;  // chain stages only
+  if (pat.linear == kQ4w && pat.kind == Kind::Matvec && !chain) return true;  // chain stages only
   const char* all = std::getenv("VKLLM_FUSE");
   // Mat-vec runs are on where they chain (one persistent dispatch for consecutive runs).
   if (!pat.by_default && !(all && std::string(all) == "all") &&
@@ -1145,7 +1145,7 @@ std::vector<FusedRun> find_fused_runs(const Program& p, const std::string& unfus
         // a head run where its mat-vec is not streamed.
         if ((chain && pat.kind == Kind::Matvec && disabled(pat, false) &&
              !chainable(p, *m, dev.max_shared)) ||
-            (pat.kind == Kind::Head && !head_streams(p, *m, dev))) {
+            (pat.kind == Kind::Head && !head_matvec(p, *m, dev).on)) {
           m.reset();
           continue;
         }
@@ -1235,14 +1235,12 @@ std::vector<FusedRun> find_fused_runs(const Program& p, const std::string& unfus
   for (const FusedRun& r : runs) {
     matches.push_back(r.tail ? std::nullopt : rematch(matcher, r, unfused_family));
     const std::optional<Match>& m = matches.back();
-    if (!r.private_scratch || !m || m->pat->kind == Kind::Head || !chainable(p, *m, dev.max_shared))
-      continue;
+    if (!r.private_scratch || !m || !chainable(p, *m, dev.max_shared)) continue;
     if (m->norm || m->pat->linear == kQ4w)
       xv = std::max(xv, chain_xv(p.tensors[m->x].shape.back()));
     int8 = int8 || m->pat->linear != kQ4w;
   }
   auto stage = [&](const FusedRun& r, const Match& m) {
-    if (m.pat->kind == Kind::Head) return false;  // (its own streamed dispatch)
     if (!m.attn) return r.private_scratch && chainable(p, m, dev.max_shared);
     const int64_t hd = m.attn->attrs["head_dim"].get<int64_t>();
     const bool c16 = p.tensors[m.attn->inputs[3]].dtype == DType::F16;

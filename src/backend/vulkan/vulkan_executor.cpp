@@ -172,7 +172,8 @@ class VulkanExecutor final : public Executor {
     batch_ = 16;
     if (const char* b = std::getenv("VKLLM_DECODE_BATCH"))
       batch_ = std::clamp(std::atoi(b), 1, 256);
-    if (ctx_->options().profile && ctx_->info().timestamps) batch_ = 1;
+    const bool profiling = ctx_->options().profile && ctx_->info().timestamps;
+    if (profiling) batch_ = 1;
     batch_tokens_ = alloc_.create(static_cast<uint64_t>(batch_) * 4, true, "greedy batch tokens");
     env_ = std::make_unique<OpEnv>(OpEnv{*ctx_, kernels_, alloc_, p_, max_t_,
                                          [this](int32_t t) -> const Buffer& {
@@ -218,7 +219,7 @@ class VulkanExecutor final : public Executor {
     }
     VkFenceCreateInfo fci{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
     VK_CHECK(vkCreateFence(ctx_->device(), &fci, nullptr, &fence_));
-    if (ctx_->options().profile && ctx_->info().timestamps) {
+    if (profiling) {
       VkQueryPoolCreateInfo qi{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
       qi.queryType = VK_QUERY_TYPE_TIMESTAMP;
       qi.queryCount = static_cast<uint32_t>(p_.ops.size() + 1);

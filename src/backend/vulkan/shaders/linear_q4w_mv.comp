@@ -124,14 +124,13 @@ void main() {
     }
 #ifdef VKLLM_MV_NORM
   const float inv = norm_inv();
-  for (uint i = tid; i < K / 4u; i += gl_WorkGroupSize.x)
-    xv[i + i / (8u * BPG)] = vec4(pval(4u * i, inv), pval(4u * i + 1u, inv),
-                                  pval(4u * i + 2u, inv), pval(4u * i + 3u, inv));
+#define XVAL(J) pval(J, inv)  // the row as the norm stores it
 #else
-  for (uint i = tid; i < K / 4u; i += gl_WorkGroupSize.x)
-    xv[i + i / (8u * BPG)] = vec4(LOADF(x, X16, 4u * i), LOADF(x, X16, 4u * i + 1u),
-                                  LOADF(x, X16, 4u * i + 2u), LOADF(x, X16, 4u * i + 3u));
+#define XVAL(J) LOADF(x, X16, J)
 #endif
+  for (uint i = tid; i < K / 4u; i += gl_WorkGroupSize.x)
+    xv[i + i / (8u * BPG)] =
+        vec4(XVAL(4u * i), XVAL(4u * i + 1u), XVAL(4u * i + 2u), XVAL(4u * i + 3u));
   barrier();
   float acc = 0.0;
   Cur c;
