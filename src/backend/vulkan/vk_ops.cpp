@@ -511,13 +511,19 @@ std::unique_ptr<PreparedOp> prep_attention(Ctx c) {
   // (attention_split.glsl's tiles and merge, specialized on the head dim)
   const Kernel& ka = c.kernel("attention", 6, 7, {a16, c16, y16}, u32(hd));
   const Kernel& kc = c.kernel("attention_combine", 2, 3, {0, 0, y16}, u32(hd));
-  // Forwards of several tokens: the tiled kernel (32 tokens of one head a workgroup, K and V
-  // tiles shared by them; attention_prefill.comp), which needs 8-lane subgroups, hd % 8 == 0 and
-  // its shared memory.
-  const uint32_t bk = hd <= 64    ? 32
-                      : hd <= 128 ? 16
-                                  : 8,  // the kernel's keys per tile
-      prefill_shared = (2 * bk * u32(hd) + 32 * bk) * 4;
+  // Forwards of several tokens: the tiled kernel (attention_prefill.comp: 16 RQ tokens of one head
+  // a workgroup of 128 threads, each thread RQ rows; K and V tiles of bk keys shared by them),
+  // which needs 8-lane subgroups, hd % 8 == 0 and its shared memory. RQ: 4 up to head dim 128, 2
+  // above (registers); VKLLM_ATTN_RQ (1, 2, 4) is a measurement switch.
+  const int rq_env = env_int("VKLLM_ATTN_RQ");
+  const uint32_t rq = rq_env == 1 || rq_env == 2 || rq_env == 4 ? u32(rq_env)
+                      : hd <= 128                               ? 4
+                                                                : 2,
+                 tq = 16 * rq,  // tokens a workgroup
+      bk = hd <= 64    ? 32
+           : hd <= 128 ? 16
+                       : 8,  // keys a tile: K and V tiles of 16 KiB
+      prefill_shared = (2 * bk * u32(hd) + tq * bk) * 4;
   // On fp16 cooperative matrices where q and the caches are fp16 (attention_prefill_coopmat.comp:
   // 64 tokens a workgroup, hd % 32 == 0, hd <= 128).
   const bool coopmat = c.env.ctx.use_coopmat_f16() && a16 && c16 && hd % 32 == 0 && hd <= 128;
@@ -529,9 +535,9 @@ std::unique_ptr<PreparedOp> prep_attention(Ctx c) {
                      prefill_shared <= c.env.ctx.info().max_shared;
   const Kernel* kp =
       coopmat ? &c.kernel("attention_prefill_coopmat", 5, 4, {a16, c16, y16}, u32(hd), cbk)
-      : tiled ? &c.kernel("attention_prefill", 5, 4, {a16, c16, y16}, u32(hd))
+      : tiled ? &c.kernel("attention_prefill", 5, 4, {a16, c16, y16}, u32(hd), bk, 0, 64, {rq, 128})
               : nullptr;
-  const uint32_t bq = coopmat ? 64 : 32;  // tokens a workgroup
+  const uint32_t bq = coopmat ? 64 : tq;  // tokens a workgroup
   // A decode step splits the context into S parts of C keys (C a multiple of the kernel's 64-key
   // tile, S <= 64; parts past the current position stay empty) and merges them in a second pass:
   // a single token has too few (t, h) pairs to fill a GPU, and each part is a serial chain of

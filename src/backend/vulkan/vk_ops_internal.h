@@ -251,10 +251,12 @@ struct Ctx {
     return {b.buf, 0, b.size};
   }
   // Kernel variant: the _f16 module when any binding is fp16. tt: the mat-vec kernels' tokens per
-  // workgroup (matvec.glsl), specialization constant 8.
+  // workgroup (matvec.glsl), specialization constant 8. more: constants 10, 11, ... (after tt and
+  // bpl, without parts).
   const Kernel& kernel(std::string name, uint32_t bindings, uint32_t push_words,
                        const std::vector<uint32_t>& flags, uint32_t tt = 0, uint32_t bpl = 0,
-                       uint32_t parts = 0, uint32_t wg = 64) {
+                       uint32_t parts = 0, uint32_t wg = 64,
+                       const std::vector<uint32_t>& more = {}) {
     bool any16 = false;
     for (uint32_t f : flags) any16 = any16 || f;
     if (any16) {
@@ -267,7 +269,12 @@ struct Ctx {
             env.ctx.options().no_fp16 ? " (VKLLM_NO_FP16 is set)" : "");
       name += "_f16";
     }
-    return env.kernels.get(name, bindings, push_words * 4, kernel_spec(flags, tt, bpl, parts, wg));
+    std::vector<uint32_t> spec = kernel_spec(flags, tt, bpl, parts, wg);
+    if (!more.empty()) {
+      if (parts || !bpl) fail("kernel {}: constants after 9 need tt and bpl and no parts", name);
+      spec.insert(spec.end(), more.begin(), more.end());
+    }
+    return env.kernels.get(name, bindings, push_words * 4, spec);
   }
   int64_t attr_i(const char* k) const {
     need(op.attrs.contains(k) && op.attrs[k].is_number(), k);
