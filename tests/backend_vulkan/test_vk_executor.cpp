@@ -90,7 +90,8 @@ TEST(VulkanExecutor, Fp16WeightsQkNormPartialLongRope) {
 // The decode step's fused runs (vk_fused.cpp) against the unfused program on the same device: the
 // int8 rows the fused prologues derive are the unfused ops' codes and the mat-vecs sum in the same
 // order (a q4w chain stage as linear_q4w_mv does), so every logit is bit-identical; and fusion
-// must have fused (fewer kernels per step).
+// must have fused (fewer kernels per step). The prompt's logits compare the prefill's runs (the
+// ropes in the prefill attention's q loads and KV store) the same way, in every fused mode.
 // One table of cases: each storage combination the fused kernel specializes on.
 struct FusionCase {
   const char* name;

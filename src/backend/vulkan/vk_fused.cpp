@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <map>
 #include <optional>
+#include <span>
 
 #include "backend/vulkan/vk_ops_internal.h"
 
@@ -84,6 +85,12 @@ constexpr Pattern kPatterns[] = {
     {"rms_norm x2+rope x2+attention", Kind::Attention, Pro::Quant, 0, Epi::Store, true, true},
     {"rope x2+attention", Kind::Attention, Pro::Quant, 0, Epi::Store, false, true},
     {"attention", Kind::Attention},
+};
+// Forwards of several tokens (prefill): the ropes of q and k in the prefill attention's q loads
+// and its KV store (attention_prefill*.comp and attention.comp VKLLM_ROPE): two dispatches and
+// their barrier fewer a layer.
+constexpr Pattern kPrefillPatterns[] = {
+    {"rope x2+attention, prefill", Kind::Attention, Pro::Quant, 0, Epi::Store, false, true},
 };
 constexpr uint32_t kWG = 256, kMaxK = 32 * kWG;  // linear_8da4w_fused.comp: MAXV values a thread
 constexpr uint32_t kTailShared = 40 * 1024;      // linear_8da4w.comp VKLLM_TAIL: shared bytes
@@ -487,6 +494,49 @@ std::unique_ptr<PreparedOp> prepare_attention(OpEnv& env, const Match& m, bool q
   return prepared;
 }
 
+bool prefill_pattern(const Pattern* pat) {
+  return pat >= std::begin(kPrefillPatterns) && pat < std::end(kPrefillPatterns);
+}
+
+// A prefill attention run (rope, rope, attention in forwards of several tokens): the KV store
+// rotates the new keys, the prefill attention kernel its queries as it loads them; each rounded
+// as the rope op stores it, so the result is the unfused ops' bit for bit.
+std::unique_ptr<PreparedOp> prepare_prefill_attention(OpEnv& env, const Match& m) {
+  const Program& p = env.program;
+  Ctx c{env, *m.attn, p};
+  const auto& I = m.attn->inputs;
+  const AttentionSetup a = attention_setup(env, m);
+  const int H = a.H, hd = a.hd;
+  const int64_t W = int64_t(a.Hkv) * hd;
+  // (attention_setup: a16 is q's and k's dtype before rope, r16 after, v's that of both.)
+  const uint32_t r16 = a.r16, v16 = c.f16(I[2]), q16 = a.a16, k16 = c.f16(m.k);
+  c.need(r16 == v16, "rotated q, k and v must share one dtype");
+  const PrefillAttention pa = prefill_attention(env.ctx, hd, r16, a.c16);
+  const Kernel* kp = pa.kernel(c, hd, r16, a.c16, a.y16, true, q16);
+  c.need(kp != nullptr, "no prefill attention kernel for the run");
+  const Kernel& ks = c.kernel("attention_store_rope", 6, 5, {v16, a.c16, 0, k16}, u32(hd));
+  const BufRange step = {env.step.buf, 0, env.step.size};
+  VkDescriptorSet ss =
+      env.kernels.make_set(ks, std::vector<BufRange>{c.whole(m.k), c.whole(I[2]), c.whole(I[3]),
+                                                     c.whole(I[4]), step, a.table});
+  VkDescriptorSet sp =
+      env.kernels.make_set(*kp, std::vector<BufRange>{c.whole(m.q), c.whole(I[3]), c.whole(I[4]),
+                                                      c.whole(m.y), step, a.table});
+  const uint32_t R = a.R, orig = a.orig, ctx = a.ctx, bq = pa.bq, Hkv = u32(a.Hkv);
+  const float scale = a.scale;
+  auto prepared = std::make_unique<PreparedOp>(
+      [=, &ks](VkCommandBuffer cb, int T) {
+        dispatch_flat(cb, ks, ss, {u32(T), u32(W), R, orig, ctx}, ceil_div(uint64_t(T) * W, 64));
+        compute_barrier(cb);
+        dispatch(cb, *kp, sp, {u32(T), u32(H), Hkv, fbits(scale), R, orig, ctx}, u32(H),
+                 ceil_div(u32(T), bq));
+      },
+      nullptr);
+  const VkBuffer kc = c.buf(I[3]), vc = c.buf(I[4]);
+  prepared->phases = {{{c.buf(m.k), c.buf(I[2])}, {kc, vc}}, {{c.buf(m.q), kc, vc}, {c.buf(m.y)}}};
+  return prepared;
+}
+
 // A tail run: its mat-vecs (in row chunks: one dispatch per chunk, no barrier between them, one
 // counter across all) and the row op after them, run by the workgroup that finishes last.
 std::unique_ptr<PreparedOp> prepare_tail(OpEnv& env, const Match& m) {
@@ -670,6 +720,7 @@ std::unique_ptr<PreparedOp> prepare_head(OpEnv& env, const Match& m) {
 }
 
 std::unique_ptr<PreparedOp> prepare(OpEnv& env, const Match& m, bool quantize_out) {
+  if (prefill_pattern(m.pat)) return prepare_prefill_attention(env, m);
   if (m.pat->kind == Kind::Attention) return prepare_attention(env, m, quantize_out);
   if (m.pat->kind == Kind::Tail) return prepare_tail(env, m);
   if (m.pat->kind == Kind::Head) return prepare_head(env, m);
@@ -1047,9 +1098,11 @@ bool disabled(const Pattern& pat, bool chain) {
 // The match of a run found earlier (by its pattern's name), again: the preparation needs the ops.
 std::optional<Match> rematch(const Matcher& matcher, const FusedRun& run,
                              const std::string& unfused) {
-  for (const Pattern& pat : kPatterns)
-    if (pat.name == run.pattern)
-      if (auto m = matcher.at(run.first, pat, unfused); m && m->last == run.last) return m;
+  for (std::span<const Pattern> table :
+       {std::span<const Pattern>(kPatterns), std::span<const Pattern>(kPrefillPatterns)})
+    for (const Pattern& pat : table)
+      if (pat.name == run.pattern)
+        if (auto m = matcher.at(run.first, pat, unfused); m && m->last == run.last) return m;
   return std::nullopt;
 }
 
@@ -1262,6 +1315,28 @@ std::vector<FusedRun> find_fused_runs(const Program& p, const std::string& unfus
     out.back().stages.push_back(std::move(r));
   }
   return out;
+}
+
+std::vector<FusedRun> find_prefill_runs(const Program& p, const std::string& unfused_family,
+                                        const Context& ctx) {
+  Matcher matcher(p, ctx.info().subgroup_min);
+  std::vector<FusedRun> runs;
+  for (size_t k = 0; k < p.ops.size(); ++k)
+    for (const Pattern& pat : kPrefillPatterns) {
+      if (disabled(pat, false)) continue;
+      const std::optional<Match> m = matcher.at(k, pat, unfused_family);
+      if (!m) continue;
+      // Only where a prefill attention kernel takes the run's shapes and dtypes.
+      const int64_t hd = m->attn->attrs["head_dim"].get<int64_t>();
+      const bool r16 = p.tensors[m->attn->inputs[0]].dtype == DType::F16,
+                 c16 = p.tensors[m->attn->inputs[3]].dtype == DType::F16;
+      const PrefillAttention pa = prefill_attention(ctx, static_cast<int>(hd), r16, c16);
+      if (!pa.coopmat && !pa.tiled) continue;
+      runs.push_back({m->first, m->last, pat.name});
+      k = m->last;
+      break;
+    }
+  return runs;
 }
 
 std::unique_ptr<PreparedOp> prepare_fused(OpEnv& env, const FusedRun& run,

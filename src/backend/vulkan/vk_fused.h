@@ -1,7 +1,7 @@
-// The decode step's fusion: one declarative table of patterns (vk_fused.cpp) that turns runs of
-// program ops into one prepared step each, recorded for one-token forwards only. Forwards of
-// several tokens (prefill) record the ops one by one; the IR itself stays fine-grained and the CPU
-// reference interprets it as it is.
+// The forwards' fusion: declarative tables of patterns (vk_fused.cpp) that turn runs of program
+// ops into one prepared step each: the decode step's (one-token forwards) and the prefill's
+// (forwards of several tokens: the rope of q and k in the prefill attention). The IR itself
+// stays fine-grained and the CPU reference interprets it as it is.
 #pragma once
 #include <memory>
 #include <string>
@@ -37,6 +37,11 @@ uint32_t chain_groups(const DeviceInfo& dev);
 // chain's stage (the plan for long positions, chain_attention_until).
 std::vector<FusedRun> find_fused_runs(const Program& p, const std::string& unfused_family,
                                       const DeviceInfo& dev, bool attention_stages = true);
+// The program's fused runs for forwards of several tokens (prefill), in program order: the ropes
+// of q and k in the prefill attention (vk_fused.cpp kPrefillPatterns), where the device has a
+// prefill attention kernel for the run. VKLLM_NO_FUSE applies as to the decode runs.
+std::vector<FusedRun> find_prefill_runs(const Program& p, const std::string& unfused_family,
+                                        const Context& ctx);
 // The first decode position at which a step's attention items would fill more than three
 // quarters of the chain's grid, past which the stage was measured to lose (a chain workgroup runs
 // its items one after the other, the attention's own dispatch has a workgroup an item:

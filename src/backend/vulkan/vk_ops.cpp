@@ -458,6 +458,37 @@ BufRange detail::rope_table(Ctx& c, const std::vector<int32_t>& invs, int R, flo
   return {it->second.buf, 0, it->second.size};
 }
 
+PrefillAttention detail::prefill_attention(const Context& ctx, int hd, bool a16, bool c16) {
+  PrefillAttention a;
+  // The portable kernel: RQ rows a thread, 4 up to head dim 128, 2 above (registers);
+  // VKLLM_ATTN_RQ (1, 2, 4) is a measurement switch. Keys a tile: K and V tiles of 16 KiB.
+  const int rq_env = env_int("VKLLM_ATTN_RQ");
+  a.rq = rq_env == 1 || rq_env == 2 || rq_env == 4 ? u32(rq_env) : hd <= 128 ? 4 : 2;
+  a.bk = hd <= 64 ? 32 : hd <= 128 ? 16 : 8;
+  const uint32_t shared = (2 * a.bk * u32(hd) + 16 * a.rq * a.bk) * 4;
+  a.tiled = ctx.info().subgroup_min >= 8 && hd % 8 == 0 && shared <= ctx.info().max_shared;
+  a.coopmat = ctx.use_coopmat_f16() && a16 && c16 && hd % 32 == 0 && hd <= 128;
+  // The cooperative-matrix kernel's keys a tile: 32; VKLLM_ATTN_BK=64 (a measurement switch)
+  // where two buffers of 64 fit.
+  a.cbk =
+      env_int("VKLLM_ATTN_BK") == 64 && 8 * 64 * (u32(hd) + 8) <= ctx.info().max_shared ? 64 : 32;
+  a.bq = a.coopmat ? 64 : 16 * a.rq;
+  return a;
+}
+
+const Kernel* PrefillAttention::kernel(Ctx& c, int hd, uint32_t a16, uint32_t c16, uint32_t y16,
+                                       bool rope, uint32_t q16) const {
+  const std::string r = rope ? "_rope" : "";
+  const uint32_t bindings = rope ? 6 : 5, push = rope ? 7 : 4;
+  if (coopmat)
+    return &c.kernel("attention_prefill_coopmat" + r, bindings, push, {a16, c16, y16, q16}, u32(hd),
+                     cbk);
+  if (tiled)
+    return &c.kernel("attention_prefill" + r, bindings, push, {a16, c16, y16, q16}, u32(hd), bk, 0,
+                     64, {rq, 128});
+  return nullptr;
+}
+
 namespace {
 
 std::unique_ptr<PreparedOp> prep_rope(Ctx c) {
@@ -511,33 +542,10 @@ std::unique_ptr<PreparedOp> prep_attention(Ctx c) {
   // (attention_split.glsl's tiles and merge, specialized on the head dim)
   const Kernel& ka = c.kernel("attention", 6, 7, {a16, c16, y16}, u32(hd));
   const Kernel& kc = c.kernel("attention_combine", 2, 3, {0, 0, y16}, u32(hd));
-  // Forwards of several tokens: the tiled kernel (attention_prefill.comp: 16 RQ tokens of one head
-  // a workgroup of 128 threads, each thread RQ rows; K and V tiles of bk keys shared by them),
-  // which needs 8-lane subgroups, hd % 8 == 0 and its shared memory. RQ: 4 up to head dim 128, 2
-  // above (registers); VKLLM_ATTN_RQ (1, 2, 4) is a measurement switch.
-  const int rq_env = env_int("VKLLM_ATTN_RQ");
-  const uint32_t rq = rq_env == 1 || rq_env == 2 || rq_env == 4 ? u32(rq_env)
-                      : hd <= 128                               ? 4
-                                                                : 2,
-                 tq = 16 * rq,  // tokens a workgroup
-      bk = hd <= 64    ? 32
-           : hd <= 128 ? 16
-                       : 8,  // keys a tile: K and V tiles of 16 KiB
-      prefill_shared = (2 * bk * u32(hd) + tq * bk) * 4;
-  // On fp16 cooperative matrices where q and the caches are fp16 (attention_prefill_coopmat.comp:
-  // 64 tokens a workgroup, hd % 32 == 0, hd <= 128).
-  const bool coopmat = c.env.ctx.use_coopmat_f16() && a16 && c16 && hd % 32 == 0 && hd <= 128;
-  // Its keys a tile: 32; VKLLM_ATTN_BK=64 (a measurement switch) where two buffers of 64 fit.
-  const uint32_t cbk =
-      env_int("VKLLM_ATTN_BK") == 64 && 8 * 64 * (u32(hd) + 8) <= c.env.ctx.info().max_shared ? 64
-                                                                                              : 32;
-  const bool tiled = c.env.ctx.info().subgroup_min >= 8 && hd % 8 == 0 &&
-                     prefill_shared <= c.env.ctx.info().max_shared;
-  const Kernel* kp =
-      coopmat ? &c.kernel("attention_prefill_coopmat", 5, 4, {a16, c16, y16}, u32(hd), cbk)
-      : tiled ? &c.kernel("attention_prefill", 5, 4, {a16, c16, y16}, u32(hd), bk, 0, 64, {rq, 128})
-              : nullptr;
-  const uint32_t bq = coopmat ? 64 : tq;  // tokens a workgroup
+  // Forwards of several tokens: the prefill kernel (none: the split kernel below, S = 1).
+  const PrefillAttention pa = prefill_attention(c.env.ctx, hd, a16, c16);
+  const Kernel* kp = pa.kernel(c, hd, a16, c16, y16, false, a16);
+  const uint32_t bq = pa.bq;
   // A decode step splits the context into S parts of C keys (C a multiple of the kernel's 64-key
   // tile, S <= 64; parts past the current position stay empty) and merges them in a second pass:
   // a single token has too few (t, h) pairs to fill a GPU, and each part is a serial chain of

@@ -164,7 +164,9 @@ class VulkanExecutor final : public Executor {
     runs_long_ = fusion ? find_fused_runs(p_, corrupt_family_, ctx_->info(), false)
                         : std::vector<FusedRun>{};
     if (runs_long_.size() == runs.size()) runs_long_.clear();  // no attention stage: one plan
-    allocate({&runs, &runs_long_});
+    const std::vector<FusedRun> prefill_runs =
+        fusion ? find_prefill_runs(p_, corrupt_family_, *ctx_) : std::vector<FusedRun>{};
+    allocate({&runs, &runs_long_, &prefill_runs});
     step_ = alloc_.create(16, false, "step parameters");
     step_host_ = alloc_.create(16, true, "step parameters (host)");
     // Greedy steps per submit: VKLLM_DECODE_BATCH (1: one step per submit), else 16; one step
@@ -188,15 +190,14 @@ class VulkanExecutor final : public Executor {
     for (const Op& op : p_.ops)
       env.act_q_bytes = std::max(env.act_q_bytes, act_quant_bytes_per_token(p_, op) * max_t_);
     for (const Op& op : p_.ops) ops_.push_back(prepare_op(env, op));
-    // The two plans: forwards of several tokens record every op; one-token forwards record the
-    // fused runs as one step each (vk_fused.h) and the other ops alone.
-    for (size_t k = 0; k < ops_.size(); ++k)
-      prefill_.steps.push_back({k, k, ops_[k].get(), profile_key(k)});
-    plan_decode(decode_[0], runs);
+    // The plans: each records its fused runs as one step each (vk_fused.h: the prefill's for
+    // forwards of several tokens, the decode step's for one-token forwards) and the other ops
+    // alone.
+    plan_steps(prefill_, prefill_runs, false);
+    plan_steps(decode_[0], runs, true);
     if (!runs_long_.empty()) short_until_ = chain_attention_until(p_, ctx_->info());
     chain_clock_ = env.chain_clock;
     chain_sync_ = env.chain_sync;
-    plan_barriers(prefill_, false);
     if (ctx_->options().profile)
       std::fprintf(stderr,
                    "vkllm: vulkan executor: %zu ops prepared in %.0f ms (pipelines, buffers)\n",
@@ -462,10 +463,10 @@ class VulkanExecutor final : public Executor {
     return next;
   }
 
-  // A decode plan's steps (fused runs rs, the other ops alone) run in their own order: which
-  // tensor the int8 scratch holds before each (OpEnv::quant_src, read by the runs that may skip
+  // A plan's steps (fused runs rs, the other ops alone) run in their own order: which tensor the
+  // int8 scratch holds before each (OpEnv::quant_src, read by the decode runs that may skip
   // quantizing their input) follows it.
-  void plan_decode(Plan& plan, const std::vector<FusedRun>& rs) {
+  void plan_steps(Plan& plan, const std::vector<FusedRun>& rs, bool decode) {
     OpEnv& env = *env_;
     env.quant_src = -1;
     for (size_t k = 0, r = 0; k < ops_.size();) {
@@ -484,7 +485,7 @@ class VulkanExecutor final : public Executor {
       }
       if (done->quantizes >= 0) env.quant_src = done->quantizes;
     }
-    plan_barriers(plan, true);
+    plan_barriers(plan, decode);
   }
 
   // The decode plan for steps at positions pos .. pos + n - 1: 0 (the chains' attention stages)
@@ -494,7 +495,7 @@ class VulkanExecutor final : public Executor {
     if (runs_long_.empty() || pos + n <= short_until_) return 0;
     if (decode_[1].steps.empty()) {
       const uint64_t before = alloc_.device_bytes();
-      plan_decode(decode_[1], runs_long_);
+      plan_steps(decode_[1], runs_long_, true);
       chain_clock_ = env_->chain_clock;
       const uint64_t more = alloc_.device_bytes() - before;
       held_ += more;
@@ -748,7 +749,7 @@ class VulkanExecutor final : public Executor {
   Kernels kernels_;
   std::vector<Buffer> bufs_;
   std::vector<std::unique_ptr<PreparedOp>> ops_;
-  std::vector<std::unique_ptr<PreparedOp>> fused_;  // the decode plan's fused steps
+  std::vector<std::unique_ptr<PreparedOp>> fused_;  // the plans' fused steps
   Plan prefill_;
   // The decode plans: [0] with the chains' attention stages (where there are any), for positions
   // below short_until_; [1] (empty where [0] has no attention stage) with the attention in its own

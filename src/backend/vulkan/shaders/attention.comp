@@ -1,6 +1,8 @@
 #version 450
 // attention, in three variants of this file:
-//  VKLLM_KV_STORE: write k, v rows t into cache rows pos + t (rounded to the cache dtype);
+//  VKLLM_KV_STORE: write k, v rows t into cache rows pos + t (rounded to the cache dtype); with
+//    VKLLM_ROPE (the prefill attention run's store), k is the key before its rope op, rotated
+//    here and rounded as the rope op stores it (A16) before the cache's rounding;
 //  (default): causal grouped-query attention of one (token t, head h) over one split of its keys:
 //    workgroup g takes (t, h) = g / S and keys [c * C, (c + 1) * C) with c = g % S (S and C fixed
 //    per executor for decode, so a recorded step replays at any position), tile by tile as
@@ -26,12 +28,30 @@ DECL_FBUF(1, v, readonly)
 DECL_FBUF(2, kc, writeonly)
 DECL_FBUF(3, vc, writeonly)
 DECL_STEP(4)
+#ifdef VKLLM_ROPE
+#include "rope.glsl"
+layout(constant_id = 4) const bool K16 = false;  // the key before rope
+layout(std430, binding = 5) readonly buffer CS { vec2 cs[]; };
+layout(push_constant) uniform PC { uint T, W, R, orig, ctx; } pc;
+#else
 layout(push_constant) uniform PC { uint T, W; } pc;
+#endif
 void main() {
   const uint idx = flat_group() * WG + gl_LocalInvocationID.x;
   if (idx >= pc.T * pc.W) return;
   const uint dst = step_pos * pc.W + idx;
+#ifdef VKLLM_ROPE
+  const uint j = idx % HD, half_r = pc.R / 2u;
+  float y = LOADF(k, K16, idx);
+  if (j < pc.R) {
+    const uint i = j < half_r ? j : j - half_r, row = idx - j, t = idx / pc.W;
+    const vec2 c = cs[rope_at(step_pos + t, step_pos + pc.T - 1u, pc.orig, pc.ctx, half_r, i)];
+    y = rope_dim(j < half_r, LOADF(k, K16, row + i), LOADF(k, K16, row + i + half_r), c);
+  }
+  STOREF(kc, C16, dst, round_to(A16, y));
+#else
   STOREF(kc, C16, dst, LOADF(k, A16, idx));
+#endif
   STOREF(vc, C16, dst, LOADF(v, A16, idx));
 }
 #elif defined(VKLLM_COMBINE)

@@ -56,12 +56,6 @@ shared float qs[HD], tmp[2u * HD];  // q as attended; the q and k rows before no
 shared uint last_split;
 #define ATT_MERGE
 #include "attention_split.glsl"
-float round_to(bool f16, float x) {
-#ifdef VKLLM_F16
-  if (f16) return float(float16_t(x));
-#endif
-  return x;
-}
 #define ATT_Q(i) LOADF(q, A16, i)
 #define ATT_K(i) LOADF(k, A16, i)
 #define ATT_V(i) LOADF(v, A16, i)

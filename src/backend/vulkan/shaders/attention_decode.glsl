@@ -19,6 +19,8 @@
 // weights), ATT_STORE_KC(i, v), ATT_STORE_VC(i, v), ATT_STORE_O(i, v), ATT_COUNT(h) (atomicAdd
 // of 1 to head h's counter, returning the old value) and ATT_RESET(h).
 
+#include "rope.glsl"
+
 // The item's parameters (attention_decode.comp's push constants).
 struct AttP {
   uint H, Hkv, S, C, R, orig, ctx;
@@ -61,7 +63,7 @@ void prepare(AttP p, uint r0, uint nr, uint pos, vec2 c) {
     if (ROPE && j < p.R) {
       const uint i = j < half_r ? j : j - half_r;
       const float a = tmp[off + i], b = tmp[off + i + half_r];
-      y = round_to(R16, j < half_r ? a * c.x - b * c.y : b * c.x + a * c.y);
+      y = round_to(R16, rope_dim(j < half_r, a, b, c));
     }
     if (is_q)
       qs[j] = y;
@@ -99,8 +101,8 @@ bool att_item(AttP p, uint h, uint c, uint pos, bool fetched) {
   // This thread's rope cos/sin (dim tid % HD of q and of the key), loaded with the rest.
   vec2 rcs = vec2(0.0);
   if (ROPE && tid < ATT_WG && tid % HD < p.R) {
-    const uint half_r = p.R / 2u, row0 = pos + 1u > p.orig ? p.ctx : 0u, j = tid % HD;
-    rcs = ATT_CS((row0 + pos) * half_r + (j < half_r ? j : j - half_r));
+    const uint half_r = p.R / 2u, j = tid % HD;
+    rcs = ATT_CS(rope_at(pos, pos, p.orig, p.ctx, half_r, j < half_r ? j : j - half_r));
   }
   if (ATT_MEASURE == 1u) {  // the loads only
     uint x = 0u;

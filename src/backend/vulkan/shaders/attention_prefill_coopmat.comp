@@ -17,6 +17,9 @@
 //   (the accumulator of keys 8 j .. 8 j + 7 is the A operand's columns 8 (j % 2) ..; an A
 //   operand's element 4 rh + 2 ch + i is row g + 8 rh, column c2 + 8 ch + i). l sums the weights
 //   as rounded, the values the multiply-adds use.
+// - VKLLM_ROPE (the prefill attention run: rope, rope, attention): q is the query before its rope
+//   op, rotated as the q tile is staged and rounded to fp16 as the rope op stores it; the KV store
+//   (attention.comp VKLLM_KV_STORE VKLLM_ROPE) rotated the keys.
 // Needs HD % 32 == 0 and HD <= 128. The KV store (attention.comp VKLLM_KV_STORE) has written this
 // forward's keys before it runs.
 #extension GL_KHR_shader_subgroup_basic : require
@@ -34,7 +37,15 @@ layout(std430, binding = 1) readonly buffer K4 { uvec4 k4[]; };  // fp16 key cac
 layout(std430, binding = 2) readonly buffer V4 { uvec4 v4[]; };  // fp16 value cache
 DECL_FBUF(3, o, writeonly)
 DECL_STEP(4)
+#ifdef VKLLM_ROPE
+#include "rope.glsl"
+layout(constant_id = 4) const bool Q16 = false;  // q before rope
+DECL_FBUF(0, qx, readonly)                        // (binding 0 as floats)
+layout(std430, binding = 5) readonly buffer CS { vec2 cs[]; };
+layout(push_constant) uniform PC { uint T, H, Hkv; float scale; uint R, orig, ctx; } pc;
+#else
 layout(push_constant) uniform PC { uint T, H, Hkv; float scale; } pc;
+#endif
 
 #define F16A fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>
 #define F16B fcoopmatNV<16, gl_ScopeSubgroup, 16, 8>
@@ -74,7 +85,26 @@ void main() {
   // The q tile (rows past the last token read clamped, never stored).
   for (uint i = tid; i < BQ * NW; i += WG) {
     const uint r = i / NW, t = min(t0 + r, pc.T - 1u);
+#ifdef VKLLM_ROPE
+    // The word's eight dims 8 w .. 8 w + 7, rotated where below R.
+    const uint row = (t * pc.H + h) * HD, w = i % NW, half_r = pc.R / 2u;
+    uint packed[4];
+    [[unroll]] for (uint e = 0; e < 4u; ++e) {
+      float16_t y[2];
+      [[unroll]] for (uint u = 0; u < 2u; ++u) {
+        const uint j = 8u * w + 2u * e + u, jr = j < half_r ? j : j - half_r;
+        float x = LOADF(qx, Q16, row + j);
+        if (j < pc.R)
+          x = rope_dim(j < half_r, LOADF(qx, Q16, row + jr), LOADF(qx, Q16, row + jr + half_r),
+                       cs[rope_at(step_pos + t, step_pos + pc.T - 1u, pc.orig, pc.ctx, half_r, jr)]);
+        y[u] = float16_t(x);
+      }
+      packed[e] = packFloat2x16(f16vec2(y[0], y[1]));
+    }
+    kv[r * RW + w] = uvec4(packed[0], packed[1], packed[2], packed[3]);
+#else
     kv[r * RW + i % NW] = q4[(t * pc.H + h) * NW + i % NW];
+#endif
   }
   barrier();
   F16A qa[HD / 16u];

@@ -25,6 +25,13 @@
 #define STOREF(NAME, IS16, I, V) \
   { NAME##_f[I] = (V); }
 #endif
+// x as a binding of that dtype stores it (rounded to fp16 where f16).
+float round_to(bool f16, float x) {
+#ifdef VKLLM_F16
+  if (f16) return float(float16_t(x));
+#endif
+  return x;
+}
 
 #ifndef WG
 #define WG 64

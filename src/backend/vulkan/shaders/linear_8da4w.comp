@@ -271,12 +271,6 @@ DECL_FBUF(10, tn, writeonly) // the normalized row
 #define QUANT_ROW_BINDING 11
 #include "quant.glsl"
 
-float round_to(bool f16, float v) {
-#ifdef VKLLM_F16
-  if (f16) return float(float16_t(v));
-#endif
-  return v;
-}
 // rms_norm.glsl's input: this step's mat-vec output plus the residual, as rms_norm_add sums them.
 float norm_in(uint i) { return round_to(S16, LOADF(y, Y16, i) + LOADF(ta, A16, i)); }
 void norm_keep(uint i, float v) { STOREF(ts, S16, i, v); }

@@ -122,13 +122,6 @@ void act_store(uvec2 a, bool h, uint i, float v) {
 #endif
   ARef(a).v[i] = v;
 }
-float round_to(bool f16, float v) {
-#ifdef VKLLM_F16
-  if (f16) return float(float16_t(v));
-#endif
-  return v;
-}
-
 // The stage table (vk_fused.cpp chain_table): SREC words per stage.
 //  0 K, 1 G (group), 2 pro, 3 epi, 4 mat-vecs, 5 flags (1 x f16, 2 norm output f16, 4 mat-vec
 //  outputs f16, 8 residual f16, 16 << m: output m f16, 128 a q4w stage), 6 eps, 7 rows, 8 x, 10 norm weight,

@@ -49,13 +49,6 @@ layout(push_constant) uniform PC { uint K, Nc, n0, G, unused; float eps; } pc;
 
 const uint MAXV = 32u;  // K <= 32 * WG (checked by the host)
 
-float round_to(bool f16, float v) {
-#ifdef VKLLM_F16
-  if (f16) return float(float16_t(v));
-#endif
-  return v;
-}
-
 #include "norm_quant_prologue.glsl"
 
 // A subgroup's rows in flight: nibbles, scale and weight sum of each lane's blocks (lane + i SG).

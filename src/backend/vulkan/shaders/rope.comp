@@ -4,6 +4,7 @@
 // reference computes them, so the GPU result is bit-comparable; longrope ops append a second such
 // table, used by forwards that reach past orig positions. Dims >= R are copied.
 #include "common.glsl"
+#include "rope.glsl"
 layout(constant_id = 1) const bool X16 = false;
 layout(constant_id = 2) const bool Y16 = false;
 DECL_FBUF(0, x, readonly)
@@ -20,12 +21,11 @@ void main() {
   const uint j = idx % per_head, th = idx / per_head;  // th = t * H + h
   const uint t = th / pc.H;
   const uint base = th * pc.hd;
-  const uint row0 = pos + pc.T > pc.orig ? pc.ctx : 0u;
   if (j < half_r) {
-    const vec2 c = cs[(row0 + pos + t) * half_r + j];
+    const vec2 c = cs[rope_at(pos + t, pos + pc.T - 1u, pc.orig, pc.ctx, half_r, j)];
     const float a = LOADF(x, X16, base + j), b = LOADF(x, X16, base + j + half_r);
-    STOREF(y, Y16, base + j, a * c.x - b * c.y);
-    STOREF(y, Y16, base + j + half_r, b * c.x + a * c.y);
+    STOREF(y, Y16, base + j, rope_dim(true, a, b, c));
+    STOREF(y, Y16, base + j + half_r, rope_dim(false, a, b, c));
   } else {
     const uint d = j + half_r;  // R .. hd-1
     STOREF(y, Y16, base + d, LOADF(x, X16, base + d));
