@@ -771,6 +771,104 @@ TEST(VulkanOps, AttentionF16Activations) {
   check_attention(4, 2, 24, 5, 11, DType::F16, DType::F16, 40);
 }
 
+// The prefill attention run (rope, rope, attention: vk_fused.cpp kPrefillPatterns): the ropes
+// of q and k in the prefill attention's q loads and KV store. Against the unfused ops bit for bit
+// (output and caches), and against the CPU's rope and attention within the attention bound. On a
+// GPU with fp16 cooperative matrices the fp16 cases at head dims 64 and 128 take
+// attention_prefill_coopmat.comp, the others attention_prefill.comp.
+void check_attention_run(int H, int Hkv, int hd, int R, int T, int pos, DType act, DType cache,
+                         bool long_table) {
+  std::mt19937 rng(static_cast<unsigned>(H * 5 + hd + R + T * 3 + pos));
+  Case c;
+  c.p.max_ctx = pos + T + 8;
+  const int64_t W = int64_t(Hkv) * hd;
+  const float a = 1.125f;
+  auto q = rand_vec(rng, static_cast<size_t>(T * H * hd)),
+       k = rand_vec(rng, static_cast<size_t>(T * W)), v = rand_vec(rng, static_cast<size_t>(T * W));
+  auto kc = rand_vec(rng, static_cast<size_t>(c.p.max_ctx * W)),
+       vc = rand_vec(rng, static_cast<size_t>(c.p.max_ctx * W));
+  if (act == DType::F16) q = round_f16(q), k = round_f16(k), v = round_f16(v);
+  if (cache == DType::F16) kc = round_f16(kc), vc = round_f16(vc);
+  std::vector<float> fs(R / 2), fl(R / 2);
+  for (int i = 0; i < R / 2; ++i) {
+    fs[i] = std::pow(10000.0f, -2.0f * i / R);
+    fl[i] = fs[i] / (1.0f + 0.5f * static_cast<float>(i));
+  }
+  const int orig = pos + T / 2;  // the long table from this forward on
+  auto enc = [](DType d, const std::vector<float>& f) {
+    return d == DType::F16 ? bytes_f16(f) : bytes_f32(f);
+  };
+  const int32_t tq = c.add("q", act, TK::Activation, {-1, H * hd}, enc(act, q)),
+                tk = c.add("k", act, TK::Activation, {-1, W}, enc(act, k)),
+                tv = c.add("v", act, TK::Activation, {-1, W}, enc(act, v)),
+                tf = c.add("inv", DType::F32, TK::Weight, {R / 2}, bytes_f32(fs)),
+                tfl = c.add("inv_long", DType::F32, TK::Weight, {R / 2}, bytes_f32(fl)),
+                tqr = c.add("q_rope", act, TK::Activation, {-1, H * hd}),
+                tkr = c.add("k_rope", act, TK::Activation, {-1, W}),
+                tkc = c.add("kc", cache, TK::KVCache, {c.p.max_ctx, W}, enc(cache, kc)),
+                tvc = c.add("vc", cache, TK::KVCache, {c.p.max_ctx, W}, enc(cache, vc)),
+                ty = c.add("o", act, TK::Activation, {-1, H * hd});
+  std::vector<int32_t> tables = {tf};
+  nlohmann::json ra = {{"head_dim", hd}, {"rotary_dim", R}, {"attention_factor", a}};
+  if (long_table) {
+    tables.push_back(tfl);
+    ra["original_max_pos"] = orig;
+  }
+  auto rope_in = [&](int32_t x) {
+    std::vector<int32_t> in = {x};
+    in.insert(in.end(), tables.begin(), tables.end());
+    return in;
+  };
+  nlohmann::json rq = ra, rk = ra;
+  rq["n_heads"] = H;
+  rk["n_heads"] = Hkv;
+  c.op("rope", rope_in(tq), tqr, rq);
+  c.op("rope", rope_in(tk), tkr, rk);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  c.op("attention", {tqr, tkr, tv, tkc, tvc}, ty,
+       {{"n_heads", H}, {"n_kv_heads", Hkv}, {"head_dim", hd}, {"scale", scale}});
+  // The CPU: rope (rounded as the rope op stores it), then the attention.
+  const bool use_long = long_table && pos + T > orig;
+  std::vector<float> qr(q.size()), kr(k.size()), want(q.size());
+  cpu::rope(q.data(), T, H, hd, R, use_long ? fl.data() : fs.data(), pos, a, qr.data());
+  cpu::rope(k.data(), T, Hkv, hd, R, use_long ? fl.data() : fs.data(), pos, a, kr.data());
+  if (act == DType::F16) qr = round_f16(qr), kr = round_f16(kr);
+  cpu::attention(qr.data(), kr.data(), v.data(), T, pos, kc.data(), vc.data(), cache == DType::F16,
+                 H, Hkv, hd, scale, want.data());
+  if (act == DType::F16) want = round_f16(want);
+  std::vector<float> outs[2], kcs[2], vcs[2];
+  for (int fused = 0; fused < 2; ++fused) {
+    OpRun r(c, T, {}, fused == 1);
+    EXPECT_EQ(r.runs().size(), size_t(fused)) << "the rope x2+attention run";
+    if (fused)
+      std::printf(
+          "prefill attention path: %s\n",
+          vk::detail::prefill_attention(r.ctx(), hd, act == DType::F16, cache == DType::F16).coopmat
+              ? "cooperative matrix"
+              : "portable tiled");
+    r.forward(T, pos);
+    outs[fused] = r.read(ty, T);
+    kcs[fused] = r.read(tkc, c.p.max_ctx);
+    vcs[fused] = r.read(tvc, c.p.max_ctx);
+  }
+  EXPECT_EQ(outs[1], outs[0]) << "fused output differs from the unfused ops'";
+  EXPECT_EQ(kcs[1], kcs[0]) << "fused key cache differs";
+  EXPECT_EQ(vcs[1], vcs[0]) << "fused value cache differs";
+  const double bound = act == DType::F16 ? kF16Out : kAttn;
+  EXPECT_LE(logged(nmse(outs[1], want), bound), bound) << "T=" << T << " pos=" << pos;
+  EXPECT_EQ(kcs[1], kc);  // the rotated keys, rounded like the CPU's
+}
+
+// Llama-3.2-1B's shapes (head dim 64, full rotary, fp16), Phi-4-mini's (head dim 128, rotary 96,
+// fp32, longrope's switch inside the forward), Qwen3's (head dim 128, fp16), an odd head dim;
+// several query blocks after cached keys.
+TEST(VulkanOps, AttentionPrefillRunRotates) {
+  check_attention_run(8, 2, 64, 64, 150, 30, DType::F16, DType::F16, false);
+  check_attention_run(6, 2, 128, 96, 100, 20, DType::F32, DType::F32, true);
+  check_attention_run(4, 2, 128, 128, 70, 0, DType::F16, DType::F16, false);
+  check_attention_run(4, 1, 24, 16, 9, 3, DType::F32, DType::F16, true);
+}
+
 void check_binary(const std::string& f, DType dt) {
   const int T = 7;
   const int64_t N = 133;

@@ -46,7 +46,7 @@ void Case::op(const std::string& family, std::vector<int32_t> in, int32_t out,
   p.ops.push_back(Op{family, std::move(in), {out}, std::move(attrs), BackendKind::Vulkan});
 }
 
-OpRun::OpRun(Case& c, int max_tokens, VulkanOptions opt)
+OpRun::OpRun(Case& c, int max_tokens, VulkanOptions opt, bool prefill_runs)
     : c_(c), messages_at_start_(vk::validation_message_count()), max_t_(max_tokens) {
   ctx_ = std::make_unique<vk::Context>(validated(opt));
   alloc_ = std::make_unique<vk::Allocator>(*ctx_);
@@ -78,9 +78,12 @@ OpRun::OpRun(Case& c, int max_tokens, VulkanOptions opt)
     env_->act_q_bytes =
         std::max(env_->act_q_bytes, vk::act_quant_bytes_per_token(c.p, op) * max_tokens);
   for (const Op& op : c.p.ops) ops_.push_back(vk::prepare_op(*env_, op));
+  if (prefill_runs) runs_ = vk::find_prefill_runs(c.p, "", *ctx_);
+  for (const vk::FusedRun& r : runs_) fused_.push_back(vk::prepare_fused(*env_, r, ""));
 }
 
 OpRun::~OpRun() {
+  fused_.clear();
   ops_.clear();
   env_.reset();
   kernels_.reset();
@@ -101,9 +104,14 @@ void OpRun::forward(int T, int pos) {
   const uint32_t pos32 = static_cast<uint32_t>(pos);
   alloc_->upload(env_->step, 0, &pos32, 4);
   VkCommandBuffer cb = ctx_->begin_once();
-  for (size_t k = 0; k < ops_.size(); ++k) {
+  for (size_t k = 0, r = 0; k < ops_.size(); ++k) {
     if (k) vk::compute_barrier(cb);
-    ops_[k]->record(cb, T);
+    if (r < runs_.size() && runs_[r].first == k) {
+      fused_[r]->record(cb, T);
+      k = runs_[r++].last;
+    } else {
+      ops_[k]->record(cb, T);
+    }
   }
   ctx_->submit_and_wait(cb);
 }

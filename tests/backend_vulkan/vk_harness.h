@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backend/vulkan/vk_context.h"
+#include "backend/vulkan/vk_fused.h"
 #include "backend/vulkan/vk_memory.h"
 #include "backend/vulkan/vk_ops.h"
 #include "backend/vulkan/vk_pipeline.h"
@@ -47,10 +48,11 @@ struct Case {
 };
 
 // Runs the ops of a Case on the device: buffers for every tensor (host data uploaded, every
-// other tensor poisoned with NaN), the ops prepared once and recorded per forward.
+// other tensor poisoned with NaN), the ops prepared once and recorded per forward. prefill_runs:
+// the program's prefill runs (vk_fused.h find_prefill_runs) recorded as one step each.
 class OpRun {
  public:
-  OpRun(Case& c, int max_tokens, VulkanOptions opt = {});
+  OpRun(Case& c, int max_tokens, VulkanOptions opt = {}, bool prefill_runs = false);
   ~OpRun();
   void forward(int T, int pos);
   void write(int32_t t, const std::vector<uint8_t>& data);
@@ -59,6 +61,7 @@ class OpRun {
   vk::Context& ctx() { return *ctx_; }
   vk::OpEnv& env() { return *env_; }
   const vk::PreparedOp& op(size_t k) const { return *ops_[k]; }
+  const std::vector<vk::FusedRun>& runs() const { return runs_; }
 
  private:
   Case& c_;
@@ -69,6 +72,8 @@ class OpRun {
   std::vector<vk::Buffer> bufs_;
   std::unique_ptr<vk::OpEnv> env_;
   std::vector<std::unique_ptr<vk::PreparedOp>> ops_;
+  std::vector<vk::FusedRun> runs_;
+  std::vector<std::unique_ptr<vk::PreparedOp>> fused_;  // of runs_
   int max_t_;
 };
 
