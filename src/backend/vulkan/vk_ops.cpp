@@ -472,7 +472,11 @@ PrefillAttention detail::prefill_attention(const Context& ctx, int hd, bool a16,
   // where two buffers of 64 fit.
   a.cbk =
       env_int("VKLLM_ATTN_BK") == 64 && 8 * 64 * (u32(hd) + 8) <= ctx.info().max_shared ? 64 : 32;
-  a.bq = a.coopmat ? 64 : 16 * a.rq;
+  // Its query rows a workgroup: 64; VKLLM_ATTN_BQ=32 or 16 (a measurement switch: more
+  // workgroups, fewer subgroups each).
+  const int bq_env = env_int("VKLLM_ATTN_BQ");
+  a.cbq = bq_env == 16 || bq_env == 32 ? u32(bq_env) : 64;
+  a.bq = a.coopmat ? a.cbq : 16 * a.rq;
   return a;
 }
 
@@ -482,7 +486,7 @@ const Kernel* PrefillAttention::kernel(Ctx& c, int hd, uint32_t a16, uint32_t c1
   const uint32_t bindings = rope ? 6 : 5, push = rope ? 7 : 4;
   if (coopmat)
     return &c.kernel("attention_prefill_coopmat" + r, bindings, push, {a16, c16, y16, q16}, u32(hd),
-                     cbk);
+                     cbk, 0, 64, {cbq, 2 * cbq});
   if (tiled)
     return &c.kernel("attention_prefill" + r, bindings, push, {a16, c16, y16, q16}, u32(hd), bk, 0,
                      64, {rq, 128});

@@ -352,7 +352,7 @@ inline AttentionSplits attention_splits(OpEnv& env, int H, int hd) {
 }
 
 // The prefill attention kernel of a forward of several tokens (vk_ops.cpp): on fp16 cooperative
-// matrices where q and the caches are fp16 (attention_prefill_coopmat.comp: 64 tokens a
+// matrices where q and the caches are fp16 (attention_prefill_coopmat.comp: cbq tokens a
 // workgroup, hd % 32 == 0, hd <= 128, cbk keys a tile), else the portable tiled kernel
 // (attention_prefill.comp: 16 rq tokens a 128-thread workgroup, bk keys a tile) where the device
 // has 8-lane subgroups and its shared memory; neither: the split kernel of one (token, head) a
@@ -360,7 +360,7 @@ inline AttentionSplits attention_splits(OpEnv& env, int H, int hd) {
 // dtype before rope).
 struct PrefillAttention {
   bool coopmat = false, tiled = false;
-  uint32_t rq = 0, bk = 0, cbk = 0, bq = 0;  // bq: tokens a workgroup
+  uint32_t rq = 0, bk = 0, cbk = 0, cbq = 0, bq = 0;  // bq: tokens a workgroup
   // The kernel (nullptr: neither).
   const Kernel* kernel(Ctx& c, int hd, uint32_t a16, uint32_t c16, uint32_t y16, bool rope,
                        uint32_t q16) const;

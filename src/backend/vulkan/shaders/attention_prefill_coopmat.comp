@@ -3,7 +3,8 @@
 // matrices (VK_NV_cooperative_matrix, fp16 x fp16 -> fp32, 16 x 8 x 16 on 32-lane subgroups),
 // flash-attention style, for fp16 q and caches: the result of attention_prefill.comp within the
 // fp16 bound (docs/vulkan.md).
-// - A workgroup takes BQ = 64 consecutive tokens of one query head, four subgroups of 16 rows.
+// - A workgroup takes BQ (64, 32 or 16) consecutive tokens of one query head, a subgroup 16 rows;
+//   the blocks run heaviest first (the last block of a causal prompt walks every key).
 //   Each subgroup keeps its 16 x HD block of q in registers (A fragments) and its 16 x HD output
 //   accumulator (fp32) in registers for the whole walk over the keys.
 // - The keys come in tiles of BK (32 or 64): K and V rows staged in shared memory for all 64 queries,
@@ -27,7 +28,10 @@
 #extension GL_NV_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
-#define WG 128
+#define WG_SPEC
+layout(constant_id = 10) const uint BQ = 64;   // query rows a workgroup (64, 32 or 16)
+layout(constant_id = 11) const uint NT = 128;  // threads: 2 BQ (a subgroup of 32 a 16 rows)
+layout(local_size_x_id = 11) in;
 #include "common.glsl"
 layout(constant_id = 3) const bool Y16 = false;  // output
 layout(constant_id = 8) const uint HD = 64;      // head dim (% 32 == 0, <= 128)
@@ -51,17 +55,16 @@ layout(push_constant) uniform PC { uint T, H, Hkv; float scale; } pc;
 #define F16B fcoopmatNV<16, gl_ScopeSubgroup, 16, 8>
 #define F32C fcoopmatNV<32, gl_ScopeSubgroup, 16, 8>
 
-const uint BQ = 64u;                       // query rows a workgroup
 const uint NW = HD / 8u;                   // 16-byte words of a row of HD halves
 const uint RW = NW + 1u;                   // a staged row in words, one of padding
 const uint TILE = 2u * BK * RW;            // one buffer: the K tile's rows, then the V tile's
-const uint NL = (BK * NW + WG - 1u) / WG;  // a tile's K (and V) words a thread
+const uint NL = (BK * NW + NT - 1u) / NT;  // a tile's K (and V) words a thread
 shared uvec4 kv[2u * TILE];                // two buffers; first the q tile (BQ rows)
 
 uvec4 pk[NL], pv[NL];
 void fetch(uint base, uint last, uint W8, uint ko8, uint tid) {
   [[unroll]] for (uint e = 0; e < NL; ++e) {
-    const uint i = tid + e * WG, j = min(base + i / NW, last), at = j * W8 + ko8 + i % NW;
+    const uint i = tid + e * NT, j = min(base + i / NW, last), at = j * W8 + ko8 + i % NW;
     if (i < BK * NW) {
       pk[e] = k4[at];
       pv[e] = v4[at];
@@ -70,7 +73,7 @@ void fetch(uint base, uint last, uint W8, uint ko8, uint tid) {
 }
 void stage(uint b, uint tid) {
   [[unroll]] for (uint e = 0; e < NL; ++e) {
-    const uint i = tid + e * WG;
+    const uint i = tid + e * NT;
     if (i < BK * NW) {
       kv[b * TILE + (i / NW) * RW + i % NW] = pk[e];
       kv[b * TILE + (BK + i / NW) * RW + i % NW] = pv[e];
@@ -80,10 +83,10 @@ void stage(uint b, uint tid) {
 
 void main() {
   const uint tid = gl_LocalInvocationID.x, sg = gl_SubgroupID, lane = gl_SubgroupInvocationID;
-  const uint h = gl_WorkGroupID.x, t0 = gl_WorkGroupID.y * BQ;
+  const uint h = gl_WorkGroupID.x, t0 = (gl_NumWorkGroups.y - 1u - gl_WorkGroupID.y) * BQ;
   const uint kvh = h / (pc.H / pc.Hkv), W8 = pc.Hkv * NW, ko8 = kvh * NW;
   // The q tile (rows past the last token read clamped, never stored).
-  for (uint i = tid; i < BQ * NW; i += WG) {
+  for (uint i = tid; i < BQ * NW; i += NT) {
     const uint r = i / NW, t = min(t0 + r, pc.T - 1u);
 #ifdef VKLLM_ROPE
     // The word's eight dims 8 w .. 8 w + 7, rotated where below R.
