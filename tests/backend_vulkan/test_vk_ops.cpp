@@ -777,7 +777,7 @@ TEST(VulkanOps, AttentionF16Activations) {
 // GPU with fp16 cooperative matrices the fp16 cases at head dims 64 and 128 take
 // attention_prefill_coopmat.comp, the others attention_prefill.comp.
 void check_attention_run(int H, int Hkv, int hd, int R, int T, int pos, DType act, DType cache,
-                         bool long_table) {
+                         bool long_table, bool qk_norm = false) {
   std::mt19937 rng(static_cast<unsigned>(H * 5 + hd + R + T * 3 + pos));
   Case c;
   c.p.max_ctx = pos + T + 8;
@@ -822,16 +822,34 @@ void check_attention_run(int H, int Hkv, int hd, int R, int T, int pos, DType ac
   nlohmann::json rq = ra, rk = ra;
   rq["n_heads"] = H;
   rk["n_heads"] = Hkv;
-  c.op("rope", rope_in(tq), tqr, rq);
-  c.op("rope", rope_in(tk), tkr, rk);
+  // With qk_norm: Qwen3's per-head norms of q and k before the ropes.
+  std::vector<float> wq = rand_vec(rng, static_cast<size_t>(hd), 0.5f, 1.5f),
+                     wk = rand_vec(rng, static_cast<size_t>(hd), 0.5f, 1.5f);
+  const float eps = 1e-6f;
+  int32_t q_in = tq, k_in = tk;
+  if (qk_norm) {
+    q_in = c.add("q_norm", act, TK::Activation, {-1, H * hd});
+    k_in = c.add("k_norm", act, TK::Activation, {-1, W});
+    c.op("rms_norm", {tq, c.add("wq", DType::F32, TK::Weight, {hd}, bytes_f32(wq))}, q_in,
+         {{"group", hd}, {"eps", eps}});
+    c.op("rms_norm", {tk, c.add("wk", DType::F32, TK::Weight, {hd}, bytes_f32(wk))}, k_in,
+         {{"group", hd}, {"eps", eps}});
+  }
+  c.op("rope", rope_in(q_in), tqr, rq);
+  c.op("rope", rope_in(k_in), tkr, rk);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   c.op("attention", {tqr, tkr, tv, tkc, tvc}, ty,
        {{"n_heads", H}, {"n_kv_heads", Hkv}, {"head_dim", hd}, {"scale", scale}});
   // The CPU: rope (rounded as the rope op stores it), then the attention.
   const bool use_long = long_table && pos + T > orig;
-  std::vector<float> qr(q.size()), kr(k.size()), want(q.size());
-  cpu::rope(q.data(), T, H, hd, R, use_long ? fl.data() : fs.data(), pos, a, qr.data());
-  cpu::rope(k.data(), T, Hkv, hd, R, use_long ? fl.data() : fs.data(), pos, a, kr.data());
+  std::vector<float> qn = q, kn = k, qr(q.size()), kr(k.size()), want(q.size());
+  if (qk_norm) {
+    cpu::rms_norm(q.data(), T, int64_t(H) * hd, wq.data(), hd, eps, qn.data());
+    cpu::rms_norm(k.data(), T, W, wk.data(), hd, eps, kn.data());
+    if (act == DType::F16) qn = round_f16(qn), kn = round_f16(kn);
+  }
+  cpu::rope(qn.data(), T, H, hd, R, use_long ? fl.data() : fs.data(), pos, a, qr.data());
+  cpu::rope(kn.data(), T, Hkv, hd, R, use_long ? fl.data() : fs.data(), pos, a, kr.data());
   if (act == DType::F16) qr = round_f16(qr), kr = round_f16(kr);
   cpu::attention(qr.data(), kr.data(), v.data(), T, pos, kc.data(), vc.data(), cache == DType::F16,
                  H, Hkv, hd, scale, want.data());
@@ -839,7 +857,10 @@ void check_attention_run(int H, int Hkv, int hd, int R, int T, int pos, DType ac
   std::vector<float> outs[2], kcs[2], vcs[2];
   for (int fused = 0; fused < 2; ++fused) {
     OpRun r(c, T, {}, fused == 1);
-    EXPECT_EQ(r.runs().size(), size_t(fused)) << "the rope x2+attention run";
+    EXPECT_EQ(r.runs().size(), size_t(fused)) << "the prefill attention run";
+    if (fused && qk_norm && !r.runs().empty()) {
+      EXPECT_EQ(r.runs()[0].first, 0u) << "the run takes the norms";
+    }
     if (fused)
       std::printf(
           "prefill attention path: %s\n",
@@ -856,16 +877,21 @@ void check_attention_run(int H, int Hkv, int hd, int R, int T, int pos, DType ac
   EXPECT_EQ(vcs[1], vcs[0]) << "fused value cache differs";
   const double bound = act == DType::F16 ? kF16Out : kAttn;
   EXPECT_LE(logged(nmse(outs[1], want), bound), bound) << "T=" << T << " pos=" << pos;
-  EXPECT_EQ(kcs[1], kc);  // the rotated keys, rounded like the CPU's
+  if (qk_norm) {  // (the norm's sums differ in order from the CPU's)
+    EXPECT_LE(logged(nmse(kcs[1], kc), bound), bound);
+  } else {
+    EXPECT_EQ(kcs[1], kc);  // the rotated keys, rounded like the CPU's
+  }
 }
 
 // Llama-3.2-1B's shapes (head dim 64, full rotary, fp16), Phi-4-mini's (head dim 128, rotary 96,
-// fp32, longrope's switch inside the forward), Qwen3's (head dim 128, fp16), an odd head dim;
-// several query blocks after cached keys.
+// fp32, longrope's switch inside the forward), Qwen3's (head dim 128, fp16, the q/k norms), an
+// odd head dim; several query blocks after cached keys.
 TEST(VulkanOps, AttentionPrefillRunRotates) {
   check_attention_run(8, 2, 64, 64, 150, 30, DType::F16, DType::F16, false);
   check_attention_run(6, 2, 128, 96, 100, 20, DType::F32, DType::F32, true);
-  check_attention_run(4, 2, 128, 128, 70, 0, DType::F16, DType::F16, false);
+  check_attention_run(4, 2, 128, 128, 70, 0, DType::F16, DType::F16, false, true);
+  check_attention_run(3, 3, 64, 32, 40, 5, DType::F32, DType::F32, false, true);
   check_attention_run(4, 1, 24, 16, 9, 3, DType::F32, DType::F16, true);
 }
 

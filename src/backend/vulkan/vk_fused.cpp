@@ -86,10 +86,12 @@ constexpr Pattern kPatterns[] = {
     {"rope x2+attention", Kind::Attention, Pro::Quant, 0, Epi::Store, false, true},
     {"attention", Kind::Attention},
 };
-// Forwards of several tokens (prefill): the ropes of q and k in the prefill attention's q loads
-// and its KV store (attention_prefill*.comp and attention.comp VKLLM_ROPE): two dispatches and
-// their barrier fewer a layer.
+// Forwards of several tokens (prefill): the ropes of q and k (and their per-head norms before
+// them) in the prefill attention's q loads and its KV store (attention_prefill*.comp and
+// attention.comp VKLLM_ROPE): two (four) dispatches and their barrier fewer a layer.
 constexpr Pattern kPrefillPatterns[] = {
+    {"rms_norm x2+rope x2+attention, prefill", Kind::Attention, Pro::Quant, 0, Epi::Store, true,
+     true},
     {"rope x2+attention, prefill", Kind::Attention, Pro::Quant, 0, Epi::Store, false, true},
 };
 constexpr uint32_t kWG = 256, kMaxK = 32 * kWG;  // linear_8da4w_fused.comp: MAXV values a thread
@@ -498,9 +500,10 @@ bool prefill_pattern(const Pattern* pat) {
   return pat >= std::begin(kPrefillPatterns) && pat < std::end(kPrefillPatterns);
 }
 
-// A prefill attention run (rope, rope, attention in forwards of several tokens): the KV store
-// rotates the new keys, the prefill attention kernel its queries as it loads them; each rounded
-// as the rope op stores it, so the result is the unfused ops' bit for bit.
+// A prefill attention run ([norm, norm,] rope, rope, attention in forwards of several tokens):
+// the KV store norms and rotates the new keys, the prefill attention kernel its queries as it
+// loads them; each rounded as the unfused op stores it, so the result is the unfused ops' bit for
+// bit.
 std::unique_ptr<PreparedOp> prepare_prefill_attention(OpEnv& env, const Match& m) {
   const Program& p = env.program;
   Ctx c{env, *m.attn, p};
@@ -508,32 +511,41 @@ std::unique_ptr<PreparedOp> prepare_prefill_attention(OpEnv& env, const Match& m
   const AttentionSetup a = attention_setup(env, m);
   const int H = a.H, hd = a.hd;
   const int64_t W = int64_t(a.Hkv) * hd;
-  // (attention_setup: a16 is q's and k's dtype before rope, r16 after, v's that of both.)
-  const uint32_t r16 = a.r16, v16 = c.f16(I[2]), q16 = a.a16, k16 = c.f16(m.k);
+  // (attention_setup: a16 is q's and k's dtype before norm and rope, n16 after the norm, r16
+  // after rope, v's that of the rotated rows.)
+  const uint32_t r16 = a.r16, v16 = c.f16(I[2]), q16 = a.a16, k16 = c.f16(m.k), n16 = a.n16,
+                 qkn = m.qnorm ? 1 : 0;
   c.need(r16 == v16, "rotated q, k and v must share one dtype");
+  const uint32_t sg = env.ctx.info().subgroup_size;
+  c.need(!qkn || (sg > 0 && sg <= 64), "the run's key norms need subgroups of at most 64");
   const PrefillAttention pa = prefill_attention(env.ctx, hd, r16, a.c16);
-  const Kernel* kp = pa.kernel(c, hd, r16, a.c16, a.y16, true, q16);
+  const Kernel* kp = pa.kernel(c, hd, {r16, a.c16, a.y16, q16, qkn, n16}, true);
   c.need(kp != nullptr, "no prefill attention kernel for the run");
-  const Kernel& ks = c.kernel("attention_store_rope", 6, 5, {v16, a.c16, 0, k16}, u32(hd));
+  const Kernel& ks =
+      c.kernel("attention_store_rope", 7, 6, {v16, a.c16, 0, k16, qkn, n16}, u32(hd));
   const BufRange step = {env.step.buf, 0, env.step.size};
   VkDescriptorSet ss =
       env.kernels.make_set(ks, std::vector<BufRange>{c.whole(m.k), c.whole(I[2]), c.whole(I[3]),
-                                                     c.whole(I[4]), step, a.table});
+                                                     c.whole(I[4]), step, a.table, a.nk});
   VkDescriptorSet sp =
       env.kernels.make_set(*kp, std::vector<BufRange>{c.whole(m.q), c.whole(I[3]), c.whole(I[4]),
-                                                      c.whole(m.y), step, a.table});
+                                                      c.whole(m.y), step, a.table, a.nq});
   const uint32_t R = a.R, orig = a.orig, ctx = a.ctx, bq = pa.bq, Hkv = u32(a.Hkv);
-  const float scale = a.scale;
+  const float scale = a.scale, qeps = a.qeps, keps = a.keps;
   auto prepared = std::make_unique<PreparedOp>(
       [=, &ks](VkCommandBuffer cb, int T) {
-        dispatch_flat(cb, ks, ss, {u32(T), u32(W), R, orig, ctx}, ceil_div(uint64_t(T) * W, 64));
+        // The store: an element a thread, or with the key norms a subgroup a key row.
+        const uint32_t groups =
+            qkn ? ceil_div(uint64_t(T) * Hkv, 64 / sg) : ceil_div(uint64_t(T) * W, 64);
+        dispatch_flat(cb, ks, ss, {u32(T), u32(W), R, orig, ctx, fbits(keps)}, groups);
         compute_barrier(cb);
-        dispatch(cb, *kp, sp, {u32(T), u32(H), Hkv, fbits(scale), R, orig, ctx}, u32(H),
-                 ceil_div(u32(T), bq));
+        dispatch(cb, *kp, sp, {u32(T), u32(H), Hkv, fbits(scale), R, orig, ctx, fbits(qeps)},
+                 u32(H), ceil_div(u32(T), bq));
       },
       nullptr);
   const VkBuffer kc = c.buf(I[3]), vc = c.buf(I[4]);
-  prepared->phases = {{{c.buf(m.k), c.buf(I[2])}, {kc, vc}}, {{c.buf(m.q), kc, vc}, {c.buf(m.y)}}};
+  prepared->phases = {{{c.buf(m.k), c.buf(I[2]), a.nk.buf}, {kc, vc}},
+                      {{c.buf(m.q), kc, vc, a.nq.buf}, {c.buf(m.y)}}};
   return prepared;
 }
 
@@ -1331,7 +1343,8 @@ std::vector<FusedRun> find_prefill_runs(const Program& p, const std::string& unf
       const bool r16 = p.tensors[m->attn->inputs[0]].dtype == DType::F16,
                  c16 = p.tensors[m->attn->inputs[3]].dtype == DType::F16;
       const PrefillAttention pa = prefill_attention(ctx, static_cast<int>(hd), r16, c16);
-      if (!pa.coopmat && !pa.tiled) continue;
+      const uint32_t sg = ctx.info().subgroup_size;
+      if ((!pa.coopmat && !pa.tiled) || (pat.qk_norm && (sg == 0 || sg > 64))) continue;
       runs.push_back({m->first, m->last, pat.name});
       k = m->last;
       break;

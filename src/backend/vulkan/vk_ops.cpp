@@ -480,16 +480,15 @@ PrefillAttention detail::prefill_attention(const Context& ctx, int hd, bool a16,
   return a;
 }
 
-const Kernel* PrefillAttention::kernel(Ctx& c, int hd, uint32_t a16, uint32_t c16, uint32_t y16,
-                                       bool rope, uint32_t q16) const {
+const Kernel* PrefillAttention::kernel(Ctx& c, int hd, const std::vector<uint32_t>& flags,
+                                       bool rope) const {
   const std::string r = rope ? "_rope" : "";
-  const uint32_t bindings = rope ? 6 : 5, push = rope ? 7 : 4;
+  const uint32_t bindings = rope ? 7 : 5, push = rope ? 8 : 4;
   if (coopmat)
-    return &c.kernel("attention_prefill_coopmat" + r, bindings, push, {a16, c16, y16, q16}, u32(hd),
-                     cbk, 0, 64, {cbq, 2 * cbq});
+    return &c.kernel("attention_prefill_coopmat" + r, bindings, push, flags, u32(hd), cbk, 0, 64,
+                     {cbq, 2 * cbq});
   if (tiled)
-    return &c.kernel("attention_prefill" + r, bindings, push, {a16, c16, y16, q16}, u32(hd), bk, 0,
-                     64, {rq, 128});
+    return &c.kernel("attention_prefill" + r, bindings, push, flags, u32(hd), bk, 0, 64, {rq, 128});
   return nullptr;
 }
 
@@ -548,7 +547,7 @@ std::unique_ptr<PreparedOp> prep_attention(Ctx c) {
   const Kernel& kc = c.kernel("attention_combine", 2, 3, {0, 0, y16}, u32(hd));
   // Forwards of several tokens: the prefill kernel (none: the split kernel below, S = 1).
   const PrefillAttention pa = prefill_attention(c.env.ctx, hd, a16, c16);
-  const Kernel* kp = pa.kernel(c, hd, a16, c16, y16, false, a16);
+  const Kernel* kp = pa.kernel(c, hd, {a16, c16, y16}, false);
   const uint32_t bq = pa.bq;
   // A decode step splits the context into S parts of C keys (C a multiple of the kernel's 64-key
   // tile, S <= 64; parts past the current position stay empty) and merges them in a second pass:

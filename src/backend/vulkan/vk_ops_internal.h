@@ -356,14 +356,14 @@ inline AttentionSplits attention_splits(OpEnv& env, int H, int hd) {
 // workgroup, hd % 32 == 0, hd <= 128, cbk keys a tile), else the portable tiled kernel
 // (attention_prefill.comp: 16 rq tokens a 128-thread workgroup, bk keys a tile) where the device
 // has 8-lane subgroups and its shared memory; neither: the split kernel of one (token, head) a
-// workgroup. rope: the prefill attention run's variants (q rotated as it is loaded, q16 its
-// dtype before rope).
+// workgroup.
 struct PrefillAttention {
   bool coopmat = false, tiled = false;
   uint32_t rq = 0, bk = 0, cbk = 0, cbq = 0, bq = 0;  // bq: tokens a workgroup
-  // The kernel (nullptr: neither).
-  const Kernel* kernel(Ctx& c, int hd, uint32_t a16, uint32_t c16, uint32_t y16, bool rope,
-                       uint32_t q16) const;
+  // The kernel (nullptr: neither) for the dtypes flags = {q, caches, output}; rope: the prefill
+  // attention run's variant (attention_prefill_q.glsl), flags then {.., q before norm and rope,
+  // q's per-head norm first, the normed q}.
+  const Kernel* kernel(Ctx& c, int hd, const std::vector<uint32_t>& flags, bool rope) const;
 };
 PrefillAttention prefill_attention(const Context& ctx, int hd, bool a16, bool c16);
 

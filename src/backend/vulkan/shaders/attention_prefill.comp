@@ -15,12 +15,14 @@
 // - The blocks run heaviest first (the last block of a causal prompt walks every key): the
 //   workgroup grid's later blocks start before the earlier ones' short walks.
 // - A subgroup skips a tile past all of its rows' positions.
-// - VKLLM_ROPE (the prefill attention run: rope, rope, attention): q is the query before its rope
-//   op, rotated as it is loaded and rounded as the rope op stores it (A16); the KV store
-//   (attention.comp VKLLM_KV_STORE VKLLM_ROPE) rotated the keys.
+// - VKLLM_ROPE (the prefill attention run: [norm, norm,] rope, rope, attention): q is the query
+//   before its rope op (and its per-head norm), rotated (and normed) as it is loaded
+//   (attention_prefill_q.glsl); the KV store (attention.comp VKLLM_KV_STORE VKLLM_ROPE) did the
+//   same to the keys.
 // Needs subgroups of at least 8 lanes (a group's threads in one subgroup) and HD % 8 == 0. The KV
 // store (attention.comp VKLLM_KV_STORE) has written this forward's keys before it runs.
 #extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
 #define WG_SPEC
 layout(constant_id = 11) const uint NT = 128;  // threads: 8 BQ / RQ
@@ -37,19 +39,18 @@ DECL_FBUF(1, kc, readonly)
 DECL_FBUF(2, vc, readonly)
 DECL_FBUF(3, o, writeonly)
 DECL_STEP(4)
-#ifdef VKLLM_ROPE
-#include "rope.glsl"
-layout(constant_id = 4) const bool Q16 = false;  // q before rope
-layout(std430, binding = 5) readonly buffer CS { vec2 cs[]; };
-layout(push_constant) uniform PC { uint T, H, Hkv; float scale; uint R, orig, ctx; } pc;
-#else
-layout(push_constant) uniform PC { uint T, H, Hkv; float scale; } pc;
-#endif
 
 const uint TPR = 8u, DP = HD / TPR;  // dims a thread
 const uint BQ = NT / TPR * RQ;       // query rows a workgroup
 shared float ks[BK * HD], vs[BK * HD];
 shared float sc[BK * BQ];  // the tile's scores, key-major
+#ifdef VKLLM_ROPE
+layout(push_constant) uniform PC { uint T, H, Hkv; float scale; uint R, orig, ctx; float eps; } pc;
+#define PQ_LOAD(i) LOADF(q, Q16, i)
+#include "attention_prefill_q.glsl"
+#else
+layout(push_constant) uniform PC { uint T, H, Hkv; float scale; } pc;
+#endif
 
 void main() {
   const uint tid = gl_LocalInvocationID.x, grp = tid / TPR, p = tid % TPR;
@@ -59,18 +60,16 @@ void main() {
   // positions.
   uint pos[RQ];
   float qr[RQ][DP], acc[RQ][DP], m[RQ], l[RQ];
+#ifdef VKLLM_ROPE
+  pq_norms(t0, h);
+#endif
   [[unroll]] for (uint i = 0; i < RQ; ++i) {
     const uint t = min(t0 + grp * RQ + i, pc.T - 1u);
     pos[i] = step_pos + t;
     const uint row = (t * pc.H + h) * HD;
     [[unroll]] for (uint d = 0; d < DP; ++d) {
 #ifdef VKLLM_ROPE
-      const uint j = p + TPR * d, half_r = pc.R / 2u, r = j < half_r ? j : j - half_r;
-      float x = LOADF(q, Q16, row + j);
-      if (j < pc.R)
-        x = rope_dim(j < half_r, LOADF(q, Q16, row + r), LOADF(q, Q16, row + r + half_r),
-                     cs[rope_at(pos[i], step_pos + pc.T - 1u, pc.orig, pc.ctx, half_r, r)]);
-      qr[i][d] = round_to(A16, x);
+      qr[i][d] = pq(row, grp * RQ + i, p + TPR * d, t);
 #else
       qr[i][d] = LOADF(q, A16, row + p + TPR * d);
 #endif

@@ -18,12 +18,14 @@
 //   (the accumulator of keys 8 j .. 8 j + 7 is the A operand's columns 8 (j % 2) ..; an A
 //   operand's element 4 rh + 2 ch + i is row g + 8 rh, column c2 + 8 ch + i). l sums the weights
 //   as rounded, the values the multiply-adds use.
-// - VKLLM_ROPE (the prefill attention run: rope, rope, attention): q is the query before its rope
-//   op, rotated as the q tile is staged and rounded to fp16 as the rope op stores it; the KV store
-//   (attention.comp VKLLM_KV_STORE VKLLM_ROPE) rotated the keys.
+// - VKLLM_ROPE (the prefill attention run: [norm, norm,] rope, rope, attention): q is the query
+//   before its rope op (and its per-head norm), rotated (and normed) as the q tile is staged
+//   (attention_prefill_q.glsl); the KV store (attention.comp VKLLM_KV_STORE VKLLM_ROPE) did the
+//   same to the keys.
 // Needs HD % 32 == 0 and HD <= 128. The KV store (attention.comp VKLLM_KV_STORE) has written this
 // forward's keys before it runs.
 #extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
 #extension GL_NV_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
@@ -42,11 +44,11 @@ layout(std430, binding = 2) readonly buffer V4 { uvec4 v4[]; };  // fp16 value c
 DECL_FBUF(3, o, writeonly)
 DECL_STEP(4)
 #ifdef VKLLM_ROPE
-#include "rope.glsl"
-layout(constant_id = 4) const bool Q16 = false;  // q before rope
-DECL_FBUF(0, qx, readonly)                        // (binding 0 as floats)
-layout(std430, binding = 5) readonly buffer CS { vec2 cs[]; };
-layout(push_constant) uniform PC { uint T, H, Hkv; float scale; uint R, orig, ctx; } pc;
+DECL_FBUF(0, qx, readonly)  // (binding 0 as floats)
+layout(push_constant) uniform PC { uint T, H, Hkv; float scale; uint R, orig, ctx; float eps; } pc;
+const bool A16 = true;  // (the rotated q: fp16 on this path)
+#define PQ_LOAD(i) LOADF(qx, Q16, i)
+#include "attention_prefill_q.glsl"
 #else
 layout(push_constant) uniform PC { uint T, H, Hkv; float scale; } pc;
 #endif
@@ -85,25 +87,19 @@ void main() {
   const uint tid = gl_LocalInvocationID.x, sg = gl_SubgroupID, lane = gl_SubgroupInvocationID;
   const uint h = gl_WorkGroupID.x, t0 = (gl_NumWorkGroups.y - 1u - gl_WorkGroupID.y) * BQ;
   const uint kvh = h / (pc.H / pc.Hkv), W8 = pc.Hkv * NW, ko8 = kvh * NW;
+#ifdef VKLLM_ROPE
+  pq_norms(t0, h);
+#endif
   // The q tile (rows past the last token read clamped, never stored).
   for (uint i = tid; i < BQ * NW; i += NT) {
     const uint r = i / NW, t = min(t0 + r, pc.T - 1u);
 #ifdef VKLLM_ROPE
-    // The word's eight dims 8 w .. 8 w + 7, rotated where below R.
-    const uint row = (t * pc.H + h) * HD, w = i % NW, half_r = pc.R / 2u;
+    // The word's eight dims 8 w .. 8 w + 7 (attention_prefill_q.glsl).
+    const uint row = (t * pc.H + h) * HD, w = i % NW;
     uint packed[4];
-    [[unroll]] for (uint e = 0; e < 4u; ++e) {
-      float16_t y[2];
-      [[unroll]] for (uint u = 0; u < 2u; ++u) {
-        const uint j = 8u * w + 2u * e + u, jr = j < half_r ? j : j - half_r;
-        float x = LOADF(qx, Q16, row + j);
-        if (j < pc.R)
-          x = rope_dim(j < half_r, LOADF(qx, Q16, row + jr), LOADF(qx, Q16, row + jr + half_r),
-                       cs[rope_at(step_pos + t, step_pos + pc.T - 1u, pc.orig, pc.ctx, half_r, jr)]);
-        y[u] = float16_t(x);
-      }
-      packed[e] = packFloat2x16(f16vec2(y[0], y[1]));
-    }
+    [[unroll]] for (uint e = 0; e < 4u; ++e)
+      packed[e] = packFloat2x16(f16vec2(float16_t(pq(row, r, 8u * w + 2u * e, t)),
+                                        float16_t(pq(row, r, 8u * w + 2u * e + 1u, t))));
     kv[r * RW + w] = uvec4(packed[0], packed[1], packed[2], packed[3]);
 #else
     kv[r * RW + i % NW] = q4[(t * pc.H + h) * NW + i % NW];
