@@ -460,10 +460,12 @@ BufRange detail::rope_table(Ctx& c, const std::vector<int32_t>& invs, int R, flo
 
 PrefillAttention detail::prefill_attention(const Context& ctx, int hd, bool a16, bool c16) {
   PrefillAttention a;
-  // The portable kernel: RQ rows a thread, 4 up to head dim 128, 2 above (registers);
-  // VKLLM_ATTN_RQ (1, 2, 4) is a measurement switch. Keys a tile: K and V tiles of 16 KiB.
+  // The portable kernel: RQ rows a thread, 2 (VKLLM_ATTN_RQ=1 or 4 measure the others). More
+  // rows a thread read shared memory less often (a K or V word feeds RQ multiply-adds) but lengthen
+  // the walk of the last query block over every key, which a causal prompt waits for (a
+  // prediction: docs/perf.md session 27). Keys a tile: K and V tiles of 16 KiB.
   const int rq_env = env_int("VKLLM_ATTN_RQ");
-  a.rq = rq_env == 1 || rq_env == 2 || rq_env == 4 ? u32(rq_env) : hd <= 128 ? 4 : 2;
+  a.rq = rq_env == 1 || rq_env == 4 ? u32(rq_env) : 2;
   a.bk = hd <= 64 ? 32 : hd <= 128 ? 16 : 8;
   const uint32_t shared = (2 * a.bk * u32(hd) + 16 * a.rq * a.bk) * 4;
   a.tiled = ctx.info().subgroup_min >= 8 && hd % 8 == 0 && shared <= ctx.info().max_shared;

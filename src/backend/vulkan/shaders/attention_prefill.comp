@@ -33,7 +33,7 @@ layout(constant_id = 2) const bool C16 = false;  // caches
 layout(constant_id = 3) const bool Y16 = false;  // output
 layout(constant_id = 8) const uint HD = 64;      // head dim (<= 256, % 8 == 0)
 layout(constant_id = 9) const uint BK = 32;      // keys a tile
-layout(constant_id = 10) const uint RQ = 4;      // query rows a thread
+layout(constant_id = 10) const uint RQ = 2;      // query rows a thread
 DECL_FBUF(0, q, readonly)
 DECL_FBUF(1, kc, readonly)
 DECL_FBUF(2, vc, readonly)
