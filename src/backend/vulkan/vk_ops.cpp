@@ -175,12 +175,15 @@ GemmTile GemmPlan::tile(uint32_t rows, uint32_t T) const {
 }
 
 // Specialization: y16 (id 1), KC (8), BT (9), BN (10), threads (11: a subgroup a 32 x 32 part of
-// the coopmat tile; the portable kernel has its own local size, 2 BT), W16 (12, coopmat only).
+// the coopmat tile; the portable kernel has its own local size, 2 BT), W16 (12, coopmat only),
+// the ablation bits (13, coopmat only: VKLLM_GEMM_ABLATE, a measurement switch whose results are
+// wrong).
 const Kernel& GemmPlan::kernel(Kernels& kernels, GemmTile t) const {
   std::vector<uint32_t> spec = kernel_spec({y16 ? 1u : 0u}, kc, t.bt);
   spec.push_back(t.bn);
   spec.push_back(t.bt * t.bn / 32);
   spec.push_back(w16 ? 1 : 0);
+  spec.push_back(static_cast<uint32_t>(std::max(0, env_int("VKLLM_GEMM_ABLATE"))) & 63u);
   return kernels.get(module, 6, 6 * 4, spec);
 }
 

@@ -40,6 +40,12 @@ layout(constant_id = 9) const uint BT = 64;    // tokens per tile: 128, 64 or 32
 layout(constant_id = 10) const uint BN = 64;   // weight rows per tile: 64 or 128
 layout(constant_id = 11) const uint NT = 128;  // threads: BT BN / 32 (a subgroup a 32 x 32 part)
 layout(constant_id = 12) const bool W16 = false;  // nibbles widened to 16 q (above; G <= 128)
+// Measurement only (VKLLM_GEMM_ABLATE, results wrong): bits that leave out one part of the work
+// each, to see what a chunk's time is spent on: 1 the groups' epilogue (the sums taken once at
+// the end), 2 the multiply-adds (the fragments still loaded), 4 the fragments' loads and the
+// multiply-adds, 8 the staging stores (the chunk's global loads still made), 16 the global
+// loads (the staged words made up), 32 the chunk's barrier.
+layout(constant_id = 13) const uint ABLATE = 0;
 layout(local_size_x_id = 11) in;
 const uint JN = 4u;  // 16 x 8 accumulators along a subgroup's 32 rows
 #include "common.glsl"
@@ -70,6 +76,12 @@ uvec2 pb[NB];
 uvec2 p_sw;
 void fetch(uint t0, uint r0, uint c, uint tid) {
   const uint k0 = c * KC, g = k0 / pc.G;
+  if ((ABLATE & 16u) != 0u) {  // (measurement: words from the chunk index alone)
+    [[unroll]] for (uint e = 0; e < NA; ++e) pa[e] = uvec4(c + e);
+    [[unroll]] for (uint e = 0; e < NB; ++e) pb[e] = uvec2(c ^ e);
+    p_sw = uvec2(c, tid);
+    return;
+  }
   [[unroll]] for (uint e = 0; e < NA; ++e) {
     const uint i = tid + e * NT, r = i / CV, w = i % CV, t = min(t0 + r, pc.T - 1u);
     if (i < BT * CV) pa[e] = qx[t * (pc.K / 16u) + k0 / 16u + w];
@@ -84,8 +96,15 @@ void fetch(uint t0, uint r0, uint c, uint tid) {
   }
 }
 // Stores the fetched words to buffer b, the weights widened to int8 in the order above.
+uint ablated = 0u;  // (measurement: what the left-out parts would have fed)
 void stage(uint b, uint tid) {
   const uint base = b * SLOT;
+  if ((ABLATE & 8u) != 0u) {
+    [[unroll]] for (uint e = 0; e < NA; ++e) ablated ^= pa[e].x ^ pa[e].w;
+    [[unroll]] for (uint e = 0; e < NB; ++e) ablated ^= pb[e].x ^ pb[e].y;
+    ablated ^= p_sw.x;
+    return;
+  }
   [[unroll]] for (uint e = 0; e < NA; ++e) {
     const uint i = tid + e * NT, r = i / CV, w = i % CV;
     if (i < BT * CV) sm[base + r * SV + w] = pa[e];
@@ -143,23 +162,30 @@ void main() {
   for (uint c = 0; c < chunks; ++c) {
     const uint b = c & 1u, base = b * SLOT;
     if (c + 1u < chunks) fetch(t0, r0, c + 1u, tid);  // in flight during this chunk's work
-    if (c % per_group == 0u) {  // a group's first chunk: its sums start at kMagic - zp * wsum
+    if (c % per_group == 0u && (ABLATE & 1u) == 0u) {  // a group's first chunk: its sums start
+                                                       // at kMagic - zp * wsum
       [[unroll]] for (uint j = 0; j < JN; ++j)[[unroll]] for (uint e = 0; e < CE; ++e) {
         const int nws = int(s_sw[b][mr + 8u * j + col[e]].y);
         [[unroll]] for (uint i = 0; i < 2u; ++i) cd[i][j][e] = zp[i][e] * nws + kMagic;
       }
     }
     [[unroll]] for (uint kk = 0; kk < KC / 32u; ++kk) {
+      if ((ABLATE & 4u) != 0u) break;
       icoopmatNV<8, gl_ScopeSubgroup, 16, 32> a[2];
       icoopmatNV<8, gl_ScopeSubgroup, 32, 8> w[JN];
       [[unroll]] for (uint i = 0; i < 2u; ++i)
         coopMatLoadNV(a[i], sm, base + (mt + 16u * i) * SV + 2u * kk, SV, false);
       [[unroll]] for (uint j = 0; j < JN; ++j)
         coopMatLoadNV(w[j], sm, base + BT * SV + (mr + 8u * j) * SV + 2u * kk, SV, true);
+      if ((ABLATE & 2u) != 0u) {
+        [[unroll]] for (uint i = 0; i < 2u; ++i) ablated ^= uint(a[i][0]);
+        [[unroll]] for (uint j = 0; j < JN; ++j) ablated ^= uint(w[j][0]);
+        continue;
+      }
       [[unroll]] for (uint i = 0; i < 2u; ++i)[[unroll]] for (uint j = 0; j < JN; ++j)
         cd[i][j] = coopMatMulAddNV(a[i], w[j], cd[i][j]);
     }
-    if ((c + 1u) % per_group == 0u) {
+    if ((c + 1u) % per_group == 0u && (ABLATE & 1u) == 0u) {
       // The CPU's term of this group, in its order: scale * float(dot - zp * wsum).
       [[unroll]] for (uint j = 0; j < JN; ++j)[[unroll]] for (uint e = 0; e < CE; ++e) {
         const float sc = uintBitsToFloat(s_sw[b][mr + 8u * j + col[e]].x);
@@ -170,8 +196,12 @@ void main() {
       }
     }
     if (c + 1u < chunks) stage(b ^ 1u, tid);
-    barrier();  // the next buffer staged; every read of this one done before it is restaged
+    if ((ABLATE & 32u) == 0u) barrier();  // the next buffer staged; every read of this one done
+                                          // before it is restaged
   }
+  if (ABLATE != 0u)  // (measurement: the left-out parts' inputs reach the result)
+    [[unroll]] for (uint i = 0; i < 2u; ++i)[[unroll]] for (uint j = 0; j < JN; ++j)
+      [[unroll]] for (uint e = 0; e < CE; ++e) acc[i][j][e] += float(cd[i][j][e] ^ int(ablated));
   [[unroll]] for (uint i = 0; i < 2u; ++i)[[unroll]] for (uint e = 0; e < CE; ++e) {
     const uint t = t0 + mt + 16u * i + row[e];
     if (t >= pc.T) continue;
