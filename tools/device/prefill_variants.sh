@@ -2,7 +2,7 @@
 # Run THERE after `tools/device/run.sh side` (which leaves the three side-by-side artifacts in
 # /tmp): the prefill GEMM's measurement switches (PREFILL_VARIANTS, space-separated, each a
 # comma-separated list of VAR=value) through `vkllm bench --gemm` (with the GEMM pipelines'
-# registers) and on the pp512 (median of 3) of PREFILL_MODELS (default: Llama-3.2-1B's artifact),
+# registers) and on the pp512 (median of 3) of PREFILL_MODELS (default: Llama-3.2-1B's artifact; empty: none),
 # then the prefill profile of each model (PREFILL_PROFILES= empty: none).
 # Same environment as run.sh.
 source "$(dirname "$0")/after_side.sh"
@@ -10,7 +10,7 @@ for v in ${PREFILL_VARIANTS:-VKLLM_X=default VKLLM_GEMM_TILE=32 VKLLM_GEMM_TILE=
   e=(${v//,/ })
   echo "== VARIANT $v"
   env "${e[@]}" VKLLM_PIPELINE_STATS=1 "$BIN" bench --gemm 2>&1 | grep -E 'linear_8da4w_mm' | cut -c1-400
-  for m in ${PREFILL_MODELS:-llama-3.2-1b.quantized-8da4w-fp16}; do
+  for m in ${PREFILL_MODELS-llama-3.2-1b.quantized-8da4w-fp16}; do
     env "${e[@]}" "$BIN" bench -m /tmp/$m.vkllm -p 512 -n 16 -r 3 --output json 2>/dev/null |
       python3 -c "import json,sys; j=json.load(sys.stdin); print('VARIANT', sys.argv[1], sys.argv[2], 'pp512', round(j['pp']['median_tok_s']))" "$v" "$m"
   done
