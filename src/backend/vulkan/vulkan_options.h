@@ -25,7 +25,7 @@ struct VulkanOptions {
   bool no_int_dot = false;  // VKLLM_NO_INT_DOT=1: portable int8 dot product
   bool no_coopmat = false;  // VKLLM_NO_COOPMAT=1: prefill without cooperative matrices
   bool no_fp16 = false;     // VKLLM_NO_FP16=1: no fp16 storage (programs with F16 tensors fail)
-  bool no_fusion = false;   // VKLLM_NO_FUSION=1: the decode step runs every op alone
+  bool no_fusion = false;   // VKLLM_NO_FUSION=1: every forward runs every op alone
   // Apply the verdict `vkllm selftest` cached for the device (vk_verdict.h); the selftest itself
   // turns it off to test every variant.
   bool selftest_verdict = true;
