@@ -177,7 +177,7 @@ SelftestReport run_selftest(const SelftestOptions& opt) {
     {
       VulkanOptions vo = base;
       vo.no_fusion = true;
-      wrong_fusion = wrong_fusion || (variant("unfused decode", vo) && !ok);
+      wrong_fusion = wrong_fusion || (variant("unfused", vo) && !ok);
     }
     if (a8 && cfg.emb == Emb::Q4) {
       VulkanOptions vo = base;

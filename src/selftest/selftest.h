@@ -5,11 +5,11 @@
 // enough for the tiled prefill GEMM, then greedy decode steps, the CPU reference teacher-forced
 // along the device's tokens and judging each step's logits under the bounds of the recipe the toy
 // stands for. Each toy runs on the device's default paths and again with each optional path turned
-// off (the portable int8 dot product, prefill without cooperative matrices, the unfused decode
-// step), so a failure names the path at fault. A path whose variants fail while their portable
-// twins pass is wrong on this device: the verdict is cached (backend/vulkan/vk_verdict.h) and later
-// runs use the portable kernels instead. With an artifact, its own verify --agree decode is one
-// more variant.
+// off (the portable int8 dot product, prefill without cooperative matrices, the unfused program:
+// neither the decode step's nor the prefill's fused runs), so a failure names the path at fault. A
+// path whose variants fail while their portable twins pass is wrong on this device: the verdict is
+// cached (backend/vulkan/vk_verdict.h) and later runs use the portable kernels instead. With an
+// artifact, its own verify --agree decode is one more variant.
 #pragma once
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -21,7 +21,7 @@ namespace vkllm {
 struct SelftestLine {
   std::string name;  // the toy (storage combination) or the artifact
   std::string path;  // "default", "portable int8 dot", "prefill without cooperative matrices",
-                     // "unfused decode", ...
+                     // "unfused" (neither plan's fused runs), ...
   bool ok = false;
   int steps = 0, exact = 0;  // decode steps checked; those with the reference's own token
   double worst_nmse = 0, max_nmse = 0;  // the logits NMSE measured, and the recipe's bound

@@ -43,7 +43,7 @@ TEST(SelftestCli, PassesOnThisDeviceListsEveryVariantAndCachesTheVerdict) {
   }
   EXPECT_EQ(toys, 5u);  // every storage combination (lavapipe has 16-bit storage)
   EXPECT_TRUE(paths.count("what the kernels assume")) << "the subgroup probe";
-  EXPECT_TRUE(paths.count("unfused decode"));
+  EXPECT_TRUE(paths.count("unfused"));
   EXPECT_TRUE(paths.count("prefill in chunks of 4"));
   EXPECT_EQ(paths.count("portable int8 dot"), j["int8_dot_product"].get<bool>() ? 1u : 0u);
   EXPECT_EQ(paths.count("prefill without cooperative matrices"),
