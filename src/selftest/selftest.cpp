@@ -31,8 +31,9 @@ const ToyRow kToys[] = {
      {Lin::F16, Emb::Q4, DType::F16, DType::F32, true, true}},
     {"int4 weight-only linears", {Lin::Q4W, Emb::F32}},
     {"8da4w linears, q4 embedding", {Lin::A8W4, Emb::Q4}},
-    {"8da4w linears, fp16 activations, cache and embedding",
-     {Lin::A8W4, Emb::F16, DType::F16, DType::F16}},
+    // (Head dim 32: the cooperative-matrix prefill attention where the device has it.)
+    {"8da4w linears, fp16 activations, cache and embedding, head dim 32",
+     {Lin::A8W4, Emb::F16, DType::F16, DType::F16, false, false, 48, 96, nullptr, 64, 32}},
 };
 
 // A prompt of 20 tokens (the tiled prefill GEMM takes forwards of 16 or more).

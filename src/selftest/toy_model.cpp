@@ -36,7 +36,8 @@ const char* toy_recipe(const ToyConfig& cfg) {
 
 Toy build_toy(const ToyConfig& cfg, unsigned seed) {
   const int64_t D = cfg.width;
-  constexpr int64_t V = kVocab, H = kHeads, Hkv = kKvHeads, HD = kHeadDim, G = kGroup;
+  constexpr int64_t V = kVocab, H = kHeads, Hkv = kKvHeads, G = kGroup;
+  const int64_t HD = cfg.head_dim;
   Toy toy;
   Program& p = toy.p;
   p.max_ctx = cfg.max_ctx;

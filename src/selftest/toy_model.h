@@ -29,6 +29,9 @@ struct ToyConfig {
   int64_t ffn = 96;  // the FFN width: the down projection's K (1024: its decode rows in parts)
   const char* parts = nullptr;  // VKLLM_MATVEC_PARTS while the executors are made
   int64_t width = 64;           // the residual width: every norm's K (kWidth by default)
+  // The head dim (kHeadDim by default): a multiple of 32 takes the cooperative-matrix prefill
+  // attention where the device has it.
+  int64_t head_dim = 16;
 };
 
 // Weights held in memory, by tensor id.

@@ -229,6 +229,11 @@ INSTANTIATE_TEST_SUITE_P(
                    {Lin::A8W4, Emb::F16, DType::F16, DType::F16, true, true, 200}},
         FusionCase{"f16", {Lin::A8W4, Emb::F16, DType::F16, DType::F16}},
         FusionCase{"f16_qknorm", {Lin::A8W4, Emb::Q4, DType::F16, DType::F32, true, true}},
+        // Head dim 32: the cooperative-matrix prefill attention (with the norms and ropes of its
+        // prefill run) where the device has fp16 cooperative matrices.
+        FusionCase{
+            "f16_qknorm_hd32",
+            {Lin::A8W4, Emb::F16, DType::F16, DType::F16, true, false, 48, 96, nullptr, 64, 32}},
         // A down projection of K = 1024: its decode rows summed in parts (decode_split's rule).
         FusionCase{"f32_parts",
                    {Lin::A8W4, Emb::Q4, DType::F32, DType::F32, false, false, 48, 1024, "auto"}},
