@@ -37,7 +37,9 @@ enum class Epi : uint32_t { Store = 0, Add = 1, Swiglu = 2 };
 // streamed mat-vec with the final norm in every workgroup's prologue, read in place from the
 // residual (last_row, rms_norm, linear): the norm's single-workgroup dispatch and its barrier
 // fewer.
-enum class Kind { Matvec, Attention, Tail, Head };
+// Prefill attention runs (kPrefillPatterns, forwards of several tokens): the norms and ropes of q
+// and k in the prefill attention's q loads and its KV store.
+enum class Kind { Matvec, Attention, Tail, Head, PrefillAttention };
 enum class Tail : uint32_t { Norm = 0, Swiglu = 1 };
 struct Pattern {
   const char* name;
@@ -90,9 +92,9 @@ constexpr Pattern kPatterns[] = {
 // them) in the prefill attention's q loads and its KV store (attention_prefill*.comp and
 // attention.comp VKLLM_ROPE): two (four) dispatches and their barrier fewer a layer.
 constexpr Pattern kPrefillPatterns[] = {
-    {"rms_norm x2+rope x2+attention, prefill", Kind::Attention, Pro::Quant, 0, Epi::Store, true,
-     true},
-    {"rope x2+attention, prefill", Kind::Attention, Pro::Quant, 0, Epi::Store, false, true},
+    {"rms_norm x2+rope x2+attention, prefill", Kind::PrefillAttention, Pro::Quant, 0, Epi::Store,
+     true, true},
+    {"rope x2+attention, prefill", Kind::PrefillAttention, Pro::Quant, 0, Epi::Store, false, true},
 };
 constexpr uint32_t kWG = 256, kMaxK = 32 * kWG;  // linear_8da4w_fused.comp: MAXV values a thread
 constexpr uint32_t kTailShared = 40 * 1024;      // linear_8da4w.comp VKLLM_TAIL: shared bytes
@@ -119,10 +121,11 @@ class Matcher {
   }
 
   std::optional<Match> at(size_t k, const Pattern& pat, const std::string& unfused) const {
-    auto m = pat.kind == Kind::Attention ? attention_at(k, pat)
-             : pat.kind == Kind::Tail    ? tail_at(k, pat)
-             : pat.kind == Kind::Head    ? head_at(k, pat)
-                                         : matvec_at(k, pat);
+    auto m = pat.kind == Kind::Attention || pat.kind == Kind::PrefillAttention
+                 ? attention_at(k, pat)
+             : pat.kind == Kind::Tail ? tail_at(k, pat)
+             : pat.kind == Kind::Head ? head_at(k, pat)
+                                      : matvec_at(k, pat);
     if (m)
       for (size_t i = m->first; i <= m->last; ++i)
         if (op(i).family == unfused) return std::nullopt;
@@ -496,10 +499,6 @@ std::unique_ptr<PreparedOp> prepare_attention(OpEnv& env, const Match& m, bool q
   return prepared;
 }
 
-bool prefill_pattern(const Pattern* pat) {
-  return pat >= std::begin(kPrefillPatterns) && pat < std::end(kPrefillPatterns);
-}
-
 // A prefill attention run ([norm, norm,] rope, rope, attention in forwards of several tokens):
 // the KV store norms and rotates the new keys, the prefill attention kernel its queries as it
 // loads them; each rounded as the unfused op stores it, so the result is the unfused ops' bit for
@@ -732,7 +731,7 @@ std::unique_ptr<PreparedOp> prepare_head(OpEnv& env, const Match& m) {
 }
 
 std::unique_ptr<PreparedOp> prepare(OpEnv& env, const Match& m, bool quantize_out) {
-  if (prefill_pattern(m.pat)) return prepare_prefill_attention(env, m);
+  if (m.pat->kind == Kind::PrefillAttention) return prepare_prefill_attention(env, m);
   if (m.pat->kind == Kind::Attention) return prepare_attention(env, m, quantize_out);
   if (m.pat->kind == Kind::Tail) return prepare_tail(env, m);
   if (m.pat->kind == Kind::Head) return prepare_head(env, m);

@@ -1,11 +1,9 @@
 #version 450
 // attention, in three variants of this file:
 //  VKLLM_KV_STORE: write k, v rows t into cache rows pos + t (rounded to the cache dtype); with
-//    VKLLM_ROPE (the prefill attention run's store), k is the key before its rope op, rotated
-//    here and rounded as the rope op stores it (A16) before the cache's rounding; with QKNORM
-//    also before its per-head RMS norm (Qwen3's k_norm), normed as rms_norm.comp's ROWS_SG
-//    normalizes it (a subgroup a key row: each lane's strided squares in order, then the
-//    subgroup's sum) and rounded as the norm stores it (N16);
+//    VKLLM_ROPE (the prefill attention run's store), k is the key before its rope op (and with
+//    QKNORM before its per-head norm), normed and rotated here (attention_run.glsl, a subgroup a
+//    key row where QKNORM) before the cache's rounding;
 //  (default): causal grouped-query attention of one (token t, head h) over one split of its keys:
 //    workgroup g takes (t, h) = g / S and keys [c * C, (c + 1) * C) with c = g % S (S and C fixed
 //    per executor for decode, so a recorded step replays at any position), tile by tile as
@@ -32,28 +30,9 @@ DECL_FBUF(2, kc, writeonly)
 DECL_FBUF(3, vc, writeonly)
 DECL_STEP(4)
 #ifdef VKLLM_ROPE
-#include "rope.glsl"
-layout(constant_id = 4) const bool K16 = false;     // the key before norm and rope
-layout(constant_id = 5) const bool QKNORM = false;  // the key's per-head norm first
-layout(constant_id = 6) const bool N16 = false;     // the normed key's dtype
-layout(std430, binding = 5) readonly buffer CS { vec2 cs[]; };
-layout(std430, binding = 6) readonly buffer KN { float kn[]; };  // the norm's weight (HD)
 layout(push_constant) uniform PC { uint T, W, R, orig, ctx; float eps; } pc;
-// Element j of key row `row` as the rope op reads it (normed with inv where QKNORM).
-float key_in(uint row, uint j, float inv) {
-  const float x = LOADF(k, K16, row + j);
-  return QKNORM ? round_to(N16, kn[j] * (x * inv)) : x;
-}
-// Element j of key row `row` (token t) as the cache stores it.
-float key_out(uint row, uint j, uint t, float inv) {
-  float y = key_in(row, j, inv);
-  if (j < pc.R) {
-    const uint half_r = pc.R / 2u, i = j < half_r ? j : j - half_r;
-    const vec2 c = cs[rope_at(step_pos + t, step_pos + pc.T - 1u, pc.orig, pc.ctx, half_r, i)];
-    y = rope_dim(j < half_r, key_in(row, i, inv), key_in(row, i + half_r, inv), c);
-  }
-  return round_to(A16, y);
-}
+#define RUN_LOAD(i) LOADF(k, X16, i)
+#include "attention_run.glsl"
 #else
 layout(push_constant) uniform PC { uint T, W; } pc;
 #endif
@@ -63,15 +42,10 @@ void main() {
                  // a workgroup)
     const uint rr = flat_group() * gl_NumSubgroups + gl_SubgroupID, hkv = pc.W / HD;
     if (rr >= pc.T * hkv) return;  // (uniform per subgroup)
-    const uint row = rr * HD, t = rr / hkv, lane = gl_SubgroupInvocationID, n = gl_SubgroupSize;
-    float ss = 0.0;
-    for (uint j = lane; j < HD; j += n) {
-      const float v = LOADF(k, K16, row + j);
-      ss += v * v;
-    }
-    const float inv = 1.0 / sqrt(subgroupAdd(ss) / float(HD) + pc.eps);
-    for (uint j = lane; j < HD; j += n) {
-      STOREF(kc, C16, step_pos * pc.W + row + j, key_out(row, j, t, inv));
+    const uint row = rr * HD, t = rr / hkv;
+    const float inv = run_inv(row);
+    for (uint j = gl_SubgroupInvocationID; j < HD; j += gl_SubgroupSize) {
+      STOREF(kc, C16, step_pos * pc.W + row + j, run_out(row, j, t, inv));
       STOREF(vc, C16, step_pos * pc.W + row + j, LOADF(v, A16, row + j));
     }
     return;
@@ -81,7 +55,7 @@ void main() {
   if (idx >= pc.T * pc.W) return;
   const uint dst = step_pos * pc.W + idx;
 #ifdef VKLLM_ROPE
-  STOREF(kc, C16, dst, key_out(idx - idx % HD, idx % HD, idx / pc.W, 0.0));
+  STOREF(kc, C16, dst, run_out(idx - idx % HD, idx % HD, idx / pc.W, 0.0));
 #else
   STOREF(kc, C16, dst, LOADF(k, A16, idx));
 #endif

@@ -17,7 +17,7 @@
 // - A subgroup skips a tile past all of its rows' positions.
 // - VKLLM_ROPE (the prefill attention run: [norm, norm,] rope, rope, attention): q is the query
 //   before its rope op (and its per-head norm), rotated (and normed) as it is loaded
-//   (attention_prefill_q.glsl); the KV store (attention.comp VKLLM_KV_STORE VKLLM_ROPE) did the
+//   (attention_prefill_q.glsl, attention_run.glsl); the KV store (attention.comp VKLLM_KV_STORE VKLLM_ROPE) did the
 //   same to the keys.
 // Needs subgroups of at least 8 lanes (a group's threads in one subgroup) and HD % 8 == 0. The KV
 // store (attention.comp VKLLM_KV_STORE) has written this forward's keys before it runs.
@@ -46,7 +46,7 @@ shared float ks[BK * HD], vs[BK * HD];
 shared float sc[BK * BQ];  // the tile's scores, key-major
 #ifdef VKLLM_ROPE
 layout(push_constant) uniform PC { uint T, H, Hkv; float scale; uint R, orig, ctx; float eps; } pc;
-#define PQ_LOAD(i) LOADF(q, Q16, i)
+#define RUN_LOAD(i) LOADF(q, X16, i)
 #include "attention_prefill_q.glsl"
 #else
 layout(push_constant) uniform PC { uint T, H, Hkv; float scale; } pc;

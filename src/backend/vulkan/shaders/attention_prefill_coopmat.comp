@@ -7,7 +7,7 @@
 //   the blocks run heaviest first (the last block of a causal prompt walks every key).
 //   Each subgroup keeps its 16 x HD block of q in registers (A fragments) and its 16 x HD output
 //   accumulator (fp32) in registers for the whole walk over the keys.
-// - The keys come in tiles of BK (32 or 64): K and V rows staged in shared memory for all 64 queries,
+// - The keys come in tiles of BK (32 or 64): K and V rows staged in shared memory for all BQ queries,
 //   two buffers: the next tile's global loads are issued before this tile's work and stored to
 //   the other buffer after it, one barrier a tile.
 // - The online softmax (running max m, sum l; the accumulator rescaled by exp(m_old - m_new))
@@ -20,7 +20,7 @@
 //   as rounded, the values the multiply-adds use.
 // - VKLLM_ROPE (the prefill attention run: [norm, norm,] rope, rope, attention): q is the query
 //   before its rope op (and its per-head norm), rotated (and normed) as the q tile is staged
-//   (attention_prefill_q.glsl); the KV store (attention.comp VKLLM_KV_STORE VKLLM_ROPE) did the
+//   (attention_prefill_q.glsl, attention_run.glsl); the KV store (attention.comp VKLLM_KV_STORE VKLLM_ROPE) did the
 //   same to the keys.
 // Needs HD % 32 == 0 and HD <= 128. The KV store (attention.comp VKLLM_KV_STORE) has written this
 // forward's keys before it runs.
@@ -47,7 +47,7 @@ DECL_STEP(4)
 DECL_FBUF(0, qx, readonly)  // (binding 0 as floats)
 layout(push_constant) uniform PC { uint T, H, Hkv; float scale; uint R, orig, ctx; float eps; } pc;
 const bool A16 = true;  // (the rotated q: fp16 on this path)
-#define PQ_LOAD(i) LOADF(qx, Q16, i)
+#define RUN_LOAD(i) LOADF(qx, X16, i)
 #include "attention_prefill_q.glsl"
 #else
 layout(push_constant) uniform PC { uint T, H, Hkv; float scale; } pc;
@@ -94,7 +94,7 @@ void main() {
   for (uint i = tid; i < BQ * NW; i += NT) {
     const uint r = i / NW, t = min(t0 + r, pc.T - 1u);
 #ifdef VKLLM_ROPE
-    // The word's eight dims 8 w .. 8 w + 7 (attention_prefill_q.glsl).
+    // The word's eight dims 8 w .. 8 w + 7 (attention_prefill_q.glsl, attention_run.glsl).
     const uint row = (t * pc.H + h) * HD, w = i % NW;
     uint packed[4];
     [[unroll]] for (uint e = 0; e < 4u; ++e)
