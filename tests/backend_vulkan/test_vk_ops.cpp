@@ -494,14 +494,17 @@ TEST(VulkanOps, Linear8da4wTiledGemmIsBitExact) {
                           {256, 70, 40, 128, DType::F16}, {512, 70, 20, 256, DType::F32}};
   // This device's path at 32-, 64- and 128-token tiles (128 on the integer paths where K is
   // staged in chunks of 64 or more: the G = 32 shape falls back to the default), at the tile rule's
-  // choice for these few rows (32 x 128 on cooperative matrices), then the portable path at 128.
-  const char* tiles[] = {"32", "64", "128", "rule", "128"};
-  for (int mode = 0; mode < 5; ++mode) {
+  // choice for these few rows (32 x 128 on cooperative matrices), then the portable path at 128,
+  // then 64 tokens x 128 rows (cooperative matrices: K in chunks of 64, the largest whose buffers
+  // fit; elsewhere the rows fall back to 64).
+  const char* tiles[] = {"32", "64", "128", "rule", "128", "64"};
+  for (int mode = 0; mode < 6; ++mode) {
     const bool portable = mode == 4;
     if (mode == 3)
       ::unsetenv("VKLLM_GEMM_TILE");
     else
       ::setenv("VKLLM_GEMM_TILE", tiles[mode], 1);
+    if (mode == 5) ::setenv("VKLLM_GEMM_ROWS", "128", 1);
     VulkanOptions o;
     o.no_int_dot = o.no_coopmat = portable;
     vk::Context ctx(validated(o));
@@ -509,7 +512,7 @@ TEST(VulkanOps, Linear8da4wTiledGemmIsBitExact) {
                 ctx.use_coopmat()   ? "cooperative matrix"
                 : ctx.use_int_dot() ? "int8 dot product"
                                     : "portable integer",
-                tiles[mode]);
+                mode == 5 ? "64 x 128 rows" : tiles[mode]);
     for (const Shape& sh : shapes) {
       std::vector<float> got, want;
       check_linear(Lin::A8W4, sh.K, sh.N, sh.T, sh.act, o, &got, XDist::Normal, sh.G, &want);
@@ -521,6 +524,7 @@ TEST(VulkanOps, Linear8da4wTiledGemmIsBitExact) {
     }
   }
   ::unsetenv("VKLLM_GEMM_TILE");
+  ::unsetenv("VKLLM_GEMM_ROWS");
   VulkanOptions chunked;
   chunked.max_binding_bytes = 16384;  // the weight in chunks of 128 and 72 rows
   std::vector<float> got, want;

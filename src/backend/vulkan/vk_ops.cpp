@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <numeric>
+#include <optional>
 
 #include "backend/vulkan/vk_ops_internal.h"
 #include "core/error.h"
@@ -144,6 +145,8 @@ GemmPlan plan_gemm_8da4w(const Context& ctx, int64_t G, int64_t N, bool y16) {
   p.min_tiles = std::max<uint32_t>(1, ctx.info().compute_units);
   p.force_bt = static_cast<uint32_t>(std::max(0, env_int("VKLLM_GEMM_TILE")));
   p.force_bn = static_cast<uint32_t>(std::max(0, env_int("VKLLM_GEMM_ROWS")));
+  p.force_kc = static_cast<uint32_t>(std::max(0, env_int("VKLLM_GEMM_KC")));
+  p.wide = env_int("VKLLM_GEMM_WIDE") == 1;
   p.w16 = G <= 128 && (!std::getenv("VKLLM_GEMM_W16") || env_int("VKLLM_GEMM_W16") != 0);
   p.module = std::string("linear_8da4w_mm") +
              (p.coopmat           ? "_coopmat"
@@ -157,21 +160,32 @@ GemmPlan plan_gemm_8da4w(const Context& ctx, int64_t G, int64_t N, bool y16) {
 // with their scales and weight sums, the portable variant's staged words with the group's scales
 // and sums.
 uint32_t GemmPlan::shared(GemmTile t) const {
-  return coopmat ? 2 * ((t.bt + t.bn) * (kc / 16 + 1) * 16 + t.bn * 8)
-                 : (t.bt + t.bn) * (kc / 4 + 1) * 4 + t.bn * 8;
+  return coopmat ? 2 * ((t.bt + t.bn) * (t.kc / 16 + 1) * 16 + t.bn * 8)
+                 : (t.bt + t.bn) * (t.kc / 4 + 1) * 4 + t.bn * 8;
 }
 
 // The rule vk_ops_internal.h states; a forced tile that does not fit falls back to it.
 GemmTile GemmPlan::tile(uint32_t rows, uint32_t T) const {
   const uint32_t bn = force_bn == 64 || (force_bn == 128 && coopmat) ? force_bn : 0;
-  auto fits = [&](GemmTile t) { return shared(t) <= max_shared; };
-  if (force_bt == 32 || force_bt == 64 || (force_bt == 128 && (coopmat || kc >= 64))) {
-    const GemmTile t = {force_bt, bn ? bn : 64};
-    if (fits(t)) return t;
-  }
-  if (bn != 128 && ceil_div(rows, 64) * ceil_div(T, 64) >= min_tiles) return {64, 64};
-  if (coopmat && bn != 64 && fits({32, 128})) return {32, 128};
-  return {32, 64};
+  // bt x bn at the largest chunk that fits (halving kc keeps it a divisor of the group), or
+  // nothing: 128-token tiles need chunks of 64 bytes or more on the integer paths.
+  const uint32_t kc_cap = force_kc == 32 || force_kc == 64 ? std::min(kc, force_kc) : kc;
+  auto fit = [&](uint32_t bt, uint32_t bn_) -> std::optional<GemmTile> {
+    GemmTile t = {bt, bn_, kc_cap};
+    while (shared(t) > max_shared && t.kc > 32) t.kc /= 2;
+    if (shared(t) > max_shared || (!coopmat && bt == 128 && t.kc < 64)) return std::nullopt;
+    return t;
+  };
+  if (force_bt == 32 || force_bt == 64 || force_bt == 128)
+    if (auto t = fit(force_bt, bn ? bn : 64)) return *t;
+  if (wide && coopmat && bn != 64 && ceil_div(rows, 128) * ceil_div(T, 64) >= min_tiles)
+    if (auto t = fit(64, 128)) return *t;
+  if (bn != 128 && ceil_div(rows, 64) * ceil_div(T, 64) >= min_tiles)
+    if (auto t = fit(64, 64)) return *t;
+  if (coopmat && bn != 64)
+    if (auto t = fit(32, 128)) return *t;
+  if (auto t = fit(32, 64)) return *t;
+  return {32, 64, 32};
 }
 
 // Specialization: y16 (id 1), KC (8), BT (9), BN (10), threads (11: a subgroup a 32 x 32 part of
@@ -179,7 +193,7 @@ GemmTile GemmPlan::tile(uint32_t rows, uint32_t T) const {
 // the ablation bits (13, coopmat only: VKLLM_GEMM_ABLATE, a measurement switch whose results are
 // wrong).
 const Kernel& GemmPlan::kernel(Kernels& kernels, GemmTile t) const {
-  std::vector<uint32_t> spec = kernel_spec({y16 ? 1u : 0u}, kc, t.bt);
+  std::vector<uint32_t> spec = kernel_spec({y16 ? 1u : 0u}, t.kc, t.bt);
   spec.push_back(t.bn);
   spec.push_back(t.bt * t.bn / 32);
   spec.push_back(w16 ? 1 : 0);
@@ -477,10 +491,11 @@ PrefillAttention detail::prefill_attention(const Context& ctx, int hd, bool a16,
   // where two buffers of 64 fit.
   a.cbk =
       env_int("VKLLM_ATTN_BK") == 64 && 8 * 64 * (u32(hd) + 8) <= ctx.info().max_shared ? 64 : 32;
-  // Its query rows a workgroup: 64; VKLLM_ATTN_BQ=32 or 16 (a measurement switch: more
-  // workgroups, fewer subgroups each).
+  // Its query rows a workgroup: 32 (docs/perf.md, session 28: Qwen3's prefill attention 79.9 ->
+  // 75.2 us a layer against 64, Llama-3.2-1B's 57.0 -> 56.3); VKLLM_ATTN_BQ=64 or 16 (a
+  // measurement switch: fewer or more workgroups, more or fewer subgroups each).
   const int bq_env = env_int("VKLLM_ATTN_BQ");
-  a.cbq = bq_env == 16 || bq_env == 32 ? u32(bq_env) : 64;
+  a.cbq = bq_env == 16 || bq_env == 64 ? u32(bq_env) : 32;
   a.bq = a.coopmat ? a.cbq : 16 * a.rq;
   return a;
 }

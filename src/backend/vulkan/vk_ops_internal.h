@@ -69,23 +69,29 @@ inline std::vector<uint32_t> kernel_spec(std::vector<uint32_t> flags, uint32_t t
 
 // The tiled prefill GEMM of linear_8da4w: BT tokens x BN rows a workgroup, on cooperative
 // matrices where the device has them (linear_8da4w_mm_coopmat.comp), else with int8 dot products
-// or the portable integer path (linear_8da4w_mm.comp). It stages K in chunks of KC bytes, the
-// largest of 128, 64, 32 that divides the group. The tile (GemmPlan::tile): 64 x 64 where those
-// tiles make at least as many workgroups as the GPU has compute units (docs/perf.md session 14:
-// 64-token tiles 30 against 40 us for Llama's q/o, 105 against 150 for its down projection);
-// otherwise 32 tokens x 128 rows on cooperative matrices where its shared memory fits (session
-// 16: 6-11% faster at those few-row shapes), else 32 x 64. VKLLM_GEMM_TILE=32|64|128 and
+// or the portable integer path (linear_8da4w_mm.comp). It stages K in chunks of KC bytes: the
+// largest of 128, 64, 32 that divides the group and whose two buffers of the tile fit the shared
+// memory (VKLLM_GEMM_KC=32|64 caps it: a measurement switch). The tile (GemmPlan::tile): 64 x 64
+// where those tiles make at least as many workgroups as the GPU has compute units (docs/perf.md
+// session 14: 64-token tiles 30 against 40 us for Llama's q/o, 105 against 150 for its down
+// projection); otherwise 32 tokens x 128 rows on cooperative matrices where its shared memory fits
+// (session 16: 6-11% faster at those few-row shapes), else 32 x 64. VKLLM_GEMM_TILE=32|64|128 and
 // VKLLM_GEMM_ROWS=64|128 force one (measurement switches; 128 tokens needs its shared memory, and
 // KC >= 64 on the portable path; 128 rows only on cooperative matrices). The op (vk_ops.cpp) and
 // `vkllm bench --gemm` (vk_physics.cpp) both record it through this plan.
 struct GemmTile {
   uint32_t bt, bn;  // tokens, weight rows
+  uint32_t kc;      // K bytes staged a step
 };
 struct GemmPlan {
-  static constexpr uint32_t kTokens = 16;  // forwards of at least this many tokens use it
-  std::string module;                      // empty: the op has no GEMM
-  uint32_t kc = 0, max_shared = 0, min_tiles = 1;
-  uint32_t force_bt = 0, force_bn = 0;  // VKLLM_GEMM_TILE, VKLLM_GEMM_ROWS (measurement switches)
+  static constexpr uint32_t kTokens = 16;          // forwards of at least this many tokens use it
+  std::string module;                              // empty: the op has no GEMM
+  uint32_t kc = 0, max_shared = 0, min_tiles = 1;  // kc: the largest chunk the group allows
+  // VKLLM_GEMM_TILE, VKLLM_GEMM_ROWS, VKLLM_GEMM_KC (measurement switches)
+  uint32_t force_bt = 0, force_bn = 0, force_kc = 0;
+  // VKLLM_GEMM_WIDE=1 (a measurement switch): 64 tokens x 128 rows on cooperative matrices first,
+  // where those tiles make as many workgroups as the GPU has compute units.
+  bool wide = false;
   bool y16 = false, coopmat = false;
   // coopmat, G <= 128: nibbles widened to 16 q (VKLLM_GEMM_W16=0: to q, a measurement switch)
   bool w16 = false;

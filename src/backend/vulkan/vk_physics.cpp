@@ -227,8 +227,9 @@ std::vector<GemmRow> measure_gemm(Context& ctx, int repeats) {
     const std::string path = plan.module.find("coopmat") != std::string::npos ? "cooperative matrix"
                              : plan.module.find("idot") != std::string::npos  ? "int8 dot product"
                                                                               : "portable integer";
-    rows.push_back({fmt::format("linear_8da4w_mm {}, {} x {} tiles", path, tile.bt, tile.bn), sh.M,
-                    sh.N, sh.K, us, 2.0 * sh.M * sh.N * sh.K / (us * 1e6)});
+    rows.push_back(
+        {fmt::format("linear_8da4w_mm {}, {} x {} tiles, KC {}", path, tile.bt, tile.bn, tile.kc),
+         sh.M, sh.N, sh.K, us, 2.0 * sh.M * sh.N * sh.K / (us * 1e6)});
   }
   return rows;
 }

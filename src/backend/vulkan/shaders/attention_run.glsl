@@ -17,12 +17,13 @@ layout(std430, binding = 6) readonly buffer RN { float run_w[]; };  // the norm'
 
 // The norm's 1 / rms of the row at `row`. Every lane of the subgroup calls it.
 float run_inv(uint row) {
-  float ss = 0.0;
+  precise float ss = 0.0;  // (no contraction, as norm_row_sg)
   for (uint j = gl_SubgroupInvocationID; j < HD; j += gl_SubgroupSize) {
     const float v = RUN_LOAD(row + j);
     ss += v * v;
   }
-  return 1.0 / sqrt(subgroupAdd(ss) / float(HD) + pc.eps);
+  precise float ms = subgroupAdd(ss) / float(HD) + pc.eps;  // (as rms_norm.glsl's)
+  return 1.0 / sqrt(ms);
 }
 // Element j of the row at `row` as the rope op reads it (normed with inv where QKNORM).
 float run_in(uint row, uint j, float inv) {

@@ -524,7 +524,8 @@ void prologue(uint st, out float sx, out int zp) {
     barrier();
     float total = 0.0;
     for (uint i = 0; i < NWG / gl_SubgroupSize; ++i) total += red[i];
-    const float inv = 1.0 / sqrt(total / float(K) + uintBitsToFloat(T(st, 6u)));
+    precise float ms = total / float(K) + uintBitsToFloat(T(st, 6u));  // (as rms_norm.glsl's)
+    const float inv = 1.0 / sqrt(ms);
     lo = 0.0;
     hi = 0.0;
     [[unroll]] for (uint i = 0; i < NCHN; ++i) {

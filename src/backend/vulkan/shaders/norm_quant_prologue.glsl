@@ -42,7 +42,8 @@ float norm_inv() {
   barrier();
   float total = 0.0;
   for (uint i = 0; i < gl_NumSubgroups; ++i) total += pro_red[i];
-  return 1.0 / sqrt(total / float(K) + pc.eps);
+  precise float ms = total / float(K) + pc.eps;  // (as rms_norm.glsl's)
+  return 1.0 / sqrt(ms);
 }
 
 #ifndef NQP_NORM_ONLY  // (an includer that keeps the row in floats takes norm_inv and pval only)

@@ -66,7 +66,11 @@ void norm_row(uint r, uint G, float eps) {
   barrier();
   float total = 0.0;
   for (uint i = 0; i < gl_NumSubgroups; ++i) total += norm_red[i];
-  norm_inv = 1.0 / sqrt(total / float(G) + eps);
+  // The mean and eps rounded apart, as the CPU reference adds them: a device may otherwise fuse
+  // them (where G is a compile-time constant, a multiply-add), differently in each kernel that
+  // computes a norm (attention_decode.glsl, attention_run.glsl, norm_quant_prologue.glsl).
+  precise float ms = total / float(G) + eps;
+  norm_inv = 1.0 / sqrt(ms);
   norm_cached = cache;  // (the barrier above made every thread's norm_x entries visible)
 #ifdef NORM_QUANT
   if (NORM_QUANT) {
@@ -90,13 +94,14 @@ void norm_row(uint r, uint G, float eps) {
 // where norm_row would leave most of a 256-thread workgroup idle behind two barriers. No quantizing.
 void norm_row_sg(uint r, uint G, float eps) {
   const uint lane = gl_SubgroupInvocationID, n = gl_SubgroupSize, base = r * G;
-  float ss = 0.0;
+  precise float ss = 0.0;  // (no contraction: attention_run.glsl's run_inv sums alike)
   for (uint j = lane; j < G; j += n) {
     const float v = norm_in(base + j);
     norm_keep(base + j, v);
     ss += v * v;
   }
-  norm_inv = 1.0 / sqrt(subgroupAdd(ss) / float(G) + eps);
+  precise float ms = subgroupAdd(ss) / float(G) + eps;  // (as norm_row's)
+  norm_inv = 1.0 / sqrt(ms);
   for (uint j = lane; j < G; j += n) norm_out(base + j, normed(base, j));
 }
 

@@ -13,8 +13,11 @@ uint rope_at(uint p, uint last, uint orig, uint ctx, uint half_r, uint i) {
   return ((last + 1u > orig ? ctx : 0u) + p) * half_r + i;
 }
 // Dim j of a rotated row, j < R: with i = j mod R / 2, a = x[i] and b = x[i + R / 2], and c the
-// table's pair of i.
+// table's pair of i. Precise: two products rounded, then their sum, as the CPU reference computes
+// it; a device that contracts one product and the sum into a fused multiply-add (NVIDIA does,
+// choosing which product per kernel) would round differently in each kernel.
 float rope_dim(bool first_half, float a, float b, vec2 c) {
-  return first_half ? a * c.x - b * c.y : b * c.x + a * c.y;
+  precise float r = first_half ? a * c.x - b * c.y : b * c.x + a * c.y;
+  return r;
 }
 #endif
