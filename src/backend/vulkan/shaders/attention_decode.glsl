@@ -50,8 +50,7 @@ void prepare(AttP p, uint r0, uint nr, uint pos, vec2 c) {
     else
       for (uint i = 0, per = HD / gl_SubgroupSize; i < per; ++i) total += red[(r - r0) * per + i];
     barrier();
-    precise float ms = total / float(HD) + (is_q ? p.qeps : p.keps);  // (as rms_norm.glsl's)
-    const float inv = 1.0 / sqrt(ms);
+    const float inv = rms_inv(total, HD, is_q ? p.qeps : p.keps);
     if (mine) {
       const float w = is_q ? ATT_QN(j) : ATT_KN(j);
       tmp[off + j] = round_to(N16, w * (tmp[off + j] * inv));

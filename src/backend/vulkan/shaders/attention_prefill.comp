@@ -17,8 +17,8 @@
 // - A subgroup skips a tile past all of its rows' positions.
 // - VKLLM_ROPE (the prefill attention run: [norm, norm,] rope, rope, attention): q is the query
 //   before its rope op (and its per-head norm), rotated (and normed) as it is loaded
-//   (attention_prefill_q.glsl, attention_run.glsl); the KV store (attention.comp VKLLM_KV_STORE VKLLM_ROPE) did the
-//   same to the keys.
+//   (attention_prefill_q.glsl, attention_run.glsl); the KV store (attention.comp VKLLM_KV_STORE
+//   VKLLM_ROPE) did the same to the keys.
 // Needs subgroups of at least 8 lanes (a group's threads in one subgroup) and HD % 8 == 0. The KV
 // store (attention.comp VKLLM_KV_STORE) has written this forward's keys before it runs.
 #extension GL_KHR_shader_subgroup_basic : require

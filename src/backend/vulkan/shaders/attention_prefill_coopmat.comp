@@ -20,8 +20,8 @@
 //   as rounded, the values the multiply-adds use.
 // - VKLLM_ROPE (the prefill attention run: [norm, norm,] rope, rope, attention): q is the query
 //   before its rope op (and its per-head norm), rotated (and normed) as the q tile is staged
-//   (attention_prefill_q.glsl, attention_run.glsl); the KV store (attention.comp VKLLM_KV_STORE VKLLM_ROPE) did the
-//   same to the keys.
+//   (attention_prefill_q.glsl, attention_run.glsl); the KV store (attention.comp VKLLM_KV_STORE
+//   VKLLM_ROPE) did the same to the keys.
 // Needs HD % 32 == 0 and HD <= 128. The KV store (attention.comp VKLLM_KV_STORE) has written this
 // forward's keys before it runs.
 #extension GL_KHR_shader_subgroup_basic : require

@@ -22,8 +22,7 @@ float run_inv(uint row) {
     const float v = RUN_LOAD(row + j);
     ss += v * v;
   }
-  precise float ms = subgroupAdd(ss) / float(HD) + pc.eps;  // (as rms_norm.glsl's)
-  return 1.0 / sqrt(ms);
+  return rms_inv(subgroupAdd(ss), HD, pc.eps);
 }
 // Element j of the row at `row` as the rope op reads it (normed with inv where QKNORM).
 float run_in(uint row, uint j, float inv) {

@@ -33,6 +33,16 @@ float round_to(bool f16, float x) {
   return x;
 }
 
+// 1 / sqrt(mean + eps) of a row of n values whose squares sum to ss: the RMS norm's scale, for
+// every kernel that norms (rms_norm.glsl, norm_quant_prologue.glsl, the attention kernels, the
+// decode chain). The mean and eps are added apart (precise), as the CPU reference adds them: a
+// device may otherwise fuse them into one multiply-add where n is a compile-time constant, and so
+// round each kernel's norm differently (docs/portability.md, "Contraction").
+float rms_inv(float ss, uint n, float eps) {
+  precise float ms = ss / float(n) + eps;
+  return 1.0 / sqrt(ms);
+}
+
 #ifndef WG
 #define WG 64
 #endif

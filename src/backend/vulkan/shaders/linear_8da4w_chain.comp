@@ -524,8 +524,7 @@ void prologue(uint st, out float sx, out int zp) {
     barrier();
     float total = 0.0;
     for (uint i = 0; i < NWG / gl_SubgroupSize; ++i) total += red[i];
-    precise float ms = total / float(K) + uintBitsToFloat(T(st, 6u));  // (as rms_norm.glsl's)
-    const float inv = 1.0 / sqrt(ms);
+    const float inv = rms_inv(total, K, uintBitsToFloat(T(st, 6u)));
     lo = 0.0;
     hi = 0.0;
     [[unroll]] for (uint i = 0; i < NCHN; ++i) {

@@ -42,8 +42,7 @@ float norm_inv() {
   barrier();
   float total = 0.0;
   for (uint i = 0; i < gl_NumSubgroups; ++i) total += pro_red[i];
-  precise float ms = total / float(K) + pc.eps;  // (as rms_norm.glsl's)
-  return 1.0 / sqrt(ms);
+  return rms_inv(total, K, pc.eps);
 }
 
 #ifndef NQP_NORM_ONLY  // (an includer that keeps the row in floats takes norm_inv and pval only)

@@ -66,11 +66,7 @@ void norm_row(uint r, uint G, float eps) {
   barrier();
   float total = 0.0;
   for (uint i = 0; i < gl_NumSubgroups; ++i) total += norm_red[i];
-  // The mean and eps rounded apart, as the CPU reference adds them: a device may otherwise fuse
-  // them (where G is a compile-time constant, a multiply-add), differently in each kernel that
-  // computes a norm (attention_decode.glsl, attention_run.glsl, norm_quant_prologue.glsl).
-  precise float ms = total / float(G) + eps;
-  norm_inv = 1.0 / sqrt(ms);
+  norm_inv = rms_inv(total, G, eps);
   norm_cached = cache;  // (the barrier above made every thread's norm_x entries visible)
 #ifdef NORM_QUANT
   if (NORM_QUANT) {
@@ -100,8 +96,7 @@ void norm_row_sg(uint r, uint G, float eps) {
     norm_keep(base + j, v);
     ss += v * v;
   }
-  precise float ms = subgroupAdd(ss) / float(G) + eps;  // (as norm_row's)
-  norm_inv = 1.0 / sqrt(ms);
+  norm_inv = rms_inv(subgroupAdd(ss), G, eps);
   for (uint j = lane; j < G; j += n) norm_out(base + j, normed(base, j));
 }
 
