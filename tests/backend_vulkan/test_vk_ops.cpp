@@ -728,12 +728,24 @@ void check_attention(int H, int Hkv, int hd, int T, int pos, DType act, DType ca
 TEST(VulkanOps, AttentionPrefill) {
   check_attention(4, 2, 24, 9, 0, DType::F32, DType::F32, 40);
 }
-// Several 32-token query blocks of the tiled prefill kernel (attention_prefill.comp), after cached
-// keys, at each key-tile size (head dims 64, 128, 256), grouped-query heads, fp16.
+// Several query blocks of the tiled prefill kernel (attention_prefill.comp), after cached keys,
+// grouped-query heads, fp16; at each of its shapes: two rows a thread and 64-key tiles (head dim
+// 64), 32-key tiles (128 where 32 KiB of shared memory is the limit, and VKLLM_ATTN_BK=32), one row
+// a thread (VKLLM_ATTN_RQ=1; head dim 256 where 48 KiB is).
 TEST(VulkanOps, AttentionTiledPrefillBlocks) {
-  check_attention(8, 2, 64, 77, 30, DType::F32, DType::F32, 120);
-  check_attention(4, 1, 128, 40, 0, DType::F32, DType::F32, 48);
-  check_attention(2, 2, 256, 35, 5, DType::F16, DType::F16, 64);
+  for (const char* cap : {"", "VKLLM_ATTN_BK", "VKLLM_ATTN_RQ"}) {
+    if (*cap) ::setenv(cap, cap == std::string("VKLLM_ATTN_BK") ? "32" : "1", 1);
+    {
+      vk::Context ctx(validated());
+      const auto pa = vk::detail::prefill_attention(ctx, 64, false, false);
+      std::printf("%s: head dim 64 tiled %d, %u rows a thread, %u keys a tile\n",
+                  *cap ? cap : "default", pa.tiled, pa.rq, pa.bk);
+    }
+    check_attention(8, 2, 64, 77, 30, DType::F32, DType::F32, 120);
+    check_attention(4, 1, 128, 40, 0, DType::F32, DType::F32, 48);
+    check_attention(2, 2, 256, 35, 5, DType::F16, DType::F16, 64);
+    if (*cap) ::unsetenv(cap);
+  }
 }
 // fp16 q and caches at the models' head dims (64: Llama-3.2-1B, 128: Qwen3, Phi-4-mini): on a GPU
 // with fp16 cooperative matrices the prefill runs attention_prefill_coopmat.comp (64-token query

@@ -477,15 +477,20 @@ BufRange detail::rope_table(Ctx& c, const std::vector<int32_t>& invs, int R, flo
 
 PrefillAttention detail::prefill_attention(const Context& ctx, int hd, bool a16, bool c16) {
   PrefillAttention a;
-  // The portable kernel: RQ rows a thread, 2 (VKLLM_ATTN_RQ=1 or 4 measure the others). More
-  // rows a thread read shared memory less often (a K or V word feeds RQ multiply-adds) but lengthen
-  // the walk of the last query block over every key, which a causal prompt waits for (a
-  // prediction: docs/perf.md session 27). Keys a tile: K and V tiles of 16 KiB.
-  const int rq_env = env_int("VKLLM_ATTN_RQ");
-  a.rq = rq_env == 1 || rq_env == 4 ? u32(rq_env) : 2;
-  a.bk = hd <= 64 ? 32 : hd <= 128 ? 16 : 8;
-  const uint32_t shared = (2 * a.bk * u32(hd) + 16 * a.rq * a.bk) * 4;
-  a.tiled = ctx.info().subgroup_min >= 8 && hd % 8 == 0 && shared <= ctx.info().max_shared;
+  // The portable kernel (attention_prefill.comp): 16 RQ query rows a workgroup, BK keys a tile; q
+  // and one tile of K or V in shared memory, (16 RQ + BK) hd floats. The largest that fits, in
+  // the order RQ 2 BK 64, RQ 2 BK 32, RQ 1 BK 64, RQ 1 BK 32 (more rows a thread and more keys a
+  // tile: more multiply-adds a shared-memory read). VKLLM_ATTN_BK=32 and VKLLM_ATTN_RQ=1 cap them
+  // (measurement switches).
+  const uint32_t bk_cap = env_int("VKLLM_ATTN_BK") == 32 ? 32 : 64,
+                 rq_cap = env_int("VKLLM_ATTN_RQ") == 1 ? 1 : 2;
+  for (const auto& [rq, bk] : {std::pair<uint32_t, uint32_t>{2, 64}, {2, 32}, {1, 64}, {1, 32}}) {
+    if (rq > rq_cap || bk > bk_cap || (16 * rq + bk) * u32(hd) * 4 > ctx.info().max_shared)
+      continue;
+    a.rq = rq, a.bk = bk;
+    break;
+  }
+  a.tiled = ctx.info().subgroup_min >= 8 && hd % 8 == 0 && a.bk != 0;
   a.coopmat = ctx.use_coopmat_f16() && a16 && c16 && hd % 32 == 0 && hd <= 128;
   // The cooperative-matrix kernel's keys a tile: 32; VKLLM_ATTN_BK=64 (a measurement switch)
   // where two buffers of 64 fit.

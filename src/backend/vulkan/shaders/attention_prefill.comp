@@ -2,138 +2,204 @@
 // Causal grouped-query attention of a forward of several tokens (prefill), tiled flash-attention
 // style, for any float storage (the path of fp32 models such as Phi-4-mini's, and of devices
 // without cooperative matrices): a workgroup takes BQ consecutive tokens of one query head and
-// walks the keys they see in tiles of BK, each tile of K and V rows staged once in shared memory
-// for all of them. Online softmax per query row (running max m, sum l, accumulator rescaled by
-// exp(m_old - m_new)), as attention.comp does.
-// - TPR = 8 threads share RQ query rows: each holds every eighth head dim (p, p + 8, ...) of the
-//   RQ rows' q and output accumulators in registers, so that every key or value word it reads
-//   from shared memory feeds RQ multiply-adds (one read a multiply-add with one row a thread,
-//   which bound the kernel by shared-memory reads; docs/perf.md session 27). A score is the 8
-//   threads' partial dots summed with three xor shuffles: all of them hold every score of their
-//   rows and the same softmax state (the group's first thread also keeps the tile's scores in
-//   shared memory for the weights pass).
+// walks the keys they see in tiles of BK, online softmax per query row (running max m, sum l,
+// accumulator rescaled by exp(m_old - m_new)), as attention.comp does. Both products are register
+// tiles, as a GEMM's: 128 threads in 16 row groups (ty) of 8 (tx), thread (ty, tx) the RQ rows
+// ty RQ + i of the block,
+// - scores: its rows against KT = BK / 8 keys of the tile, 4 (tx + 8 k) + c (k < BK / 32, c < 4);
+//   every step of the head dim reads RQ q values and BK / 32 vec4s of keys from shared memory for
+//   RQ KT multiply-adds, q staged once for the block, transposed (qs[d][r]), K per tile, transposed
+//   too (four keys a vec4);
+// - weights times V: its rows' outputs at the dims 4 (tx + 8 m) + c (m < HD / 32; with HD % 32 != 0
+//   the dims tx + 8 m), each V row read as vec4s, each weight fetched from the lane that holds it
+//   (a shuffle within the row group's 8 lanes);
+// - the tile's row max and the final row sum reduced over those 8 lanes (three xor shuffles); each
+//   lane keeps its keys' partial sum l, and exp is taken once a score.
+// One shared buffer holds a tile's K, then (after the scores) its V: q and one tile fit 32 KiB at
+// HD 128 with BK 32 (lavapipe's limit), 48 KiB with BK 64. K's vec4 of keys jq at dim d sits at
+// column jq ^ ((d / 4) % 8) of row d, so that both the staging stores (four keys by eight vec4s of
+// dims a subgroup) and the scores' reads (eight consecutive vec4s) use distinct banks.
 // - The blocks run heaviest first (the last block of a causal prompt walks every key): the
 //   workgroup grid's later blocks start before the earlier ones' short walks.
-// - A subgroup skips a tile past all of its rows' positions.
+// - A subgroup skips the products of a tile past all of its rows' positions (it still stages and
+//   meets every barrier).
 // - VKLLM_ROPE (the prefill attention run: [norm, norm,] rope, rope, attention): q is the query
-//   before its rope op (and its per-head norm), rotated (and normed) as it is loaded
-//   (attention_prefill_q.glsl, attention_run.glsl); the KV store (attention.comp VKLLM_KV_STORE
-//   VKLLM_ROPE) did the same to the keys.
-// Needs subgroups of at least 8 lanes (a group's threads in one subgroup) and HD % 8 == 0. The KV
-// store (attention.comp VKLLM_KV_STORE) has written this forward's keys before it runs.
+//   before its rope op (and its per-head norm), rotated (and normed) as it is staged
+//   (attention_run.glsl); the KV store (attention.comp VKLLM_KV_STORE VKLLM_ROPE) did the same to
+//   the keys.
+// Needs subgroups of at least 8 lanes (a row group's lanes in one subgroup), HD % 8 == 0, BK 32 or
+// 64. The KV store (attention.comp VKLLM_KV_STORE) has written this forward's keys before it runs.
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
 #define WG_SPEC
-layout(constant_id = 11) const uint NT = 128;  // threads: 8 BQ / RQ
+layout(constant_id = 11) const uint NT = 128;  // threads: 16 row groups of 8
 layout(local_size_x_id = 11) in;
 #include "common.glsl"
 layout(constant_id = 1) const bool A16 = false;  // q activations
 layout(constant_id = 2) const bool C16 = false;  // caches
 layout(constant_id = 3) const bool Y16 = false;  // output
-layout(constant_id = 8) const uint HD = 64;      // head dim (<= 256, % 8 == 0)
-layout(constant_id = 9) const uint BK = 32;      // keys a tile
-layout(constant_id = 10) const uint RQ = 2;      // query rows a thread
+layout(constant_id = 8) const uint HD = 64;      // head dim (% 8 == 0)
+layout(constant_id = 9) const uint BK = 32;      // keys a tile: 32 or 64
+layout(constant_id = 10) const uint RQ = 2;      // query rows a thread: 1 or 2
 DECL_FBUF(0, q, readonly)
 DECL_FBUF(1, kc, readonly)
 DECL_FBUF(2, vc, readonly)
 DECL_FBUF(3, o, writeonly)
 DECL_STEP(4)
+// The caches' fp32 view as vec4s (a row starts at a multiple of 4: HD % 8 == 0).
+layout(std430, binding = 1) readonly buffer KC4 { vec4 kc4[]; };
+layout(std430, binding = 2) readonly buffer VC4 { vec4 vc4[]; };
 
-const uint TPR = 8u, DP = HD / TPR;  // dims a thread
-const uint BQ = NT / TPR * RQ;       // query rows a workgroup
-shared float ks[BK * HD], vs[BK * HD];
-shared float sc[BK * BQ];  // the tile's scores, key-major
+const uint TX = 8u, TY = NT / TX;  // a row group's lanes; row groups
+const uint BQ = TY * RQ;           // query rows a workgroup
+const uint KQ = BK / 32u, KT = 4u * KQ;  // a thread's vec4s of keys, keys
+const bool V4 = HD % 32u == 0u;          // a thread's output dims as vec4s
+const uint DP = HD / TX;                 // a thread's output dims
+const uint HQ = HD / 4u, BKQ = BK / 4u;  // vec4s of a row of V, of a row of K (keys)
+shared float qs[HD * BQ];                // q transposed: qs[d BQ + r]
+shared vec4 kv[HD * BKQ];                // a tile's K (transposed, swizzled), then its V
 #ifdef VKLLM_ROPE
 layout(push_constant) uniform PC { uint T, H, Hkv; float scale; uint R, orig, ctx; float eps; } pc;
 #define RUN_LOAD(i) LOADF(q, X16, i)
-#include "attention_prefill_q.glsl"
+#include "attention_run.glsl"
 #else
 layout(push_constant) uniform PC { uint T, H, Hkv; float scale; } pc;
 #endif
 
+// Four consecutive values of a cache row (i % 4 == 0).
+vec4 load4_k(uint i) {
+  if (C16)
+    return vec4(LOADF(kc, C16, i), LOADF(kc, C16, i + 1u), LOADF(kc, C16, i + 2u),
+                LOADF(kc, C16, i + 3u));
+  return kc4[i / 4u];
+}
+vec4 load4_v(uint i) {
+  if (C16)
+    return vec4(LOADF(vc, C16, i), LOADF(vc, C16, i + 1u), LOADF(vc, C16, i + 2u),
+                LOADF(vc, C16, i + 3u));
+  return vc4[i / 4u];
+}
+// K's vec4 of keys 4 jq .. 4 jq + 3 at dim d.
+uint k_at(uint d, uint jq) { return d * BKQ + (jq ^ ((d / 4u) % 8u)); }
+
 void main() {
-  const uint tid = gl_LocalInvocationID.x, grp = tid / TPR, p = tid % TPR;
+  const uint tid = gl_LocalInvocationID.x, ty = tid / TX, tx = tid % TX;
   const uint h = gl_WorkGroupID.x, t0 = (gl_NumWorkGroups.y - 1u - gl_WorkGroupID.y) * BQ;
   const uint kvh = h / (pc.H / pc.Hkv), W = pc.Hkv * HD, koff = kvh * HD;
-  // This group's rows grp RQ + i: their tokens (clamped; rows past the end are never stored) and
-  // positions.
-  uint pos[RQ];
-  float qr[RQ][DP], acc[RQ][DP], m[RQ], l[RQ];
+  const uint last = step_pos + min(t0 + BQ, pc.T) - 1u;  // the block's last position
+  // q staged transposed (tokens past the end clamped to the last; their rows are never stored).
 #ifdef VKLLM_ROPE
-  pq_norms(t0, h);
-#endif
-  [[unroll]] for (uint i = 0; i < RQ; ++i) {
-    const uint t = min(t0 + grp * RQ + i, pc.T - 1u);
-    pos[i] = step_pos + t;
-    const uint row = (t * pc.H + h) * HD;
-    [[unroll]] for (uint d = 0; d < DP; ++d) {
-#ifdef VKLLM_ROPE
-      qr[i][d] = pq(row, grp * RQ + i, p + TPR * d, t);
-#else
-      qr[i][d] = LOADF(q, A16, row + p + TPR * d);
-#endif
-      acc[i][d] = 0.0;
+  // The rows' norms first (a subgroup a row), kept in kv until the rows are staged.
+  if (QKNORM) {
+    for (uint r = gl_SubgroupID; r < BQ; r += gl_NumSubgroups) {  // (uniform per subgroup)
+      const float inv = run_inv((min(t0 + r, pc.T - 1u) * pc.H + h) * HD);
+      if (subgroupElect()) kv[r / 4u][r % 4u] = inv;
     }
+    barrier();
+  }
+#endif
+  for (uint e = tid; e < BQ * HD; e += NT) {
+    const uint r = e % BQ, d = e / BQ, t = min(t0 + r, pc.T - 1u), row = (t * pc.H + h) * HD;
+#ifdef VKLLM_ROPE
+    qs[e] = run_out(row, d, t, QKNORM ? kv[r / 4u][r % 4u] : 0.0);
+#else
+    qs[e] = LOADF(q, A16, row + d);
+#endif
+  }
+  uint pos[RQ];
+  float acc[RQ][DP], m[RQ], l[RQ];  // l: this lane's keys' part of the row sum
+  [[unroll]] for (uint i = 0; i < RQ; ++i) {
+    pos[i] = step_pos + min(t0 + ty * RQ + i, pc.T - 1u);
+    [[unroll]] for (uint d = 0; d < DP; ++d) acc[i][d] = 0.0;
     m[i] = -3.0e38;
     l[i] = 0.0;
   }
-  const uint last = step_pos + min(t0 + BQ, pc.T) - 1u;  // the block's last position
   // The last position of this subgroup's rows (subgroup-uniform).
-  const uint sg_rows = (gl_SubgroupID + 1u) * (gl_SubgroupSize / TPR) * RQ;
+  const uint sg_rows = (gl_SubgroupID + 1u) * (gl_SubgroupSize / TX) * RQ;
   const uint sg_last = step_pos + min(t0 + sg_rows, pc.T) - 1u;
+  const uint lane0 = gl_SubgroupInvocationID & ~(TX - 1u);  // the row group's first lane
   for (uint base = 0; base <= last; base += BK) {
-    barrier();  // the previous tile's reads are done
-    for (uint i = tid; i < BK * HD; i += NT) {
-      const uint j = min(base + i / HD, last), d = i % HD;
-      ks[i] = LOADF(kc, C16, j * W + koff + d);
-      vs[i] = LOADF(vc, C16, j * W + koff + d);
+    const bool skip = base > sg_last;  // (subgroup-uniform: the tile adds nothing to its rows)
+    barrier();  // the previous tile's V (the first tile: the q staging, the norms) read
+    // K: four keys (e % 4) by dims 4 dq .. 4 dq + 3 a thread a step.
+    for (uint e = tid; e < BK * HQ; e += NT) {
+      const uint c = e % 4u, dq = (e / 4u) % HQ, jq = e / (4u * HQ);
+      const uint j = min(base + 4u * jq + c, last);
+      const vec4 x = load4_k(j * W + koff + 4u * dq);
+      [[unroll]] for (uint u = 0; u < 4u; ++u) kv[k_at(4u * dq + u, jq)][c] = x[u];
     }
     barrier();
-    if (base > sg_last) continue;  // (subgroup-uniform: the tile adds nothing to its rows)
-    // Scores, then weights: the key loops stay loops (their bodies are DP x RQ wide).
-    float mx[RQ];
-    [[unroll]] for (uint i = 0; i < RQ; ++i) mx[i] = m[i];
-    for (uint j = 0; j < BK; ++j) {
-      float a[RQ];
-      [[unroll]] for (uint i = 0; i < RQ; ++i) a[i] = 0.0;
-      [[unroll]] for (uint d = 0; d < DP; ++d) {
-        const float k = ks[j * HD + p + TPR * d];
-        [[unroll]] for (uint i = 0; i < RQ; ++i) a[i] += qr[i][d] * k;
+    float p[RQ][KT];  // scores, then weights
+    if (!skip) {
+      [[unroll]] for (uint i = 0; i < RQ; ++i)[[unroll]] for (uint k = 0; k < KT; ++k) p[i][k] = 0.0;
+      for (uint d = 0; d < HD; ++d) {
+        float qv[RQ];
+        [[unroll]] for (uint i = 0; i < RQ; ++i) qv[i] = qs[d * BQ + ty * RQ + i];
+        [[unroll]] for (uint k = 0; k < KQ; ++k) {
+          const vec4 kk = kv[k_at(d, tx + 8u * k)];
+          [[unroll]] for (uint i = 0; i < RQ; ++i)[[unroll]] for (uint c = 0; c < 4u; ++c)
+            p[i][4u * k + c] += qv[i] * kk[c];
+        }
       }
+      // The tile's row max (its visible keys), the rescale, the weights.
       [[unroll]] for (uint i = 0; i < RQ; ++i) {
-        a[i] += subgroupShuffleXor(a[i], 1u);
-        a[i] += subgroupShuffleXor(a[i], 2u);
-        a[i] += subgroupShuffleXor(a[i], 4u);
-        a[i] *= pc.scale;
-        if (p == 0u) sc[j * BQ + grp * RQ + i] = a[i];
-        if (base + j <= pos[i]) mx[i] = max(mx[i], a[i]);
+        float mx = m[i];
+        [[unroll]] for (uint k = 0; k < KT; ++k) {
+          p[i][k] *= pc.scale;
+          if (base + 4u * (tx + 8u * (k / 4u)) + k % 4u <= pos[i]) mx = max(mx, p[i][k]);
+        }
+        mx = max(mx, subgroupShuffleXor(mx, 1u));
+        mx = max(mx, subgroupShuffleXor(mx, 2u));
+        mx = max(mx, subgroupShuffleXor(mx, 4u));
+        const float corr = exp(m[i] - mx);
+        l[i] *= corr;
+        [[unroll]] for (uint d = 0; d < DP; ++d) acc[i][d] *= corr;
+        m[i] = mx;
+        [[unroll]] for (uint k = 0; k < KT; ++k) {
+          const bool seen = base + 4u * (tx + 8u * (k / 4u)) + k % 4u <= pos[i];
+          p[i][k] = seen ? exp(p[i][k] - mx) : 0.0;
+          l[i] += p[i][k];
+        }
       }
     }
-    subgroupMemoryBarrierShared();  // the rows' scores, written by the group's first thread
-    subgroupBarrier();
-    [[unroll]] for (uint i = 0; i < RQ; ++i) {
-      const float corr = exp(m[i] - mx[i]);
-      l[i] *= corr;
-      [[unroll]] for (uint d = 0; d < DP; ++d) acc[i][d] *= corr;
-      m[i] = mx[i];
+    barrier();  // every read of K done
+    for (uint e = tid; e < BK * HQ; e += NT) {
+      const uint dq = e % HQ, j = min(base + e / HQ, last);
+      kv[e] = load4_v(j * W + koff + 4u * dq);
     }
-    for (uint j = 0; j < BK; ++j) {
-      float e[RQ];
-      [[unroll]] for (uint i = 0; i < RQ; ++i) {
-        e[i] = base + j <= pos[i] ? exp(sc[j * BQ + grp * RQ + i] - m[i]) : 0.0;
-        l[i] += e[i];
-      }
-      [[unroll]] for (uint d = 0; d < DP; ++d) {
-        const float v = vs[j * HD + p + TPR * d];
-        [[unroll]] for (uint i = 0; i < RQ; ++i) acc[i][d] += e[i] * v;
+    barrier();
+    if (skip) continue;
+    [[unroll]] for (uint jj = 0; jj < BK; ++jj) {
+      // Key jj's weights: lane (jj / 4) % 8 of the row group holds them, as its key 4 k + c.
+      const uint from = lane0 + (jj / 4u) % TX, k = 4u * (jj / 32u) + jj % 4u;
+      float w[RQ];
+      [[unroll]] for (uint i = 0; i < RQ; ++i) w[i] = subgroupShuffle(p[i][k], from);
+      if (V4) {
+        [[unroll]] for (uint mm = 0; mm < HD / 32u; ++mm) {
+          const vec4 v = kv[jj * HQ + tx + 8u * mm];
+          [[unroll]] for (uint i = 0; i < RQ; ++i)[[unroll]] for (uint c = 0; c < 4u; ++c)
+            acc[i][4u * mm + c] += w[i] * v[c];
+        }
+      } else {
+        [[unroll]] for (uint mm = 0; mm < DP; ++mm) {
+          const uint d = tx + TX * mm;
+          const float v = kv[jj * HQ + d / 4u][d % 4u];
+          [[unroll]] for (uint i = 0; i < RQ; ++i) acc[i][mm] += w[i] * v;
+        }
       }
     }
   }
   [[unroll]] for (uint i = 0; i < RQ; ++i) {
-    const uint t = t0 + grp * RQ + i;
-    if (t < pc.T)
-      [[unroll]] for (uint d = 0; d < DP; ++d)
-        STOREF(o, Y16, (t * pc.H + h) * HD + p + TPR * d, acc[i][d] / l[i]);
+    float sum = l[i];
+    sum += subgroupShuffleXor(sum, 1u);
+    sum += subgroupShuffleXor(sum, 2u);
+    sum += subgroupShuffleXor(sum, 4u);
+    const uint t = t0 + ty * RQ + i;
+    if (t >= pc.T) continue;
+    [[unroll]] for (uint mm = 0; mm < DP; ++mm) {
+      const uint d = V4 ? 4u * (tx + 8u * (mm / 4u)) + mm % 4u : tx + TX * mm;
+      STOREF(o, Y16, (t * pc.H + h) * HD + d, acc[i][mm] / sum);
+    }
   }
 }
