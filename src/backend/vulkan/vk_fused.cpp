@@ -564,7 +564,7 @@ std::unique_ptr<PreparedOp> prepare_tail(OpEnv& env, const Match& m) {
   const Kernel* kq = nullptr;
   VkDescriptorSet qset = VK_NULL_HANDLE;
   if (env.quant_src != m.x) {  // the step before did not quantize the input: quantize it first
-    kq = &c.kernel("linear_8da4w_quant", 3, 3, {c.f16(m.x)});
+    kq = &c.kernel("linear_8da4w_quant", 3, 3, {c.f16(m.x)}, quant_hold(K));
     qset = env.kernels.make_set(*kq, std::vector<BufRange>{c.whole(m.x), qr, qpr});
     phases.push_back({{c.buf(m.x)}, {qr.buf, qpr.buf}});
   }

@@ -368,7 +368,7 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
     OpEnv& e = c.env;
     const auto [q, qp] = act_scratch(c, K);
     if (e.quant_src != x) {
-      kq = &c.kernel("linear_8da4w_quant", 3, 3, {c.f16(x)});
+      kq = &c.kernel("linear_8da4w_quant", 3, 3, {c.f16(x)}, quant_hold(K));
       qset = e.kernels.make_set(*kq, std::vector<BufRange>{c.whole(x), q, qp});
       e.quant_src = x;
     }
@@ -653,7 +653,8 @@ std::unique_ptr<PreparedOp> prep_elementwise(Ctx c) {
     // Only linear_8da4w ops read y: the kernel also quantizes the rows for them as it computes
     // them (linear_8da4w_quant.comp VKLLM_SWIGLU, a workgroup a token).
     auto [q, qp] = act_scratch(c, N);
-    const Kernel& k = c.kernel("swiglu_quant", 5, 3, {c.f16(I[0]), c.f16(I[1]), c.f16(y)});
+    const Kernel& k =
+        c.kernel("swiglu_quant", 5, 3, {c.f16(I[0]), c.f16(I[1]), c.f16(y)}, quant_hold(N));
     const bool for_gemm = scratch_for_gemm(c, y);
     VkDescriptorSet set = c.env.kernels.make_set(
         k, std::vector<BufRange>{c.whole(I[0]), c.whole(I[1]), c.whole(y), q, qp});

@@ -62,6 +62,12 @@ float norm_round(float v) {
 #ifdef VKLLM_QUANT
 #define NORM_QUANT true
 #endif
+// Forwards of several rows (prefill) keep rows of up to 4,096 values (16 KiB) in shared memory
+// after the first pass: the output and quantizing passes read them there instead of loading (and
+// adding) them again. (A decode step's single row does not: holding it measured slower there,
+// docs/perf.md session 4.)
+#define NORM_MAX 4096
+#define NORM_CACHE_IF (pc.rows > 1u)
 #include "rms_norm.glsl"
 #ifdef VKLLM_QUANT
 float row_value(uint r, uint j) { return normed(r * pc.G, j); }

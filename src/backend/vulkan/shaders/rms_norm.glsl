@@ -11,10 +11,14 @@
 // includer's row_value(r, j) returning normed(r * G, j)), NORM_QUANT: a constant bool.
 // An includer that defines NORM_MAX keeps rows of up to NORM_MAX values in shared memory after
 // the first pass, so the later passes read them from there instead of loading (and adding) them
-// again (the decode tail runs; rms_norm.comp does not: it measured no faster, docs/perf.md).
+// again (the decode tail runs, and rms_norm.comp's rows of a forward of several tokens), where
+// NORM_CACHE_IF (a bool expression, if defined) holds.
 #ifdef NORM_MAX
+#ifndef NORM_CACHE_IF
+#define NORM_CACHE_IF true
+#endif
 shared float norm_x[NORM_MAX];
-#define NORM_CACHE(G) ((G) <= NORM_MAX)
+#define NORM_CACHE(G) ((G) <= NORM_MAX && NORM_CACHE_IF)
 #define NORM_X(J) norm_x[J]
 #else
 #define NORM_CACHE(G) false
