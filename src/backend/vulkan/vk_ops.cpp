@@ -157,10 +157,10 @@ GemmPlan plan_gemm_8da4w(const Context& ctx, int64_t G, int64_t N, bool y16) {
 }
 
 // Shared bytes: the coopmat variant's two buffers of staged rows (one uvec4 of padding a row)
-// with their scales and weight sums, the portable variant's staged words with the group's scales
-// and sums.
+// with their scales and weight sums, and its tokens' zero points; the portable variant's staged
+// words with the group's scales and sums.
 uint32_t GemmPlan::shared(GemmTile t) const {
-  return coopmat ? 2 * ((t.bt + t.bn) * (t.kc / 16 + 1) * 16 + t.bn * 8)
+  return coopmat ? 2 * ((t.bt + t.bn) * (t.kc / 16 + 1) * 16 + t.bn * 8) + t.bt * 4
                  : (t.bt + t.bn) * (t.kc / 4 + 1) * 4 + t.bn * 8;
 }
 

@@ -69,6 +69,7 @@ const uint SLOT = (BT + BN) * SV;  // one buffer: BT activation rows, then BN we
 const uint CE = 4u;                // accumulator elements a lane (16 x 8 on 32 lanes)
 shared uvec4 sm[2u * SLOT];
 shared uvec2 s_sw[2u][BN];  // per buffer: the chunk's group's scale bits and -wsum (W16: -16 wsum)
+shared int s_zp[BT];        // the tile's tokens' zero points (read where a group starts)
 
 // One chunk's global words for this thread, loaded ahead of their use.
 uvec4 pa[NA];
@@ -132,6 +133,7 @@ void main() {
   const uint sg = gl_SubgroupID, mt = (sg % (BT / 32u)) * 32u, mr = (sg / (BT / 32u)) * 32u;
   // The accumulator layout: a 16 x 8 matrix of the values 8 row + col.
   for (uint u = tid; u < 32u; u += NT) sm[u] = uvec4(4u * u) + uvec4(0u, 1u, 2u, 3u);
+  for (uint u = tid; u < BT; u += NT) s_zp[u] = int(qp[2u * min(t0 + u, pc.T - 1u) + 1u]);
   barrier();
   uint row[CE], col[CE];
   {
@@ -143,14 +145,9 @@ void main() {
     }
   }
   barrier();  // every subgroup's probe read before the first chunk overwrites it
-  // This lane's tokens: mt + 16 i + row[e].
-  float sx[2][CE];
-  int zp[2][CE];
-  [[unroll]] for (uint i = 0; i < 2u; ++i)[[unroll]] for (uint e = 0; e < CE; ++e) {
-    const uint t = min(t0 + mt + 16u * i + row[e], pc.T - 1u);
-    sx[i][e] = uintBitsToFloat(qp[2u * t]) * (W16 ? 0.0625 : 1.0);  // (exact)
-    zp[i][e] = int(qp[2u * t + 1u]);
-  }
+  // This lane's tokens: mt + 16 i + row[e]; their zero points from s_zp where a group starts and
+  // their scales at the end (not held in registers through the K loop: fewer registers, more
+  // workgroups an SM).
   precise float acc[2][JN][CE];  // sum_g s * float(x), 16 times that with W16
   [[unroll]] for (uint i = 0; i < 2u; ++i)[[unroll]] for (uint j = 0; j < JN; ++j)
     [[unroll]] for (uint e = 0; e < CE; ++e) acc[i][j][e] = 0.0;
@@ -164,6 +161,9 @@ void main() {
     if (c + 1u < chunks) fetch(t0, r0, c + 1u, tid);  // in flight during this chunk's work
     if (c % per_group == 0u && (ABLATE & 1u) == 0u) {  // a group's first chunk: its sums start
                                                        // at kMagic - zp * wsum
+      int zp[2][CE];
+      [[unroll]] for (uint i = 0; i < 2u; ++i)[[unroll]] for (uint e = 0; e < CE; ++e)
+        zp[i][e] = s_zp[mt + 16u * i + row[e]];
       [[unroll]] for (uint j = 0; j < JN; ++j)[[unroll]] for (uint e = 0; e < CE; ++e) {
         const int nws = int(s_sw[b][mr + 8u * j + col[e]].y);
         [[unroll]] for (uint i = 0; i < 2u; ++i) cd[i][j][e] = zp[i][e] * nws + kMagic;
@@ -205,9 +205,10 @@ void main() {
   [[unroll]] for (uint i = 0; i < 2u; ++i)[[unroll]] for (uint e = 0; e < CE; ++e) {
     const uint t = t0 + mt + 16u * i + row[e];
     if (t >= pc.T) continue;
+    const float sx = uintBitsToFloat(qp[2u * t]) * (W16 ? 0.0625 : 1.0);  // (exact)
     [[unroll]] for (uint j = 0; j < JN; ++j) {
       const uint n = r0 + mr + 8u * j + col[e];
-      precise float v = acc[i][j][e] * sx[i][e];
+      precise float v = acc[i][j][e] * sx;
       if (n < pc.Nc) STOREF(y, Y16, t * pc.N + pc.n0 + n, v);
     }
   }
