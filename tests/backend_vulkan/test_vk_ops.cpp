@@ -747,21 +747,30 @@ TEST(VulkanOps, AttentionTiledPrefillBlocks) {
     if (*cap) ::unsetenv(cap);
   }
 }
+// The settings a test of the cooperative-matrix prefill attention runs under: the default, and
+// where that kernel runs, VKLLM_ATTN_GQA=1 (a KV head's query heads in one workgroup).
+std::vector<const char*> coopmat_attention_modes() {
+  vk::Context ctx(validated());
+  std::printf("fp16 prefill attention path: %s\n",
+              ctx.use_coopmat_f16() ? "cooperative matrix" : "portable tiled");
+  if (ctx.use_coopmat_f16()) return {"", "VKLLM_ATTN_GQA"};
+  return {""};
+}
 // fp16 q and caches at the models' head dims (64: Llama-3.2-1B, 128: Qwen3, Phi-4-mini): on a GPU
-// with fp16 cooperative matrices the prefill runs attention_prefill_coopmat.comp (64-token query
-// blocks, 32-key tiles, the weights rounded to fp16), elsewhere attention_prefill.comp; either
-// within the fp16 bound of the CPU. Blocks past the end, cached keys before the chunk, 4:1 and 2:1
-// grouped-query heads, a chunk shorter than one block.
+// with fp16 cooperative matrices the prefill runs attention_prefill_coopmat.comp (32-token query
+// blocks, 32-key tiles, the weights rounded to fp16; and with a KV head's query heads in one
+// workgroup), elsewhere attention_prefill.comp; either within the fp16 bound of the CPU. Blocks
+// past the end, cached keys before the chunk, 4:1 and 2:1 grouped-query heads, a chunk shorter
+// than one block.
 TEST(VulkanOps, AttentionPrefillF16HeadDims) {
-  {
-    vk::Context ctx(validated());
-    std::printf("fp16 prefill attention path: %s\n",
-                ctx.use_coopmat_f16() ? "cooperative matrix" : "portable tiled");
+  for (const char* mode : coopmat_attention_modes()) {
+    if (*mode) ::setenv(mode, "1", 1);
+    check_attention(32, 8, 64, 150, 30, DType::F16, DType::F16, 200);
+    check_attention(16, 8, 128, 100, 0, DType::F16, DType::F16, 128);
+    check_attention(4, 1, 128, 70, 200, DType::F16, DType::F16, 300);
+    check_attention(8, 2, 64, 20, 7, DType::F16, DType::F16, 40);
+    if (*mode) ::unsetenv(mode);
   }
-  check_attention(32, 8, 64, 150, 30, DType::F16, DType::F16, 200);
-  check_attention(16, 8, 128, 100, 0, DType::F16, DType::F16, 128);
-  check_attention(4, 1, 128, 70, 200, DType::F16, DType::F16, 300);
-  check_attention(8, 2, 64, 20, 7, DType::F16, DType::F16, 40);
 }
 TEST(VulkanOps, AttentionDecode) {
   check_attention(4, 2, 24, 1, 20, DType::F32, DType::F32, 40);
@@ -909,6 +918,13 @@ TEST(VulkanOps, AttentionPrefillRunRotates) {
   check_attention_run(4, 2, 128, 128, 70, 0, DType::F16, DType::F16, false, true);
   check_attention_run(3, 3, 64, 32, 40, 5, DType::F32, DType::F32, false, true);
   check_attention_run(4, 1, 24, 16, 9, 3, DType::F32, DType::F16, true);
+  for (const char* mode : coopmat_attention_modes()) {  // (the fp16 cases again, grouped)
+    if (!*mode) continue;
+    ::setenv(mode, "1", 1);
+    check_attention_run(8, 2, 64, 64, 150, 30, DType::F16, DType::F16, false);
+    check_attention_run(4, 2, 128, 128, 70, 0, DType::F16, DType::F16, false, true);
+    ::unsetenv(mode);
+  }
 }
 
 void check_binary(const std::string& f, DType dt) {

@@ -517,7 +517,7 @@ std::unique_ptr<PreparedOp> prepare_prefill_attention(OpEnv& env, const Match& m
   c.need(r16 == v16, "rotated q, k and v must share one dtype");
   const uint32_t sg = env.ctx.info().subgroup_size;
   c.need(!qkn || (sg > 0 && sg <= 64), "the run's key norms need subgroups of at most 64");
-  const PrefillAttention pa = prefill_attention(env.ctx, hd, r16, a.c16);
+  const PrefillAttention pa = prefill_attention(env.ctx, hd, r16, a.c16, H / a.Hkv);
   const Kernel* kp = pa.kernel(c, hd, {r16, a.c16, a.y16, q16, qkn, n16}, true);
   c.need(kp != nullptr, "no prefill attention kernel for the run");
   const Kernel& ks =
@@ -529,7 +529,7 @@ std::unique_ptr<PreparedOp> prepare_prefill_attention(OpEnv& env, const Match& m
   VkDescriptorSet sp =
       env.kernels.make_set(*kp, std::vector<BufRange>{c.whole(m.q), c.whole(I[3]), c.whole(I[4]),
                                                       c.whole(m.y), step, a.table, a.nq});
-  const uint32_t R = a.R, orig = a.orig, ctx = a.ctx, bq = pa.bq, Hkv = u32(a.Hkv);
+  const uint32_t R = a.R, orig = a.orig, ctx = a.ctx, bq = pa.bq, gq = pa.gq, Hkv = u32(a.Hkv);
   const float scale = a.scale, qeps = a.qeps, keps = a.keps;
   auto prepared = std::make_unique<PreparedOp>(
       [=, &ks](VkCommandBuffer cb, int T) {
@@ -539,7 +539,7 @@ std::unique_ptr<PreparedOp> prepare_prefill_attention(OpEnv& env, const Match& m
         dispatch_flat(cb, ks, ss, {u32(T), u32(W), R, orig, ctx, fbits(keps)}, groups);
         compute_barrier(cb);
         dispatch(cb, *kp, sp, {u32(T), u32(H), Hkv, fbits(scale), R, orig, ctx, fbits(qeps)},
-                 u32(H), ceil_div(u32(T), bq));
+                 u32(H) / gq, ceil_div(u32(T), bq));
       },
       nullptr);
   const VkBuffer kc = c.buf(I[3]), vc = c.buf(I[4]);

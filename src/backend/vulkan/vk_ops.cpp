@@ -475,7 +475,8 @@ BufRange detail::rope_table(Ctx& c, const std::vector<int32_t>& invs, int R, flo
   return {it->second.buf, 0, it->second.size};
 }
 
-PrefillAttention detail::prefill_attention(const Context& ctx, int hd, bool a16, bool c16) {
+PrefillAttention detail::prefill_attention(const Context& ctx, int hd, bool a16, bool c16,
+                                           int group) {
   PrefillAttention a;
   // The portable kernel (attention_prefill.comp): 16 RQ query rows a workgroup, BK keys a tile; q
   // and one tile of K or V in shared memory, (16 RQ + BK) hd floats. The largest that fits, in
@@ -502,6 +503,12 @@ PrefillAttention detail::prefill_attention(const Context& ctx, int hd, bool a16,
   const int bq_env = env_int("VKLLM_ATTN_BQ");
   a.cbq = bq_env == 16 || bq_env == 64 ? u32(bq_env) : 32;
   a.bq = a.coopmat ? a.cbq : 16 * a.rq;
+  // VKLLM_ATTN_GQA=1 (a measurement switch): the cooperative-matrix kernel takes every query head
+  // of a KV head's group in one workgroup, its K and V tiles staged once for all of them, where
+  // the group's q tile fits the two tile buffers (gq cbq <= 4 cbk) and the workgroup 1,024 threads.
+  if (a.coopmat && env_int("VKLLM_ATTN_GQA") == 1 && group > 1 &&
+      u32(group) * a.cbq <= 4 * a.cbk && 2 * u32(group) * a.cbq <= 1024)
+    a.gq = u32(group);
   return a;
 }
 
@@ -511,7 +518,7 @@ const Kernel* PrefillAttention::kernel(Ctx& c, int hd, const std::vector<uint32_
   const uint32_t bindings = rope ? 7 : 5, push = rope ? 8 : 4;
   if (coopmat)
     return &c.kernel("attention_prefill_coopmat" + r, bindings, push, flags, u32(hd), cbk, 0, 64,
-                     {cbq, 2 * cbq});
+                     {cbq, 2 * cbq * gq, gq});
   if (tiled)
     return &c.kernel("attention_prefill" + r, bindings, push, flags, u32(hd), bk, 0, 64, {rq, 128});
   return nullptr;
@@ -571,9 +578,9 @@ std::unique_ptr<PreparedOp> prep_attention(Ctx c) {
   const Kernel& ka = c.kernel("attention", 6, 7, {a16, c16, y16}, u32(hd));
   const Kernel& kc = c.kernel("attention_combine", 2, 3, {0, 0, y16}, u32(hd));
   // Forwards of several tokens: the prefill kernel (none: the split kernel below, S = 1).
-  const PrefillAttention pa = prefill_attention(c.env.ctx, hd, a16, c16);
+  const PrefillAttention pa = prefill_attention(c.env.ctx, hd, a16, c16, H / Hkv);
   const Kernel* kp = pa.kernel(c, hd, {a16, c16, y16}, false);
-  const uint32_t bq = pa.bq;
+  const uint32_t bq = pa.bq, gq = pa.gq;
   // A decode step splits the context into S parts of C keys (C a multiple of the kernel's 64-key
   // tile, S <= 64; parts past the current position stay empty) and merges them in a second pass:
   // a single token has too few (t, h) pairs to fill a GPU, and each part is a serial chain of
@@ -598,7 +605,7 @@ std::unique_ptr<PreparedOp> prep_attention(Ctx c) {
         dispatch_flat(cb, ks, ss, {u32(T), u32(W)}, ceil_div(uint64_t(T) * W, 64));
         compute_barrier(cb);
         if (T > 1 && kp) {
-          dispatch(cb, *kp, sp, {u32(T), u32(H), u32(Hkv), fbits(scale)}, u32(H),
+          dispatch(cb, *kp, sp, {u32(T), u32(H), u32(Hkv), fbits(scale)}, u32(H) / gq,
                    ceil_div(u32(T), bq));
           return;
         }

@@ -366,12 +366,15 @@ inline AttentionSplits attention_splits(OpEnv& env, int H, int hd) {
 struct PrefillAttention {
   bool coopmat = false, tiled = false;
   uint32_t rq = 0, bk = 0, cbk = 0, cbq = 0, bq = 0;  // bq: tokens a workgroup
+  uint32_t gq = 1;  // query heads a workgroup (the cooperative-matrix kernel: one, or its group)
   // The kernel (nullptr: neither) for the dtypes flags = {q, caches, output}; rope: the prefill
   // attention run's variant (attention_prefill_q.glsl), flags then {.., q before norm and rope,
   // q's per-head norm first, the normed q}.
   const Kernel* kernel(Ctx& c, int hd, const std::vector<uint32_t>& flags, bool rope) const;
 };
-PrefillAttention prefill_attention(const Context& ctx, int hd, bool a16, bool c16);
+// group: the query heads that share one KV head (n_heads / n_kv_heads). Dispatch H / gq x
+// ceil(T / bq) workgroups.
+PrefillAttention prefill_attention(const Context& ctx, int hd, bool a16, bool c16, int group = 1);
 
 // The rope op's cos/sin table for inverse-frequency tensors invs and factor a (vk_ops.cpp), made
 // once per executor.

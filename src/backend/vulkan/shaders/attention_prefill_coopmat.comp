@@ -3,8 +3,10 @@
 // matrices (VK_NV_cooperative_matrix, fp16 x fp16 -> fp32, 16 x 8 x 16 on 32-lane subgroups),
 // flash-attention style, for fp16 q and caches: the result of attention_prefill.comp within the
 // fp16 bound (docs/vulkan.md).
-// - A workgroup takes BQ (64, 32 or 16) consecutive tokens of one query head, a subgroup 16 rows;
-//   the blocks run heaviest first (the last block of a causal prompt walks every key).
+// - A workgroup takes BQ (64, 32 or 16) consecutive tokens of GQ query heads that share one KV
+//   head (GQ = 1, or with VKLLM_ATTN_GQA=1 every query head of the group: the K and V tiles staged
+//   once for all of them), a subgroup 16 rows of one head; the blocks run heaviest first (the
+//   last block of a causal prompt walks every key).
 //   Each subgroup keeps its 16 x HD block of q in registers (A fragments) and its 16 x HD output
 //   accumulator (fp32) in registers for the whole walk over the keys.
 // - The keys come in tiles of BK (32 or 64): K and V rows staged in shared memory for all BQ queries,
@@ -32,7 +34,8 @@
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #define WG_SPEC
 layout(constant_id = 10) const uint BQ = 64;   // query rows a workgroup (64, 32 or 16)
-layout(constant_id = 11) const uint NT = 128;  // threads: 2 BQ (a subgroup of 32 a 16 rows)
+layout(constant_id = 11) const uint NT = 128;  // threads: 2 BQ GQ (a subgroup of 32 a 16 rows)
+layout(constant_id = 12) const uint GQ = 1;    // query heads a workgroup (GQ BQ <= 4 BK)
 layout(local_size_x_id = 11) in;
 #include "common.glsl"
 layout(constant_id = 3) const bool Y16 = false;  // output
@@ -44,13 +47,18 @@ layout(std430, binding = 2) readonly buffer V4 { uvec4 v4[]; };  // fp16 value c
 DECL_FBUF(3, o, writeonly)
 DECL_STEP(4)
 #ifdef VKLLM_ROPE
-DECL_FBUF(0, qx, readonly)  // (binding 0 as floats)
 layout(push_constant) uniform PC { uint T, H, Hkv; float scale; uint R, orig, ctx; float eps; } pc;
+#else
+layout(push_constant) uniform PC { uint T, H, Hkv; float scale; } pc;
+#endif
+const uint QR = GQ * BQ;  // the q tile's rows: head h0 + r / BQ, token t0 + r % BQ
+uint q_t0, q_h0;          // the workgroup's first token and first query head
+uvec2 q_row(uint r) { return uvec2(min(q_t0 + r % BQ, pc.T - 1u), q_h0 + r / BQ); }
+#ifdef VKLLM_ROPE
+DECL_FBUF(0, qx, readonly)  // (binding 0 as floats)
 const bool A16 = true;  // (the rotated q: fp16 on this path)
 #define RUN_LOAD(i) LOADF(qx, X16, i)
 #include "attention_prefill_q.glsl"
-#else
-layout(push_constant) uniform PC { uint T, H, Hkv; float scale; } pc;
 #endif
 
 #define F16A fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>
@@ -61,7 +69,7 @@ const uint NW = HD / 8u;                   // 16-byte words of a row of HD halve
 const uint RW = NW + 1u;                   // a staged row in words, one of padding
 const uint TILE = 2u * BK * RW;            // one buffer: the K tile's rows, then the V tile's
 const uint NL = (BK * NW + NT - 1u) / NT;  // a tile's K (and V) words a thread
-shared uvec4 kv[2u * TILE];                // two buffers; first the q tile (BQ rows)
+shared uvec4 kv[2u * TILE];                // two buffers; first the q tile (QR rows)
 
 uvec4 pk[NL], pv[NL];
 void fetch(uint base, uint last, uint W8, uint ko8, uint tid) {
@@ -85,24 +93,30 @@ void stage(uint b, uint tid) {
 
 void main() {
   const uint tid = gl_LocalInvocationID.x, sg = gl_SubgroupID, lane = gl_SubgroupInvocationID;
-  const uint h = gl_WorkGroupID.x, t0 = (gl_NumWorkGroups.y - 1u - gl_WorkGroupID.y) * BQ;
-  const uint kvh = h / (pc.H / pc.Hkv), W8 = pc.Hkv * NW, ko8 = kvh * NW;
+  const uint h0 = gl_WorkGroupID.x * GQ, t0 = (gl_NumWorkGroups.y - 1u - gl_WorkGroupID.y) * BQ;
+  const uint kvh = h0 / (pc.H / pc.Hkv), W8 = pc.Hkv * NW, ko8 = kvh * NW;
+  // This subgroup's head and its 16 rows' first (sr 16) within the block.
+  const uint h = h0 + sg / (BQ / 16u), sr = 16u * (sg % (BQ / 16u));
+  q_t0 = t0;
+  q_h0 = h0;
 #ifdef VKLLM_ROPE
-  pq_norms(t0, h);
+  pq_norms();
 #endif
   // The q tile (rows past the last token read clamped, never stored).
-  for (uint i = tid; i < BQ * NW; i += NT) {
-    const uint r = i / NW, t = min(t0 + r, pc.T - 1u);
+  for (uint i = tid; i < QR * NW; i += NT) {
+    const uint r = i / NW;
+    const uvec2 th = q_row(r);
+    const uint t = th.x;
 #ifdef VKLLM_ROPE
     // The word's eight dims 8 w .. 8 w + 7 (attention_prefill_q.glsl, attention_run.glsl).
-    const uint row = (t * pc.H + h) * HD, w = i % NW;
+    const uint row = (t * pc.H + th.y) * HD, w = i % NW;
     uint packed[4];
     [[unroll]] for (uint e = 0; e < 4u; ++e)
       packed[e] = packFloat2x16(f16vec2(float16_t(pq(row, r, 8u * w + 2u * e, t)),
                                         float16_t(pq(row, r, 8u * w + 2u * e + 1u, t))));
     kv[r * RW + w] = uvec4(packed[0], packed[1], packed[2], packed[3]);
 #else
-    kv[r * RW + i % NW] = q4[(t * pc.H + h) * NW + i % NW];
+    kv[r * RW + i % NW] = q4[(t * pc.H + th.y) * NW + i % NW];
 #endif
   }
   barrier();
@@ -116,9 +130,9 @@ void main() {
   const uint g = lane >> 2u, c2 = (lane & 3u) * 2u;
   uint pos[2];
   [[unroll]] for (uint r = 0; r < 2u; ++r)
-    pos[r] = step_pos + min(t0 + 16u * sg + g + 8u * r, pc.T - 1u);
+    pos[r] = step_pos + min(t0 + sr + g + 8u * r, pc.T - 1u);
   const uint last = step_pos + min(t0 + BQ, pc.T) - 1u;  // the block's last position
-  const uint sg_last = step_pos + min(t0 + 16u * sg + 15u, pc.T - 1u);
+  const uint sg_last = step_pos + min(t0 + sr + 15u, pc.T - 1u);
   float m[2] = float[2](-3.0e38, -3.0e38), l[2] = float[2](0.0, 0.0);
   fetch(0u, last, W8, ko8, tid);
   barrier();  // every subgroup's q fragments loaded before the first tile overwrites them
@@ -174,7 +188,7 @@ void main() {
     barrier();  // the next buffer staged; every read of this one done before it is restaged
   }
   [[unroll]] for (uint e = 0; e < 4u; ++e) {
-    const uint r = e >> 1u, t = t0 + 16u * sg + g + 8u * r;
+    const uint r = e >> 1u, t = t0 + sr + g + 8u * r;
     if (t >= pc.T) continue;
     [[unroll]] for (uint j = 0; j < NW; ++j)
       STOREF(o, Y16, (t * pc.H + h) * HD + 8u * j + c2 + (e & 1u), oc[j][e] / l[r]);
