@@ -5,10 +5,9 @@
 // (N16), then the rotation (rope.glsl) rounded as the rope op stores it (A16). Shared by the KV
 // store (attention.comp VKLLM_KV_STORE VKLLM_ROPE: the new keys) and the prefill attention kernels
 // (attention_prefill.comp, and attention_prefill_coopmat.comp through attention_prefill_q.glsl: the
-// queries), so both sides of the attention see the unfused
-// program's rows bit for bit. The includer defines HD, A16, step_pos, the push constants pc (T,
-// R, orig, ctx, eps) and RUN_LOAD(i): element i of the row before norm and rope (of dtype X16), as
-// float.
+// queries), so both sides of the attention see the unfused program's rows bit for bit. The includer
+// defines HD, A16, step_pos, the push constants pc (T, R, orig, ctx, eps) and RUN_LOAD(i): element
+// i of the row before norm and rope (of dtype X16), as float.
 #include "rope.glsl"
 layout(constant_id = 4) const bool X16 = false;     // the rows before norm and rope
 layout(constant_id = 5) const bool QKNORM = false;  // the per-head norm first
