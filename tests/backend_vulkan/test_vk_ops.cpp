@@ -300,10 +300,18 @@ TEST(VulkanOps, LinearF16Activations) {
   check_linear(Lin::F16, 100, 77, 6, DType::F16);
 }
 // Forwards of at least GemmPlan::kTokens tokens run the float-activation linears as a tiled GEMM
-// (linear_mm.comp: 64 tokens x 64 rows a workgroup, K in chunks of 32): sizes that are not
-// multiples of the tile, several token tiles, fp16 weights and activations, int4 weights with
-// groups that do not divide the chunk.
+// (linear_mm.comp: 64 tokens x 64 rows a workgroup, K in chunks of 32; fp16 activations and
+// weights with K % 8 == 0 on fp16 cooperative matrices where the device has them,
+// linear_mm_coopmat.comp, K in chunks of 64): sizes that are not multiples of the tile, several
+// token tiles, fp16 weights and activations, int4 weights with groups that do not divide the chunk.
 TEST(VulkanOps, LinearTiledGemmMatchesTheReference) {
+  {
+    vk::Context ctx(validated());
+    std::printf("fp16 linear prefill GEMM path (K %% 8 == 0): %s\n",
+                ctx.use_coopmat_f16() ? "cooperative matrix" : "portable");
+  }
+  check_linear(Lin::F16, 96, 77, 33, DType::F16);    // one chunk and a half
+  check_linear(Lin::F16, 200, 130, 70, DType::F16);  // four chunks, two token and three row tiles
   for (int T : {16, 70}) {
     check_linear(Lin::F32, 100, 77, T, DType::F32);
     check_linear(Lin::F16, 72, 130, T, DType::F32);

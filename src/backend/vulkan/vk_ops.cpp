@@ -354,13 +354,19 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
   Kernels* kernels = &c.env.kernels;
   const bool for_gemm = f == "linear_8da4w" && scratch_for_gemm(c, x);
   if (for_gemm) gemm = plan_gemm_8da4w(c.env.ctx, G, N, c.f16(y));
-  // The float-activation linears (linear, linear_q4w) run a portable tiled GEMM there instead
-  // (linear_mm.comp; VKLLM_LINEAR_MM=0 measures the mat-vec kernels).
+  // The float-activation linears (linear, linear_q4w) run a tiled GEMM there instead: fp16
+  // activations and weights (the fp16 recipe) on fp16 cooperative matrices where the device has
+  // them and K % 8 == 0 (linear_mm_coopmat.comp), the rest portable fp32 arithmetic
+  // (linear_mm.comp); both 64 tokens x 64 rows a workgroup. VKLLM_LINEAR_MM=0 measures the mat-vec
+  // kernels.
+  const bool mm_coopmat = !q4w && c.env.ctx.use_coopmat_f16() && c.f16(x) && c.f16(W) && K % 8 == 0;
   const Kernel* kmm =
       f == "linear_8da4w" || (std::getenv("VKLLM_LINEAR_MM") && env_int("VKLLM_LINEAR_MM") == 0)
           ? nullptr
-          : &c.kernel(q4w ? "linear_q4w_mm" : "linear_mm", 4, 6,
-                      {c.f16(x), q4w ? 0u : c.f16(W), c.f16(y)});
+          : &c.kernel(q4w          ? "linear_q4w_mm"
+                      : mm_coopmat ? "linear_mm_coopmat"
+                                   : "linear_mm",
+                      4, 6, {c.f16(x), q4w ? 0u : c.f16(W), c.f16(y)});
   const Kernel* kq = nullptr;
   VkDescriptorSet qset = VK_NULL_HANDLE;
   std::vector<BufRange> head, tail = {c.whole(y)};
@@ -506,8 +512,8 @@ PrefillAttention detail::prefill_attention(const Context& ctx, int hd, bool a16,
   // VKLLM_ATTN_GQA=1 (a measurement switch): the cooperative-matrix kernel takes every query head
   // of a KV head's group in one workgroup, its K and V tiles staged once for all of them, where
   // the group's q tile fits the two tile buffers (gq cbq <= 4 cbk) and the workgroup 1,024 threads.
-  if (a.coopmat && env_int("VKLLM_ATTN_GQA") == 1 && group > 1 &&
-      u32(group) * a.cbq <= 4 * a.cbk && 2 * u32(group) * a.cbq <= 1024)
+  if (a.coopmat && env_int("VKLLM_ATTN_GQA") == 1 && group > 1 && u32(group) * a.cbq <= 4 * a.cbk &&
+      2 * u32(group) * a.cbq <= 1024)
     a.gq = u32(group);
   return a;
 }

@@ -391,8 +391,8 @@ bool scratch_for_gemm(const Ctx& c, int32_t x);
 // The quantizers' push constant for a forward of Tr tokens (1: store in that order).
 uint32_t gemm_order(bool for_gemm, uint32_t Tr);
 // The row quantizer's slots a thread (linear_8da4w_quant.comp and its SwiGLU variant, HOLD): rows
-// of K values held in registers eight a slot, 256 threads; 0 (the streaming passes) where K % 8 != 0
-// or K > 8 x 256 x 8.
+// of K values held in registers eight a slot, 256 threads; 0 (the streaming passes) where K is not
+// a multiple of 8 or K > 8 x 256 x 8.
 inline uint32_t quant_hold(int64_t K) {
   constexpr int64_t kSlot = 8 * 256, kMaxSlots = 8;
   return K % 8 == 0 && K <= kSlot * kMaxSlots ? u32((K + kSlot - 1) / kSlot) : 0;

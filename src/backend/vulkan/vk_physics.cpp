@@ -231,6 +231,39 @@ std::vector<GemmRow> measure_gemm(Context& ctx, int repeats) {
         {fmt::format("linear_8da4w_mm {}, {} x {} tiles, KC {}", path, tile.bt, tile.bn, tile.kc),
          sh.M, sh.N, sh.K, us, 2.0 * sh.M * sh.N * sh.K / (us * 1e6)});
   }
+  // The fp16 linear's tiled GEMM (the fp16 recipe: fp16 activations, weights and output; vk_ops.cpp
+  // prep_linear's choice) at Llama-3.2-1B's and Phi-4-mini's shapes.
+  const bool f16mm = ctx.use_coopmat_f16();
+  const std::vector<Shape> fshapes = cpu ? std::vector<Shape>{{128, 64, 256}}
+                                         : std::vector<Shape>{{2048, 512, 2048},
+                                                              {8192, 512, 2048},
+                                                              {2048, 512, 8192},
+                                                              {3072, 512, 3072},
+                                                              {8192, 512, 3072}};
+  for (const Shape& sh : fshapes) {
+    if (!ctx.use_fp16()) break;
+    Buffer x = alloc.create(static_cast<uint64_t>(sh.N) * sh.K * 2, false, "fp16 activations"),
+           w = alloc.create(static_cast<uint64_t>(sh.M) * sh.K * 2, false, "fp16 weights"),
+           y = alloc.create(static_cast<uint64_t>(sh.N) * sh.M * 2, false, "fp16 output");
+    alloc.fill(x, 0x2C1AAC33u);  // halves of ~+-0.06: the sums stay finite
+    alloc.fill(w, 0x2A00AA66u);
+    const Kernel& k =
+        kernels.get(f16mm ? "linear_mm_coopmat_f16" : "linear_mm_f16", 4, 24, {1u, 1u, 1u});
+    const BufRange r[4] = {
+        {x.buf, 0, x.size}, {w.buf, 0, w.size}, {w.buf, 0, w.size}, {y.buf, 0, y.size}};
+    VkDescriptorSet s = kernels.make_set(k, r);
+    constexpr int kPerSubmit = 8;
+    const uint64_t groups = uint64_t(detail::ceil_div(sh.M, 64)) * detail::ceil_div(sh.N, 64);
+    const double us = timer.best_us(reps, [&](VkCommandBuffer cb) {
+      for (int i = 0; i < kPerSubmit; ++i) {
+        if (i) compute_barrier(cb);
+        detail::dispatch_flat(cb, k, s, {sh.K, sh.M, 0, sh.M, sh.N, 0}, groups);
+      }
+    }) / kPerSubmit;
+    rows.push_back({fmt::format("linear fp16 ({}), 64 x 64 tiles",
+                                f16mm ? "linear_mm_coopmat, cooperative matrix" : "linear_mm"),
+                    sh.M, sh.N, sh.K, us, 2.0 * sh.M * sh.N * sh.K / (us * 1e6)});
+  }
   return rows;
 }
 
