@@ -320,6 +320,8 @@ TEST(VulkanOps, LinearTiledGemmMatchesTheReference) {
   }
   check_linear(Lin::F16, 100, 77, 33, DType::F16);
   check_linear(Lin::Q4W, 160, 45, 20, DType::F16);
+  check_linear(Lin::F32, 90, 70, 20, DType::F32);  // K % 4 != 0: the loads one at a time
+  check_linear(Lin::F16, 90, 70, 20, DType::F16);
   VulkanOptions o;
   o.max_binding_bytes = 4096;  // four row chunks of the weight, each its columns of y
   check_linear(Lin::F32, 56, 60, 16, DType::F32, o);
