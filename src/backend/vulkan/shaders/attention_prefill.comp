@@ -132,7 +132,8 @@ void main() {
     barrier();
     float p[RQ][KT];  // scores, then weights
     if (!skip) {
-      [[unroll]] for (uint i = 0; i < RQ; ++i)[[unroll]] for (uint k = 0; k < KT; ++k) p[i][k] = 0.0;
+      [[unroll]] for (uint i = 0; i < RQ; ++i)[[unroll]] for (uint k = 0; k < KT; ++k)
+        p[i][k] = 0.0;
       for (uint d = 0; d < HD; ++d) {
         float qv[RQ];
         [[unroll]] for (uint i = 0; i < RQ; ++i) qv[i] = qs[d * BQ + ty * RQ + i];

@@ -9,9 +9,9 @@
 // quant_hold): a thread's values stay in registers from the loads to the codes, eight a slot (word
 // pair k8 = tid + i WG, i < HOLD), so a row costs one round trip of loads, issued all at once, not
 // one a pass and loop step. Only in forwards of several rows (prefill): a decode step's single row
-// measured slower held in registers (docs/perf.md session 4). With VKLLM_SWIGLU the values held are the SwiGLU rounded as stored
-// (the bits it stores, unpacked), so that its minimum, maximum and codes are those of the values
-// stored, as with the read-back.
+// measured slower held in registers (docs/perf.md session 4). With VKLLM_SWIGLU the values held
+// are the SwiGLU rounded as stored (the bits it stores, unpacked), so that its minimum, maximum
+// and codes are those of the values stored, as with the read-back.
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
 #define WG 256
@@ -68,8 +68,8 @@ vec4 row_value4(uint t, uint k4) { return LOAD4(x, X16, t * (pc.K / 4u) + k4); }
 layout(constant_id = 8) const uint HOLD = 0u;  // slots a thread (0: the streaming passes)
 const uint HN = HOLD + uint(HOLD == 0u);       // (arrays need a size of at least 1)
 
-// A slot's eight values as stored (VKLLM_SWIGLU: computed from the gate and up, stored, and
-// rounded as stored; else x's).
+// Quantizes row t from HOLD slots a thread held in registers: x's values, or with VKLLM_SWIGLU the
+// SwiGLU of the gate and up, stored and held as stored.
 void held_row(uint t, uint tid) {
   const uint K8 = pc.K / 8u;
   vec4 a[HN], b[HN];  // a slot's elements 0..3 and 4..7

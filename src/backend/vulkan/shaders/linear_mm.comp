@@ -2,18 +2,19 @@
 // linear_mm: the tiled GEMM of the float-activation linears in forwards of at least
 // GemmPlan::kTokens tokens (vk_ops.cpp prep_linear): y[t, n] = sum_k x[t, k] w[n, k] for
 //  linear      (linear_mm): w fp32 or fp16 (W16), as stored;
-//  linear_q4w  (linear_q4w_mm, VKLLM_Q4W): w = (nibble - 8) * s[n, k / G], nibbles stored as q + 8, two a byte,
-//                         element k in byte k / 2's low (k even) or high (k odd) half.
+//  linear_q4w  (linear_q4w_mm, VKLLM_Q4W): w = (nibble - 8) * s[n, k / G], nibbles stored as
+//              q + 8, two a byte, element k in byte k / 2's low (k even) or high (k odd) half.
 // A workgroup of 64 threads takes BT = 64 tokens x BN = 64 rows; each thread sums an 8 x 8 block
-// of outputs (tokens 4 ty .. 4 ty + 3 and 32 + 4 ty .., rows 4 tx .. and 32 + 4 tx .., ty = tid / 8,
-// tx = tid % 8) over k in order: every step of k reads two vec4s of x and two of w from shared
-// memory (each a subgroup's one conflict-free wavefront) for 64 multiply-adds. K passes in chunks
-// of KC = 16 through two shared buffers, k-major (xs[k][t], ws[k][n]): chunk c + 1's global loads
-// (a thread four values of four token rows and of four weight rows, one load each where K % 4 ==
-// 0) are issued before chunk c's multiply-adds and stored to the other buffer after them (as four
-// vec4s each), one barrier a chunk. Portable: no subgroup operations, no cooperative matrices. The mat-vec kernels
-// (linear.comp, linear_q4w.comp) sum in another order: both are within the recipes' float bounds of
-// the CPU reference (tests/backend_vulkan), not bit-identical with each other.
+// of outputs (tokens 4 ty .. 4 ty + 3 and 32 + 4 ty .., rows 4 tx .. and 32 + 4 tx .., with
+// ty = tid / 8, tx = tid % 8) over k in order: every step of k reads two vec4s of x and two of w
+// from shared memory (each a subgroup's one conflict-free wavefront) for 64 multiply-adds. K
+// passes in chunks of KC = 16 through two shared buffers, k-major (xs[k][t], ws[k][n]): chunk
+// c + 1's global loads (a thread four values of four token rows and of four weight rows, one load
+// each where K % 4 == 0) are issued before chunk c's multiply-adds and stored to the other buffer
+// after them (as four vec4s each), one barrier a chunk. Portable: no subgroup operations, no
+// cooperative matrices. The mat-vec kernels (linear.comp, linear_q4w.comp) sum in another order:
+// both are within the recipes' float bounds of the CPU reference (tests/backend_vulkan), not
+// bit-identical with each other.
 #define WG 64
 #include "common.glsl"
 layout(constant_id = 1) const bool X16 = false;
@@ -68,7 +69,8 @@ vec4 four_x(uint t, uint k) {
   if (t >= pc.T) return vec4(0.0);
   if (pc.K % 4u == 0u && k + 4u <= pc.K) return x_four(t * pc.K + k);
   vec4 v;
-  [[unroll]] for (uint e = 0; e < 4u; ++e) v[e] = k + e < pc.K ? LOADF(x, X16, t * pc.K + k + e) : 0.0;
+  [[unroll]] for (uint e = 0; e < 4u; ++e)
+    v[e] = k + e < pc.K ? LOADF(x, X16, t * pc.K + k + e) : 0.0;
   return v;
 }
 vec4 four_w(uint r, uint k) {

@@ -91,6 +91,7 @@ void main() {
   for (uint e = tid; e < BT * BN; e += WG) {
     const uint t = e / BN, n = e % BN;
     if (t0 + t < pc.T && r0 + n < pc.Nc)
-      STOREF(y, Y16, (t0 + t) * pc.N + pc.n0 + r0 + n, uintBitsToFloat(sm[t * OW + n / 4u][n % 4u]));
+      STOREF(y, Y16, (t0 + t) * pc.N + pc.n0 + r0 + n,
+             uintBitsToFloat(sm[t * OW + n / 4u][n % 4u]));
   }
 }
