@@ -758,12 +758,13 @@ TEST(VulkanOps, AttentionTiledPrefillBlocks) {
   }
 }
 // The settings a test of the cooperative-matrix prefill attention runs under: the default, and
-// where that kernel runs, VKLLM_ATTN_GQA=1 (a KV head's query heads in one workgroup).
+// where that kernel runs, VKLLM_ATTN_GQA=1 (a KV head's query heads in one workgroup) and
+// VKLLM_ATTN_PORTABLE=1 (the portable kernel in its place).
 std::vector<const char*> coopmat_attention_modes() {
   vk::Context ctx(validated());
   std::printf("fp16 prefill attention path: %s\n",
               ctx.use_coopmat_f16() ? "cooperative matrix" : "portable tiled");
-  if (ctx.use_coopmat_f16()) return {"", "VKLLM_ATTN_GQA"};
+  if (ctx.use_coopmat_f16()) return {"", "VKLLM_ATTN_GQA", "VKLLM_ATTN_PORTABLE"};
   return {""};
 }
 // fp16 q and caches at the models' head dims (64: Llama-3.2-1B, 128: Qwen3, Phi-4-mini): on a GPU
@@ -896,12 +897,12 @@ void check_attention_run(int H, int Hkv, int hd, int R, int T, int pos, DType ac
     if (fused && qk_norm && !r.runs().empty()) {
       EXPECT_EQ(r.runs()[0].first, 0u) << "the run takes the norms";
     }
-    if (fused)
-      std::printf(
-          "prefill attention path: %s\n",
-          vk::detail::prefill_attention(r.ctx(), hd, act == DType::F16, cache == DType::F16).coopmat
-              ? "cooperative matrix"
-              : "portable tiled");
+    if (fused) {
+      const auto pa = vk::detail::prefill_attention(r.ctx(), hd, act == DType::F16,
+                                                    cache == DType::F16, H / Hkv);
+      std::printf("prefill attention path: %s, %u query heads a workgroup\n",
+                  pa.coopmat ? "cooperative matrix" : "portable tiled", pa.gq);
+    }
     r.forward(T, pos);
     outs[fused] = r.read(ty, T);
     kcs[fused] = r.read(tkc, c.p.max_ctx);
@@ -928,7 +929,7 @@ TEST(VulkanOps, AttentionPrefillRunRotates) {
   check_attention_run(4, 2, 128, 128, 70, 0, DType::F16, DType::F16, false, true);
   check_attention_run(3, 3, 64, 32, 40, 5, DType::F32, DType::F32, false, true);
   check_attention_run(4, 1, 24, 16, 9, 3, DType::F32, DType::F16, true);
-  for (const char* mode : coopmat_attention_modes()) {  // (the fp16 cases again, grouped)
+  for (const char* mode : coopmat_attention_modes()) {  // (the fp16 cases again in each mode)
     if (!*mode) continue;
     ::setenv(mode, "1", 1);
     check_attention_run(8, 2, 64, 64, 150, 30, DType::F16, DType::F16, false);

@@ -498,7 +498,10 @@ PrefillAttention detail::prefill_attention(const Context& ctx, int hd, bool a16,
     break;
   }
   a.tiled = ctx.info().subgroup_min >= 8 && hd % 8 == 0 && a.bk != 0;
-  a.coopmat = ctx.use_coopmat_f16() && a16 && c16 && hd % 32 == 0 && hd <= 128;
+  // VKLLM_ATTN_PORTABLE=1 (a measurement switch): the portable kernel where the cooperative-matrix
+  // one would run.
+  a.coopmat = ctx.use_coopmat_f16() && a16 && c16 && hd % 32 == 0 && hd <= 128 &&
+              env_int("VKLLM_ATTN_PORTABLE") != 1;
   // The cooperative-matrix kernel's keys a tile: 32; VKLLM_ATTN_BK=64 (a measurement switch)
   // where two buffers of 64 fit.
   a.cbk =
