@@ -57,7 +57,7 @@ const uint KQ = BK / 32u, KT = 4u * KQ;  // a thread's vec4s of keys, keys
 const bool V4 = HD % 32u == 0u;          // a thread's output dims as vec4s
 const uint DP = HD / TX;                 // a thread's output dims
 const uint HQ = HD / 4u, BKQ = BK / 4u;  // vec4s of a row of V, of a row of K (keys)
-shared float qs[HD * BQ];                // q transposed: qs[d BQ + r]
+shared vec2 qs[HD * BQ / 2u];            // q transposed, rows in pairs: qs[(d BQ + r) / 2][r % 2]
 shared vec4 kv[HD * BKQ];                // a tile's K (transposed, swizzled), then its V
 #ifdef VKLLM_ROPE
 layout(push_constant) uniform PC { uint T, H, Hkv; float scale; uint R, orig, ctx; float eps; } pc;
@@ -102,9 +102,9 @@ void main() {
   for (uint e = tid; e < BQ * HD; e += NT) {
     const uint r = e % BQ, d = e / BQ, t = min(t0 + r, pc.T - 1u), row = (t * pc.H + h) * HD;
 #ifdef VKLLM_ROPE
-    qs[e] = run_out(row, d, t, QKNORM ? kv[r / 4u][r % 4u] : 0.0);
+    qs[e / 2u][e % 2u] = run_out(row, d, t, QKNORM ? kv[r / 4u][r % 4u] : 0.0);
 #else
-    qs[e] = LOADF(q, A16, row + d);
+    qs[e / 2u][e % 2u] = LOADF(q, A16, row + d);
 #endif
   }
   uint pos[RQ];
@@ -136,7 +136,13 @@ void main() {
         p[i][k] = 0.0;
       for (uint d = 0; d < HD; ++d) {
         float qv[RQ];
-        [[unroll]] for (uint i = 0; i < RQ; ++i) qv[i] = qs[d * BQ + ty * RQ + i];
+        if (RQ == 2u) {  // (one read of the thread's two rows)
+          const vec2 two = qs[d * (BQ / 2u) + ty];
+          qv[0] = two.x;
+          qv[RQ - 1u] = two.y;
+        } else {
+          qv[0] = qs[d * (BQ / 2u) + ty / 2u][ty % 2u];
+        }
         [[unroll]] for (uint k = 0; k < KQ; ++k) {
           const vec4 kk = kv[k_at(d, tx + 8u * k)];
           [[unroll]] for (uint i = 0; i < RQ; ++i)[[unroll]] for (uint c = 0; c < 4u; ++c)
