@@ -354,19 +354,13 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
   Kernels* kernels = &c.env.kernels;
   const bool for_gemm = f == "linear_8da4w" && scratch_for_gemm(c, x);
   if (for_gemm) gemm = plan_gemm_8da4w(c.env.ctx, G, N, c.f16(y));
-  // The float-activation linears (linear, linear_q4w) run a tiled GEMM there instead: fp16
-  // activations and weights (the fp16 recipe) on fp16 cooperative matrices where the device has
-  // them and K % 8 == 0 (linear_mm_coopmat.comp), the rest portable fp32 arithmetic
-  // (linear_mm.comp); both 64 tokens x 64 rows a workgroup. VKLLM_LINEAR_MM=0 measures the mat-vec
-  // kernels.
-  const bool mm_coopmat = !q4w && c.env.ctx.use_coopmat_f16() && c.f16(x) && c.f16(W) && K % 8 == 0;
+  // The float-activation linears (linear, linear_q4w) run a tiled GEMM there instead
+  // (float_gemm_module; VKLLM_LINEAR_MM=0 measures the mat-vec kernels).
   const Kernel* kmm =
       f == "linear_8da4w" || (std::getenv("VKLLM_LINEAR_MM") && env_int("VKLLM_LINEAR_MM") == 0)
           ? nullptr
-          : &c.kernel(q4w          ? "linear_q4w_mm"
-                      : mm_coopmat ? "linear_mm_coopmat"
-                                   : "linear_mm",
-                      4, 6, {c.f16(x), q4w ? 0u : c.f16(W), c.f16(y)});
+          : &c.kernel(float_gemm_module(c.env.ctx, q4w, c.f16(x), c.f16(W), K), 4, 6,
+                      {c.f16(x), q4w ? 0u : c.f16(W), c.f16(y)});
   const Kernel* kq = nullptr;
   VkDescriptorSet qset = VK_NULL_HANDLE;
   std::vector<BufRange> head, tail = {c.whole(y)};
@@ -419,10 +413,10 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
             gemm.record(cb, *kernels, pt.set, u32(K), pt.ch.rows, pt.ch.r0, u32(N), Tr, u32(G));
             continue;
           }
-          if (kmm && Tr >= GemmPlan::kTokens) {  // 64 tokens x 64 rows a workgroup
+          if (kmm && Tr >= GemmPlan::kTokens) {
             dispatch_flat(cb, *kmm, pt.mm_set,
                           {u32(K), u32(pt.ch.rows), u32(pt.ch.r0), u32(N), Tr, u32(G)},
-                          uint64_t(ceil_div(pt.ch.rows, 64)) * ceil_div(Tr, 64));
+                          float_gemm_groups(pt.ch.rows, Tr));
             continue;
           }
           if (kmv && Tr == 1) {

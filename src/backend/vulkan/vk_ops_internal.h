@@ -390,6 +390,19 @@ bool feeds_only_8da4w(const Ctx& c, int32_t y);
 bool scratch_for_gemm(const Ctx& c, int32_t x);
 // The quantizers' push constant for a forward of Tr tokens (1: store in that order).
 uint32_t gemm_order(bool for_gemm, uint32_t Tr);
+// The tiled GEMM of the float-activation linears (linear, linear_q4w) in forwards of at least
+// GemmPlan::kTokens tokens: its module (before the _f16 suffix) and its workgroups, kFloatGemmTile
+// tokens x kFloatGemmTile rows each. fp16 activations and weights (the fp16 recipe) run on fp16
+// cooperative matrices where the device has them and K % 8 == 0 (linear_mm_coopmat.comp); the
+// rest, portable fp32 arithmetic (linear_mm.comp, linear_q4w_mm).
+constexpr uint32_t kFloatGemmTile = 64;
+inline std::string float_gemm_module(const Context& ctx, bool q4w, bool x16, bool w16, int64_t K) {
+  if (q4w) return "linear_q4w_mm";
+  return ctx.use_coopmat_f16() && x16 && w16 && K % 8 == 0 ? "linear_mm_coopmat" : "linear_mm";
+}
+inline uint64_t float_gemm_groups(uint32_t rows, uint32_t T) {
+  return uint64_t(ceil_div(rows, kFloatGemmTile)) * ceil_div(T, kFloatGemmTile);
+}
 // The row quantizer's slots a thread (linear_8da4w_quant.comp and its SwiGLU variant, HOLD): rows
 // of K values held in registers eight a slot, 256 threads; 0 (the streaming passes) where K is not
 // a multiple of 8 or K > 8 x 256 x 8.

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <limits>
 
 #include "backend/vulkan/vk_memory.h"
@@ -198,6 +199,16 @@ std::vector<GemmRow> measure_gemm(Context& ctx, int repeats) {
                                {3072, 512, 3072}, {8192, 512, 3072}, {3072, 512, 8192},
                                {8192, 512, 8192}};
   constexpr uint32_t G = 128;
+  // One GEMM's time: the best of the repeats of kPerSubmit recorded back to back.
+  auto per_gemm_us = [&](const std::function<void(VkCommandBuffer)>& record) {
+    constexpr int kPerSubmit = 8;
+    return timer.best_us(reps, [&](VkCommandBuffer cb) {
+      for (int i = 0; i < kPerSubmit; ++i) {
+        if (i) compute_barrier(cb);
+        record(cb);
+      }
+    }) / kPerSubmit;
+  };
   for (const Shape& sh : shapes) {
     const detail::GemmPlan plan = detail::plan_gemm_8da4w(ctx, G, sh.M, false);
     const uint64_t groups = static_cast<uint64_t>(sh.M) * (sh.K / G);
@@ -217,13 +228,8 @@ std::vector<GemmRow> measure_gemm(Context& ctx, int repeats) {
     const BufRange r[6] = {{qx.buf, 0, qx.size}, {qp.buf, 0, qp.size}, {q.buf, 0, q.size},
                            {sc.buf, 0, sc.size}, {ws.buf, 0, ws.size}, {y.buf, 0, y.size}};
     VkDescriptorSet s = kernels.make_set(k, r);
-    constexpr int kPerSubmit = 8;
-    const double us = timer.best_us(reps, [&](VkCommandBuffer cb) {
-      for (int i = 0; i < kPerSubmit; ++i) {
-        if (i) compute_barrier(cb);
-        plan.record(cb, kernels, s, sh.K, sh.M, 0, sh.M, sh.N, G);
-      }
-    }) / kPerSubmit;
+    const double us = per_gemm_us(
+        [&](VkCommandBuffer cb) { plan.record(cb, kernels, s, sh.K, sh.M, 0, sh.M, sh.N, G); });
     const std::string path = plan.module.find("coopmat") != std::string::npos ? "cooperative matrix"
                              : plan.module.find("idot") != std::string::npos  ? "int8 dot product"
                                                                               : "portable integer";
@@ -231,9 +237,8 @@ std::vector<GemmRow> measure_gemm(Context& ctx, int repeats) {
         {fmt::format("linear_8da4w_mm {}, {} x {} tiles, KC {}", path, tile.bt, tile.bn, tile.kc),
          sh.M, sh.N, sh.K, us, 2.0 * sh.M * sh.N * sh.K / (us * 1e6)});
   }
-  // The fp16 linear's tiled GEMM (the fp16 recipe: fp16 activations, weights and output; vk_ops.cpp
-  // prep_linear's choice) at Llama-3.2-1B's and Phi-4-mini's shapes.
-  const bool f16mm = ctx.use_coopmat_f16();
+  // The fp16 linear's tiled GEMM (the fp16 recipe: fp16 activations, weights and output; the
+  // module prep_linear takes) at Llama-3.2-1B's and Phi-4-mini's shapes.
   const std::vector<Shape> fshapes = cpu ? std::vector<Shape>{{128, 64, 256}}
                                          : std::vector<Shape>{{2048, 512, 2048},
                                                               {8192, 512, 2048},
@@ -247,21 +252,17 @@ std::vector<GemmRow> measure_gemm(Context& ctx, int repeats) {
            y = alloc.create(static_cast<uint64_t>(sh.N) * sh.M * 2, false, "fp16 output");
     alloc.fill(x, 0x2C1AAC33u);  // halves of ~+-0.06: the sums stay finite
     alloc.fill(w, 0x2A00AA66u);
-    const Kernel& k =
-        kernels.get(f16mm ? "linear_mm_coopmat_f16" : "linear_mm_f16", 4, 24, {1u, 1u, 1u});
+    const std::string module = detail::float_gemm_module(ctx, false, true, true, sh.K);
+    const Kernel& k = kernels.get(module + "_f16", 4, 24, {1u, 1u, 1u});
     const BufRange r[4] = {
         {x.buf, 0, x.size}, {w.buf, 0, w.size}, {w.buf, 0, w.size}, {y.buf, 0, y.size}};
     VkDescriptorSet s = kernels.make_set(k, r);
-    constexpr int kPerSubmit = 8;
-    const uint64_t groups = uint64_t(detail::ceil_div(sh.M, 64)) * detail::ceil_div(sh.N, 64);
-    const double us = timer.best_us(reps, [&](VkCommandBuffer cb) {
-      for (int i = 0; i < kPerSubmit; ++i) {
-        if (i) compute_barrier(cb);
-        detail::dispatch_flat(cb, k, s, {sh.K, sh.M, 0, sh.M, sh.N, 0}, groups);
-      }
-    }) / kPerSubmit;
-    rows.push_back({fmt::format("linear fp16 ({}), 64 x 64 tiles",
-                                f16mm ? "linear_mm_coopmat, cooperative matrix" : "linear_mm"),
+    const double us = per_gemm_us([&](VkCommandBuffer cb) {
+      detail::dispatch_flat(cb, k, s, {sh.K, sh.M, 0, sh.M, sh.N, 0},
+                            detail::float_gemm_groups(sh.M, sh.N));
+    });
+    rows.push_back({fmt::format("linear fp16 ({}), {} x {} tiles", module, detail::kFloatGemmTile,
+                                detail::kFloatGemmTile),
                     sh.M, sh.N, sh.K, us, 2.0 * sh.M * sh.N * sh.K / (us * 1e6)});
   }
   return rows;

@@ -44,12 +44,13 @@ const uint BT = 64u, BN = 64u, KC = 16u;
 shared vec4 xs[2][KC][BT / 4u];  // xs[b][k][t / 4][t % 4] = x[t0 + t, k0 + k]
 shared vec4 ws[2][KC][BN / 4u];  // ws[b][k][n / 4][n % 4] = w[r0 + n, k0 + k]
 
+// linear_q4w: the weight of the nibble in the low four bits of `bits`, with its group's scale.
+float q4_weight(uint bits, float sc) { return float(int(bits & 15u) - 8) * sc; }
 // Element (r, k) of the weights (row r of this chunk), as a float.
 float weight(uint r, uint k) {
   if (WQ4 == 1u) {
     const uint e = r * pc.K + k;  // (K is even: a row is whole bytes)
-    const float n = float(int((q[e >> 3u] >> ((e & 7u) * 4u)) & 15u) - 8);
-    return n * s[r * (pc.K / pc.G) + k / pc.G];
+    return q4_weight(q[e >> 3u] >> ((e & 7u) * 4u), s[r * (pc.K / pc.G) + k / pc.G]);
   }
   return LOADF(wt, W16, r * pc.K + k);
 }
@@ -81,7 +82,7 @@ vec4 four_w(uint r, uint k) {
     const uint e = r * pc.K + k, word = q[e >> 3u] >> ((e & 7u) * 4u);
     const float sc = s[r * (pc.K / pc.G) + k / pc.G];
     vec4 v;
-    [[unroll]] for (uint i = 0; i < 4u; ++i) v[i] = float(int((word >> (4u * i)) & 15u) - 8) * sc;
+    [[unroll]] for (uint i = 0; i < 4u; ++i) v[i] = q4_weight(word >> (4u * i), sc);
     return v;
   }
   vec4 v;
