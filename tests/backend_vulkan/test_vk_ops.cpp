@@ -300,7 +300,7 @@ TEST(VulkanOps, LinearF16Activations) {
   check_linear(Lin::F16, 100, 77, 6, DType::F16);
 }
 // Forwards of at least GemmPlan::kTokens tokens run the float-activation linears as a tiled GEMM
-// (linear_mm.comp: 64 tokens x 64 rows a workgroup, K in chunks of 32; fp16 activations and
+// (linear_mm.comp: 64 tokens x 64 rows a workgroup, K in chunks of 16; fp16 activations and
 // weights with K % 8 == 0 on fp16 cooperative matrices where the device has them,
 // linear_mm_coopmat.comp, K in chunks of 64): sizes that are not multiples of the tile, several
 // token tiles, fp16 weights and activations, int4 weights with groups that do not divide the chunk.

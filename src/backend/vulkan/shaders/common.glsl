@@ -25,6 +25,14 @@
 #define STOREF(NAME, IS16, I, V) \
   { NAME##_f[I] = (V); }
 #endif
+// Four values a load: an fp32 view (four floats a word) and an fp16 one (four halves a word pair)
+// of binding B, read as a vec4 at index I4 (of a multiple of four values).
+#define DECL_VIEW4(B, NAME)                                                     \
+  layout(std430, binding = B) readonly buffer NAME##_V4 { uvec4 NAME##_v4[]; }; \
+  layout(std430, binding = B) readonly buffer NAME##_V2 { uvec2 NAME##_v2[]; };
+#define LOAD4(NAME, IS16, I4)                                                          \
+  ((IS16) ? vec4(unpackHalf2x16(NAME##_v2[I4].x), unpackHalf2x16(NAME##_v2[I4].y)) \
+          : uintBitsToFloat(NAME##_v4[I4]))
 // x as a binding of that dtype stores it (rounded to fp16 where f16).
 float round_to(bool f16, float x) {
 #ifdef VKLLM_F16

@@ -27,13 +27,6 @@ layout(push_constant) uniform PC { uint K, T, gemm; } pc;
 #define QUANT_ROW_BINDING 1
 #endif
 #include "quant.glsl"
-// An fp32 view (four floats a word) and an fp16 one (four halves a word pair) of binding B.
-#define DECL_VIEW4(B, NAME)                                                   \
-  layout(std430, binding = B) readonly buffer NAME##_V4 { uvec4 NAME##_v4[]; }; \
-  layout(std430, binding = B) readonly buffer NAME##_V2 { uvec2 NAME##_v2[]; };
-#define LOAD4(NAME, IS16, I4)                                                          \
-  ((IS16) ? vec4(unpackHalf2x16(NAME##_v2[I4].x), unpackHalf2x16(NAME##_v2[I4].y)) \
-          : uintBitsToFloat(NAME##_v4[I4]))
 layout(constant_id = 1) const bool X16 = false;  // x (VKLLM_SWIGLU: the gate)
 DECL_VIEW4(0, x)
 #ifdef VKLLM_SWIGLU

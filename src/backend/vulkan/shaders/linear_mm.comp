@@ -30,12 +30,8 @@ DECL_FBUF(1, wt, readonly)  // linear: the weights
 layout(std430, binding = 1) readonly buffer Q { uint q[]; };  // linear_q4w: the nibbles
 layout(std430, binding = 2) readonly buffer S { float s[]; };  // linear_q4w: the scales
 DECL_FBUF(3, y, writeonly)
-// Four floats a word (fp32), four halves a word pair (fp16): x's and the weights' views for
-// loads of four (an index i4 of a multiple of four values).
-layout(std430, binding = 0) readonly buffer X4 { vec4 x4[]; };
-layout(std430, binding = 0) readonly buffer X2 { uvec2 x2[]; };
-layout(std430, binding = 1) readonly buffer W4 { vec4 w4[]; };
-layout(std430, binding = 1) readonly buffer W2 { uvec2 w2[]; };
+DECL_VIEW4(0, x)  // (common.glsl: four values a load)
+DECL_VIEW4(1, w)
 // Nc rows in this chunk of the weights, n0 its first output column, N y's row stride, T tokens;
 // G the group (linear_q4w).
 layout(push_constant) uniform PC { uint K, Nc, n0, N, T, G; } pc;
@@ -54,21 +50,13 @@ float weight(uint r, uint k) {
   }
   return LOADF(wt, W16, r * pc.K + k);
 }
-vec4 x_four(uint i) {
-  if (X16) return vec4(unpackHalf2x16(x2[i / 4u].x), unpackHalf2x16(x2[i / 4u].y));
-  return x4[i / 4u];
-}
-vec4 w_four(uint i) {
-  if (W16) return vec4(unpackHalf2x16(w2[i / 4u].x), unpackHalf2x16(w2[i / 4u].y));
-  return w4[i / 4u];
-}
 
 // Staging: thread tid takes tokens (and weight rows) 4 (tid % 16) .. + 3 at k 4 (tid / 16) .. + 3
 // of the chunk, four values a row (one load of four where the row has them: K % 4 == 0), and
 // stores them transposed, a vec4 of four tokens (rows) a k (zeros past the edges).
 vec4 four_x(uint t, uint k) {
   if (t >= pc.T) return vec4(0.0);
-  if (pc.K % 4u == 0u && k + 4u <= pc.K) return x_four(t * pc.K + k);
+  if (pc.K % 4u == 0u && k + 4u <= pc.K) return LOAD4(x, X16, (t * pc.K + k) / 4u);
   vec4 v;
   [[unroll]] for (uint e = 0; e < 4u; ++e)
     v[e] = k + e < pc.K ? LOADF(x, X16, t * pc.K + k + e) : 0.0;
@@ -77,7 +65,7 @@ vec4 four_x(uint t, uint k) {
 vec4 four_w(uint r, uint k) {
   if (r >= pc.Nc) return vec4(0.0);
   if (pc.K % 4u == 0u && k + 4u <= pc.K) {
-    if (WQ4 == 0u) return w_four(r * pc.K + k);
+    if (WQ4 == 0u) return LOAD4(w, W16, (r * pc.K + k) / 4u);
     // Four nibbles in one half of a word (e % 4 == 0), one group (G % 4 == 0): weight()'s values.
     const uint e = r * pc.K + k, word = q[e >> 3u] >> ((e & 7u) * 4u);
     const float sc = s[r * (pc.K / pc.G) + k / pc.G];
