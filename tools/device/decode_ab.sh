@@ -11,7 +11,7 @@
 # steps), its rows matching REGEX, as "PROF <model> <variant> <round> <row>".
 source "$(dirname "$0")/after_side.sh"
 # One untimed bench first: the GPU's first work after a cold start ran 3.8x slower on every
-# profile row (docs/perf.md, session 26).
+# profile row (docs/perf.md, "Measuring").
 w=${AB_MODELS:-llama}
 w=$(full_model "${w%% *}")
 timeout 120 "$BIN" bench -m "$w" -p 16 -n 64 -r 1 >/dev/null 2>&1 || true

@@ -9,8 +9,8 @@
 # Same environment as run.sh.
 source "$(dirname "$0")/after_side.sh"
 python3 -c "print('The quick brown fox jumps over the lazy dog. ' * 51)" > /tmp/p512.txt
-# One untimed bench first: a fresh machine's first GPU work runs slow (session 28's first pp512
-# read 20,018 against ~63,000 for the same build a minute later; decode_ab.sh does the same).
+# One untimed bench first: a fresh machine's first GPU work runs slow (a first pp512 once read
+# 20,018 against ~63,000 for the same build a minute later; decode_ab.sh does the same).
 for m in ${PREFILL_MODELS-llama-3.2-1b.quantized-8da4w-fp16}; do
   timeout 120 "$BIN" bench -m /tmp/$m.vkllm -p 512 -n 16 -r 1 >/dev/null 2>&1 || true
   break
