@@ -112,9 +112,14 @@ SelftestReport run_selftest(const SelftestOptions& opt) {
   base.validation = opt.validation;
   base.selftest_verdict = false;  // every variant, whatever an earlier verdict said
   // The optional paths are chosen per variant below, not by the caller's environment.
-  for (const char* env : {"VKLLM_NO_INT_DOT", "VKLLM_NO_COOPMAT", "VKLLM_NO_FUSION"})
-    if (std::getenv(env))
-      fail("vkllm selftest: unset {} (the selftest runs each path itself)", env);
+  {
+    VulkanOptions env;
+    read_environment(env);
+    for (const auto& [chosen, name] : {std::pair{env.tuning.chose_int_dot, "VKLLM_NO_INT_DOT"},
+                                       {env.tuning.chose_coopmat, "VKLLM_NO_COOPMAT"},
+                                       {env.tuning.chose_fusion, "VKLLM_NO_FUSION"}})
+      if (chosen) fail("vkllm selftest: unset {} (the selftest runs each path itself)", name);
+  }
   SelftestReport rep;
   vk::DeviceInfo info;
   SelftestLine layout{"subgroup layout", "what the kernels assume"};

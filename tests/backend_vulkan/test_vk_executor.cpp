@@ -107,37 +107,39 @@ TEST_P(VulkanFusion, DecodeStepEqualsTheUnfusedProgram) {
   // mat-vec runs as the stages of decode chains (linear_8da4w_chain.comp), one 256-thread
   // workgroup (the decode attention as a stage of the chains where their shared memory holds it);
   // 5: the same with the default 512-thread workgroup; 6: the same with the other unit width than
-  // the recipe's default (one block a lane a unit for q4w chains, two otherwise: VKLLM_CHAIN_UB),
-  // rows dealt within workgroups (VKLLM_CHAIN_DEAL=0), the other grid sync than the recipe's
-  // default (split in two for q4w chains, whole otherwise: VKLLM_CHAIN_SPLIT_SYNC) and the
-  // attention in its own dispatch between chains (VKLLM_CHAIN_ATT=0); 7: mode 5 with the executor's
-  // two decode plans changing halfway through the decode steps (the attention stages below the
-  // position VKLLM_CHAIN_ATT_UNTIL, the attention in its own dispatch from there). Modes 1 and 5
-  // take the streamed decode mat-vecs at every width (VKLLM_MV=1: the H200's lm_heads take them),
-  // so the lm_head with the final norm in its prologue (the head run) runs.
+  // the recipe's default (one block a lane a unit for q4w chains, two otherwise: chain_ub), rows
+  // dealt within workgroups (chain_deal off), the other grid sync than the recipe's default (split
+  // in two for q4w chains, whole otherwise: chain_split_sync) and the attention in its own
+  // dispatch between chains (chain_att 0); 7: mode 5 with the executor's two decode plans changing
+  // halfway through the decode steps (the attention stages below the position chain_att_until,
+  // the attention in its own dispatch from there). Modes 1 and 5 take the streamed decode
+  // mat-vecs at every width (mv 1: the H200's lm_heads take them), so the lm_head with the final
+  // norm in its prologue (the head run) runs. The modes are Tuning fields (vk_tuning.h).
   //
   // The prompt's tokens: one that ends past two of the decode attention's 64-key splits, so the
   // fused attention merges three splits (where the context holds it).
   constexpr int kLongPrompt = 134;
   const int n = GetParam().cfg.max_ctx > 160 ? kLongPrompt : 5;
   auto run = [&](int mode, std::string* profile) {
-    if (GetParam().cfg.parts) setenv("VKLLM_MATVEC_PARTS", GetParam().cfg.parts, 1);
-    if (mode == 0) setenv("VKLLM_NO_FUSION", "1", 1);
-    if (mode >= 2) setenv("VKLLM_FUSE", "all", 1);
-    if (mode >= 3) setenv("VKLLM_NO_FUSE", "tail", 1);
-    if (mode >= 4) setenv("VKLLM_CHAIN_GROUPS", "1", 1);
-    if (mode == 1 || mode == 5) setenv("VKLLM_MV", "1", 1);
-    if (mode == 4) setenv("VKLLM_CHAIN_WG", "256", 1);
+    VulkanOptions o = validated();
+    Tuning& tn = o.tuning;
+    if (GetParam().cfg.parts) tn.matvec_parts = 0;  // the rule that splits rows in parts
+    if (mode == 0) o.no_fusion = true;
+    if (mode >= 2) tn.fuse_all = true;
+    if (mode >= 3) tn.no_fuse = {"tail"};
+    if (mode >= 4) tn.chain_groups = 1;
+    if (mode == 1 || mode == 5) tn.mv = 1;
+    if (mode == 4) tn.chain_wg = 256;
     const bool q4w = GetParam().cfg.lin == Lin::Q4W;
-    if (mode == 6) setenv("VKLLM_CHAIN_UB", q4w ? "1" : "2", 1);
-    if (mode == 6) setenv("VKLLM_CHAIN_DEAL", "0", 1);
-    if (mode == 6) setenv("VKLLM_CHAIN_SPLIT_SYNC", q4w ? "1" : "0", 1);
-    if (mode == 6) setenv("VKLLM_CHAIN_ATT", "0", 1);
+    if (mode == 6) {
+      tn.chain_ub = q4w ? 1 : 2;
+      tn.chain_deal = false;
+      tn.chain_split_sync = q4w ? 1 : 0;
+      tn.chain_att = 0;
+    }
     // (One workgroup makes every attention item a round of its own: the default plan rule would
     // take the attention stages at no position.)
-    if (mode >= 4)
-      setenv("VKLLM_CHAIN_ATT_UNTIL", std::to_string(mode == 7 ? n + 6 : 1 << 20).c_str(), 1);
-    VulkanOptions o = validated();
+    if (mode >= 4) tn.chain_att_until = mode == 7 ? n + 6 : 1 << 20;
     o.profile = profile != nullptr;
     auto gpu = make_vulkan_executor(toy.p, toy.w, o);
     std::vector<float> all, l(V);
@@ -153,20 +155,6 @@ TEST_P(VulkanFusion, DecodeStepEqualsTheUnfusedProgram) {
     if (profile) ::testing::internal::CaptureStderr();
     gpu.reset();
     if (profile) *profile = ::testing::internal::GetCapturedStderr();
-    // (The switches stay set while the executor lives: it prepares its second decode plan on
-    // first use, with them.)
-    unsetenv("VKLLM_NO_FUSION");
-    unsetenv("VKLLM_FUSE");
-    unsetenv("VKLLM_NO_FUSE");
-    unsetenv("VKLLM_MATVEC_PARTS");
-    unsetenv("VKLLM_CHAIN_GROUPS");
-    unsetenv("VKLLM_CHAIN_WG");
-    unsetenv("VKLLM_CHAIN_UB");
-    unsetenv("VKLLM_CHAIN_DEAL");
-    unsetenv("VKLLM_CHAIN_SPLIT_SYNC");
-    unsetenv("VKLLM_CHAIN_ATT");
-    unsetenv("VKLLM_CHAIN_ATT_UNTIL");
-    unsetenv("VKLLM_MV");
     return all;
   };
   auto kernels = [](const std::string& s) {
@@ -251,9 +239,9 @@ TEST(VulkanExecutor, SeveralDecodeStepsPerSubmitEqualOneStepPerSubmit) {
   Toy toy = build_toy({Lin::A8W4, Emb::Q4}, 12);
   const std::vector<int32_t> prompt = {3, 14, 15, 92, 65};
   auto gen = [&](const char* batch, const std::vector<int>& eos, GenerateStats* st) {
-    if (batch) setenv("VKLLM_DECODE_BATCH", batch, 1);
-    auto gpu = make_vulkan_executor(toy.p, toy.w, validated());
-    unsetenv("VKLLM_DECODE_BATCH");
+    VulkanOptions o = validated();
+    if (batch) o.tuning.decode_batch = static_cast<uint32_t>(std::atoi(batch));
+    auto gpu = make_vulkan_executor(toy.p, toy.w, o);
     return generate(*gpu, toy.p, prompt, 37, SamplingParams{}, eos, 0, nullptr, st);
   };
   auto cpu = make_cpu_executor(toy.p, toy.w);
@@ -369,9 +357,11 @@ TEST(VulkanVerdict, APathFoundWrongIsNotUsedAndTheUsersSwitchWins) {
   }
   const std::string err = ::testing::internal::GetCapturedStderr();
   EXPECT_EQ(err.find("vkllm selftest") != std::string::npos, info.int_dot) << err;
-  setenv("VKLLM_NO_INT_DOT", "0", 1);
-  EXPECT_EQ(vk::Context(validated()).use_int_dot(), info.int_dot);
-  unsetenv("VKLLM_NO_INT_DOT");
+  {
+    VulkanOptions o = validated();
+    o.tuning.chose_int_dot = true;  // VKLLM_NO_INT_DOT=0: the user's choice beats the verdict
+    EXPECT_EQ(vk::Context(o).use_int_dot(), info.int_dot);
+  }
 
   v = {};
   v.subgroups_wrong = true;
@@ -383,9 +373,11 @@ TEST(VulkanVerdict, APathFoundWrongIsNotUsedAndTheUsersSwitchWins) {
     EXPECT_NE(std::string(e.what()).find("subgroups"), std::string::npos) << e.what();
     EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
   }
-  setenv("VKLLM_IGNORE_SELFTEST", "1", 1);
-  EXPECT_NO_THROW(vk::Context c(validated()));
-  unsetenv("VKLLM_IGNORE_SELFTEST");
+  {
+    VulkanOptions o = validated();
+    o.tuning.ignore_selftest = true;
+    EXPECT_NO_THROW(vk::Context c(o));
+  }
   unsetenv("XDG_CACHE_HOME");
   std::remove(path.c_str());
 }

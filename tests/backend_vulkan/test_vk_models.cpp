@@ -109,9 +109,10 @@ TEST(VulkanProfile, RowsAddUpToTheForwardPerPlan) {
   }
 }
 
-// The test-only switch VKLLM_TEST_CORRUPT_OP (the e2e gates' broken kernel) reaches ops fused
-// into the next one too: every add of the program, the three fused into norms included, is
-// zeroed in the one recorded forward, and the logits change.
+#ifdef VKLLM_MEASURE
+// The test-only switch VKLLM_TEST_CORRUPT_OP (Tuning::corrupt_op, the e2e gates' broken kernel;
+// measurement builds only) reaches ops fused into the next one too: every add of the program, the
+// three fused into norms included, is zeroed in the one recorded forward, and the logits change.
 TEST(VulkanCorruptSwitch, ReachesAddsFusedIntoTheNextNorm) {
   HfCheckpoint ckpt(
       testutil::write_tiny_checkpoint(testutil::temp_dir("vkc"), Arch::Llama, true, 5));
@@ -122,9 +123,9 @@ TEST(VulkanCorruptSwitch, ReachesAddsFusedIntoTheNextNorm) {
   std::vector<int32_t> prompt = {5, 17, 299, 0};
   std::string said;
   auto logits = [&](bool corrupt) {
-    if (corrupt) setenv("VKLLM_TEST_CORRUPT_OP", "add", 1);
-    auto gpu = make_vulkan_executor(model->lowered.program, model->weights, validated());
-    unsetenv("VKLLM_TEST_CORRUPT_OP");
+    VulkanOptions o = validated();
+    if (corrupt) o.tuning.corrupt_op = "add";
+    auto gpu = make_vulkan_executor(model->lowered.program, model->weights, o);
     std::vector<float> out(static_cast<size_t>(ckpt.desc().vocab));
     gpu->forward(prompt.data(), 4, 0, out.data());
     ::testing::internal::CaptureStderr();
@@ -136,6 +137,7 @@ TEST(VulkanCorruptSwitch, ReachesAddsFusedIntoTheNextNorm) {
   EXPECT_GT(nmse(bad, good), 1e-2);
   EXPECT_NE(said.find("VKLLM_TEST_CORRUPT_OP=add zeroed 4 op outputs"), std::string::npos) << said;
 }
+#endif
 
 INSTANTIATE_TEST_SUITE_P(Arch, VulkanModels,
                          ::testing::Values(Arch::Llama, Arch::Qwen3, Arch::Phi3),

@@ -510,12 +510,9 @@ TEST(VulkanOps, Linear8da4wTiledGemmIsBitExact) {
   const char* tiles[] = {"32", "64", "128", "rule", "128", "64"};
   for (int mode = 0; mode < 6; ++mode) {
     const bool portable = mode == 4;
-    if (mode == 3)
-      ::unsetenv("VKLLM_GEMM_TILE");
-    else
-      ::setenv("VKLLM_GEMM_TILE", tiles[mode], 1);
-    if (mode == 5) ::setenv("VKLLM_GEMM_ROWS", "128", 1);
     VulkanOptions o;
+    if (mode != 3) o.tuning.gemm_tile = static_cast<uint32_t>(std::atoi(tiles[mode]));
+    if (mode == 5) o.tuning.gemm_rows = 128;
     o.no_int_dot = o.no_coopmat = portable;
     vk::Context ctx(validated(o));
     std::printf("tiled GEMM path: %s, tiles: %s\n",
@@ -533,8 +530,6 @@ TEST(VulkanOps, Linear8da4wTiledGemmIsBitExact) {
                           << " mode " << mode;
     }
   }
-  ::unsetenv("VKLLM_GEMM_TILE");
-  ::unsetenv("VKLLM_GEMM_ROWS");
   VulkanOptions chunked;
   chunked.max_binding_bytes = 16384;  // the weight in chunks of 128 and 72 rows
   std::vector<float> got, want;
@@ -557,11 +552,11 @@ TEST(VulkanOps, Linear8da4wDecodeInPartsAgreesAtEveryWorkgroupSize) {
   for (const Shape& sh : shapes) {
     VulkanOptions o;
     if (sh.max_binding) o.max_binding_bytes = sh.max_binding;
-    for (const char* parts : {"2", "8"}) {  // (one part: every other decode test)
-      ::setenv("VKLLM_MATVEC_PARTS", parts, 1);
+    for (uint32_t parts : {2u, 8u}) {  // (one part: every other decode test)
+      o.tuning.matvec_parts = parts;
       std::vector<float> first;
-      for (const char* wg : {"64", "256"}) {
-        ::setenv("VKLLM_MATVEC_WG", wg, 1);
+      for (uint32_t wg : {64u, 256u}) {
+        o.tuning.matvec_wg = wg;
         std::vector<float> got;
         check_linear(Lin::A8W4, sh.K, sh.N, 1, sh.act, o, &got, XDist::Normal, sh.G);
         if (first.empty()) first = got;
@@ -570,15 +565,13 @@ TEST(VulkanOps, Linear8da4wDecodeInPartsAgreesAtEveryWorkgroupSize) {
       }
     }
   }
-  ::unsetenv("VKLLM_MATVEC_PARTS");
-  ::unsetenv("VKLLM_MATVEC_WG");
 }
 
-// The streamed decode mat-vecs (VKLLM_MV=1) against the old decode kernels (VKLLM_MV=0), each
+// The streamed decode mat-vecs (Tuning::mv 1) against the old decode kernels (mv 0), each
 // output against the CPU reference too (check_linear): every group size they take (one to eight
 // blocks a group), widths whose groups do not fill the lanes, rows that do not fill a row set,
 // fp16 activations, weights in row chunks (rows start at n0), and each depth, batch count and
-// grid, and (linear_8da4w_mv) the weight sums from memory or from the nibbles (VKLLM_MV_WSUM).
+// grid, and (linear_8da4w_mv) the weight sums from memory or from the nibbles (mv_wsum_nibbles).
 // compare(streamed, old, shape) judges each setting's output. `widest`: the last shape's K.
 struct MvShape {
   int64_t K, N, G;
@@ -591,33 +584,30 @@ void check_streamed_matvec(Lin kind, int64_t widest, Compare compare) {
                             {2304, 37, 64, DType::F16, 0},      {768, 203, 256, DType::F32, 0},
                             {384, 200, 128, DType::F16, 16384}, {widest, 9, 128, DType::F32, 0}};
   struct Setting {
-    const char *depth, *batches, *groups, *wsum;
+    uint32_t depth, batches, groups;  // 0: the default
+    bool wsum;
   };
   // (24 contexts in one process: NVIDIA's driver refuses instances after ~30 validated ones.)
-  const Setting settings[] = {{"", "", "", ""}, {"1", "1", "1", "1"}, {"3", "2", "3", ""}};
+  const Setting settings[] = {{0, 0, 0, false}, {1, 1, 1, true}, {3, 2, 3, false}};
   for (const MvShape& sh : shapes) {
     VulkanOptions o;
     if (sh.max_binding) o.max_binding_bytes = sh.max_binding;
-    ::setenv("VKLLM_MV", "0", 1);
+    o.tuning.mv = 0;
     std::vector<float> old;
     check_linear(kind, sh.K, sh.N, 1, sh.act, o, &old, XDist::Normal, sh.G);
-    ::setenv("VKLLM_MV", "1", 1);
+    o.tuning.mv = 1;
     for (const Setting& st : settings) {
-      for (auto [var, v] :
-           {std::pair{"VKLLM_MV_DEPTH", st.depth}, std::pair{"VKLLM_MV_BATCHES", st.batches},
-            std::pair{"VKLLM_MV_GROUPS", st.groups}, std::pair{"VKLLM_MV_WSUM", st.wsum}})
-        ::setenv(var, v, 1);
+      o.tuning.mv_depth = st.depth;
+      o.tuning.mv_batches = st.batches;
+      o.tuning.mv_groups = st.groups;
+      o.tuning.mv_wsum_nibbles = st.wsum;
       std::vector<float> got;
       check_linear(kind, sh.K, sh.N, 1, sh.act, o, &got, XDist::Normal, sh.G);
       compare(got, old, sh,
               "K=" + std::to_string(sh.K) + " N=" + std::to_string(sh.N) +
-                  " G=" + std::to_string(sh.G) + " depth '" + st.depth + "' batches '" +
-                  st.batches + "' groups '" + st.groups + "' wsum '" + st.wsum + "'");
+                  " G=" + std::to_string(sh.G) + " tuning " + o.tuning.describe());
     }
   }
-  for (const char* var :
-       {"VKLLM_MV", "VKLLM_MV_DEPTH", "VKLLM_MV_BATCHES", "VKLLM_MV_GROUPS", "VKLLM_MV_WSUM"})
-    ::unsetenv(var);
 }
 
 // linear_8da4w_mv.comp has the bits of matvec_decode.
@@ -698,7 +688,8 @@ TEST(VulkanOps, RopeLongTableSwitch) {
   check_rope(5, 9, true, DType::F32);  // 14 > 12: long table
 }
 
-void check_attention(int H, int Hkv, int hd, int T, int pos, DType act, DType cache, int max_ctx) {
+void check_attention(int H, int Hkv, int hd, int T, int pos, DType act, DType cache, int max_ctx,
+                     const Tuning& tune = {}) {
   std::mt19937 rng(static_cast<unsigned>(H * 7 + hd + T * 3 + pos));
   Case c;
   c.p.max_ctx = max_ctx;
@@ -725,7 +716,9 @@ void check_attention(int H, int Hkv, int hd, int T, int pos, DType act, DType ca
   cpu::attention(q.data(), k.data(), v.data(), T, pos, kc.data(), vc.data(), cache == DType::F16, H,
                  Hkv, hd, scale, want.data());
   if (act == DType::F16) want = round_f16(want);
-  OpRun r(c, T);
+  VulkanOptions o;
+  o.tuning = tune;
+  OpRun r(c, T, o);
   r.forward(T, pos);
   EXPECT_LE(logged(nmse(r.read(ty, T), want), act == DType::F16 ? kF16Out : kAttn),
             act == DType::F16 ? kF16Out : kAttn)
@@ -740,32 +733,38 @@ TEST(VulkanOps, AttentionPrefill) {
 }
 // Several query blocks of the tiled prefill kernel (attention_prefill.comp), after cached keys,
 // grouped-query heads, fp16; at each of its shapes: two rows a thread and 64-key tiles (head dim
-// 64), 32-key tiles (128 where 32 KiB of shared memory is the limit, and VKLLM_ATTN_BK=32), one row
-// a thread (VKLLM_ATTN_RQ=1; head dim 256 where 48 KiB is).
+// 64), 32-key tiles (128 where 32 KiB of shared memory is the limit, and Tuning::attn_bk 32), one
+// row a thread (attn_rq 1; head dim 256 where 48 KiB is).
 TEST(VulkanOps, AttentionTiledPrefillBlocks) {
-  for (const char* cap : {"", "VKLLM_ATTN_BK", "VKLLM_ATTN_RQ"}) {
-    if (*cap) ::setenv(cap, cap == std::string("VKLLM_ATTN_BK") ? "32" : "1", 1);
+  for (int cap = 0; cap < 3; ++cap) {
+    Tuning t;
+    if (cap == 1) t.attn_bk = 32;
+    if (cap == 2) t.attn_rq = 1;
     {
-      vk::Context ctx(validated());
+      VulkanOptions o;
+      o.tuning = t;
+      vk::Context ctx(validated(o));
       const auto pa = vk::detail::prefill_attention(ctx, 64, false, false);
       std::printf("%s: head dim 64 tiled %d, %u rows a thread, %u keys a tile\n",
-                  *cap ? cap : "default", pa.tiled, pa.rq, pa.bk);
+                  t.describe().c_str(), pa.tiled, pa.rq, pa.bk);
     }
-    check_attention(8, 2, 64, 77, 30, DType::F32, DType::F32, 120);
-    check_attention(4, 1, 128, 40, 0, DType::F32, DType::F32, 48);
-    check_attention(2, 2, 256, 35, 5, DType::F16, DType::F16, 64);
-    if (*cap) ::unsetenv(cap);
+    check_attention(8, 2, 64, 77, 30, DType::F32, DType::F32, 120, t);
+    check_attention(4, 1, 128, 40, 0, DType::F32, DType::F32, 48, t);
+    check_attention(2, 2, 256, 35, 5, DType::F16, DType::F16, 64, t);
   }
 }
 // The settings a test of the cooperative-matrix prefill attention runs under: the default, and
-// where that kernel runs, VKLLM_ATTN_GQA=1 (a KV head's query heads in one workgroup) and
-// VKLLM_ATTN_PORTABLE=1 (the portable kernel in its place).
-std::vector<const char*> coopmat_attention_modes() {
+// where that kernel runs, Tuning::attn_gqa (a KV head's query heads in one workgroup) and
+// attn_portable (the portable kernel in its place).
+std::vector<Tuning> coopmat_attention_modes() {
   vk::Context ctx(validated());
   std::printf("fp16 prefill attention path: %s\n",
               ctx.use_coopmat_f16() ? "cooperative matrix" : "portable tiled");
-  if (ctx.use_coopmat_f16()) return {"", "VKLLM_ATTN_GQA", "VKLLM_ATTN_PORTABLE"};
-  return {""};
+  if (!ctx.use_coopmat_f16()) return {Tuning{}};
+  Tuning gqa, portable;
+  gqa.attn_gqa = true;
+  portable.attn_portable = true;
+  return {Tuning{}, gqa, portable};
 }
 // fp16 q and caches at the models' head dims (64: Llama-3.2-1B, 128: Qwen3, Phi-4-mini): on a GPU
 // with fp16 cooperative matrices the prefill runs attention_prefill_coopmat.comp (32-token query
@@ -774,13 +773,11 @@ std::vector<const char*> coopmat_attention_modes() {
 // past the end, cached keys before the chunk, 4:1 and 2:1 grouped-query heads, a chunk shorter
 // than one block.
 TEST(VulkanOps, AttentionPrefillF16HeadDims) {
-  for (const char* mode : coopmat_attention_modes()) {
-    if (*mode) ::setenv(mode, "1", 1);
-    check_attention(32, 8, 64, 150, 30, DType::F16, DType::F16, 200);
-    check_attention(16, 8, 128, 100, 0, DType::F16, DType::F16, 128);
-    check_attention(4, 1, 128, 70, 200, DType::F16, DType::F16, 300);
-    check_attention(8, 2, 64, 20, 7, DType::F16, DType::F16, 40);
-    if (*mode) ::unsetenv(mode);
+  for (const Tuning& t : coopmat_attention_modes()) {
+    check_attention(32, 8, 64, 150, 30, DType::F16, DType::F16, 200, t);
+    check_attention(16, 8, 128, 100, 0, DType::F16, DType::F16, 128, t);
+    check_attention(4, 1, 128, 70, 200, DType::F16, DType::F16, 300, t);
+    check_attention(8, 2, 64, 20, 7, DType::F16, DType::F16, 40, t);
   }
 }
 TEST(VulkanOps, AttentionDecode) {
@@ -813,7 +810,7 @@ TEST(VulkanOps, AttentionF16Activations) {
 // GPU with fp16 cooperative matrices the fp16 cases at head dims 64 and 128 take
 // attention_prefill_coopmat.comp, the others attention_prefill.comp.
 void check_attention_run(int H, int Hkv, int hd, int R, int T, int pos, DType act, DType cache,
-                         bool long_table, bool qk_norm = false) {
+                         bool long_table, bool qk_norm = false, const Tuning& tune = {}) {
   std::mt19937 rng(static_cast<unsigned>(H * 5 + hd + R + T * 3 + pos));
   Case c;
   c.p.max_ctx = pos + T + 8;
@@ -892,7 +889,9 @@ void check_attention_run(int H, int Hkv, int hd, int R, int T, int pos, DType ac
   if (act == DType::F16) want = round_f16(want);
   std::vector<float> outs[2], kcs[2], vcs[2];
   for (int fused = 0; fused < 2; ++fused) {
-    OpRun r(c, T, {}, fused == 1);
+    VulkanOptions o;
+    o.tuning = tune;
+    OpRun r(c, T, o, fused == 1);
     EXPECT_EQ(r.runs().size(), size_t(fused)) << "the prefill attention run";
     if (fused && qk_norm && !r.runs().empty()) {
       EXPECT_EQ(r.runs()[0].first, 0u) << "the run takes the norms";
@@ -929,12 +928,10 @@ TEST(VulkanOps, AttentionPrefillRunRotates) {
   check_attention_run(4, 2, 128, 128, 70, 0, DType::F16, DType::F16, false, true);
   check_attention_run(3, 3, 64, 32, 40, 5, DType::F32, DType::F32, false, true);
   check_attention_run(4, 1, 24, 16, 9, 3, DType::F32, DType::F16, true);
-  for (const char* mode : coopmat_attention_modes()) {  // (the fp16 cases again in each mode)
-    if (!*mode) continue;
-    ::setenv(mode, "1", 1);
-    check_attention_run(8, 2, 64, 64, 150, 30, DType::F16, DType::F16, false);
-    check_attention_run(4, 2, 128, 128, 70, 0, DType::F16, DType::F16, false, true);
-    ::unsetenv(mode);
+  const std::vector<Tuning> modes = coopmat_attention_modes();
+  for (size_t m = 1; m < modes.size(); ++m) {  // (the fp16 cases again in each other mode)
+    check_attention_run(8, 2, 64, 64, 150, 30, DType::F16, DType::F16, false, false, modes[m]);
+    check_attention_run(4, 2, 128, 128, 70, 0, DType::F16, DType::F16, false, true, modes[m]);
   }
 }
 

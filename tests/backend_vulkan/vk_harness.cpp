@@ -78,8 +78,8 @@ OpRun::OpRun(Case& c, int max_tokens, VulkanOptions opt, bool prefill_runs)
     env_->act_q_bytes =
         std::max(env_->act_q_bytes, vk::act_quant_bytes_per_token(c.p, op) * max_tokens);
   for (const Op& op : c.p.ops) ops_.push_back(vk::prepare_op(*env_, op));
-  if (prefill_runs) runs_ = vk::find_prefill_runs(c.p, "", *ctx_);
-  for (const vk::FusedRun& r : runs_) fused_.push_back(vk::prepare_fused(*env_, r, ""));
+  if (prefill_runs) runs_ = vk::find_prefill_runs(c.p, *ctx_);
+  for (const vk::FusedRun& r : runs_) fused_.push_back(vk::prepare_fused(*env_, r));
 }
 
 OpRun::~OpRun() {

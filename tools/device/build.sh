@@ -2,17 +2,20 @@
 # Run HERE (the Debian build machine): builds the portable `vkllm` binary and the Vulkan test
 # binary, packs them with the tokenizer fixtures into .dev/ (git-ignored) for the GPU machine.
 # Then call the device tool with carry [".gl", ".dev"] and command `tools/device/run.sh TASK...`.
+# VKLLM_DEVICE_PRESET=device-measure builds with the measurement switches (chain clocks, ablations:
+# docs/perf.md "Environment switches"), which the release preset `device` refuses.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 [ -d .gl ] || { echo "missing .gl/: (mkdir .gl && cd .gl && apt-get download libvulkan1 vulkan-validationlayers) and the GL libraries ../.library/device/README.md lists" >&2; exit 1; }
 ls .gl/vulkan-validationlayers_*.deb >/dev/null 2>&1 || echo "build.sh: no vulkan-validationlayers deb in .gl: test_vulkan will fail there (its tests validate)" >&2
-cmake --preset device >/dev/null
-cmake --build --preset device -j2 --target vkllm ${VKLLM_DEVICE_TARGETS:-}
+preset=${VKLLM_DEVICE_PRESET:-device}
+cmake --preset "$preset" >/dev/null
+cmake --build --preset "$preset" -j2 --target vkllm ${VKLLM_DEVICE_TARGETS:-}
 rm -rf .dev && mkdir -p .dev
-cp build/device/src/cli/vkllm .dev/
+cp "build/$preset/src/cli/vkllm" .dev/
 strip .dev/vkllm
 for t in ${VKLLM_DEVICE_TARGETS:-}; do
-  f=$(find build/device/tests -name "$t" -type f -perm -u+x | head -1)
+  f=$(find "build/$preset/tests" -name "$t" -type f -perm -u+x | head -1)
   [ -n "$f" ] && cp "$f" .dev/ && strip ".dev/$t"
 done
 # Shared libraries the GPU machine's image may lack travel beside the binary (run.sh sets

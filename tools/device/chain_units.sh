@@ -20,7 +20,7 @@ has stats && for e in VKLLM_X=default VKLLM_CHAIN_GROUPS=-1; do
   echo "== pipeline statistics, $e"
   env $e VKLLM_PIPELINE_STATS=1 timeout 60 "$BIN" bench -m "$a" -p 16 -n 8 -r 1 2>&1 >/dev/null | grep "vkllm: pipeline" | sort -u | cut -c1-300
 done
-has variants && for e in ${CHAIN_VARIANTS:-VKLLM_X=default VKLLM_CHAIN_GROUPS=-1 "VKLLM_CHAIN_GROUPS=-1 VKLLM_CHAIN_DEPTH=8" "VKLLM_CHAIN_GROUPS=-1 VKLLM_CHAIN_DEPTH=32" "VKLLM_CHAIN_GROUPS=-1 VKLLM_CHAIN_STAGES=1"}; do
+has variants && for e in ${CHAIN_VARIANTS:-VKLLM_X=default VKLLM_CHAIN_GROUPS=-1}; do
   env ${e//,/ } timeout 120 "$BIN" bench -m "$a" -p 16 -n 128 -r 3 --output json 2>/tmp/bench_err.txt |
     python3 -c "import json,sys; j=json.load(sys.stdin); print('VARIANT', sys.argv[1], 'tg128', round(j['tg']['median_tok_s'], 1))" "$e" 2>/dev/null ||
     echo "VARIANT $e failed: $(grep -v '^vkllm: vulkan' /tmp/bench_err.txt | tail -2)"

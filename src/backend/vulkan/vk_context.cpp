@@ -355,11 +355,6 @@ void vk_fail(const char* what, VkResult r) {
   fail("vulkan: {} failed: {} ({})", what, result_name(r), static_cast<int>(r));
 }
 
-bool env_flag(const char* name) {
-  const char* v = std::getenv(name);
-  return v && *v && std::strcmp(v, "0") != 0;
-}
-
 uint64_t validation_message_count() {
   return g_messages.load();
 }
@@ -374,16 +369,18 @@ std::vector<DeviceInfo> list_devices() {
 }
 
 Context::Context(const VulkanOptions& opt) : opt_(opt) {
-  opt_.validation = opt_.validation || env_flag("VKLLM_VALIDATION");
-  opt_.sync_validation =
-      opt_.validation && (opt_.sync_validation || env_flag("VKLLM_SYNC_VALIDATION"));
-  opt_.no_int_dot = opt_.no_int_dot || env_flag("VKLLM_NO_INT_DOT");
-  opt_.no_fp16 = opt_.no_fp16 || env_flag("VKLLM_NO_FP16");
-  opt_.no_coopmat = opt_.no_coopmat || env_flag("VKLLM_NO_COOPMAT");
-  opt_.no_fusion = opt_.no_fusion || env_flag("VKLLM_NO_FUSION");
-  opt_.profile = opt_.profile || env_flag("VKLLM_PROFILE");
-  if (opt_.device.empty())
-    if (const char* e = std::getenv("VKLLM_DEVICE")) opt_.device = e;
+  if (opt_.environment) {
+    read_environment(opt_);
+    opt_.environment = false;  // read once: copies of these options keep what was read
+  }
+  if (!kMeasureBuild) {  // a release build never gives wrong results on purpose
+    const Tuning d;
+    opt_.tuning.gemm_ablate = d.gemm_ablate;
+    opt_.tuning.att_measure = d.att_measure;
+    opt_.tuning.chain_noload = d.chain_noload;
+    opt_.tuning.chain_clock = d.chain_clock;
+    opt_.tuning.corrupt_op = d.corrupt_op;
+  }
 
   inst_ = make_instance(opt_.validation, opt_.sync_validation);
   if (opt_.validation) {
@@ -559,14 +556,14 @@ Context::Context(const VulkanOptions& opt) : opt_(opt) {
   VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR pef{
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};
   pef.pipelineExecutableInfo = VK_TRUE;
-  if (env_flag("VKLLM_PIPELINE_STATS"))
+  if (opt_.tuning.pipeline_stats)
     pipeline_stats_ =
         optional_feature("VKLLM_PIPELINE_STATS",
                          has_ext(dexts, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME), pef,
                          VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME, "no statistics");
   VkPhysicalDeviceShaderClockFeaturesKHR clkf{
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CLOCK_FEATURES_KHR};
-  if (env_flag("VKLLM_CHAIN_CLOCK")) {
+  if (opt_.tuning.chain_clock) {
     VkPhysicalDeviceFeatures2 q{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
     q.pNext = &clkf;
     if (has_ext(dexts, VK_KHR_SHADER_CLOCK_EXTENSION_NAME)) vkGetPhysicalDeviceFeatures2(phys_, &q);

@@ -62,6 +62,7 @@ class Context {
 
   const DeviceInfo& info() const { return info_; }
   const VulkanOptions& options() const { return opt_; }
+  const Tuning& tuning() const { return opt_.tuning; }
   VkDevice device() const { return dev_; }
   VkPhysicalDevice physical() const { return phys_; }
   VkQueue queue() const { return queue_; }
@@ -114,8 +115,6 @@ class Context {
   bool chain_clock_ = false;
   uint64_t max_binding_ = 0;
 };
-
-bool env_flag(const char* name);  // set and not "0"
 
 // grid_sync.glsl's spin limit for this device: polls of the arrival counter before a sync gives
 // up (seconds on a GPU; CPU devices run a workgroup a hundred times slower).

@@ -24,34 +24,32 @@ struct FusedRun {
   std::vector<FusedRun> stages;
 };
 
-// Workgroups of the decode chain's resident grid on this device (0: no chains, the default):
-// VKLLM_CHAIN_GROUPS=n (a measurement switch; -1: the device's compute units), on devices with
-// buffer device addresses; VKLLM_NO_CHAIN=1 wins.
-uint32_t chain_groups(const DeviceInfo& dev);
+// Workgroups of the decode chain's resident grid on this device (0: no chains): one 512-thread
+// workgroup an SM where the driver reports SMs, else Tuning::chain_groups, on devices with buffer
+// device addresses; Tuning::chain = false wins.
+uint32_t chain_groups(const DeviceInfo& dev, const Tuning& tune);
 
 // The program's fused runs for one-token forwards, in program order, none overlapping. Ops of
-// family `unfused_family` are never fused (the test corruption switch zeroes their real outputs).
+// family tune.corrupt_op are never fused (the test corruption switch zeroes their real outputs).
 // Needs only the program: the executor plans buffer liveness from the runs before preparing them.
 // dev: the device's smallest subgroup size (the mat-vec kernels' lane layout needs it) and its
 // shared memory (tail runs need kTailShared). attention_stages = false: no attention run is a
 // chain's stage (the plan for long positions, chain_attention_until).
-std::vector<FusedRun> find_fused_runs(const Program& p, const std::string& unfused_family,
-                                      const DeviceInfo& dev, bool attention_stages = true);
+std::vector<FusedRun> find_fused_runs(const Program& p, const DeviceInfo& dev, const Tuning& tune,
+                                      bool attention_stages = true);
 // The program's fused runs for forwards of several tokens (prefill), in program order: the ropes
 // of q and k in the prefill attention (vk_fused.cpp kPrefillPatterns), where the device has a
-// prefill attention kernel for the run. VKLLM_NO_FUSE applies as to the decode runs.
-std::vector<FusedRun> find_prefill_runs(const Program& p, const std::string& unfused_family,
-                                        const Context& ctx);
+// prefill attention kernel for the run. Tuning::no_fuse applies as to the decode runs.
+std::vector<FusedRun> find_prefill_runs(const Program& p, const Context& ctx);
 // The first decode position at which a step's attention items would fill more than three
 // quarters of the chain's grid, past which the stage was measured to lose (a chain workgroup runs
-// its items one after the other, the attention's own dispatch has a workgroup an item:
-// docs/perf.md, session 24): the executor runs the plan of find_fused_runs(..., false) from
-// there. VKLLM_CHAIN_ATT_UNTIL=n overrides (measurement).
-int chain_attention_until(const Program& p, const DeviceInfo& dev);
+// its items one after the other, the attention's own dispatch has a workgroup an item): the
+// executor runs the plan of find_fused_runs(..., false) from there. Tuning::chain_att_until
+// overrides (measurement).
+int chain_attention_until(const Program& p, const DeviceInfo& dev, const Tuning& tune);
 
 // The prepared step of one run (its buffers allocated).
-std::unique_ptr<PreparedOp> prepare_fused(OpEnv& env, const FusedRun& run,
-                                          const std::string& unfused_family);
+std::unique_ptr<PreparedOp> prepare_fused(OpEnv& env, const FusedRun& run);
 
 // VKLLM_CHAIN_CLOCK=1: prints the chains' cycles per stage phase (mean over workgroups and the
 // slowest workgroup's mean) to stderr.

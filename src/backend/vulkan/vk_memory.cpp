@@ -8,21 +8,6 @@
 
 namespace vkllm::vk {
 
-namespace {
-
-// Test-only: VKLLM_VK_MEMORY_BUDGET=<bytes> makes every allocation that would take the device
-// memory of this allocator past that many bytes fail as the driver's out-of-memory does (the
-// bad-input catalogue, tests/bad_inputs, exhausts GPU memory on any device this way).
-uint64_t memory_budget() {
-  static const uint64_t budget = [] {
-    const char* e = std::getenv("VKLLM_VK_MEMORY_BUDGET");
-    return e ? std::strtoull(e, nullptr, 10) : 0;
-  }();
-  return budget;
-}
-
-}  // namespace
-
 Allocator::Allocator(Context& ctx) : ctx_(ctx) {}
 
 Allocator::~Allocator() {
@@ -76,7 +61,9 @@ Buffer Allocator::create(VkDeviceSize size, bool host_visible, const char* what)
     fi.flags = VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT;
     if (ctx_.use_buffer_address()) ai.pNext = &fi;
     VkDeviceMemory mem;
-    const uint64_t budget = memory_budget();
+    // Tuning::memory_budget (VKLLM_VK_MEMORY_BUDGET): an allocation past it fails as the driver's
+    // out-of-memory does (the bad-input catalogue exhausts GPU memory on any device this way).
+    const uint64_t budget = ctx_.tuning().memory_budget;
     VkResult r = budget && !host_visible && device_bytes_ + block_size > budget
                      ? VK_ERROR_OUT_OF_DEVICE_MEMORY
                      : vkAllocateMemory(ctx_.device(), &ai, nullptr, &mem);

@@ -102,7 +102,7 @@ uint64_t act_quant_bytes_per_token(const Program& p, const Op& op);
 // whose output the norm reads first (rms_norm_add computes the sum), or a last_row whose output
 // only the norm reads (the norm reads the row in place)? The executor keeps op k's inputs alive
 // through the norm, so that no buffer the fused kernel writes shares memory with them.
-bool fuses_into_next(const Program& p, size_t k);
+bool fuses_into_next(const Program& p, size_t k, const std::string& unfused_family = {});
 
 // Prepares op `op`, which must be an element of env.program.ops (fusion looks at its neighbours).
 std::unique_ptr<PreparedOp> prepare_op(OpEnv& env, const Op& op);

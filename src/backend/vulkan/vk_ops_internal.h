@@ -40,11 +40,6 @@ inline void dispatch_flat(VkCommandBuffer cb, const Kernel& k, VkDescriptorSet s
   const uint64_t gx = std::min<uint64_t>(count, 65535), gy = (count + gx - 1) / gx;
   dispatch(cb, k, set, push, static_cast<uint32_t>(gx), static_cast<uint32_t>(gy));
 }
-// A measurement switch's integer value (VKLLM_*), 0 when unset or not a number.
-inline int env_int(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? std::atoi(v) : 0;
-}
 inline uint32_t ceil_div(uint64_t a, uint64_t b) {
   return static_cast<uint32_t>((a + b - 1) / b);
 }
@@ -71,14 +66,14 @@ inline std::vector<uint32_t> kernel_spec(std::vector<uint32_t> flags, uint32_t t
 // matrices where the device has them (linear_8da4w_mm_coopmat.comp), else with int8 dot products
 // or the portable integer path (linear_8da4w_mm.comp). It stages K in chunks of KC bytes: the
 // largest of 128, 64, 32 that divides the group and whose two buffers of the tile fit the shared
-// memory (VKLLM_GEMM_KC=32|64 caps it: a measurement switch). The tile (GemmPlan::tile): 64 x 64
-// where those tiles make at least as many workgroups as the GPU has compute units (docs/perf.md
-// session 14: 64-token tiles 30 against 40 us for Llama's q/o, 105 against 150 for its down
-// projection); otherwise 32 tokens x 128 rows on cooperative matrices where its shared memory fits
-// (session 16: 6-11% faster at those few-row shapes), else 32 x 64. VKLLM_GEMM_TILE=32|64|128 and
-// VKLLM_GEMM_ROWS=64|128 force one (measurement switches; 128 tokens needs its shared memory, and
-// KC >= 64 on the portable path; 128 rows only on cooperative matrices). The op (vk_ops.cpp) and
-// `vkllm bench --gemm` (vk_physics.cpp) both record it through this plan.
+// memory (smaller chunks measured slower). The tile (GemmPlan::tile): 64 x 64 where those tiles
+// make at least as many workgroups as the GPU has compute units (64-token tiles measured 30
+// against 40 us for Llama's q/o, 105 against 150 for its down projection); otherwise 32 tokens x
+// 128 rows on cooperative matrices where its shared memory fits (6-11% faster at those few-row
+// shapes), else 32 x 64. Tuning::gemm_tile (32|64|128) and gemm_rows (64|128) force one (128
+// tokens needs its shared memory, and KC >= 64 on the portable path; 128 rows only on
+// cooperative matrices): the tests reach every tile a device's rule can choose. The op (vk_ops.cpp)
+// and `vkllm bench --gemm` (vk_physics.cpp) both record it through this plan.
 struct GemmTile {
   uint32_t bt, bn;  // tokens, weight rows
   uint32_t kc;      // K bytes staged a step
@@ -87,14 +82,15 @@ struct GemmPlan {
   static constexpr uint32_t kTokens = 16;          // forwards of at least this many tokens use it
   std::string module;                              // empty: the op has no GEMM
   uint32_t kc = 0, max_shared = 0, min_tiles = 1;  // kc: the largest chunk the group allows
-  // VKLLM_GEMM_TILE, VKLLM_GEMM_ROWS, VKLLM_GEMM_KC (measurement switches)
-  uint32_t force_bt = 0, force_bn = 0, force_kc = 0;
-  // VKLLM_GEMM_WIDE=1 (a measurement switch): 64 tokens x 128 rows on cooperative matrices first,
+  // Tuning::gemm_tile, gemm_rows
+  uint32_t force_bt = 0, force_bn = 0;
+  // Tuning::gemm_wide: 64 tokens x 128 rows on cooperative matrices first,
   // where those tiles make as many workgroups as the GPU has compute units.
   bool wide = false;
   bool y16 = false, coopmat = false;
-  // coopmat, G <= 128: nibbles widened to 16 q (VKLLM_GEMM_W16=0: to q, a measurement switch)
+  // coopmat, G <= 128: nibbles widened to 16 q (to q measured 3% slower)
   bool w16 = false;
+  uint32_t ablate = 0;  // Tuning::gemm_ablate (a measurement build's wrong-result switch)
   uint32_t shared(GemmTile t) const;  // bytes of shared memory
   GemmTile tile(uint32_t rows, uint32_t T) const;
   const Kernel& kernel(Kernels& kernels, GemmTile t) const;  // made on first use
@@ -109,27 +105,25 @@ GemmPlan plan_gemm_8da4w(const Context& ctx, int64_t G, int64_t N, bool y16);
 // blocks: into `parts` parts of `bpl` blocks per lane each (at the device's smallest subgroup
 // size). Every kernel that computes these rows sums them in this order (linear_8da4w.comp
 // matvec_decode: one subgroup per part; its tail variant; linear_8da4w_fused.comp: the parts in
-// one subgroup), so they agree bit for bit. VKLLM_MATVEC_PARTS=auto: parts double, up to 8 while
-// each keeps a block per lane, until the rows' parts make kDecodeSubgroups subgroups, so that
-// mat-vecs of few rows (q, k, v, o, down) fill the GPU as the wide ones do; =1|2|4|8 forces a
-// count. Unset: one part (the rule is not yet measured on a GPU: docs/perf.md, session 8).
+// one subgroup), so they agree bit for bit. Tuning::matvec_parts 0 (the rule): parts double, up to
+// 8 while each keeps a block per lane, until the rows' parts make kDecodeSubgroups subgroups, so
+// that mat-vecs of few rows (q, k, v, o, down) fill the GPU as the wide ones do; 1|2|4|8 forces a
+// count. Default: one part (the rule measured slower on the H200: 651.9 -> 638.4 tok/s).
 struct DecodeSplit {
   uint32_t parts, bpl;
 };
-inline DecodeSplit decode_split(const DeviceInfo& dev, int64_t K, int64_t N) {
+inline DecodeSplit decode_split(const DeviceInfo& dev, const Tuning& tune, int64_t K, int64_t N) {
   constexpr int64_t kDecodeSubgroups = 16384;
   const uint32_t total =
       ceil_div(static_cast<uint64_t>(K / 32), std::max<uint32_t>(1, dev.subgroup_min));
-  const char* env = std::getenv("VKLLM_MATVEC_PARTS");
-  const bool rule = env && std::string(env) == "auto";
-  const int forced = env ? std::atoi(env) : 0;
-  const uint32_t cap = rule ? 8 : forced == 2 || forced == 4 || forced == 8 ? forced : 1;
+  const bool rule = tune.matvec_parts == 0;
+  const uint32_t cap = rule ? 8 : tune.matvec_parts;
   uint32_t parts = 1;
   while (parts < cap && parts * 2 <= total && (!rule || N * parts < kDecodeSubgroups)) parts *= 2;
   return {parts, ceil_div(total, parts)};
 }
 inline DecodeSplit decode_split(const Context& ctx, int64_t K, int64_t N) {
-  return decode_split(ctx.info(), K, N);
+  return decode_split(ctx.info(), ctx.tuning(), K, N);
 }
 
 // The decode variant's workgroup size (matvec_decode): 256 threads on GPUs, 64 on CPU devices;
@@ -137,7 +131,7 @@ inline DecodeSplit decode_split(const Context& ctx, int64_t K, int64_t N) {
 // docs/perf.md).
 inline uint32_t decode_matvec_wg(const Context& ctx) {
   constexpr uint32_t kDecodeMatvecWG = 256;
-  const int forced = env_int("VKLLM_MATVEC_WG");
+  const int forced = static_cast<int>(ctx.tuning().matvec_wg);
   const uint32_t sg = std::max<uint32_t>(1, ctx.info().subgroup_size),
                  max_wg = ctx.info().max_wg_size;
   if (forced >= 64 && forced % 64 == 0 && static_cast<uint32_t>(forced) <= max_wg)
@@ -152,8 +146,8 @@ inline uint32_t decode_matvec_wg(const Context& ctx) {
 // part, whose G / 32 is a power of two no larger than the device's smallest subgroup, and whose K
 // fits its shared row (8,192); by default only mat-vecs of at least kMinRows rows (the lm_heads,
 // which decode chains leave to the unfused kernels), where each subgroup walks many row sets: there
-// it measured 1.5-2.5x faster than matvec_decode on the H200 (`vkllm bench --matvec`, docs/perf.md
-// session 19: Llama-3.2-1B's lm_head 76 -> 47 us, Qwen3-0.6B's 57 -> 37, Phi-4-mini's 157 -> 121,
+// it measured 1.5-2.5x faster than matvec_decode on the H200 (`vkllm bench --matvec`:
+// Llama-3.2-1B's lm_head 76 -> 47 us, Qwen3-0.6B's 57 -> 37, Phi-4-mini's 157 -> 121,
 // 3.1-3.8 TB/s), and slower at the layers' shapes. VKLLM_MV=1 takes every mat-vec it can,
 // VKLLM_MV=0 none. Its grid is at most `groups` workgroups of wg threads, each walking its
 // rows as a stream of units: kGroupsPerUnit a compute unit where the device reports them,
@@ -191,9 +185,9 @@ struct MatvecPlan {
 // its activations four scalar loads at a time). VKLLM_MV=0 keeps the old kernel (measurement).
 // want: 1 every mat-vec it can take, 0 none, -1 the default (linear_8da4w: N >= kMinRows;
 // linear_q4w: every one).
-inline MatvecPlan plan_matvec(const DeviceInfo& dev, int64_t K, int64_t N, int64_t G,
-                              DecodeSplit split, bool q4w = false,
-                              int want = std::getenv("VKLLM_MV") ? env_int("VKLLM_MV") : -1) {
+inline MatvecPlan plan_matvec(const DeviceInfo& dev, const Tuning& tune, int64_t K, int64_t N,
+                              int64_t G, DecodeSplit split, bool q4w = false, int want = -2) {
+  if (want == -2) want = tune.mv;
   constexpr uint32_t kGroupsPerUnit = 4, kMaxK = 8192, kCpuGroups = 4;
   constexpr int64_t kMinRows = 32768;
   MatvecPlan p;
@@ -207,13 +201,13 @@ inline MatvecPlan plan_matvec(const DeviceInfo& dev, int64_t K, int64_t N, int64
   p.bpg = bpg;
   p.shared_vec4 = static_cast<uint32_t>(xn);
   const bool cpu = dev.type == "cpu";
-  const int d = env_int("VKLLM_MV_DEPTH"), b = env_int("VKLLM_MV_BATCHES");
+  const int d = static_cast<int>(tune.mv_depth), b = static_cast<int>(tune.mv_batches);
   if (d > 0 && d <= 16 && d * bpg <= 32) p.depth = static_cast<uint32_t>(d);
   p.batches = b == 1 || b == 2 ? static_cast<uint32_t>(b) : cpu ? 1 : 2;
   // VKLLM_MV_WSUM=1: the weight sums from the nibbles (linear_8da4w_mv.comp WSUM_NIBBLES; off
   // until measured on the H200: a sixth fewer bytes for the G = 32 lm_heads, more integer work).
-  p.wsum_nibbles = !q4w && env_int("VKLLM_MV_WSUM") == 1 ? 1 : 0;
-  const int gpu = env_int("VKLLM_MV_GROUPS");
+  p.wsum_nibbles = !q4w && tune.mv_wsum_nibbles ? 1 : 0;
+  const int gpu = static_cast<int>(tune.mv_groups);
   const uint32_t cu = dev.compute_units;
   p.groups = cpu  ? (gpu > 0 ? static_cast<uint32_t>(gpu) : kCpuGroups)
              : cu ? cu * (gpu > 0 ? static_cast<uint32_t>(gpu) : kGroupsPerUnit)
@@ -222,9 +216,8 @@ inline MatvecPlan plan_matvec(const DeviceInfo& dev, int64_t K, int64_t N, int64
   return p;
 }
 inline MatvecPlan plan_matvec(const Context& ctx, int64_t K, int64_t N, int64_t G,
-                              DecodeSplit split, bool q4w = false,
-                              int want = std::getenv("VKLLM_MV") ? env_int("VKLLM_MV") : -1) {
-  return plan_matvec(ctx.info(), K, N, G, split, q4w, want);
+                              DecodeSplit split, bool q4w = false, int want = -2) {
+  return plan_matvec(ctx.info(), ctx.tuning(), K, N, G, split, q4w, want);
 }
 
 struct Ctx {
@@ -345,8 +338,7 @@ struct AttentionSplits {
 inline uint32_t attention_split_keys(int64_t max_ctx) {
   constexpr uint32_t kSplits = 64, kMinKeys = 64;
   const uint32_t ctx = u32(max_ctx);
-  const uint32_t keys = u32(std::max(0, env_int("VKLLM_ATT_KEYS")) / 64 * 64);  // (a switch)
-  return std::max({kMinKeys, keys, ceil_div(ceil_div(ctx, kSplits), 64) * 64});
+  return std::max(kMinKeys, ceil_div(ceil_div(ctx, kSplits), 64) * 64);
 }
 inline AttentionSplits attention_splits(OpEnv& env, int H, int hd) {
   const uint32_t C = attention_split_keys(env.program.max_ctx),

@@ -94,8 +94,7 @@ std::string write_verdict(const DeviceInfo& d, const Verdict& v, const std::stri
 }
 
 void apply_verdict(const DeviceInfo& d, VulkanOptions& opt) {
-  const char* ignore = std::getenv("VKLLM_IGNORE_SELFTEST");
-  if (ignore && std::string(ignore) == "1") return;
+  if (opt.tuning.ignore_selftest) return;
   const auto v = read_verdict(d);
   if (!v || !v->any()) return;
   if (v->subgroups_wrong)
@@ -107,8 +106,8 @@ void apply_verdict(const DeviceInfo& d, VulkanOptions& opt) {
         d.index, d.name, d.driver, d.subgroup_size);
   static std::mutex m;
   static std::set<std::string> said;  // one note per path and device a process
-  auto apply = [&](bool wrong, const char* env, bool& off, const char* what) {
-    if (!wrong || std::getenv(env)) return;  // the user's own switch decides
+  auto apply = [&](bool wrong, bool chosen, const char* env, bool& off, const char* what) {
+    if (!wrong || chosen) return;  // the user's own switch decides
     off = true;
     std::lock_guard<std::mutex> lock(m);
     if (said.insert(d.name + env).second)
@@ -117,10 +116,12 @@ void apply_verdict(const DeviceInfo& d, VulkanOptions& opt) {
                    "portable kernels instead (%s=0 overrides; `vkllm selftest` checks again)\n",
                    what, d.name.c_str(), d.driver.c_str(), env);
   };
-  apply(v->int_dot_wrong, "VKLLM_NO_INT_DOT", opt.no_int_dot, "int8 dot-product kernels");
-  apply(v->coopmat_wrong, "VKLLM_NO_COOPMAT", opt.no_coopmat,
+  const Tuning& t = opt.tuning;
+  apply(v->int_dot_wrong, t.chose_int_dot, "VKLLM_NO_INT_DOT", opt.no_int_dot,
+        "int8 dot-product kernels");
+  apply(v->coopmat_wrong, t.chose_coopmat, "VKLLM_NO_COOPMAT", opt.no_coopmat,
         "cooperative-matrix prefill (GEMM and attention)");
-  apply(v->fusion_wrong, "VKLLM_NO_FUSION", opt.no_fusion, "fused decode kernels");
+  apply(v->fusion_wrong, t.chose_fusion, "VKLLM_NO_FUSION", opt.no_fusion, "fused decode kernels");
 }
 
 }  // namespace vkllm::vk

@@ -21,6 +21,7 @@
 #include "backend/vulkan/vk_memory.h"
 #include "backend/vulkan/vk_ops.h"
 #include "backend/vulkan/vk_pipeline.h"
+#include "backend/vulkan/vk_profile.h"
 #include "core/device_error.h"
 #include "core/error.h"
 
@@ -104,10 +105,12 @@ class VulkanLoaded final : public LoadedProgram, public std::enable_shared_from_
     }
     held = alloc.device_bytes();
     hold(held);
-    if (ctx->options().profile)  // VKLLM_PROFILE=1: where the load's time goes
+    if (ctx->options().profile) {  // VKLLM_PROFILE=1: where the load's time goes
       std::fprintf(stderr, "vkllm: vulkan load: device %.0f ms, weights %.0f ms (%.0f MiB)\n",
                    ms_between(t0, t_device), ms_between(t_device, std::chrono::steady_clock::now()),
                    static_cast<double>(held) / (1 << 20));
+      std::fprintf(stderr, "vkllm: vulkan tuning: %s\n", ctx->tuning().describe().c_str());
+    }
   }
   ~VulkanLoaded() override { g_held -= held; }
 
@@ -153,27 +156,25 @@ class VulkanExecutor final : public Executor {
         bufs_(ld_->bufs),
         max_t_(ld_->max_t) {
     const auto t_start = std::chrono::steady_clock::now();
-    if (const char* c = std::getenv("VKLLM_TEST_CORRUPT_OP")) corrupt_family_ = c;
+    corrupt_family_ = ctx_->tuning().corrupt_op;
     const bool fusion = !ctx_->options().no_fusion;
     // Two decode plans where the chains take the attention as a stage: that one up to the position
     // chain_attention_until, the plan with the attention in its own dispatch from there (prepared
     // on its first use: most generations never reach it, and its pipelines would add seconds to
-    // a load on a cold driver cache; measured, docs/perf.md session 24).
+    // a load on a cold driver cache).
+    const Tuning& tune = ctx_->tuning();
     const std::vector<FusedRun> runs =
-        fusion ? find_fused_runs(p_, corrupt_family_, ctx_->info()) : std::vector<FusedRun>{};
-    runs_long_ = fusion ? find_fused_runs(p_, corrupt_family_, ctx_->info(), false)
-                        : std::vector<FusedRun>{};
+        fusion ? find_fused_runs(p_, ctx_->info(), tune) : std::vector<FusedRun>{};
+    runs_long_ = fusion ? find_fused_runs(p_, ctx_->info(), tune, false) : std::vector<FusedRun>{};
     if (runs_long_.size() == runs.size()) runs_long_.clear();  // no attention stage: one plan
     const std::vector<FusedRun> prefill_runs =
-        fusion ? find_prefill_runs(p_, corrupt_family_, *ctx_) : std::vector<FusedRun>{};
+        fusion ? find_prefill_runs(p_, *ctx_) : std::vector<FusedRun>{};
     allocate({&runs, &runs_long_, &prefill_runs});
     step_ = alloc_.create(16, false, "step parameters");
     step_host_ = alloc_.create(16, true, "step parameters (host)");
-    // Greedy steps per submit: VKLLM_DECODE_BATCH (1: one step per submit), else 16; one step
-    // per submit while profiling (the profile times the steps of one forward).
-    batch_ = 16;
-    if (const char* b = std::getenv("VKLLM_DECODE_BATCH"))
-      batch_ = std::clamp(std::atoi(b), 1, 256);
+    // Greedy steps per submit: Tuning::decode_batch (1: one step per submit); one step per
+    // submit while profiling (the profile times the steps of one forward).
+    batch_ = static_cast<int>(std::clamp<uint32_t>(tune.decode_batch, 1, 256));
     const bool profiling = ctx_->options().profile && ctx_->info().timestamps;
     if (profiling) batch_ = 1;
     batch_tokens_ = alloc_.create(static_cast<uint64_t>(batch_) * 4, true, "greedy batch tokens");
@@ -195,7 +196,7 @@ class VulkanExecutor final : public Executor {
     // alone.
     plan_steps(prefill_, prefill_runs, false);
     plan_steps(decode_[0], runs, true);
-    if (!runs_long_.empty()) short_until_ = chain_attention_until(p_, ctx_->info());
+    if (!runs_long_.empty()) short_until_ = chain_attention_until(p_, ctx_->info(), tune);
     chain_clock_ = env.chain_clock;
     chain_sync_ = env.chain_sync;
     if (ctx_->options().profile)
@@ -269,23 +270,6 @@ class VulkanExecutor final : public Executor {
   }
 
  private:
-  // What a forward records: steps (one op, or a fused run of ops), their barriers, and the
-  // profile's sums.
-  struct Step {
-    size_t first, last;  // program ops covered
-    const PreparedOp* op;
-    std::string key;  // the profile's row
-  };
-  struct Plan {
-    std::vector<Step> steps;
-    std::vector<bool> barrier_before;
-    size_t barriers = 0;      // between and inside steps
-    uint64_t dispatches = 0;  // of the last recording
-    std::map<std::string, double> ms;
-    double total = 0;
-    int runs = 0;
-  };
-
   // A barrier goes before a step only when it reads or writes a buffer that a step since the last
   // barrier wrote, or writes one that such a step read (activation buffers are shared by liveness,
   // so write-after-read matters too); a step's later phases follow barriers it records itself. The
@@ -354,9 +338,10 @@ class VulkanExecutor final : public Executor {
     }
     std::vector<int> first(n, -1), last(n, -1), written(n, 0);
     for (int k = 0; k < nops; ++k) {
-      const int use = std::max(step_last[k], fuses_into_next(p_, static_cast<size_t>(k))
-                                                 ? step_last[std::min(k + 1, nops - 1)]
-                                                 : k);
+      const int use =
+          std::max(step_last[k], fuses_into_next(p_, static_cast<size_t>(k), corrupt_family_)
+                                     ? step_last[std::min(k + 1, nops - 1)]
+                                     : k);
       for (int32_t t : p_.ops[k].inputs) {
         if (p_.tensors[t].kind == TensorKind::Activation) {
           if (!written[t])
@@ -472,15 +457,15 @@ class VulkanExecutor final : public Executor {
     for (size_t k = 0, r = 0; k < ops_.size();) {
       const PreparedOp* done = nullptr;
       if (r < rs.size() && rs[r].first == k) {
-        fused_.push_back(prepare_fused(env, rs[r], corrupt_family_));
+        fused_.push_back(prepare_fused(env, rs[r]));
         done = fused_.back().get();
         plan.steps.push_back(
             {k, rs[r].last, fused_.back().get(),
-             fmt::format("{} {}", rs[r].pattern, widths(rs[r].first, rs[r].last))});
+             fmt::format("{} {}", rs[r].pattern, profile_widths(p_, rs[r].first, rs[r].last))});
         k = rs[r++].last + 1;
       } else {
         done = ops_[k].get();
-        plan.steps.push_back({k, k, ops_[k].get(), profile_key(k)});
+        plan.steps.push_back({k, k, ops_[k].get(), profile_key(p_, k, ops_[k]->fused_into_next)});
         ++k;
       }
       if (done->quantizes >= 0) env.quant_src = done->quantizes;
@@ -650,7 +635,7 @@ class VulkanExecutor final : public Executor {
       fail(
           "vulkan backend: a decode chain's grid of {} workgroups was not resident on {} (its "
           "grid sync waited out its limit): set VKLLM_CHAIN_GROUPS lower",
-          chain_groups(ctx_->info()), ctx_->info().name);
+          chain_groups(ctx_->info(), ctx_->tuning()), ctx_->info().name);
   }
 
   // Test-only switch for the gate-can-fail tests (tests/e2e): VKLLM_TEST_CORRUPT_OP=<op family>
@@ -683,62 +668,10 @@ class VulkanExecutor final : public Executor {
     ++plan.runs;
   }
 
-  // The output <- input widths of ops first..last ("8192<-2048"), for the profile's rows.
-  std::string widths(size_t first, size_t last) const {
-    return fmt::format("{}<-{}", p_.tensors[p_.ops[last].outputs[0]].shape.back(),
-                       p_.tensors[p_.ops[first].inputs[0]].shape.back());
-  }
-
-  // The profile's row of op k run alone: its family and, where ops of one family differ in cost,
-  // the widths it maps, e.g. "linear_8da4w 8192<-2048". An add fused into the next op has a row
-  // of its own, "add (fused)", with next to no time: its work is timed in the next op's row.
-  std::string profile_key(size_t k) const {
-    const Op& op = p_.ops[k];
-    const std::string family = op.family + (ops_[k]->fused_into_next ? " (fused)" : "");
-    if (op.family.rfind("linear", 0) == 0 || op.family == "rms_norm" || op.family == "swiglu" ||
-        op.family == "add")
-      return fmt::format("{} {}", family, widths(k, k));
-    return family;
-  }
-
-  // Per plan, rows sorted by time: steps per forward, ms per forward and us per step, so that a
-  // kernel's cost at each shape reads off directly; and the kernels and barriers of a forward.
-  void print_plan_profile(const Plan& plan, const char* what) const {
-    if (!plan.runs) return;
-    std::map<std::string, int> count;
-    std::map<std::string, uint64_t> wbytes;  // weight bytes a step of the row reads
-    for (const Step& st : plan.steps) {
-      ++count[st.key];
-      uint64_t b = 0;
-      for (size_t k = st.first; k <= st.last; ++k)
-        for (int32_t t : p_.ops[k].inputs)
-          if (t >= 0 && p_.tensors[t].kind == TensorKind::Weight) b += p_.tensors[t].nbytes;
-      wbytes[st.key] = b;
-    }
-    std::fprintf(stderr,
-                 "vkllm: vulkan profile, %s: %zu kernels per %s step, %zu barriers (%zu steps, %zu "
-                 "activation buffers); GPU time per forward (GB/s: the step's weight bytes over "
-                 "its time):\n  %-44s %5s %12s %12s %8s\n",
-                 what, plan.dispatches, what, plan.barriers, plan.steps.size(), n_slots_,
-                 "step (out<-in width)", "count", "ms", "us each", "GB/s");
-    std::vector<std::pair<double, std::string>> rows;
-    for (const auto& [key, n] : count) {
-      auto it = plan.ms.find(key);
-      rows.push_back({it == plan.ms.end() ? 0.0 : it->second / plan.runs, key});
-    }
-    std::sort(rows.rbegin(), rows.rend());
-    for (const auto& [ms, key] : rows) {
-      const double us = ms * 1e3 / count.at(key);
-      std::fprintf(stderr, "  %-44s %5d %12.4f %12.2f %8.0f\n", key.c_str(), count.at(key), ms, us,
-                   us > 0 ? static_cast<double>(wbytes.at(key)) / (us * 1e3) : 0.0);
-    }
-    std::fprintf(stderr, "  %-44s %5zu %12.4f   (%d forwards)\n", "total", plan.steps.size(),
-                 plan.total / plan.runs, plan.runs);
-  }
   void print_profile() const {
-    print_plan_profile(prefill_, "prefill");
-    print_plan_profile(decode_[0], "decode");
-    print_plan_profile(decode_[1], "decode at long positions");
+    print_plan_profile(p_, prefill_, "prefill", n_slots_);
+    print_plan_profile(p_, decode_[0], "decode", n_slots_);
+    print_plan_profile(p_, decode_[1], "decode at long positions", n_slots_);
   }
 
   std::shared_ptr<VulkanLoaded> ld_;  // first member: the device outlives everything below

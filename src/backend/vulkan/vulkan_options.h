@@ -1,8 +1,10 @@
-// Options of the Vulkan backend (device choice, validation, limits). Every field has an
-// environment override so that scripts and tests can steer the backend without flags.
+// Options of the Vulkan backend (device choice, validation, limits, tuning). With `environment`
+// on, the Context reads the VKLLM_* variables into them once (read_environment, vk_tuning.cpp).
 #pragma once
 #include <cstdint>
 #include <string>
+
+#include "backend/vulkan/vk_tuning.h"
 
 namespace vkllm {
 
@@ -21,7 +23,7 @@ struct VulkanOptions {
   uint64_t max_binding_bytes = 0;
   // Host staging buffer for uploads (bounded; weights stream through it).
   uint64_t staging_bytes = 64ull << 20;
-  // Optional paths; each is also disabled by its environment switch.
+  // Optional paths; each also off with its environment switch.
   bool no_int_dot = false;  // VKLLM_NO_INT_DOT=1: portable int8 dot product
   bool no_coopmat = false;  // VKLLM_NO_COOPMAT=1: prefill without cooperative matrices
   bool no_fp16 = false;     // VKLLM_NO_FP16=1: no fp16 storage (programs with F16 tensors fail)
@@ -29,7 +31,9 @@ struct VulkanOptions {
   // Apply the verdict `vkllm selftest` cached for the device (vk_verdict.h); the selftest itself
   // turns it off to test every variant.
   bool selftest_verdict = true;
-  bool profile = false;  // per-op GPU timestamps (VKLLM_PROFILE=1)
+  bool profile = false;     // per-op GPU timestamps (VKLLM_PROFILE=1)
+  Tuning tuning;            // the planner's knobs (vk_tuning.h)
+  bool environment = true;  // read the VKLLM_* variables when the Context is made
 };
 
 }  // namespace vkllm

@@ -93,8 +93,7 @@ uvec2 att_vload(uint e) {
 // thread) and dim tid's accumulator (tid < HD). In a workgroup of 2 ATT_WG threads or more (the
 // decode chain's 512) the value words go to the second ATT_WG threads, which also sum them
 // (thread ATT_VSHIFT + kq WPR + wd is the value mapping's (kq, wd): the same sums), so that a
-// thread holds one array of words, a key's or a value's, not both (docs/perf.md, session 23:
-// Phi-4-mini's fp32 tile at head dim 128 is 64 registers a thread with both).
+// thread holds one array of words, a key's or a value's, not both (// Phi-4-mini's fp32 tile at head dim 128 is 64 registers a thread with both).
 #if WG >= 512
 const uint ATT_VSHIFT = ATT_WG;
 const uint ATT_NW = ATT_NWK > ATT_NWV ? ATT_NWK : ATT_NWV;

@@ -221,7 +221,7 @@ void clk_flush() {
 // The input row in chunks of eight values: chunk c holds values 8c .. 8c + 7, which become word
 // pair c of the int8 row (shared_row_dot.glsl). Thread t loads chunks t, t + PWG, ... with one
 // 16-byte load each (two for fp32), every load of the row issued at once: one L2 round trip for
-// the row, however wide (docs/perf.md, session 12: the prologue of loops over scalar loads was
+// the row, however wide (the prologue of loops over scalar loads was
 // half of a stage).
 const uint MAXK = 8192u, MAXNORMK = 4096u;  // (vk_fused.cpp kChainMaxK, kChainMaxNormK)
 const uint NCH = MAXK / 8u / PWG, NCHN = MAXNORMK / 8u / PWG;  // chunks a thread at most
@@ -266,7 +266,7 @@ const uint NONE = 0xFFFFFFFFu;
 // (its buffers' addresses) is copied to shared memory, two records apart so that the next
 // stage's copy (made before the sync, for its first loads) leaves this one to the subgroups still
 // in its rows; the row loop reads the addresses from there, not from registers (docs/perf.md,
-// session 11: registers decide how many workgroups an SM holds).
+// measured: registers decide how many workgroups an SM holds).
 uint SW(uint par, uint w) { return stab[par][w >> 1u][w & 1u]; }
 struct Stage {
   uint nb, C, per, ur, lbpg, ng, nm, rows, mine, rows0, rows1, par, epi;
@@ -333,7 +333,7 @@ void advance(Stage g, uint r0, uint step, inout Cur u) {
 }
 
 // The units in flight: a batch's loads (fetch_batch), then its sums; with PIPE, a second batch in
-// q2, s2, ws2 (module-scope arrays indexed by constants: docs/perf.md, session 14), UB slots a
+// q2, s2, ws2 (module-scope arrays indexed by constants), UB slots a
 // unit.
 uvec4 q[DEPTH * UB], q2[DEPTH * UB];
 float s[DEPTH * UB], s2[DEPTH * UB];
@@ -596,7 +596,7 @@ void prologue(uint st, out float sx, out int zp) {
 // it the batch is summed, then the next fetched), f: the next unit to fetch, the first batch's
 // loads already issued; the sums of a batch wait for its loads only. (Refilling each unit's slot as soon as it was summed made the next unit's sum wait for that
 // refill too: NVIDIA's compiler waits for a warp's loads in groups, and the row loop paid a DRAM
-// latency per unit; docs/perf.md, session 12.)
+// latency per unit; measured.)
 void rows(Stage g, uint r0, uint step, float sx, int zp, inout Cur f) {
   float acc0 = 0.0, acc1 = 0.0;
   Cur u = start(g, r0);  // the next unit to sum

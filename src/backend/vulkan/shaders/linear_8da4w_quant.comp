@@ -9,7 +9,7 @@
 // quant_hold): a thread's values stay in registers from the loads to the codes, eight a slot (word
 // pair k8 = tid + i WG, i < HOLD), so a row costs one round trip of loads, issued all at once, not
 // one a pass and loop step. Only in forwards of several rows (prefill): a decode step's single row
-// measured slower held in registers (docs/perf.md session 4). With VKLLM_SWIGLU the values held
+// measured slower held in registers. With VKLLM_SWIGLU the values held
 // are the SwiGLU rounded as stored (the bits it stores, unpacked), so that its minimum, maximum
 // and codes are those of the values stored, as with the read-back.
 #extension GL_KHR_shader_subgroup_arithmetic : require
@@ -51,7 +51,7 @@ vec4 store_swiglu4(uint i4, vec4 g, vec4 up) {
 }
 // The quantizer's values: y as the first pass stored it, read back (after main's
 // memoryBarrierBuffer and barrier), never computed a second time: two sites of one
-// expression may round differently (the H200 did, docs/perf.md session 17), and the codes must be
+// expression may round differently (the H200 did), and the codes must be
 // those of the values stored.
 vec4 row_value4(uint t, uint k4) { return LOAD4(y, Y16, t * (pc.K / 4u) + k4); }
 #else
@@ -125,7 +125,7 @@ void main() {
 #ifdef VKLLM_SWIGLU
   // y computed and stored first; its minimum, maximum and codes then all from the values as
   // stored, read back (row_value4), not from registers (with the minimum and maximum taken in
-  // registers, the H200's fp16 codes disagreed with the stored values': docs/perf.md session 17).
+  // registers, the H200's fp16 codes disagreed with the stored values').
   for (uint k4 = tid; k4 < pc.K / 4u; k4 += WG) {
     const uint i4 = t * (pc.K / 4u) + k4;
     store_swiglu4(i4, LOAD4(x, X16, i4), LOAD4(u, U16, i4));

@@ -38,7 +38,7 @@ float div_result(uint sgn, int e, uint q) {
 // halfway). No fma is needed (Vulkan does not require it to be fused). Quotients below the normal
 // range come back as a signed zero: every caller here either rounds them to an integer (0) or
 // raises them to FLT_EPSILON, exactly as the CPU does with the subnormal. (The former bit-by-bit
-// long division took ~700 SM cycles on the H200, docs/perf.md session 13.)
+// long division took ~700 SM cycles on the H200, measured.)
 float div_rn(float a, float b) {
   const uint ua = floatBitsToUint(a), ub = floatBitsToUint(b), sgn = ua & 0x80000000u;
   const int ea = int((ua >> 23) & 255u), eb = int((ub >> 23) & 255u);
@@ -95,7 +95,7 @@ float div_rn_255(float a) {
 // (LP_NATIVE_VECTOR_WIDTH=512 on an AVX2 CPU) rounds some ties away from zero
 // (docs/portability.md). (Nor the magic-number add, (x + 1.5 * 2^23) - 1.5 * 2^23: spirv-opt's
 // unroller drops the NoContraction that keeps the driver from folding it to x, as measured in the
-// unrolled chain prologue on lavapipe, docs/perf.md session 12.)
+// unrolled chain prologue on lavapipe, measured.)
 // At a tie f is even when floor(f / 2) * 2 == f, all exact (GLSL's mod(f, 2.0) may divide).
 float round_even(float x) {
   const float f = floor(x), d = x - f;
@@ -158,8 +158,7 @@ uint quant_code(float q, int zp) {
 // 2^-13 and t's significand holds (512 + q') * 2^13. The rounding moves q' by at most 2^-14, so
 // it crosses no .5 boundary unless q lies within 2^-12 of one, which near flags (fraction within
 // two units of 2^-13 of 0.5); otherwise the code rounds the significand half up. No float-to-int
-// conversion and no floor: NVIDIA runs those at a quarter of the rate of an add (docs/perf.md,
-// session 18).
+// conversion and no floor: NVIDIA runs those at a quarter of the rate of an add.
 uint quant_code_fast(float q, int zp, out bool near) {
   precise float t = clamp(q, -511.0, 511.0) + 1536.0;
   const int m = int(floatBitsToUint(t) & 0x7FFFFFu);

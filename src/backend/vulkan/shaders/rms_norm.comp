@@ -65,7 +65,7 @@ float norm_round(float v) {
 // Forwards of several rows (prefill) keep rows of up to 4,096 values (16 KiB) in shared memory
 // after the first pass: the output and quantizing passes read them there instead of loading (and
 // adding) them again. (A decode step's single row does not: holding it measured slower there,
-// docs/perf.md session 4.)
+// measured.)
 #define NORM_MAX 4096
 #define NORM_CACHE_IF (pc.rows > 1u)
 #include "rms_norm.glsl"
