@@ -66,15 +66,28 @@ void set_first(Node& n, uint8_t b) {
   n.first[b >> 6] |= uint64_t{1} << (b & 63);
 }
 
-const std::set<std::string> kAnnotations = {"title",   "description", "$schema",  "$id",
-                                            "$comment", "default",    "examples", "deprecated",
-                                            "readOnly", "writeOnly",  "$defs",    "definitions"};
-const std::set<std::string> kKnown = {
-    "type",      "enum",      "const",    "properties",       "required",
-    "additionalProperties",  "items",    "minItems",         "maxItems",
-    "minLength", "maxLength", "minimum",  "maximum",          "exclusiveMinimum",
-    "exclusiveMaximum",      "anyOf",    "oneOf",            "allOf",
-    "$ref"};
+const std::set<std::string> kAnnotations = {"title",    "description", "$schema",  "$id",
+                                            "$comment", "default",     "examples", "deprecated",
+                                            "readOnly", "writeOnly",   "$defs",    "definitions"};
+const std::set<std::string> kKnown = {"type",
+                                      "enum",
+                                      "const",
+                                      "properties",
+                                      "required",
+                                      "additionalProperties",
+                                      "items",
+                                      "minItems",
+                                      "maxItems",
+                                      "minLength",
+                                      "maxLength",
+                                      "minimum",
+                                      "maximum",
+                                      "exclusiveMinimum",
+                                      "exclusiveMaximum",
+                                      "anyOf",
+                                      "oneOf",
+                                      "allOf",
+                                      "$ref"};
 
 class Compiler {
  public:
@@ -94,10 +107,13 @@ class Compiler {
   int32_t any() {
     if (any_ >= 0) return any_;
     any_ = new_node(Kind::AnyOf);
-    const int32_t obj = new_node(Kind::Object), arr = new_node(Kind::Array);
+    const int32_t obj = new_object(), arr = new_node(Kind::Array);
     const int32_t str = new_node(Kind::String), num = new_node(Kind::Number);
     node(obj).additional = any_;
     node(arr).items = any_;
+    set_first(node(obj), '{');
+    set_first(node(arr), '[');
+    set_first(node(str), '"');
     set_number(num, false, std::nullopt, std::nullopt, false, false, "");
     const int32_t lit = literals({json(true), json(false), json(nullptr)}, "");
     node(any_).alts = {obj, arr, str, num, lit};
@@ -105,8 +121,10 @@ class Compiler {
   }
 
   int32_t object_of_any() {
-    const int32_t o = new_node(Kind::Object);
-    node(o).additional = any();
+    const int32_t o = new_object();
+    const int32_t a = any();
+    node(o).additional = a;
+    set_first(node(o), '{');
     return o;
   }
 
@@ -134,6 +152,15 @@ class Compiler {
     c_->nodes.emplace_back();
     c_->nodes.back().kind = k;
     return static_cast<int32_t>(c_->nodes.size() - 1);
+  }
+
+  // An object node with an empty key trie (typed() fills its own).
+  int32_t new_object() {
+    const int32_t id = new_node(Kind::Object);
+    c_->tries.emplace_back();
+    c_->tries.back().finish();
+    node(id).keys = static_cast<int32_t>(c_->tries.size() - 1);
+    return id;
   }
 
   [[noreturn]] static void refuse(const std::string& kw, const std::string& path,
@@ -370,8 +397,10 @@ class Compiler {
     if (t == "boolean") return literals({json(true), json(false)}, path);
     if (t == "string") {
       const int32_t id = new_node(Kind::String);
-      if (s.contains("minLength")) node(id).min_len = static_cast<int32_t>(count_of(s, "minLength", path));
-      if (s.contains("maxLength")) node(id).max_len = static_cast<int32_t>(count_of(s, "maxLength", path));
+      if (s.contains("minLength"))
+        node(id).min_len = static_cast<int32_t>(count_of(s, "minLength", path));
+      if (s.contains("maxLength"))
+        node(id).max_len = static_cast<int32_t>(count_of(s, "maxLength", path));
       if (node(id).min_len > node(id).max_len) refuse("minLength", path, "exceeds maxLength");
       set_first(node(id), '"');
       return id;
@@ -389,9 +418,12 @@ class Compiler {
     if (t == "array") {
       const int32_t id = new_node(Kind::Array);
       if (depth > lim_.max_depth)
-        refuse("maxDepth", path, fmt::format("objects and arrays nest deeper than {}", lim_.max_depth));
-      if (s.contains("minItems")) node(id).min_items = static_cast<int32_t>(count_of(s, "minItems", path));
-      if (s.contains("maxItems")) node(id).max_items = static_cast<int32_t>(count_of(s, "maxItems", path));
+        refuse("maxDepth", path,
+               fmt::format("objects and arrays nest deeper than {}", lim_.max_depth));
+      if (s.contains("minItems"))
+        node(id).min_items = static_cast<int32_t>(count_of(s, "minItems", path));
+      if (s.contains("maxItems"))
+        node(id).max_items = static_cast<int32_t>(count_of(s, "maxItems", path));
       if (node(id).min_items > node(id).max_items) refuse("minItems", path, "exceeds maxItems");
       int32_t items = -1;
       if (auto it = s.find("items"); it != s.end()) {
@@ -407,7 +439,8 @@ class Compiler {
     // object
     const int32_t id = new_node(Kind::Object);
     if (depth > lim_.max_depth)
-      refuse("maxDepth", path, fmt::format("objects and arrays nest deeper than {}", lim_.max_depth));
+      refuse("maxDepth", path,
+             fmt::format("objects and arrays nest deeper than {}", lim_.max_depth));
     set_first(node(id), '{');
     std::vector<Prop> props;
     if (auto it = s.find("properties"); it != s.end()) {
@@ -488,8 +521,7 @@ class Compiler {
             break;
           }
           case Kind::Array:
-            v = n.min_items == 0 ? 2
-                                 : 2 + int64_t{n.min_items} * mb(n.items) + (n.min_items - 1);
+            v = n.min_items == 0 ? 2 : 2 + int64_t{n.min_items} * mb(n.items) + (n.min_items - 1);
             break;
           case Kind::Object: {
             v = 1;

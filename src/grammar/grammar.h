@@ -136,7 +136,7 @@ class Matcher {
   std::shared_ptr<const Grammar> g_;
   std::shared_ptr<const TokenIndex> index_;
   std::unique_ptr<State> state_;
-  std::vector<State> scratch_;   // one state per trie depth for the mask walk
+  std::vector<State> scratch_;    // one state per trie depth for the mask walk
   std::vector<uint8_t> allowed_;  // apply_mask's mask
   bool ended_ = false;            // eos accepted
 };

@@ -84,22 +84,22 @@ struct Compiled {
 enum : uint8_t {
   kRootExpect,
   kRootDone,
-  kObjStart,   // after '{'
-  kObjKey,     // inside a key
-  kObjColon,   // after a key
-  kObjValue,   // after ':'
-  kObjAfter,   // after a value
-  kObjNext,    // after ','
-  kArrStart,   // after '['
-  kArrValue,   // after ','
-  kArrAfter,   // after a value
-  kStrIn,      // inside a string
-  kNumStart,   // nothing yet (only in distance computations)
-  kNumSign,    // after '-'
-  kNumInt,     // integer digits
-  kNumDot,     // after '.'
-  kNumFrac,    // fraction digits
-  kLit,        // inside a literal
+  kObjStart,  // after '{'
+  kObjKey,    // inside a key
+  kObjColon,  // after a key
+  kObjValue,  // after ':'
+  kObjAfter,  // after a value
+  kObjNext,   // after ','
+  kArrStart,  // after '['
+  kArrValue,  // after ','
+  kArrAfter,  // after a value
+  kStrIn,     // inside a string
+  kNumStart,  // nothing yet (only in distance computations)
+  kNumSign,   // after '-'
+  kNumInt,    // integer digits
+  kNumDot,    // after '.'
+  kNumFrac,   // fraction digits
+  kLit,       // inside a literal
 };
 
 struct Frame {

@@ -294,8 +294,7 @@ class Machine {
     }
     if (str_byte(t, x, kInf) != Str::Ok) return die(out, base);
     if (t.aux >= 0) t.aux = tr.child(t.aux, x);
-    if (n.additional < 0 &&
-        (t.aux < 0 || (tr.n[static_cast<size_t>(t.aux)].props & ~t.used) == 0))
+    if (n.additional < 0 && (t.aux < 0 || (tr.n[static_cast<size_t>(t.aux)].props & ~t.used) == 0))
       return die(out, base);
     commit(out);
   }
@@ -381,19 +380,21 @@ class Machine {
           const LiteralTrie::N& at = tr.n[static_cast<size_t>(f.aux)];
           for (size_t i = 0; i < n.props.size(); ++i)
             if (((at.props & ~f.used) >> i) & 1)
-              best = std::min<int64_t>(
-                  best, tr.n[static_cast<size_t>(n.props[i].end)].depth - at.depth + 2 +
-                            node(n.props[i].node).min_bytes + missing(n, f.used, static_cast<int>(i)) + 1);
+              best = std::min<int64_t>(best, tr.n[static_cast<size_t>(n.props[i].end)].depth -
+                                                 at.depth + 2 + node(n.props[i].node).min_bytes +
+                                                 missing(n, f.used, static_cast<int>(i)) + 1);
         }
         if (n.additional >= 0)
-          best = std::min<int64_t>(best, esc_need(f) + f.utf8_left + 2 +
-                                             node(n.additional).min_bytes + missing(n, f.used, -1) + 1);
+          best =
+              std::min<int64_t>(best, esc_need(f) + f.utf8_left + 2 + node(n.additional).min_bytes +
+                                          missing(n, f.used, -1) + 1);
         return best;
       }
       case kObjColon:
       case kObjValue: {
         const int32_t v = f.aux >= 0 ? n.props[static_cast<size_t>(f.aux)].node : n.additional;
-        return (f.phase == kObjColon ? 1 : 0) + int64_t{node(v).min_bytes} + missing(n, f.used, -1) + 1;
+        return (f.phase == kObjColon ? 1 : 0) + int64_t{node(v).min_bytes} +
+               missing(n, f.used, -1) + 1;
       }
       case kObjAfter:
         return missing(n, f.used, -1) + 1;
@@ -420,7 +421,8 @@ bool stack_complete(const Compiled& c, const Frame* f, size_t n) {
   if (n == 1) return f[0].phase == kRootDone;
   if (n != 2 || f[0].phase != kRootDone) return false;
   const Node& nd = c.nodes[static_cast<size_t>(f[1].node)];
-  if (f[1].phase == kLit) return c.tries[static_cast<size_t>(nd.trie)].n[static_cast<size_t>(f[1].aux)].term >= 0;
+  if (f[1].phase == kLit)
+    return c.tries[static_cast<size_t>(nd.trie)].n[static_cast<size_t>(f[1].aux)].term >= 0;
   return f[1].phase >= kNumStart && f[1].phase <= kNumFrac && num_complete(nd, f[1]);
 }
 
@@ -483,7 +485,8 @@ int num_distance(const Node& n, const Frame& f0) {
   int d = 0;
   while (!num_complete(n, f)) {
     bool moved = false;
-    for (const char* c = kOrder; *c && !moved; ++c) moved = num_step(n, f, static_cast<uint8_t>(*c));
+    for (const char* c = kOrder; *c && !moved; ++c)
+      moved = num_step(n, f, static_cast<uint8_t>(*c));
     if (!moved || ++d > 64) return kInf;
   }
   return d;
@@ -603,10 +606,19 @@ bool Matcher::complete() const {
 
 bool Matcher::finished() const {
   if (ended_) return true;
-  for (size_t i = 0; i < state_->stacks(); ++i)
-    if (state_->ends[i] - state_->begin(i) != 1 ||
-        state_->frames[state_->begin(i)].phase != kRootDone)
-      return false;
+  const Compiled& c = g_->compiled();
+  for (size_t i = 0; i < state_->stacks(); ++i) {
+    const Frame* f = state_->frames.data() + state_->begin(i);
+    const size_t n = state_->ends[i] - state_->begin(i);
+    if (n == 1 && f[0].phase == kRootDone) continue;
+    if (n == 2 && f[0].phase == kRootDone && f[1].phase == kLit) {  // a literal with no longer one
+      const LiteralTrie::N& at =
+          c.tries[static_cast<size_t>(c.nodes[static_cast<size_t>(f[1].node)].trie)]
+              .n[static_cast<size_t>(f[1].aux)];
+      if (at.term >= 0 && at.next.empty()) continue;
+    }
+    return false;
+  }
   return true;
 }
 
@@ -636,29 +648,35 @@ void Matcher::fill_mask(std::vector<uint8_t>& allowed, int tokens_left) {
   if (complete())
     for (int32_t e : ix.eos) allowed[static_cast<size_t>(e)] = 1;
 
-  // Inside a string at a character boundary (every stack): plain tokens by length alone.
+  // Inside a string at a character boundary (every stack; a value, or a key that is no property's
+  // prefix where any key may come): plain tokens by length alone.
   bool in_string = cur.stacks() > 0;
   for (size_t i = 0; i < cur.stacks() && in_string; ++i) {
     const Frame& t = cur.frames[cur.ends[i] - 1];
-    in_string = t.phase == kStrIn && t.esc == 0 && t.utf8_left == 0;
+    const bool free_key =
+        t.phase == kObjKey && t.aux < 0 && c.nodes[static_cast<size_t>(t.node)].additional >= 0;
+    in_string = (t.phase == kStrIn || free_key) && t.esc == 0 && t.utf8_left == 0;
   }
   if (in_string) {
     for (size_t i = 0; i < cur.stacks(); ++i) {
       const Frame& t = cur.frames[cur.ends[i] - 1];
       const Node& n = c.nodes[static_cast<size_t>(t.node)];
-      const int64_t ds = m.stack_distance(cur.frames.data() + cur.begin(i), cur.ends[i] - cur.begin(i));
-      const int64_t below_min = std::max(0, n.min_len - t.count);
+      const bool key = t.phase == kObjKey;
+      const int64_t ds =
+          m.stack_distance(cur.frames.data() + cur.begin(i), cur.ends[i] - cur.begin(i));
+      const int64_t below_min = key ? 0 : std::max(0, n.min_len - t.count);
       int64_t lo = 1;
       if (ds - bound > 0) {  // only tokens that bring completion closer
         if (below_min < ds - bound) continue;
         lo = ds - bound;
       }
-      const int64_t hi = int64_t{n.max_len} - t.count;
+      const int64_t hi = key ? int64_t{kInf} : int64_t{n.max_len} - t.count;
       if (hi < lo) continue;
       const auto b = std::lower_bound(ix.plain_chars.begin(), ix.plain_chars.end(), lo);
       const auto e = std::upper_bound(b, ix.plain_chars.end(), hi);
       for (auto it = b; it != e; ++it)
-        allowed[static_cast<size_t>(ix.plain_by_chars[static_cast<size_t>(it - ix.plain_chars.begin())])] = 1;
+        allowed[static_cast<size_t>(
+            ix.plain_by_chars[static_cast<size_t>(it - ix.plain_chars.begin())])] = 1;
     }
   }
   const TokenIndex::Sorted& walk = in_string ? ix.not_plain : ix.all;
