@@ -255,8 +255,14 @@ TEST(Grammar, MaskCostPerStep) {
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     std::printf("%s: %d tokens, index built in %.1f ms\n", name, ix->size(), build_ms);
     std::vector<uint8_t> mask;
-    for (const char* prefix : {"{", "{\"name\": \"", "{\"name\": \"abc\", \"n\": 1"}) {
-      Matcher m(g, ix);
+    const std::vector<std::pair<std::shared_ptr<const Grammar>, const char*>> states = {
+        {g, "{"},
+        {g, "{\"name\": \""},
+        {g, "{\"name\": \"abc\", \"n\": 1"},
+        {any_json_object(), "{\"a\": "},
+        {any_json_object(), "{\"a\": [1, {\""}};
+    for (const auto& [gr, prefix] : states) {
+      Matcher m(gr, ix);
       ASSERT_TRUE(m.accept_bytes(prefix));
       const int reps = 5;
       const auto a = std::chrono::steady_clock::now();
