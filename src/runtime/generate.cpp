@@ -86,6 +86,9 @@ int32_t Sampler::sample(const float* logits, int64_t vocab) {
   } else {
     std::sort(probs.begin(), probs.end(), by_prob);
   }
+  // Tokens of weight 0 (a constraint's -infinity logits, or an underflow) are never drawn, even
+  // where rounding leaves the draw past the last positive weight.
+  while (keep > 1 && !(probs[keep - 1].first > 0)) --keep;
   if (p_.top_p < 1.0f) {
     double acc = 0;
     for (size_t i = 0; i < keep; ++i) {
