@@ -110,6 +110,7 @@ class Matcher {
   ~Matcher();
   Matcher(Matcher&&) noexcept;
   Matcher& operator=(Matcher&&) noexcept;
+  Matcher(const Matcher& o);  // the same position (e.g. to try bytes without moving this one)
 
   // allowed[id] = 1 for the tokens that may come next, 0 otherwise (size: index size). With
   // `tokens_left` >= 1 (counting this one), a token is allowed only if the text can still be

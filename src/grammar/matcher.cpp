@@ -561,8 +561,9 @@ Matcher::Matcher(std::shared_ptr<const Grammar> g, std::shared_ptr<const TokenIn
     : g_(std::move(g)), index_(std::move(index)), state_(std::make_unique<State>()) {
   state_->frames.push_back(Frame{});
   state_->ends.push_back(1);
-  scratch_.resize(index_->max_token_bytes + 1);
 }
+Matcher::Matcher(const Matcher& o)
+    : g_(o.g_), index_(o.index_), state_(std::make_unique<State>(*o.state_)), ended_(o.ended_) {}
 Matcher::~Matcher() = default;
 Matcher::Matcher(Matcher&&) noexcept = default;
 Matcher& Matcher::operator=(Matcher&&) noexcept = default;
