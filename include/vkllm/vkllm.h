@@ -91,6 +91,16 @@ class VKLLM_API Model {
   std::unique_ptr<Impl> impl_;
 };
 
+// A constraint on the reply's text (structured output): made once, shared by any number of
+// generate calls and threads. Opaque; made by the functions below.
+class Constraint;
+
+// Replies that are JSON texts a JSON schema accepts (the supported subset: docs/serve.md).
+// schema_json: the schema's text. Throws Error naming the keyword for a schema outside the subset.
+VKLLM_API std::shared_ptr<const Constraint> json_schema_constraint(const std::string& schema_json);
+// Replies that are JSON objects (any properties).
+VKLLM_API std::shared_ptr<const Constraint> json_object_constraint();
+
 struct GenerationOptions {
   int max_new_tokens = 128;
   float temperature = 0.0f;  // 0: greedy
@@ -109,6 +119,12 @@ struct GenerationOptions {
   // boundaries. The callback never sees a stop string nor the text after it (text that may still
   // start one is held back until it cannot); the returned tokens include the one that completed it.
   std::vector<std::string> stop;
+  // Structured output: each token is drawn from those the constraint allows (the logits of the
+  // others are set to -infinity before the penalties and the draw), the end-of-sequence token only
+  // once the text is complete, and the reply is kept completable within max_new_tokens (a reply
+  // cut by max_new_tokens is still complete when max_new_tokens leaves room for the shortest
+  // completion). Generation ends when nothing but the end can follow. Null: no constraint.
+  std::shared_ptr<const Constraint> constraint;
 };
 
 // Figures of the last generate call.

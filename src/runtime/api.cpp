@@ -4,8 +4,11 @@
 #include <algorithm>
 #include <cmath>
 #include <mutex>
+#include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "grammar/grammar.h"
+#include "runtime/constraint.h"
 #include "runtime/generate.h"
 #include "runtime/model_impl.h"
 #include "tokenizer/tokenizer.h"
@@ -19,6 +22,32 @@ namespace vkllm {
 
 const char* version() {
   return VKLLM_VERSION_STRING;
+}
+
+std::shared_ptr<const Constraint> json_schema_constraint(const std::string& schema_json) {
+  const nlohmann::json j = nlohmann::json::parse(schema_json, nullptr, false);
+  if (j.is_discarded()) fail("the JSON schema is not valid JSON");
+  return make_constraint(grammar::compile_json_schema(j));
+}
+
+std::shared_ptr<const Constraint> json_object_constraint() {
+  return make_constraint(grammar::any_json_object());
+}
+
+std::shared_ptr<const grammar::TokenIndex> Model::Impl::token_index() {
+  std::lock_guard<std::mutex> lock(index_mu_);
+  if (!index_) {
+    const Tokenizer& t = tokenizer();
+    std::vector<std::string> bytes(static_cast<size_t>(t.vocab_size()));
+    std::vector<bool> special(bytes.size());
+    for (int32_t i = 0; i < t.vocab_size(); ++i) {
+      bytes[static_cast<size_t>(i)] = t.token_bytes(i);
+      special[static_cast<size_t>(i)] = t.is_special(i);
+    }
+    std::vector<int32_t> eos(info.eos_ids.begin(), info.eos_ids.end());
+    index_ = std::make_shared<const grammar::TokenIndex>(bytes, special, eos, info.vocab_size);
+  }
+  return index_;
 }
 
 Model::Model(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -209,6 +238,9 @@ std::vector<int32_t> Session::Impl::run(int keep, std::vector<int32_t> input,
   if (opts.stop_at_eos) eos.assign(m.info.eos_ids.begin(), m.info.eos_ids.end());
   StreamDecoder dec(m.tokenizer());
   StopMatcher stop(opts.stop);
+  std::unique_ptr<grammar::Matcher> matcher;
+  if (opts.constraint)
+    matcher = std::make_unique<grammar::Matcher>(opts.constraint->grammar, m.token_index());
   GenerateStats st;
   std::vector<int32_t> out;
   try {
@@ -221,7 +253,7 @@ std::vector<int32_t> Session::Impl::run(int keep, std::vector<int32_t> input,
           const bool go_on = on_token ? on_token(id, piece) : true;
           return go_on && !stop.stopped();
         },
-        &st);
+        &st, matcher.get());
   } catch (...) {  // the KV rows past `keep` may have been overwritten
     ids.resize(static_cast<size_t>(keep));
     pos = keep;

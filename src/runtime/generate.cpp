@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "core/error.h"
+#include "grammar/grammar.h"
 
 namespace vkllm {
 
@@ -53,6 +54,13 @@ int32_t Sampler::pick(int32_t greedy, float* logits, int64_t vocab) {
   return id;
 }
 
+int32_t Sampler::pick_from_logits(float* logits, int64_t vocab) {
+  apply_penalties(logits, vocab);
+  const int32_t id = sample(logits, vocab);
+  ++generated_[id];
+  return id;
+}
+
 int32_t Sampler::sample(const float* logits, int64_t vocab) {
   if (p_.temperature <= 0)
     return static_cast<int32_t>(std::max_element(logits, logits + vocab) - logits);
@@ -78,6 +86,9 @@ int32_t Sampler::sample(const float* logits, int64_t vocab) {
   } else {
     std::sort(probs.begin(), probs.end(), by_prob);
   }
+  // Tokens of weight 0 (a constraint's -infinity logits, or an underflow) are never drawn, even
+  // where rounding leaves the draw past the last positive weight.
+  while (keep > 1 && !(probs[keep - 1].first > 0)) --keep;
   if (p_.top_p < 1.0f) {
     double acc = 0;
     for (size_t i = 0; i < keep; ++i) {
@@ -143,7 +154,7 @@ std::vector<int32_t> generate(Executor& ex, const Program& program,
                               const std::vector<int32_t>& prompt, int max_new_tokens,
                               Sampler& sampler, bool needs_logits, const std::vector<int>& eos_ids,
                               int start_pos, const std::function<bool(int32_t)>& on_token,
-                              GenerateStats* stats) {
+                              GenerateStats* stats, grammar::Matcher* constraint) {
   using clock = std::chrono::steady_clock;
   if (prompt.empty()) fail("the prompt is empty (no tokens)");
   if (start_pos < 0 || start_pos + static_cast<int64_t>(prompt.size()) >= program.max_ctx)
@@ -152,6 +163,7 @@ std::vector<int32_t> generate(Executor& ex, const Program& program,
         "prompt or a larger --seq_len)",
         prompt.size(), start_pos, program.max_ctx);
   const int64_t vocab = program.tensors[program.logits].shape.back();
+  if (constraint) needs_logits = true;
   std::vector<float> logits(needs_logits ? static_cast<size_t>(vocab) : 0);
   float* logits_out = needs_logits ? logits.data() : nullptr;
   GenerateStats st;
@@ -165,7 +177,22 @@ std::vector<int32_t> generate(Executor& ex, const Program& program,
   auto t1 = clock::now();
   st.prefill_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
   while (max_new_tokens > 0) {
-    const int32_t next = sampler.pick(greedy, logits_out, vocab);
+    int32_t next = 0;
+    if (constraint) {
+      // Tokens left, this one included: the budget the constraint keeps the text completable in.
+      const int left = std::max(
+          1, std::min(max_new_tokens - static_cast<int>(out.size()), program.max_ctx - pos + 1));
+      constraint->apply_mask(logits_out, vocab, left);
+      next = sampler.pick_from_logits(logits_out, vocab);
+      if (constraint->is_eos(next) && constraint->complete()) {
+        st.stopped_by_eos = true;
+        break;
+      }
+      if (!constraint->accept_token(next))
+        fail("the constraint refused token {} that its own mask allowed (a bug)", next);
+    } else {
+      next = sampler.pick(greedy, logits_out, vocab);
+    }
     if (std::find(eos_ids.begin(), eos_ids.end(), next) != eos_ids.end()) {
       st.stopped_by_eos = true;
       break;
@@ -173,6 +200,10 @@ std::vector<int32_t> generate(Executor& ex, const Program& program,
     out.push_back(next);
     if (on_token && !on_token(next)) {
       st.stopped_by_callback = true;
+      break;
+    }
+    if (constraint && constraint->finished()) {
+      st.stopped_by_eos = true;  // nothing but the end may follow
       break;
     }
     if (static_cast<int>(out.size()) >= max_new_tokens || pos >= program.max_ctx) break;

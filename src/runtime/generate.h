@@ -13,6 +13,10 @@
 
 namespace vkllm {
 
+namespace grammar {
+class Matcher;
+}
+
 struct SamplingParams {
   float temperature = 0.0f;  // 0 = greedy (the argmax, after the penalties)
   float top_p = 1.0f;
@@ -40,6 +44,8 @@ class Sampler {
   // The next token: `greedy` (the backend's argmax) when no logits are needed, else from logits
   // (modified in place by the penalties). Records the token as generated.
   int32_t pick(int32_t greedy, float* logits, int64_t vocab);
+  // The same from the logits always (a constrained step: the masked logits decide).
+  int32_t pick_from_logits(float* logits, int64_t vocab);
   // The same without recording, on logits after the penalties (kept for the existing tests).
   int32_t sample(const float* logits, int64_t vocab);
   void apply_penalties(float* logits, int64_t vocab) const;
@@ -81,11 +87,14 @@ struct GenerateStats {
 // Feeds the prompt at positions start_pos.. then generates up to max_new_tokens.
 // on_token returns false to stop. The eos token itself is not passed to on_token.
 // Throws Error when the prompt (plus at least one generated token) does not fit max_ctx.
+// constraint (may be null): every step masks the logits with it (so logits are read every step)
+// and advances it with the token; its eos ends generation like eos_ids, and so does a constraint
+// that is finished (nothing but eos may follow).
 std::vector<int32_t> generate(Executor& ex, const Program& program,
                               const std::vector<int32_t>& prompt, int max_new_tokens,
                               Sampler& sampler, bool needs_logits, const std::vector<int>& eos_ids,
                               int start_pos, const std::function<bool(int32_t)>& on_token,
-                              GenerateStats* stats);
+                              GenerateStats* stats, grammar::Matcher* constraint = nullptr);
 // The same with a fresh Sampler of sp that sees the prompt as context.
 std::vector<int32_t> generate(Executor& ex, const Program& program,
                               const std::vector<int32_t>& prompt, int max_new_tokens,

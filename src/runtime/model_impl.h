@@ -15,6 +15,9 @@
 namespace vkllm {
 
 class Tokenizer;
+namespace grammar {
+class TokenIndex;
+}
 struct ReferenceModel;
 class ArtifactReader;
 
@@ -32,11 +35,16 @@ struct __attribute__((visibility("hidden"))) Model::Impl {
   std::shared_ptr<LoadedProgram> loaded;  // the weights on the backend
   std::mutex run_mu;                      // one session at a time on the backend
 
+  // The vocabulary's index for constrained generation, built on first use (~0.1 s).
+  std::shared_ptr<const grammar::TokenIndex> token_index();
+
   void open(const std::string& path);  // a folder (Hugging Face) or a file (artifact)
   const Program& program() const;
   const Tokenizer& tokenizer() const;
 
  private:
+  std::mutex index_mu_;
+  std::shared_ptr<const grammar::TokenIndex> index_;
   void open_hf_dir(const std::string& dir);
   void open_artifact(const std::string& path);
   const WeightSource& weights() const;

@@ -5,6 +5,9 @@
 #include <cmath>
 #include <limits>
 
+#include "grammar/grammar.h"
+#include "runtime/constraint.h"
+
 namespace vkllm::serve {
 
 using nlohmann::json;
@@ -93,6 +96,58 @@ std::string content_text(const json& c, const std::string& param) {
     out += part["text"].get<std::string>();
   }
   return out;
+}
+
+// Nesting depth of a JSON value, counted up to `limit` (an untrusted schema is walked once here,
+// without deep recursion, before the compiler sees it).
+bool deeper_than(const json& v, int limit) {
+  if (limit < 0) return true;
+  if (v.is_object())
+    for (const auto& [k, x] : v.items())
+      if (deeper_than(x, limit - 1)) return true;
+  if (v.is_array())
+    for (const json& x : v)
+      if (deeper_than(x, limit - 1)) return true;
+  return false;
+}
+
+// response_format: text (no constraint), json_object, or json_schema (its schema compiled; a
+// schema outside the supported subset is a 400 naming the keyword).
+std::shared_ptr<const Constraint> response_format(const json& rf) {
+  const char* p = "response_format";
+  const json* type = rf.is_object() ? field(rf, "type") : nullptr;
+  if (!type || !type->is_string())
+    bad(p, "'response_format' must be an object with a 'type': text, json_object or json_schema");
+  const std::string t = type->get<std::string>();
+  if (t == "text") return nullptr;
+  if (t == "json_object") return make_constraint(grammar::any_json_object());
+  if (t != "json_schema")
+    bad(p, fmt::format("'response_format.type' is \"{}\"; it must be text, json_object or "
+                       "json_schema",
+                       t));
+  const json* js = field(rf, "json_schema");
+  if (!js || !js->is_object())
+    bad("response_format.json_schema", "'response_format.json_schema' must be an object");
+  if (const json* n = field(*js, "name"); n && !n->is_string())
+    bad("response_format.json_schema.name", "'response_format.json_schema.name' must be a string");
+  if (const json* st = field(*js, "strict"); st && !st->is_boolean())
+    bad("response_format.json_schema.strict",
+        "'response_format.json_schema.strict' must be true or false");
+  const std::string sp = "response_format.json_schema.schema";
+  const json* schema = field(*js, "schema");
+  if (!schema || !(schema->is_object() || schema->is_boolean()))
+    bad(sp, "'" + sp + "' must be a JSON schema (an object)");
+  constexpr size_t kMaxSchemaBytes = 64 << 10;
+  constexpr int kMaxSchemaNesting = 64;
+  if (deeper_than(*schema, kMaxSchemaNesting))
+    bad(sp, fmt::format("'{}' nests deeper than {} levels", sp, kMaxSchemaNesting));
+  if (schema->dump().size() > kMaxSchemaBytes)
+    bad(sp, fmt::format("'{}' is longer than {} bytes", sp, kMaxSchemaBytes));
+  try {
+    return make_constraint(grammar::compile_json_schema(*schema));
+  } catch (const grammar::SchemaError& e) {
+    throw HttpError(400, e.what(), sp, "unsupported_schema");
+  }
 }
 
 }  // namespace
@@ -186,10 +241,7 @@ Request parse_request(const std::string& body, bool chat) {
   for (const char* unsupported : {"tools", "functions", "tool_choice", "function_call"})
     if (const json* t = field(j, unsupported); t && !(t->is_array() && t->empty()))
       bad(unsupported, fmt::format("'{}' is not supported (no tool calling)", unsupported));
-  if (const json* rf = field(j, "response_format")) {
-    if (!rf->is_object() || rf->value("type", "") != "text")
-      bad("response_format", "'response_format' supports only {\"type\": \"text\"}");
-  }
+  if (const json* rf = field(j, "response_format")) r.opts.constraint = response_format(*rf);
   if (!chat && boolean(j, "echo", false)) bad("echo", "'echo' is not supported");
   return r;
 }

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <numeric>
 #include <set>
 
@@ -282,6 +283,52 @@ TEST(Sampling, PrefixReuseFeedsOnlyTheNewTurn) {
   EXPECT_EQ(s.stats().prompt_tokens, static_cast<int>(other.size() - common));
   fresh.reset();
   EXPECT_EQ(fresh.generate(other, o), out3);
+}
+
+}  // namespace
+}  // namespace vkllm
+
+namespace vkllm {
+namespace {
+
+// Structured output through the library: the reply of a schema-constrained call is JSON with the
+// schema's required members and types (checked by nlohmann::json, not by the grammar), greedy and
+// sampled; the call ends as soon as the object is closed; an unsupported keyword is an Error
+// naming it.
+TEST(Sampling, JsonSchemaConstraintGivesJsonTheSchemaAccepts) {
+  const auto c = json_schema_constraint(
+      R"({"type":"object","properties":{"city":{"type":"string","maxLength":12},
+          "n":{"type":"integer","minimum":1,"maximum":5}},"required":["city","n"],
+          "additionalProperties":false})");
+  for (float temperature : {0.0f, 1.0f}) {
+    Session s(cpu_model());
+    GenerationOptions g = greedy(40);
+    g.temperature = temperature;
+    g.seed = 3;
+    g.constraint = c;
+    std::string text;
+    s.generate(cpu_model()->chat_prompt(kQuestion), g, [&](int32_t, const std::string& piece) {
+      text += piece;
+      return true;
+    });
+    const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+    ASSERT_TRUE(j.is_object()) << text;
+    EXPECT_EQ(j.size(), 2u) << text;
+    ASSERT_TRUE(j.contains("city") && j["city"].is_string()) << text;
+    EXPECT_LE(j["city"].get<std::string>().size(), 12u * 4) << text;
+    ASSERT_TRUE(j.contains("n") && j["n"].is_number_integer()) << text;
+    EXPECT_GE(j["n"].get<int>(), 1);
+    EXPECT_LE(j["n"].get<int>(), 5);
+    EXPECT_TRUE(s.stats().stopped_by_eos) << "the call goes on after the closed object: " << text;
+    EXPECT_EQ(text.back(), '}');
+  }
+  try {
+    json_schema_constraint(R"({"type":"string","pattern":"a+"})");
+    ADD_FAILURE() << "a pattern compiled";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'pattern'"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(json_schema_constraint("{not json"), Error);
 }
 
 }  // namespace
