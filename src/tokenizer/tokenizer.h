@@ -75,7 +75,8 @@ class StreamDecoder {
  private:
   const Tokenizer* tok_;
   bool skip_special_;
-  std::string pending_;  // bytes of an incomplete UTF-8 sequence
+  std::string pending_;    // bytes of an incomplete UTF-8 sequence
+  size_t strip_left_ = 0;  // leading characters a Strip decoder may still remove
 };
 
 enum class ChatFamily { Qwen3, Llama3, Phi4Mini };
