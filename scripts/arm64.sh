@@ -94,7 +94,8 @@ do_setup() {
     log "setup: qemu-aarch64 is registered with binfmt_misc"
   fi
   [ -f "$icd" ] || { log "setup: $icd missing (mesa-vulkan-drivers:arm64)"; exit 1; }
-  if [ ! -d .fixtures/qwen3 ] || [ ! -d .fixtures/llama3.2 ] || [ ! -d .fixtures/phi4mini ]; then
+  if [ ! -d .fixtures/qwen3 ] || [ ! -d .fixtures/llama3.2 ] || [ ! -d .fixtures/phi4mini ] \
+    || [ ! -d .fixtures/gemma3 ] || [ ! -d .fixtures/llama2 ]; then
     log "setup: writing the tokenizer fixtures (.fixtures)"
     tools/fixtures/make_fixtures.sh .fixtures
   fi

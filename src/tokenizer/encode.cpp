@@ -36,11 +36,15 @@ char32_t prev_char(std::string_view text, size_t pos, size_t* start) {
   return utf8::next(text, i);
 }
 
-std::string normalize(std::string_view s, const std::vector<Normalization>& steps) {
+std::string normalize(std::string_view s, const std::vector<NormalizerStep>& steps) {
   std::string cur(s);
-  for (Normalization n : steps) {
+  for (const NormalizerStep& st : steps) {
+    if (st.kind != NormalizerStep::Kind::Unicode) {
+      cur = apply_normalizer(cur, st);
+      continue;
+    }
     int opts = UTF8PROC_STABLE;
-    switch (n) {
+    switch (st.form) {
       case Normalization::NFC:
         opts |= UTF8PROC_COMPOSE;
         break;
@@ -134,8 +138,9 @@ void apply_split(std::string_view s, const PreTokenizerStep& st, const std::vect
     }
     if (pos < sub.size()) parts.push_back({{p.begin + pos, p.end}, st.invert});
 
+    // As Hugging Face tokenizers: a delimiter joins the neighbouring piece only when that piece is
+    // not a delimiter itself ("a--b" merged with previous: "a-", "-", "b").
     size_t first_out = out.size();
-    bool merge_next = false;
     for (size_t k = 0; k < parts.size(); ++k) {
       auto [r, match] = parts[k];
       switch (st.behavior) {
@@ -146,17 +151,16 @@ void apply_split(std::string_view s, const PreTokenizerStep& st, const std::vect
           if (!match) out.push_back(r);
           break;
         case SplitBehavior::MergedWithPrevious:
-          if (match && out.size() > first_out)
+          if (match && out.size() > first_out && !parts[k - 1].second)
             out.back().end = r.end;
           else
             out.push_back(r);
           break;
         case SplitBehavior::MergedWithNext:
-          if (merge_next)
+          if (!match && k > 0 && parts[k - 1].second)
             out.back().end = r.end;
           else
             out.push_back(r);
-          merge_next = match;
           break;
         case SplitBehavior::Contiguous:
           if (match && k > 0 && parts[k - 1].second)
@@ -179,7 +183,7 @@ void TokenizerImpl::encode_text(std::string_view text, std::vector<int32_t>& out
     }
     std::string_view seg = text.substr(b, e - b);
     if (normalizers.empty() && added_normalized.empty()) {
-      encode_segment(seg, out);
+      encode_segment(seg, b == 0, out);
       return;
     }
     std::string norm = normalize(seg, normalizers);
@@ -187,13 +191,19 @@ void TokenizerImpl::encode_text(std::string_view text, std::vector<int32_t>& out
       if (k2 >= 0)
         out.push_back(added[static_cast<size_t>(k2)].id);
       else
-        encode_segment(std::string_view(norm).substr(b2, e2 - b2), out);
+        encode_segment(std::string_view(norm).substr(b2, e2 - b2), b == 0 && b2 == 0, out);
     });
   });
 }
 
-void TokenizerImpl::encode_segment(std::string_view text, std::vector<int32_t>& out) const {
+void TokenizerImpl::encode_segment(std::string_view text, bool at_start,
+                                   std::vector<int32_t>& out) const {
   if (text.empty()) return;
+  std::string replaced;
+  if (metaspace) {
+    replaced = apply_metaspace(text, *metaspace, at_start);
+    text = replaced;
+  }
   std::vector<Piece> pieces{{0, text.size()}}, next;
   for (const auto& st : pre_tokenizers) {
     apply_split(text, st, pieces, next);
@@ -204,7 +214,7 @@ void TokenizerImpl::encode_segment(std::string_view text, std::vector<int32_t>& 
 }
 
 void TokenizerImpl::bpe(std::string_view word, std::vector<int32_t>& out) const {
-  if (word.size() == 1) {
+  if (word.size() == 1 && byte_level) {
     out.push_back(byte_id[static_cast<unsigned char>(word[0])]);
     return;
   }
@@ -236,21 +246,32 @@ void TokenizerImpl::bpe(std::string_view word, std::vector<int32_t>& out) const 
                 std::vector<int32_t>(out.begin() + static_cast<std::ptrdiff_t>(first), out.end()));
 }
 
+void TokenizerImpl::bpe_uncached(std::string_view word, std::vector<int32_t>& out) const {
+  std::vector<int32_t> sym;
+  if (byte_level) {
+    sym.reserve(word.size());
+    for (char c : word) sym.push_back(byte_id[static_cast<unsigned char>(c)]);
+  } else {
+    char_symbols(word, sym);
+  }
+  merge_symbols(sym, out);
+}
+
 // Byte-pair merging over a linked list of symbols with a heap of candidate pairs ordered by
 // (rank, position): O(n log n) in the word length.
-void TokenizerImpl::bpe_uncached(std::string_view word, std::vector<int32_t>& out) const {
-  // Symbols form a linked list over the word's bytes. Heap entries pack (rank << 32 | position) in
-  // one integer: the smallest is the lowest-rank, leftmost pair. Stale entries (a side already
-  // merged) are detected at pop time by looking the pair up again.
+void TokenizerImpl::merge_symbols(const std::vector<int32_t>& ids,
+                                  std::vector<int32_t>& out) const {
+  // Symbols form a linked list. Heap entries pack (rank << 32 | position) in one integer: the
+  // smallest is the lowest-rank, leftmost pair. Stale entries (a side already merged) are detected
+  // at pop time by looking the pair up again.
   struct Sym {
     int32_t id, prev, next;
   };
-  const auto n = static_cast<int32_t>(word.size());
+  const auto n = static_cast<int32_t>(ids.size());
+  if (n == 0) return;
   std::vector<Sym> sym(static_cast<size_t>(n));
   for (int32_t i = 0; i < n; ++i)
-    sym[static_cast<size_t>(i)] = {
-        byte_id[static_cast<unsigned char>(word[static_cast<size_t>(i)])], i - 1,
-        i + 1 < n ? i + 1 : -1};
+    sym[static_cast<size_t>(i)] = {ids[static_cast<size_t>(i)], i - 1, i + 1 < n ? i + 1 : -1};
   auto key = [](int32_t rank, int32_t pos) {
     return (static_cast<uint64_t>(static_cast<uint32_t>(rank)) << 32) | static_cast<uint32_t>(pos);
   };
@@ -314,16 +335,19 @@ std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special) c
     if ((skip_special && is_special(id)) || id >= vocab_size()) continue;  // see tokenizer.h
     bytes += token_bytes(id);
   }
+  size_t left = impl_->strip_start;
+  impl_->strip_decoded(bytes, &left);
   if (utf8::is_valid(bytes)) return bytes;
   return utf8::lossy(bytes);
 }
 
 StreamDecoder::StreamDecoder(const Tokenizer& tok, bool skip_special)
-    : tok_(&tok), skip_special_(skip_special) {}
+    : tok_(&tok), skip_special_(skip_special), strip_left_(tok.impl_->strip_start) {}
 
 std::string StreamDecoder::push(int32_t id) {
   if ((skip_special_ && tok_->is_special(id)) || id >= tok_->vocab_size()) return {};
   pending_ += tok_->token_bytes(id);
+  if (strip_left_ > 0 && !tok_->impl_->strip_decoded(pending_, &strip_left_)) return {};
   std::string out;
   size_t used = utf8::append_lossy(pending_, out, false);
   pending_.erase(0, used);

@@ -173,15 +173,14 @@ void load_normalizer(TokenizerImpl& t, const json& n) {
   if (type == "Sequence") {
     for (const auto& s : need(n, "normalizers", t.where, "normalizer Sequence"))
       load_normalizer(t, s);
-  } else if (type == "NFC") {
-    t.normalizers.push_back(Normalization::NFC);
-  } else if (type == "NFD") {
-    t.normalizers.push_back(Normalization::NFD);
-  } else if (type == "NFKC") {
-    t.normalizers.push_back(Normalization::NFKC);
-  } else if (type == "NFKD") {
-    t.normalizers.push_back(Normalization::NFKD);
-  } else {
+  } else if (type == "NFC" || type == "NFD" || type == "NFKC" || type == "NFKD") {
+    NormalizerStep st;
+    st.form = type == "NFC"    ? Normalization::NFC
+              : type == "NFD"  ? Normalization::NFD
+              : type == "NFKC" ? Normalization::NFKC
+                               : Normalization::NFKD;
+    t.normalizers.push_back(st);
+  } else if (!load_spm_normalizer(t, n, type)) {
     fail("{}: unsupported normalizer type \"{}\"", t.where, type);
   }
 }
@@ -233,6 +232,9 @@ void load_pre_tokenizer(TokenizerImpl& t, const json& p, bool* byte_level) {
       fail("{}: unknown Split behavior \"{}\"", t.where, b);
     st.invert = flag(p, "invert");
     t.pre_tokenizers.push_back(std::move(st));
+  } else if (type == "Metaspace") {
+    if (t.byte_level) fail("{}: unsupported pre_tokenizer: Metaspace with ByteLevel", t.where);
+    load_metaspace(t, p);
   } else if (type == "ByteLevel") {
     if (flag(p, "add_prefix_space"))
       fail("{}: unsupported pre_tokenizer: ByteLevel with add_prefix_space=true", t.where);
@@ -284,6 +286,16 @@ void load_post_processor(TokenizerImpl& t, const json& p) {
   }
 }
 
+// Whether the pre-tokenizer (or a Sequence in it) has a ByteLevel step: then BPE runs over bytes.
+bool has_byte_level(const json& p) {
+  if (!p.is_object() || !p.contains("type") || !p.at("type").is_string()) return false;
+  if (p.at("type") == "ByteLevel") return true;
+  if (p.at("type") == "Sequence" && p.contains("pretokenizers") && p.at("pretokenizers").is_array())
+    for (const auto& s : p.at("pretokenizers"))
+      if (has_byte_level(s)) return true;
+  return false;
+}
+
 void check_decoder(TokenizerImpl& t, const json& d) {
   if (d.is_null()) fail("{}: no decoder (a ByteLevel decoder is required)", t.where);
   std::string type = need(d, "type", t.where, "decoder").get<std::string>();
@@ -309,7 +321,9 @@ void load_model(TokenizerImpl& t, const json& m) {
   if (!m.is_object()) fail("{}: \"model\" must be an object", t.where);
   if (m.contains("type") && m.at("type") != "BPE")
     fail("{}: unsupported model type {} (only BPE)", t.where, m.at("type").dump());
-  if (flag(m, "byte_fallback")) fail("{}: unsupported BPE option byte_fallback=true", t.where);
+  t.byte_fallback = flag(m, "byte_fallback");
+  if (t.byte_fallback && t.byte_level)
+    fail("{}: unsupported BPE option byte_fallback=true with a ByteLevel pre_tokenizer", t.where);
   for (const char* k : {"continuing_subword_prefix", "end_of_word_suffix"})
     if (m.contains(k) && m.at(k).is_string() && !m.at(k).get<std::string>().empty())
       fail("{}: unsupported BPE option {}", t.where, k);
@@ -327,12 +341,12 @@ void load_model(TokenizerImpl& t, const json& m) {
     const int64_t id = json_int<int64_t>(it.value(), what_id);
     if (id < 0 || id >= kMaxVocab)
       fail("{}: vocab entry {} has id {} out of range", t.where, json(it.key()).dump(), id);
-    std::string bytes = raw_bytes_of(it.key());
+    std::string bytes = t.byte_level ? raw_bytes_of(it.key()) : it.key();
     t.bytes_to_id.emplace(bytes, static_cast<int32_t>(id));
     t.token_to_id[it.key()] = static_cast<int32_t>(id);
     set_id(t, id, it.key(), std::move(bytes));
   }
-  for (int b = 0; b < 256; ++b) {
+  for (int b = 0; b < 256 && t.byte_level; ++b) {
     auto it = t.bytes_to_id.find(std::string(1, static_cast<char>(b)));
     if (it == t.bytes_to_id.end())
       fail("{}: model.vocab lacks the byte-level token for byte 0x{:02x}", t.where, b);
@@ -403,17 +417,23 @@ void load_tokenizer_json(TokenizerImpl& t, const std::string& text) {
   }
   try {
     if (!j.is_object()) fail("{}: tokenizer.json must be a JSON object", t.where);
-    load_model(t, need(j, "model", t.where, "tokenizer.json"));
+    // A ByteLevel pre-tokenizer makes BPE run over bytes; without one (SentencePiece style) it
+    // runs over characters.
+    t.byte_level = j.contains("pre_tokenizer") && has_byte_level(j.at("pre_tokenizer"));
+    const json& model = need(j, "model", t.where, "tokenizer.json");
+    load_model(t, model);
     if (j.contains("added_tokens")) load_added(t, j.at("added_tokens"));
     if (j.contains("normalizer")) load_normalizer(t, j.at("normalizer"));
     bool byte_level = false;
     if (j.contains("pre_tokenizer")) load_pre_tokenizer(t, j.at("pre_tokenizer"), &byte_level);
-    if (!byte_level)
-      fail(
-          "{}: unsupported tokenizer: only byte-level BPE (a ByteLevel pre_tokenizer) is supported",
-          t.where);
     if (j.contains("post_processor")) load_post_processor(t, j.at("post_processor"));
-    check_decoder(t, j.contains("decoder") ? j.at("decoder") : json());
+    const json& decoder = j.contains("decoder") ? j.at("decoder") : json();
+    if (t.byte_level) {
+      check_decoder(t, decoder);
+    } else {
+      load_spm_decoder(t, decoder);
+      finish_char_model(t, model);
+    }
   } catch (const json::exception& e) {
     fail("{}: malformed tokenizer.json ({})", t.where, e.what());
   }

@@ -1,7 +1,9 @@
 // Hugging Face tokenizer.json in C++: byte-level BPE as used by Qwen3, Llama 3.x and Phi-4-mini
 // (normalizer, Split/ByteLevel pre-tokenizers with PCRE2, BPE with merge ranks, added tokens,
-// TemplateProcessing post-processor, ByteLevel decoder), streaming detokenization and native
-// chat templates. See docs/tokenizer.md.
+// TemplateProcessing post-processor, ByteLevel decoder) and SentencePiece-style BPE as used by
+// Gemma 3, Llama 2 and Mistral v1 (character BPE with <0xNN> byte fallback, Replace/Prepend
+// normalizers, Metaspace, Replace/ByteFallback/Fuse/Strip decoders), streaming detokenization and
+// native chat templates. See docs/tokenizer.md.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -36,7 +38,7 @@ class Tokenizer {
 
   // Text may hold any bytes: invalid UTF-8 sequences are first replaced by U+FFFD (one per maximal
   // invalid subpart, as Python's bytes.decode(errors="replace") and the WHATWG decoder do).
-  // add_special runs the post-processor (Llama: prepends <|begin_of_text|>).
+  // add_special runs the post-processor (Llama 3: prepends <|begin_of_text|>; Gemma 3: <bos>).
   std::vector<int32_t> encode(std::string_view text, bool add_special = false) const;
   // Concatenated token bytes, invalid UTF-8 replaced by U+FFFD. skip_special drops special added
   // tokens. Ids >= vocab_size() (embedding rows the tokenizer has no token for, which a model can
@@ -75,7 +77,8 @@ class StreamDecoder {
  private:
   const Tokenizer* tok_;
   bool skip_special_;
-  std::string pending_;  // bytes of an incomplete UTF-8 sequence
+  std::string pending_;    // bytes of an incomplete UTF-8 sequence
+  size_t strip_left_ = 0;  // leading characters a Strip decoder may still remove
 };
 
 enum class ChatFamily { Qwen3, Llama3, Phi4Mini };

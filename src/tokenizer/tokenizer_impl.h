@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -31,6 +32,23 @@ class Regex {
 
 enum class SplitBehavior { Isolated, Removed, MergedWithPrevious, MergedWithNext, Contiguous };
 enum class Normalization { NFC, NFD, NFKC, NFKD };
+
+// One normalizer step: a Unicode normalization form, Replace (literal pattern -> content), or
+// Prepend (content before a non-empty text).
+struct NormalizerStep {
+  enum class Kind { Unicode, Replace, Prepend } kind = Kind::Unicode;
+  Normalization form = Normalization::NFC;
+  std::string pattern, content;
+};
+
+// The Metaspace pre-tokenizer: spaces become `replacement`, which is prepended per `scheme`
+// (First: only to a segment starting at the beginning of the input); `split` cuts before each
+// replacement character (behavior MergedWithNext).
+struct MetaspaceStep {
+  enum class Scheme { Always, First, Never } scheme = Scheme::Always;
+  std::string replacement;
+  bool split = true;
+};
 
 struct PreTokenizerStep {
   std::shared_ptr<Regex> regex;  // Split pattern, or the GPT-2 pattern for ByteLevel(use_regex)
@@ -64,12 +82,30 @@ class AddedTrie {
 
 struct TokenizerImpl {
   std::string where;
-  std::vector<Normalization> normalizers;
+  std::vector<NormalizerStep> normalizers;
+  std::optional<MetaspaceStep> metaspace;  // runs before pre_tokenizers
   std::vector<PreTokenizerStep> pre_tokenizers;
 
-  // BPE model over raw bytes (the byte-level spelling of each vocab entry, decoded).
+  // byte_level (a ByteLevel pre-tokenizer): BPE over raw bytes, bytes_to_id keyed by the decoded
+  // byte-level spelling. Otherwise (SentencePiece style) BPE over characters: bytes_to_id keyed by
+  // the spelling itself, characters missing from the vocab become <0xNN> tokens (byte_fallback) or
+  // the unknown token (runs of them fused into one with fuse_unk), or are dropped without either.
+  bool byte_level = true;
   std::unordered_map<std::string, int32_t> bytes_to_id;
   std::array<int32_t, 256> byte_id{};
+  std::unordered_map<char32_t, int32_t> char_id;  // single-character vocab entries (char mode)
+  bool byte_fallback = false;
+  std::array<int32_t, 256> fallback_id{};  // <0xNN> token ids, -1 where absent
+  std::optional<int32_t> unk;
+  bool fuse_unk = false;
+
+  // Decoding (char mode): per-token text is the spelling with dec_replace applied, or the byte of a
+  // <0xNN> token (dec_byte_fallback); then up to strip_start leading copies of strip_content are
+  // removed from the decoded text (a Strip decoder after Fuse).
+  std::vector<std::pair<std::string, std::string>> dec_replace;
+  bool dec_byte_fallback = false;
+  size_t strip_start = 0;
+  std::string strip_content;
   struct Merge {
     int32_t rank, id;
   };
@@ -119,12 +155,30 @@ struct TokenizerImpl {
   mutable std::unordered_map<std::string, std::vector<int32_t>> cache;
 
   void encode_text(std::string_view text, std::vector<int32_t>& out) const;  // valid UTF-8
+  // Removes the leading strip_content copies a Strip decoder drops; *left counts how many may still
+  // go. Returns false when `text` is a strict prefix of strip_content (more bytes are needed).
+  bool strip_decoded(std::string& text, size_t* left) const;
 
  private:
-  void encode_segment(std::string_view text, std::vector<int32_t>& out) const;  // no added tokens
+  // No added tokens in text; at_start: the segment begins at the start of the input.
+  void encode_segment(std::string_view text, bool at_start, std::vector<int32_t>& out) const;
   void bpe(std::string_view word, std::vector<int32_t>& out) const;
   void bpe_uncached(std::string_view word, std::vector<int32_t>& out) const;
+  // Char mode: the initial BPE symbols of a word (vocab characters, byte fallback, unknown).
+  void char_symbols(std::string_view word, std::vector<int32_t>& sym) const;
+  void merge_symbols(const std::vector<int32_t>& sym, std::vector<int32_t>& out) const;
 };
+
+// spm.cpp: the SentencePiece-style components.
+std::string apply_normalizer(std::string_view text, const NormalizerStep& step);
+std::string apply_metaspace(std::string_view text, const MetaspaceStep& m, bool at_start);
+// Normalizer types Replace and Prepend; false for other types.
+bool load_spm_normalizer(TokenizerImpl& t, const nlohmann::json& n, const std::string& type);
+void load_metaspace(TokenizerImpl& t, const nlohmann::json& p);
+// Decoder (char mode): Replace, ByteFallback, Fuse, Strip, alone or in a Sequence.
+void load_spm_decoder(TokenizerImpl& t, const nlohmann::json& d);
+// Char mode, after the vocab and decoder are read: char_id, fallback_id, unk, id_bytes.
+void finish_char_model(TokenizerImpl& t, const nlohmann::json& model);
 
 void load_tokenizer_json(TokenizerImpl& t, const std::string& json_text);
 void load_tokenizer_config(TokenizerImpl& t, const std::string& json_text);

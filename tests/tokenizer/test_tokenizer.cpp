@@ -208,10 +208,13 @@ TEST(Errors, MalformedJson) {
             std::string::npos);
   EXPECT_NE(error_of([] { Tokenizer::from_text("{}", "", "x.json"); }).find("\"model\""),
             std::string::npos);
-  EXPECT_NE(error_of([] {
-              Tokenizer::from_text(R"({"model": {"vocab": {"a": 0}, "merges": []}})", "", "x.json");
-            }).find("byte"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of([] {
+        Tokenizer::from_text(
+            R"({"model": {"vocab": {"a": 0}, "merges": []}, "pre_tokenizer": {"type": "ByteLevel"}})",
+            "", "x.json");
+      }).find("byte"),
+      std::string::npos);
   EXPECT_NE(error_of([] {
               Tokenizer::from_text(tiny_tokenizer_json("a zz"), "", "x.json");
             }).find("merge"),
