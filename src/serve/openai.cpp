@@ -231,6 +231,17 @@ json stream_chunk(const Request& r, const std::string& id, int64_t created,
           {"choices", json::array({choice})}};
 }
 
+std::vector<json> tool_call_chunks(const Request& r, const std::string& id, int64_t created,
+                                   const std::string& model,
+                                   const std::vector<ChatToolCall>& calls) {
+  std::vector<json> out;
+  for (const json& delta : tool_call_deltas(calls)) {
+    out.push_back(stream_chunk(r, id, created, model, "", false, ""));
+    out.back()["choices"][0]["delta"] = delta;
+  }
+  return out;
+}
+
 json usage_chunk(const Request& r, const std::string& id, int64_t created, const std::string& model,
                  const Usage& usage) {
   return {{"id", id},

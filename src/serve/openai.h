@@ -57,6 +57,10 @@ nlohmann::json completion_response(const Request& r, const std::string& id, int6
 nlohmann::json stream_chunk(const Request& r, const std::string& id, int64_t created,
                             const std::string& model, const std::string& text, bool first,
                             const std::string& finish);
+// The chunks of a streamed reply's tool calls: tool_call_deltas, each as a chunk's delta.
+std::vector<nlohmann::json> tool_call_chunks(const Request& r, const std::string& id,
+                                             int64_t created, const std::string& model,
+                                             const std::vector<ChatToolCall>& calls);
 nlohmann::json usage_chunk(const Request& r, const std::string& id, int64_t created,
                            const std::string& model, const Usage& usage);
 

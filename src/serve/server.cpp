@@ -555,11 +555,8 @@ class Server {
               // Held-back text that was no call goes out as content; calls as tool_calls deltas.
               ToolCallStream::End end = parser.finish();
               text(end.content);
-              for (const json& delta : tool_call_deltas(end.calls)) {
-                json chunk = stream_chunk(r, job->id, job->created, name_, "", false, "");
-                chunk["choices"][0]["delta"] = delta;
-                write(sse(chunk));
-              }
+              for (const json& c : tool_call_chunks(r, job->id, job->created, name_, end.calls))
+                write(sse(c));
               if (!end.calls.empty()) finish = "tool_calls";
             }
             write(sse(stream_chunk(r, job->id, job->created, name_, "", false, finish)));

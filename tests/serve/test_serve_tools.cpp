@@ -251,11 +251,7 @@ TEST(ServeTools, StreamedCallsAssembledByTheOpenAISdk) {
         put(stream_chunk(r, "chatcmpl-1", 1, "m", c, false, ""));
     ToolCallStream::End end = p.finish();
     if (!end.content.empty()) put(stream_chunk(r, "chatcmpl-1", 1, "m", end.content, false, ""));
-    for (const json& d : tool_call_deltas(end.calls)) {
-      json chunk = stream_chunk(r, "chatcmpl-1", 1, "m", "", false, "");
-      chunk["choices"][0]["delta"] = d;
-      put(chunk);
-    }
+    for (const json& c : tool_call_chunks(r, "chatcmpl-1", 1, "m", end.calls)) put(c);
     put(stream_chunk(r, "chatcmpl-1", 1, "m", "", false,
                      end.calls.empty() ? "stop" : "tool_calls"));
     sse += "data: [DONE]\n\n";
