@@ -33,8 +33,11 @@ if [ -x tools/fixtures/make_fixtures.sh ]; then
   tools/fixtures/make_fixtures.sh .fixtures
 fi
 
-# vkllm serve's test clients: the openai SDK and playwright-core, pinned in tests/serve's lockfile.
-if [ ! -d tests/serve/node_modules/openai ] || [ ! -d tests/serve/node_modules/playwright-core ]; then
+# vkllm serve's test clients: the openai and Anthropic SDKs, playwright-core and a Prometheus text
+# parser, pinned in tests/serve's lockfile.
+if [ ! -d tests/serve/node_modules/openai ] || [ ! -d tests/serve/node_modules/playwright-core ] ||
+   [ ! -d tests/serve/node_modules/@anthropic-ai/sdk ] ||
+   [ ! -d tests/serve/node_modules/parse-prometheus-text-format ]; then
   (cd tests/serve && npm ci --no-audit --no-fund --loglevel=error)
 fi
 

@@ -59,9 +59,16 @@ struct ModelInfo {
   uint64_t kv_cache_bytes = 0;  // the KV cache of one session at context_length
 };
 
-// One turn of a conversation; role: "system", "user" or "assistant".
+// A function call made by an assistant turn: arguments is a JSON object's text.
+struct ChatToolCall {
+  std::string id, name, arguments;
+};
+
+// One turn of a conversation; role: "system", "user", "assistant" or "tool" (a tool's result).
 struct ChatTurn {
   std::string role, content;
+  std::vector<ChatToolCall> tool_calls{};  // assistant: the calls it made (after its content)
+  std::string tool_call_id{};              // tool: the id of the call this result answers
 };
 
 // An opened model: a .vkllm artifact, or a Hugging Face model folder (lowered in fp32). Opening
@@ -83,6 +90,12 @@ class VKLLM_API Model {
   // prompt appended: the text to generate from.
   std::string chat_prompt(const std::string& user_message) const;
   std::string chat_prompt(const std::vector<ChatTurn>& conversation) const;
+  // Same with tools offered to the model: `tools_json` is a JSON array of OpenAI tool objects
+  // ({"type": "function", "function": {"name", "description", "parameters"}}), rendered in the
+  // model's own format (docs/serve.md); empty: none. A Llama model then renders the Llama 3.2
+  // template (dated 26 Jul 2024, its default). Invalid JSON or a turn the format refuses: Error.
+  std::string chat_prompt(const std::vector<ChatTurn>& conversation,
+                          const std::string& tools_json) const;
 
  private:
   friend class Session;

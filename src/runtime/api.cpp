@@ -77,9 +77,27 @@ std::string Model::chat_prompt(const std::string& user_message) const {
 }
 
 std::string Model::chat_prompt(const std::vector<ChatTurn>& conversation) const {
+  return chat_prompt(conversation, std::string());
+}
+
+std::string Model::chat_prompt(const std::vector<ChatTurn>& conversation,
+                               const std::string& tools_json) const {
   std::vector<ChatMessage> msgs;
-  for (const ChatTurn& t : conversation) msgs.push_back({t.role, t.content});
-  return apply_chat_template(chat_family_for(impl_->desc.arch), msgs, true);
+  bool tool_turns = false;
+  for (const ChatTurn& t : conversation) {
+    ChatMessage m{t.role, t.content};
+    m.tool_calls = t.tool_calls;
+    m.tool_call_id = t.tool_call_id;
+    tool_turns = tool_turns || t.role == "tool" || !t.tool_calls.empty();
+    msgs.push_back(std::move(m));
+  }
+  ChatOptions opt;
+  opt.tools = tools_json;
+  const ChatFamily family = chat_family_for(impl_->desc.arch);
+  // Llama's plain format has no tools: the Llama 3.2 template with its default date has.
+  if (family == ChatFamily::Llama3 && (tool_turns || !tools_json.empty()))
+    opt.llama_date = "26 Jul 2024";
+  return apply_chat_template(family, msgs, opt);
 }
 
 // Hidden: the library exports its API alone (members of a nested class would inherit Session's

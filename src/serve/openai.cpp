@@ -82,6 +82,8 @@ bool boolean(const json& o, const char* name, bool dflt) {
   return v->get<bool>();
 }
 
+}  // namespace
+
 // A message's content: a string, or an array of {"type": "text", "text": ...} parts.
 std::string content_text(const json& c, const std::string& param) {
   if (c.is_string()) return c.get<std::string>();
@@ -97,6 +99,8 @@ std::string content_text(const json& c, const std::string& param) {
   }
   return out;
 }
+
+namespace {
 
 // Nesting depth of a JSON value, counted up to `limit` (an untrusted schema is walked once here,
 // without deep recursion, before the compiler sees it).
@@ -166,23 +170,10 @@ Request parse_request(const std::string& body, bool chat) {
     const json* msgs = field(j, "messages");
     if (!msgs) bad("messages", "'messages' is required");
     if (!msgs->is_array() || msgs->empty()) bad("messages", "'messages' must be a non-empty array");
-    for (size_t i = 0; i < msgs->size(); ++i) {
-      const json& m = (*msgs)[i];
-      const std::string p = fmt::format("messages[{}]", i);
-      if (!m.is_object()) bad(p, "'" + p + "' must be an object");
-      const json* role = field(m, "role");
-      if (!role || !role->is_string() || role->get<std::string>().empty())
-        bad(p + ".role", "'" + p + ".role' must be a non-empty string");
-      std::string rs = role->get<std::string>();
-      if (rs == "developer") rs = "system";
-      if (rs != "system" && rs != "user" && rs != "assistant")
-        bad(p + ".role", fmt::format("'{}.role' is \"{}\"; the roles are system (or developer), "
-                                     "user and assistant",
-                                     p, role->get<std::string>()));
-      const json* c = field(m, "content");
-      if (!c) bad(p + ".content", "'" + p + ".content' is required");
-      r.messages.push_back({rs, content_text(*c, p + ".content")});
-    }
+    for (size_t i = 0; i < msgs->size(); ++i)
+      r.messages.push_back(parse_turn((*msgs)[i], fmt::format("messages[{}]", i)));
+    check_tool_history(r.messages);
+    r.tools = parse_tools(body, j);
   } else {
     const json* p = field(j, "prompt");
     if (!p) bad("prompt", "'prompt' is required");
@@ -238,9 +229,10 @@ Request parse_request(const std::string& body, bool chat) {
   }
   if (boolean(j, "logprobs", false) || field(j, "top_logprobs"))
     bad("logprobs", "'logprobs' is not supported");
-  for (const char* unsupported : {"tools", "functions", "tool_choice", "function_call"})
-    if (const json* t = field(j, unsupported); t && !(t->is_array() && t->empty()))
-      bad(unsupported, fmt::format("'{}' is not supported (no tool calling)", unsupported));
+  if (!chat)
+    for (const char* unsupported : {"tools", "functions", "tool_choice", "function_call"})
+      if (const json* t = field(j, unsupported); t && !(t->is_array() && t->empty()))
+        bad(unsupported, fmt::format("'{}' is for /v1/chat/completions", unsupported));
   if (const json* rf = field(j, "response_format")) r.opts.constraint = response_format(*rf);
   if (!chat && boolean(j, "echo", false)) bad("echo", "'echo' is not supported");
   return r;
@@ -255,9 +247,14 @@ json Usage::to_json() const {
 
 json completion_response(const Request& r, const std::string& id, int64_t created,
                          const std::string& model, const std::string& text,
-                         const std::string& finish, const Usage& usage) {
+                         const std::string& finish, const Usage& usage,
+                         const std::vector<ChatToolCall>& calls) {
   json choice = {{"index", 0}, {"finish_reason", finish}, {"logprobs", nullptr}};
-  if (r.chat)
+  if (r.chat && !calls.empty())
+    choice["message"] = {{"role", "assistant"},
+                         {"content", text.empty() ? json(nullptr) : json(text)},
+                         {"tool_calls", tool_calls_json(calls)}};
+  else if (r.chat)
     choice["message"] = {{"role", "assistant"}, {"content", text}};
   else
     choice["text"] = text;
@@ -288,6 +285,17 @@ json stream_chunk(const Request& r, const std::string& id, int64_t created,
           {"created", created},
           {"model", model},
           {"choices", json::array({choice})}};
+}
+
+std::vector<json> tool_call_chunks(const Request& r, const std::string& id, int64_t created,
+                                   const std::string& model,
+                                   const std::vector<ChatToolCall>& calls) {
+  std::vector<json> out;
+  for (const json& delta : tool_call_deltas(calls)) {
+    out.push_back(stream_chunk(r, id, created, model, "", false, ""));
+    out.back()["choices"][0]["delta"] = delta;
+  }
+  return out;
 }
 
 json usage_chunk(const Request& r, const std::string& id, int64_t created, const std::string& model,

@@ -8,15 +8,19 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <random>
 #include <thread>
 
 #include "core/error.h"
+#include "serve/anthropic.h"
 #include "serve/chat_page.h"
+#include "serve/metrics.h"
 #include "serve/openai.h"
 #include "serve/peer.h"
 #include "serve/queue.h"
 #include "serve/slots.h"
+#include "serve/tokens.h"
 #include "vkllm/vkllm.h"
 
 namespace vkllm::serve {
@@ -65,9 +69,11 @@ class Server {
     model_ = Model::open(o.model_path, mo);
     ctx_ = model_->info().context_length;
     slots_ = std::make_unique<SlotPool>(model_, o.slots);
+    slot_tokens_ = std::make_unique<std::atomic<int>[]>(static_cast<size_t>(slots_->size()));
     name_ =
         o.model_name.empty() ? std::filesystem::path(o.model_path).stem().string() : o.model_name;
     if (name_.empty()) name_ = "vkllm";
+    syntax_ = call_syntax_for(model_->info().architecture);
     routes();
   }
 
@@ -107,6 +113,65 @@ class Server {
   std::unique_ptr<SlotPool> slots_;  // used only by the request holding the queue's turn
   std::string name_;
   int ctx_ = 0;
+  CallSyntax syntax_ = CallSyntax::Qwen3;  // how the model writes tool calls
+  Metrics metrics_;
+  std::unique_ptr<std::atomic<int>[]> slot_tokens_;  // per slot: tokens its KV cache holds
+  std::atomic<int> generating_{0};
+
+  // The endpoint label of a path in the metrics (unknown paths together: their number is bounded).
+  static std::string endpoint_label(const std::string& path) {
+    for (const char* p : {"/", "/health", "/metrics", "/props", "/tokenize", "/detokenize",
+                          "/v1/models", "/v1/chat/completions", "/v1/completions", "/v1/messages"})
+      if (path == p) return path;
+    if (path.rfind("/v1/models/", 0) == 0) return "/v1/models/{id}";
+    return "other";
+  }
+
+  Metrics::Gauges gauges() const {
+    Metrics::Gauges g;
+    g.waiting = queue_.waiting();
+    g.generating = generating_.load();
+    g.slots = slots_->size();
+    g.context = ctx_;
+    for (int i = 0; i < g.slots; ++i) {
+      const int n = slot_tokens_[static_cast<size_t>(i)].load();
+      g.slots_holding += n > 0;
+      g.kv_tokens += n;
+    }
+    return g;
+  }
+
+  // GET /props: what the server serves and its defaults (llama-server's endpoint, vkllm's fields).
+  json props() const {
+    const ModelInfo& mi = model_->info();
+    const Request d = parse_request(R"({"messages": [{"role": "user", "content": "x"}]})", true);
+    static constexpr const char* kFamily[] = {"qwen3", "llama3", "phi4mini"};
+    return {{"model", name_},
+            {"model_path", o_.model_path},
+            {"architecture", mi.architecture},
+            {"recipe", mi.recipe},
+            {"backend", mi.backend},
+            {"device", mi.device_name},
+            {"vocab_size", mi.vocab_size},
+            {"eos_token_ids", mi.eos_ids},
+            {"context_length", ctx_},
+            {"chat_template", kFamily[static_cast<int>(syntax_)]},
+            {"total_slots", slots_->size()},
+            {"max_queue", o_.queue},
+            {"max_body_bytes", o_.max_body},
+            {"api_key_required", !o_.api_key.empty()},
+            {"version", version()},
+            {"default_generation_settings",
+             {{"max_tokens", nullptr},
+              {"temperature", d.opts.temperature},
+              {"top_p", d.opts.top_p},
+              {"top_k", d.opts.top_k},
+              {"min_p", d.opts.min_p},
+              {"presence_penalty", d.opts.presence_penalty},
+              {"frequency_penalty", d.opts.frequency_penalty},
+              {"repetition_penalty", d.opts.repetition_penalty},
+              {"stop_at_eos", d.opts.stop_at_eos}}}};
+  }
   FairQueue queue_;
   httplib::Server svr_;
   std::atomic<uint64_t> ids_{0};
@@ -163,7 +228,9 @@ class Server {
         default:
           msg = fmt::format("HTTP status {}", res.status);
       }
-      send_json(res, res.status, error_body(res.status, msg));
+      send_json(res, res.status,
+                req.path == "/v1/messages" ? anthropic_error(res.status, msg)
+                                           : error_body(res.status, msg));
     });
     svr_.set_exception_handler(
         [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
@@ -177,6 +244,7 @@ class Server {
           send_json(res, 500, error_body(500, msg));
         });
     svr_.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+      metrics_.request(endpoint_label(req.path), res.status);
       if (req.path != "/health") log(fmt::format("{} {} {}", req.method, req.path, res.status));
     });
     svr_.Get("/", [](const httplib::Request&, httplib::Response& res) {
@@ -196,12 +264,33 @@ class Server {
                                          "model", "model_not_found"));
       send_json(res, 200, model_json());
     });
+    svr_.Get("/props", [this](const httplib::Request& req, httplib::Response& res) {
+      if (authorized(req, res)) send_json(res, 200, props());
+    });
+    svr_.Get("/metrics", [this](const httplib::Request& req, httplib::Response& res) {
+      if (authorized(req, res))
+        res.set_content(metrics_.render(gauges()), "text/plain; version=0.0.4; charset=utf-8");
+    });
+    const auto token_route = [this](json (*fn)(const Model&, const std::string&)) {
+      return [this, fn](const httplib::Request& req, httplib::Response& res) {
+        if (!authorized(req, res)) return;
+        try {
+          send_json(res, 200, fn(*model_, req.body));
+        } catch (const HttpError& e) {
+          send_error(res, e);
+        }
+      };
+    };
+    svr_.Post("/tokenize", token_route(&tokenize));
+    svr_.Post("/detokenize", token_route(&detokenize));
     svr_.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
       complete(req, res, true);
     });
     svr_.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
       complete(req, res, false);
     });
+    svr_.Post("/v1/messages",
+              [this](const httplib::Request& req, httplib::Response& res) { messages(req, res); });
     // The other methods on a known path: 405 (httplib would answer 404).
     const auto not_allowed = [](const char* allow) {
       return [allow](const httplib::Request& req, httplib::Response& res) {
@@ -211,13 +300,14 @@ class Server {
                                               req.path, allow)));
       };
     };
-    for (const char* p : {"/v1/chat/completions", "/v1/completions"}) {
+    for (const char* p :
+         {"/v1/chat/completions", "/v1/completions", "/v1/messages", "/tokenize", "/detokenize"}) {
       svr_.Get(p, not_allowed("POST"));
       svr_.Put(p, not_allowed("POST"));
       svr_.Patch(p, not_allowed("POST"));
       svr_.Delete(p, not_allowed("POST"));
     }
-    for (const char* p : {"/", "/health", "/v1/models"}) {
+    for (const char* p : {"/", "/health", "/v1/models", "/props", "/metrics"}) {
       svr_.Post(p, not_allowed("GET"));
       svr_.Put(p, not_allowed("GET"));
       svr_.Patch(p, not_allowed("GET"));
@@ -240,15 +330,20 @@ class Server {
     std::vector<int32_t> tokens;  // completions: the prompt's ids
     std::string id;
     int64_t created = 0;
+    std::chrono::steady_clock::time_point arrival = std::chrono::steady_clock::now();
+    bool anthropic = false;  // /v1/messages
+    int prompt_tokens = 0;
   };
 
-  Job prepare(const httplib::Request& req, bool chat) {
+  Job prepare(const httplib::Request& req, bool chat, bool anthropic = false) {
     Job job;
-    job.r = parse_request(req.body, chat);
+    job.anthropic = anthropic;
+    job.r = anthropic ? parse_messages_request(req.body) : parse_request(req.body, chat);
     size_t n = 0;
     try {
       if (chat) {
-        job.text = model_->chat_prompt(job.r.messages);
+        job.text =
+            model_->chat_prompt(job.r.messages, job.r.tools.active() ? job.r.tools.tools_json : "");
         n = model_->encode(job.text).size();
       } else {
         job.tokens = model_->encode(job.r.prompt, true);
@@ -267,29 +362,85 @@ class Server {
     const int room = ctx_ - static_cast<int>(n);
     o.max_new_tokens = std::min(job.r.max_tokens.value_or(room), room);
     if (!job.r.seeded) o.seed = std::random_device{}() * 0x100000001ull ^ std::random_device{}();
-    job.id = fmt::format("{}-{}", chat ? "chatcmpl" : "cmpl", ids_.fetch_add(1) + 1);
+    if (chat) constrain_tool_choice(job);
+    job.prompt_tokens = static_cast<int>(n);
+    job.id = anthropic ? fmt::format("msg_{}", new_call_id().substr(5))
+                       : fmt::format("{}-{}", chat ? "chatcmpl" : "cmpl", ids_.fetch_add(1) + 1);
     job.created = std::chrono::duration_cast<std::chrono::seconds>(
                       std::chrono::system_clock::now().time_since_epoch())
                       .count();
     return job;
   }
 
+  // GRAMMAR HOOK: where tool_choice "required" or a named function is to be enforced. The
+  // grammar-constrained decoding (a JSON-schema token mask) attaches to job.r.opts here, so that
+  // the reply can only be the family's call syntax for the allowed functions. Until it is wired,
+  // such a request is rendered, generated and parsed as with "auto": a reply without a valid call
+  // is answered as content with its own finish reason (docs/serve.md).
+  void constrain_tool_choice(Job& job) const {
+    const ToolSpec& t = job.r.tools;
+    if (t.choice != ToolChoice::Required && t.choice != ToolChoice::Named) return;
+  }
+
+  // The reply parser of a chat job: splits tool calls off the text when tools are offered.
+  ToolCallStream reply_parser(const Job& job) const {
+    std::vector<std::string> names =
+        job.r.tools.active() ? job.r.tools.names : std::vector<std::string>();
+    if (job.r.tools.choice == ToolChoice::Named) names = {job.r.tools.choice_name};
+    return ToolCallStream(syntax_, std::move(names), job.r.tools.parallel);
+  }
+
+  // A whole reply's tool calls, taken out of `text` (left with the content before them).
+  std::vector<ChatToolCall> split_calls(const Job& job, std::string& text) const {
+    ToolCallStream parser = reply_parser(job);
+    std::string content = parser.push(text);
+    ToolCallStream::End end = parser.finish();
+    content += end.content;
+    if (!end.calls.empty()) content.erase(content.find_last_not_of(" \t\r\n") + 1);
+    text = std::move(content);
+    return std::move(end.calls);
+  }
+
   // Runs the job on the session (the caller holds the queue's turn). on_piece returns false to
   // stop (a client that left). Returns the usage and sets finish.
   Usage generate(const Job& job, const std::function<bool(const std::string&)>& on_piece,
-                 std::string& finish) {
-    const auto cb = [&](int32_t, const std::string& piece) {
+                 std::string& finish, std::string* stop_met = nullptr) {
+    using clock = std::chrono::steady_clock;
+    std::optional<clock::time_point> last;
+    const auto cb = [&](int32_t id, const std::string& piece) {
+      if (id >= 0) {
+        const clock::time_point now = clock::now();
+        const auto s = [](clock::duration d) { return std::chrono::duration<double>(d).count(); };
+        if (last)
+          metrics_.token_gap(s(now - *last));
+        else
+          metrics_.first_token(s(now - job.arrival));
+        last = now;
+      }
       return piece.empty() || on_piece(piece);
     };
-    const auto t0 = std::chrono::steady_clock::now();
+    const auto t0 = clock::now();
     const SlotPool::Pick slot = slots_->pick(job.r.chat ? job.text : std::string(), job.tokens);
-    if (job.r.chat)
-      slot.session->generate_reusing(job.text, job.r.opts, cb);
-    else
-      slot.session->generate_reusing(job.tokens, job.r.opts, cb);
+    struct Running {  // the running gauge, also when generate throws
+      std::atomic<int>& n;
+      explicit Running(std::atomic<int>& g) : n(g) { ++n; }
+      ~Running() { --n; }
+    } running(generating_);
+    const std::vector<int32_t> out =
+        job.r.chat ? slot.session->generate_reusing(job.text, job.r.opts, cb)
+                   : slot.session->generate_reusing(job.tokens, job.r.opts, cb);
     const GenerationStats& s = slot.session->stats();
+    if (stop_met && s.stopped_by_stop) {
+      // The stop string met: the first one in the reply's whole text.
+      const std::string all = model_->decode(out);
+      size_t at = std::string::npos;
+      for (const std::string& x : job.r.opts.stop)
+        if (const size_t k = all.find(x); k < at) at = k, *stop_met = x;
+    }
     finish = s.stopped_by_eos || s.stopped_by_stop ? "stop" : "length";
     Usage u{s.reused_tokens + s.prompt_tokens, s.generated_tokens, s.reused_tokens};
+    metrics_.tokens(u.prompt_tokens, u.completion_tokens);
+    slot_tokens_[static_cast<size_t>(slot.slot)] = slot.session->context_tokens();
     log(fmt::format(
         "{}: slot {}, prompt {} tokens ({} reused from the KV cache, {} prefilled), {} generated, "
         "{}{} in {:.0f} ms",
@@ -348,8 +499,14 @@ class Server {
             finish);
         ticket.reset();
         if (peer.gone()) return send_error(res, left);
-        send_json(res, 200,
-                  completion_response(job->r, job->id, job->created, name_, text, finish, u));
+        std::vector<ChatToolCall> calls;
+        if (chat && job->r.tools.active()) {
+          calls = split_calls(*job, text);
+          if (!calls.empty()) finish = "tool_calls";
+        }
+        send_json(
+            res, 200,
+            completion_response(job->r, job->id, job->created, name_, text, finish, u, calls));
       } catch (const Error& e) {
         send_error(res, HttpError(400, e.what()));
       }
@@ -377,19 +534,31 @@ class Server {
             return alive = alive && sink.is_writable() && sink.write(s.data(), s.size());
           };
           std::string finish;
+          const bool tools = r.chat && r.tools.active();
+          ToolCallStream parser = reply_parser(*job);
           try {
             if (r.chat) write(sse(stream_chunk(r, job->id, job->created, name_, "", true, "")));
             first = !r.chat;
+            const auto text = [&](const std::string& piece) {
+              if (piece.empty()) return alive;
+              const bool ok =
+                  write(sse(stream_chunk(r, job->id, job->created, name_, piece, first, "")));
+              first = false;
+              return ok;
+            };
             const Usage u = generate(
                 *job,
-                [&](const std::string& piece) {
-                  const bool ok =
-                      write(sse(stream_chunk(r, job->id, job->created, name_, piece, first, "")));
-                  first = false;
-                  return ok;
-                },
+                [&](const std::string& piece) { return text(tools ? parser.push(piece) : piece); },
                 finish);
             turn.reset();  // the next request may start while this one's last chunks go out
+            if (tools) {
+              // Held-back text that was no call goes out as content; calls as tool_calls deltas.
+              ToolCallStream::End end = parser.finish();
+              text(end.content);
+              for (const json& c : tool_call_chunks(r, job->id, job->created, name_, end.calls))
+                write(sse(c));
+              if (!end.calls.empty()) finish = "tool_calls";
+            }
             write(sse(stream_chunk(r, job->id, job->created, name_, "", false, finish)));
             if (r.include_usage) write(sse(usage_chunk(r, job->id, job->created, name_, u)));
           } catch (const Error& e) {
@@ -397,6 +566,118 @@ class Server {
             write(sse(error_body(400, e.what())));
           }
           write("data: [DONE]\n\n");
+          if (alive) sink.done();
+          return alive;
+        },
+        [holder](bool) { holder->reset(); });
+  }
+  // The API key of /v1/messages: x-api-key (Anthropic's clients) or Authorization: Bearer.
+  bool authorized_anthropic(const httplib::Request& req, httplib::Response& res) const {
+    if (o_.api_key.empty() || same_secret(req.get_header_value("x-api-key"), o_.api_key) ||
+        same_secret(req.get_header_value("Authorization"), "Bearer " + o_.api_key))
+      return true;
+    send_json(res, 401, anthropic_error(401, "missing or incorrect API key (send x-api-key: KEY)"));
+    return false;
+  }
+
+  // The end of a /v1/messages reply: its text and calls, the stop reason and the usage.
+  static MessageEnd message_end(std::string text, const std::string& finish,
+                                const std::string& stop, const Usage& u,
+                                std::vector<ChatToolCall> calls) {
+    MessageEnd e;
+    e.text = std::move(text);
+    e.calls = std::move(calls);
+    for (ChatToolCall& c : e.calls) c.id = "toolu_" + c.id.substr(5);
+    e.stop_reason = !e.calls.empty()     ? "tool_use"
+                    : finish == "length" ? "max_tokens"
+                    : !stop.empty()      ? "stop_sequence"
+                                         : "end_turn";
+    if (e.stop_reason == "stop_sequence") e.stop_sequence = stop;
+    e.input_tokens = u.prompt_tokens;
+    e.output_tokens = u.completion_tokens;
+    e.cached_tokens = u.cached_tokens;
+    return e;
+  }
+
+  // POST /v1/messages: the Anthropic Messages API over the same queue and slots.
+  void messages(const httplib::Request& req, httplib::Response& res) {
+    if (!authorized_anthropic(req, res)) return;
+    const auto fail = [&](const HttpError& e) {
+      send_json(res, e.status, anthropic_error(e.status, e.what()));
+    };
+    std::shared_ptr<Job> job;
+    try {
+      job = std::make_shared<Job>(prepare(req, true, true));
+    } catch (const HttpError& e) {
+      return fail(e);
+    }
+    std::unique_ptr<FairQueue::Ticket> ticket = queue_.enter();
+    if (!ticket)
+      return fail(HttpError(503, fmt::format("the server is busy ({} requests waiting) or "
+                                             "stopping; retry later",
+                                             o_.queue)));
+    const bool tools = job->r.tools.active();
+    if (!job->r.stream) {
+      const Peer peer(req);
+      if (!ticket->wait()) return fail(HttpError(503, "the server is stopping"));
+      if (peer.gone()) return fail(HttpError(499, "the client closed the connection"));
+      std::string text, finish, stop;
+      try {
+        const Usage u = generate(
+            *job,
+            [&](const std::string& p) {
+              text += p;
+              return !peer.gone();
+            },
+            finish, &stop);
+        ticket.reset();
+        std::vector<ChatToolCall> calls;
+        if (tools) calls = split_calls(*job, text);
+        send_json(
+            res, 200,
+            message_response(job->id, name_, message_end(std::move(text), finish, stop, u, calls)));
+      } catch (const Error& e) {
+        fail(HttpError(400, e.what()));
+      }
+      return;
+    }
+    auto holder = std::make_shared<std::unique_ptr<FairQueue::Ticket>>(std::move(ticket));
+    res.set_header("Cache-Control", "no-cache");
+    res.set_chunked_content_provider(
+        "text/event-stream",
+        [this, job, holder, tools](size_t, httplib::DataSink& sink) {
+          auto& turn = *holder;
+          if (!turn) return false;
+          bool alive = true;
+          const auto write = [&](const std::string& s) {
+            return alive = alive && sink.is_writable() && sink.write(s.data(), s.size());
+          };
+          if (!turn->wait()) {
+            write(sse_event("error", anthropic_error(503, "the server is stopping")));
+            if (alive) sink.done();
+            return alive;
+          }
+          MessageStream ms(job->id, name_);
+          ToolCallStream parser = reply_parser(*job);
+          std::string finish, stop;
+          try {
+            write(ms.start(job->prompt_tokens, 0));
+            const Usage u = generate(
+                *job,
+                [&](const std::string& piece) {
+                  const std::string t = ms.text(tools ? parser.push(piece) : piece);
+                  return t.empty() ? alive : write(t);
+                },
+                finish, &stop);
+            turn.reset();
+            ToolCallStream::End end;
+            if (tools) end = parser.finish();
+            if (!end.content.empty()) write(ms.text(end.content));
+            write(ms.finish(message_end("", finish, stop, u, std::move(end.calls))));
+          } catch (const Error& e) {
+            turn.reset();
+            write(sse_event("error", anthropic_error(400, e.what())));
+          }
           if (alive) sink.done();
           return alive;
         },

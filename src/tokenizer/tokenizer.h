@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "hf/model_desc.h"
+#include "vkllm/vkllm.h"  // ChatToolCall
 
 namespace vkllm {
 
@@ -86,7 +87,9 @@ ChatFamily chat_family_for(Arch arch);
 const char* chat_family_name(ChatFamily f);  // "qwen3", "llama3", "phi4mini"
 
 struct ChatMessage {
-  std::string role, content;  // role: system | user | assistant (Qwen3 also: tool)
+  std::string role, content;               // role: system | user | assistant | tool
+  std::vector<ChatToolCall> tool_calls{};  // assistant: the calls it made (after content)
+  std::string tool_call_id{};              // tool: the call this result answers
 };
 
 struct ChatOptions {
@@ -97,6 +100,10 @@ struct ChatOptions {
   // "Cutting Knowledge Date: December 2023\nToday Date: <date>\n\n"). Unset (default): the plain
   // Llama 3 format of docs/design.md section 1 (the ExecuTorch runner's), no date block.
   std::optional<std::string> llama_date;
+  // The tools offered to the model: a JSON array of OpenAI tool objects ({"type": "function",
+  // "function": {"name", "description", "parameters"}}); empty: none. Rendered as each family's
+  // template does (Llama 3: needs llama_date, the Llama 3.2 template; see chat_tools.cpp).
+  std::string tools;
 };
 
 // Renders a conversation as the model's chat template does. Single user turn (defaults) gives

@@ -69,6 +69,59 @@ TEST(Serve, OpenAISdkAgainstTheServer) {
   EXPECT_NE(err.find("SIGTERM"), std::string::npos);
 }
 
+// Tool calling with the openai SDK (tools.test.mjs): the long-context twin, since the tool
+// instructions alone outgrow 64 tokens.
+TEST(Serve, ToolCallingWithTheOpenAISdk) {
+  const SharedTwin& t = shared_twin();
+  ServeProc s(t.artifact_long);
+  const NodeResult r = run_node(
+      "tools.test.mjs", {{"VKLLM_URL", s.url()},
+                         {"VKLLM_MODEL", std::filesystem::path(t.artifact_long).stem().string()},
+                         {"VKLLM_TWIN", t.dir}});
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  std::printf("%s", r.out.c_str());
+  EXPECT_EQ(r.out.find("FAIL"), std::string::npos);
+  EXPECT_EQ(s.stop(SIGTERM), 0) << s.err();
+}
+
+// /tokenize, /detokenize, /props and /metrics (endpoints.test.mjs).
+TEST(Serve, TokenizePropsAndMetrics) {
+  const std::string art = shared_twin().artifact;
+  ServeProc s(art, {"--api-key", "sesame"});
+  const NodeResult r =
+      run_node("endpoints.test.mjs", {{"VKLLM_URL", s.url()},
+                                      {"VKLLM_KEY", "sesame"},
+                                      {"VKLLM_MODEL", std::filesystem::path(art).stem().string()},
+                                      {"VKLLM_CTX", "64"}});
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  std::printf("%s", r.out.c_str());
+  EXPECT_EQ(r.out.find("FAIL"), std::string::npos);
+  EXPECT_EQ(s.stop(SIGTERM), 0) << s.err();
+}
+
+// The Anthropic Messages API with the Anthropic SDK (messages.test.mjs), on the long-context twin
+// (the tool round trip's prompt outgrows 64 tokens).
+TEST(Serve, AnthropicSdkAgainstTheServer) {
+  const SharedTwin& t = shared_twin();
+  json want = {{"model", std::filesystem::path(t.artifact_long).stem().string()},
+               {"n", kN},
+               {"q1", kQ1},
+               {"q2", kQ2},
+               {"a1", greedy_chat_reply(t.artifact_long, kQ1, kN)},
+               {"a2", greedy_chat_reply(t.artifact_long, kQ2, kN)}};
+  want["stop"] = middle_piece(want["a1"].get<std::string>());
+  ASSERT_FALSE(want["stop"].get<std::string>().empty());
+  ServeProc s(t.artifact_long, {"--api-key", "sesame"});
+  const NodeResult r = run_node("messages.test.mjs", {{"VKLLM_URL", s.url()},
+                                                      {"VKLLM_KEY", "sesame"},
+                                                      {"VKLLM_TWIN", t.dir},
+                                                      {"VKLLM_EXPECT", want.dump()}});
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  std::printf("%s", r.out.c_str());
+  EXPECT_EQ(r.out.find("FAIL"), std::string::npos);
+  EXPECT_EQ(s.stop(SIGTERM), 0) << s.err();
+}
+
 namespace {
 
 struct Streamed {

@@ -159,6 +159,44 @@ TEST_P(ChatConformance, ChatPromptsTokenExactAgainstReferenceRendering) {
   EXPECT_GE(n, 10u);
 }
 
+// Conversations with tools, tool calls and tool results: byte-exact against the real templates
+// rendered by @huggingface/jinja (tools/fixtures/make_chat_tools_reference.mjs).
+TEST_P(Conformance, ChatToolsAgainstReferenceRendering) {
+  using ojson = nlohmann::ordered_json;  // key order is part of the rendering
+  const Tokenizer* tok = test::fixture(GetParam());
+  ASSERT_NE(tok, nullptr);
+  std::ifstream f(test::tests_dir() + "/reference/chat_tools.json");
+  ASSERT_TRUE(f.good());
+  const ojson cases = ojson::parse(f);
+  ChatFamily fam = GetParam() == "qwen3"      ? ChatFamily::Qwen3
+                   : GetParam() == "llama3.2" ? ChatFamily::Llama3
+                                              : ChatFamily::Phi4Mini;
+  size_t n = 0;
+  for (const auto& c : cases) {
+    if (c.at("family") != GetParam()) continue;
+    std::vector<ChatMessage> msgs;
+    for (const auto& m : c.at("messages")) {
+      ChatMessage cm{m.at("role").get<std::string>(), m.at("content").get<std::string>()};
+      if (m.contains("tool_calls"))
+        for (const auto& tc : m.at("tool_calls"))
+          cm.tool_calls.push_back({tc.at("id").get<std::string>(), tc.at("name").get<std::string>(),
+                                   tc.at("arguments").get<std::string>()});
+      cm.tool_call_id = m.value("tool_call_id", "");
+      msgs.push_back(std::move(cm));
+    }
+    ChatOptions opt;
+    opt.add_generation_prompt = c.at("add_generation_prompt").get<bool>();
+    if (!c.at("tools").is_null()) opt.tools = c.at("tools").dump();
+    if (c.at("options").contains("llama_date"))
+      opt.llama_date = c.at("options").at("llama_date").get<std::string>();
+    const std::string text = apply_chat_template(fam, msgs, opt);
+    EXPECT_EQ(text, c.at("text").get<std::string>()) << c.dump();
+    EXPECT_EQ(tok->encode(text), c.at("ids").get<std::vector<int32_t>>()) << c.dump();
+    ++n;
+  }
+  EXPECT_GE(n, 8u);
+}
+
 // Not a gate: prints our encode throughput on the corpus (process CPU time, warm merge cache), to
 // compare with `node tools/fixtures/make_reference.mjs ... --bench` (docs/tokenizer.md).
 TEST_P(Conformance, EncodeThroughput) {
