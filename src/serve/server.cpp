@@ -13,6 +13,8 @@
 #include <thread>
 
 #include "core/error.h"
+#include "grammar/grammar.h"
+#include "runtime/constraint.h"
 #include "serve/anthropic.h"
 #include "serve/chat_page.h"
 #include "serve/metrics.h"
@@ -333,6 +335,7 @@ class Server {
     std::chrono::steady_clock::time_point arrival = std::chrono::steady_clock::now();
     bool anthropic = false;  // /v1/messages
     int prompt_tokens = 0;
+    std::string forced_prefix;  // a forced call: the prompt's end, the reply parser's start
   };
 
   Job prepare(const httplib::Request& req, bool chat, bool anthropic = false) {
@@ -362,7 +365,7 @@ class Server {
     const int room = ctx_ - static_cast<int>(n);
     o.max_new_tokens = std::min(job.r.max_tokens.value_or(room), room);
     if (!job.r.seeded) o.seed = std::random_device{}() * 0x100000001ull ^ std::random_device{}();
-    if (chat) constrain_tool_choice(job);
+    if (chat) constrain_tool_choice(job, n);
     job.prompt_tokens = static_cast<int>(n);
     job.id = anthropic ? fmt::format("msg_{}", new_call_id().substr(5))
                        : fmt::format("{}-{}", chat ? "chatcmpl" : "cmpl", ids_.fetch_add(1) + 1);
@@ -372,22 +375,43 @@ class Server {
     return job;
   }
 
-  // GRAMMAR HOOK: where tool_choice "required" or a named function is to be enforced. The
-  // grammar-constrained decoding (a JSON-schema token mask) attaches to job.r.opts here, so that
-  // the reply can only be the family's call syntax for the allowed functions. Until it is wired,
-  // such a request is rendered, generated and parsed as with "auto": a reply without a valid call
-  // is answered as content with its own finish reason (docs/serve.md).
-  void constrain_tool_choice(Job& job) const {
+  // tool_choice "required" or a named function: the prompt ends inside the family's call syntax
+  // (forced_call_prefix) and decoding is constrained to the call's JSON (forced_call_schema: an
+  // offered function's name and arguments its parameters schema accepts; any JSON object as the
+  // arguments where a schema is outside the grammar's subset), so even a weak model answers with
+  // a valid call. n: the prompt's tokens, updated with the prefix's.
+  void constrain_tool_choice(Job& job, size_t& n) const {
     const ToolSpec& t = job.r.tools;
     if (t.choice != ToolChoice::Required && t.choice != ToolChoice::Named) return;
+    if (job.r.opts.constraint)
+      throw HttpError(400, "'response_format' and a required tool call cannot be combined",
+                      "response_format");
+    std::shared_ptr<const grammar::Grammar> g;
+    try {
+      g = grammar::compile_json_schema(forced_call_schema(t, syntax_, false));
+    } catch (const grammar::SchemaError&) {
+      g = grammar::compile_json_schema(forced_call_schema(t, syntax_, true));
+    }
+    job.r.opts.constraint = make_constraint(std::move(g));
+    job.forced_prefix = forced_call_prefix(syntax_);
+    if (job.forced_prefix.empty()) return;
+    job.text += job.forced_prefix;
+    n = model_->encode(job.text).size();
+    if (n + 1 > static_cast<size_t>(ctx_))
+      throw HttpError(400, "the prompt leaves no room for the tool call", "messages",
+                      "context_length_exceeded");
+    job.r.opts.max_new_tokens = std::min(job.r.opts.max_new_tokens, ctx_ - static_cast<int>(n));
   }
 
-  // The reply parser of a chat job: splits tool calls off the text when tools are offered.
+  // The reply parser of a chat job: splits tool calls off the text when tools are offered (fed
+  // the forced call's prefix first: the reply starts inside the call).
   ToolCallStream reply_parser(const Job& job) const {
     std::vector<std::string> names =
         job.r.tools.active() ? job.r.tools.names : std::vector<std::string>();
     if (job.r.tools.choice == ToolChoice::Named) names = {job.r.tools.choice_name};
-    return ToolCallStream(syntax_, std::move(names), job.r.tools.parallel);
+    ToolCallStream parser(syntax_, std::move(names), job.r.tools.parallel);
+    if (!job.forced_prefix.empty()) parser.push(job.forced_prefix);
+    return parser;
   }
 
   // A whole reply's tool calls, taken out of `text` (left with the content before them).

@@ -243,6 +243,41 @@ std::string ToolCallStream::push(std::string_view piece) {
   return out;
 }
 
+std::string forced_call_prefix(CallSyntax syntax) {
+  switch (syntax) {
+    case CallSyntax::Qwen3:
+      return "<tool_call>\n";
+    case CallSyntax::Phi4Mini:
+      return "<|tool_call|>";
+    case CallSyntax::Llama3:
+      break;
+  }
+  return "";
+}
+
+json forced_call_schema(const ToolSpec& tools, CallSyntax syntax, bool any_arguments) {
+  const json list = json::parse(tools.tools_json, nullptr, false);
+  const char* key = syntax == CallSyntax::Llama3 ? "parameters" : "arguments";
+  json calls = json::array();
+  for (size_t i = 0; i < tools.names.size(); ++i) {
+    const std::string& name = tools.names[i];
+    if (tools.choice == ToolChoice::Named && name != tools.choice_name) continue;
+    json args = {{"type", "object"}};
+    if (!any_arguments && list.is_array() && i < list.size())
+      if (const json* fn = tool_field(list[i], "function"))
+        if (const json* ps = tool_field(*fn, "parameters"); ps && ps->is_object()) args = *ps;
+    calls.push_back({{"type", "object"},
+                     {"properties", {{"name", {{"const", name}}}, {key, args}}},
+                     {"required", {"name", key}},
+                     {"additionalProperties", false}});
+  }
+  json call = calls.size() == 1 ? calls[0] : json{{"anyOf", calls}};
+  if (syntax != CallSyntax::Phi4Mini) return call;
+  json array = {{"type", "array"}, {"items", call}, {"minItems", 1}};
+  if (!tools.parallel) array["maxItems"] = 1;
+  return array;
+}
+
 ToolCallStream::End ToolCallStream::finish() {
   End e;
   if (in_call_) e.calls = parse(held_);

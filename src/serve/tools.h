@@ -61,6 +61,16 @@ class ToolCallStream {
   std::vector<ChatToolCall> parse(std::string_view region) const;
 };
 
+// A reply that must be a call (tool_choice "required" or a named function): the text that the
+// prompt ends with so that the reply starts inside the call (Qwen3: "<tool_call>\n", Phi-4-mini:
+// "<|tool_call|>", Llama 3.2: none), and the JSON schema of what follows: one call object (a
+// Phi-4-mini list of them, one at most without parallel_tool_calls) whose "name" is an offered
+// function (the named one) and whose arguments (Llama: "parameters") follow that function's
+// parameters schema, or any JSON object with `any_arguments` (a schema outside the grammar's
+// subset). The reply parser is fed the prefix first (ToolCallStream::push).
+std::string forced_call_prefix(CallSyntax syntax);
+nlohmann::json forced_call_schema(const ToolSpec& tools, CallSyntax syntax, bool any_arguments);
+
 // A tool call's id: "call_" and 24 random letters and digits.
 std::string new_call_id();
 

@@ -80,12 +80,47 @@ await check("a history of calls (content null) and results is accepted and rende
     assert.equal(r.usage.prompt_tokens, referenceTokens(history, withTools), `with tools: ${withTools}`);
   }
 });
-await check("tool_choice required and a named function: accepted, a well-formed reply", async () => {
-  for (const tool_choice of ["required", {type: "function", function: {name: "add"}}, "auto"]) {
-    const r = await client.chat.completions.create({model, messages: history, tools, tool_choice, max_tokens: 3});
-    isReply(r);
-  }
+await check("tool_choice auto: a well-formed reply", async () => {
+  const r = await client.chat.completions.create({model, messages: history, tools, tool_choice: "auto", max_tokens: 3});
+  isReply(r);
 });
+// tool_choice required or a named function: decoding is constrained to the family's call, so even
+// the random twin answers with a valid call (a name offered, arguments its parameters schema
+// accepts), streamed or not; the loop then goes on with the tool's result to a text answer.
+const validCall = (c, names) => {
+  assert.equal(c.type, "function");
+  assert.match(c.id, /^call_/);
+  assert.ok(names.includes(c.function.name), c.function.name);
+  const args = JSON.parse(c.function.arguments);
+  assert.equal(typeof args, "object");
+  assert.ok(args !== null && !Array.isArray(args));
+  if (c.function.name === "get_weather") assert.equal(typeof args.city, "string", c.function.arguments);
+  if (c.function.name === "add")
+    for (const [k, v] of Object.entries(args)) assert.ok(["a", "b"].includes(k) && typeof v === "number", c.function.arguments);
+  return args;
+};
+for (const [what, tool_choice, names] of [["required", "required", ["get_weather", "add"]],
+                                            ["a named function", {type: "function", function: {name: "add"}}, ["add"]]]) {
+  await check(`tool_choice ${what}: a valid call, streamed or not, then the loop to a text answer`, async () => {
+    const messages = [{role: "user", content: "Weather in Paris?"}];
+    const body = {model, messages, tools, tool_choice, max_tokens: 96, temperature: 0};
+    const r = await client.chat.completions.create(body);
+    assert.equal(r.choices[0].finish_reason, "tool_calls", JSON.stringify(r.choices[0]));
+    const call = r.choices[0].message.tool_calls[0];
+    validCall(call, names);
+    const streamed = await client.chat.completions.stream(body).finalChatCompletion();
+    assert.equal(streamed.choices[0].finish_reason, "tool_calls");
+    const sc = streamed.choices[0].message.tool_calls[0];
+    validCall(sc, names);
+    assert.equal(sc.function.name, call.function.name);
+    assert.equal(sc.function.arguments, call.function.arguments);
+    const sampled = await client.chat.completions.create({...body, temperature: 1, seed: 7});
+    validCall(sampled.choices[0].message.tool_calls[0], names);
+    const next = [...messages, r.choices[0].message, {role: "tool", tool_call_id: call.id, content: "42"}];
+    const answer = await client.chat.completions.create({model, messages: next, tools, max_tokens: 4, temperature: 0});
+    isReply(answer);
+  });
+}
 await check("streamed with tools: the SDK's accumulator gets a whole message", async () => {
   const stream = client.chat.completions.stream({model, messages: history, tools, max_tokens: 6, temperature: 0});
   const done = await stream.finalChatCompletion();
