@@ -371,10 +371,12 @@ void install_globals(Env& env) {
             if (step == 0) fail("range() step must not be zero");
             const double n = std::ceil((static_cast<double>(stop) - static_cast<double>(start)) /
                                        static_cast<double>(step));
-            in.check_items(n > 0 ? static_cast<size_t>(std::min(n, 1e18)) : 0);
+            const size_t count = n > 0 ? static_cast<size_t>(std::min(n, 1e18)) : 0;
+            in.check_items(count);
             std::vector<Value> items;
-            for (int64_t k = start; step > 0 ? k < stop : k > stop; k += step)
-              items.push_back(Value::integer(k));
+            // start + k * step lies between start and stop: no overflow near the int64 ends.
+            for (size_t k = 0; k < count; ++k)
+              items.push_back(Value::integer(start + static_cast<int64_t>(k) * step));
             return Value::array(std::move(items));
           }));
   env.set("strftime_now", Value::function([](Interp& in, Args& args, Object*) {

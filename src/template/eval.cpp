@@ -360,11 +360,12 @@ Value Interp::slice(const Value& obj, const Value& start, const Value& stop, con
   std::vector<Value> items;
   std::string text;
   const int64_t dir = stp > 0 ? 1 : -1;
-  for (int64_t k = b; dir * k < dir * e; k += stp) {
+  for (int64_t k = b; dir * k < dir * e;) {
     if (obj.type == T::Array)
       items.push_back((*obj.arr)[static_cast<size_t>(k)]);
     else
       text += chars[static_cast<size_t>(k)];
+    if (__builtin_add_overflow(k, stp, &k)) break;  // a huge step: past the end
   }
   if (obj.type == T::Array) return Value::array(std::move(items));
   return Value::string(std::move(text));
