@@ -21,8 +21,8 @@ std::shared_ptr<const grammar::TokenIndex> small_vocab() {
   static const std::shared_ptr<const grammar::TokenIndex> index = [] {
     std::vector<std::string> bytes;
     for (int b = 0; b < 256; ++b) bytes.push_back(std::string(1, static_cast<char>(b)));
-    for (const char* t : {"{\"", "\":", "\",", "\"}", "true", "false", "null", "12", "\u00e9",
-                          "  ", "\n", "[]", "{}", "\"a\""})
+    for (const char* t : {"{\"", "\":", "\",", "\"}", "true", "false", "null", "12", "\u00e9", "  ",
+                          "\n", "[]", "{}", "\"a\""})
       bytes.push_back(t);
     std::vector<bool> special(bytes.size(), false);
     bytes.push_back("<eos>");

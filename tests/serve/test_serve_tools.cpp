@@ -6,8 +6,10 @@
 
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "../cli/cli_fixture.h"
+#include "grammar/grammar.h"
 #include "serve/openai.h"
 #include "serve/tools.h"
 #include "serve_fixture.h"
@@ -267,4 +269,82 @@ TEST(ServeTools, StreamedCallsAssembledByTheOpenAISdk) {
   std::printf("%s", n.out.c_str());
   EXPECT_EQ(n.code, 0) << n.out << n.err;
   EXPECT_EQ(n.out.find("FAIL"), std::string::npos);
+}
+
+// tool_choice "required" and a named function (the server's constrain_tool_choice): for each
+// family, the grammar of forced_call_schema, walked by random allowed tokens of a byte vocabulary
+// under the budget rule, always gives a text that, after the forced prefix, the family's reply
+// parser reads as calls of the allowed functions whose arguments the parameters schema accepts.
+// A tool whose schema is outside the grammar's subset (a pattern) is refused by the compiler and
+// the arguments fall back to any JSON object.
+TEST(ServeTools, ForcedCallsParseAsValidCalls) {
+  std::vector<std::string> bytes;
+  for (int b = 0; b < 256; ++b) bytes.push_back(std::string(1, static_cast<char>(b)));
+  for (const char* t : {"{\"", "\": ", "get_weather", "city", "\"}", "12"}) bytes.push_back(t);
+  std::vector<bool> special(bytes.size(), false);
+  const auto index = std::make_shared<const grammar::TokenIndex>(
+      bytes, special, std::vector<int32_t>{}, static_cast<int32_t>(bytes.size()));
+  const json tools = json::parse(R"([
+    {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
+      "properties": {"city": {"type": "string", "maxLength": 12}}, "required": ["city"]}}},
+    {"type": "function", "function": {"name": "add", "parameters": {"type": "object",
+      "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+      "required": ["a", "b"], "additionalProperties": false}}}])");
+  for (CallSyntax syntax : {CallSyntax::Qwen3, CallSyntax::Llama3, CallSyntax::Phi4Mini})
+    for (bool named : {false, true}) {
+      ToolSpec spec;
+      spec.tools_json = tools.dump();
+      spec.names = kNames;
+      spec.choice = named ? ToolChoice::Named : ToolChoice::Required;
+      spec.choice_name = "add";
+      spec.parallel = syntax == CallSyntax::Phi4Mini && !named;
+      const auto g = grammar::compile_json_schema(forced_call_schema(spec, syntax, false));
+      std::mt19937 rng(7);
+      for (int walk = 0; walk < 20; ++walk) {
+        grammar::Matcher m(g, index);
+        std::vector<uint8_t> allowed;
+        std::string text;
+        for (int left = 160; left > 0 && !m.complete(); --left) {
+          m.fill_mask(allowed, left);
+          std::vector<int32_t> ids;
+          for (size_t i = 0; i < allowed.size(); ++i)
+            if (allowed[i]) ids.push_back(static_cast<int32_t>(i));
+          ASSERT_FALSE(ids.empty());
+          const int32_t id = ids[rng() % ids.size()];
+          ASSERT_TRUE(m.accept_token(id));
+          text += bytes[static_cast<size_t>(id)];
+        }
+        ASSERT_TRUE(m.complete()) << text;
+        ToolCallStream p(syntax, named ? std::vector<std::string>{"add"} : kNames, spec.parallel);
+        std::string content = p.push(forced_call_prefix(syntax));
+        content += p.push(text);
+        ToolCallStream::End e = p.finish();
+        const std::string what = std::to_string(static_cast<int>(syntax)) + ": " + text;
+        ASSERT_FALSE(e.calls.empty()) << what;
+        EXPECT_EQ(content + e.content, "") << what;
+        for (const ChatToolCall& c : e.calls) {
+          if (named) {
+            EXPECT_EQ(c.name, "add") << what;
+          }
+          const json args = json::parse(c.arguments);
+          ASSERT_TRUE(args.is_object()) << what;
+          if (c.name == "get_weather") {
+            EXPECT_TRUE(args.at("city").is_string()) << what;
+          }
+          if (c.name == "add") {
+            EXPECT_EQ(args.size(), 2u) << what;
+            EXPECT_TRUE(args.at("a").is_number_integer() && args.at("b").is_number_integer())
+                << what;
+          }
+        }
+      }
+    }
+  ToolSpec odd;
+  odd.tools_json = R"([{"type": "function", "function": {"name": "f", "parameters":
+    {"type": "object", "properties": {"s": {"type": "string", "pattern": "^a$"}}}}}])";
+  odd.names = {"f"};
+  odd.choice = ToolChoice::Required;
+  EXPECT_THROW(grammar::compile_json_schema(forced_call_schema(odd, CallSyntax::Qwen3, false)),
+               grammar::SchemaError);
+  EXPECT_NO_THROW(grammar::compile_json_schema(forced_call_schema(odd, CallSyntax::Qwen3, true)));
 }

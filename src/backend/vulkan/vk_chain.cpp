@@ -220,6 +220,8 @@ std::unique_ptr<PreparedOp> prepare_chain(OpEnv& env, const std::vector<Match>& 
 
 }  // namespace fusion
 
+using namespace fusion;
+
 void print_chain_clock(Allocator& alloc, const ChainClock& clock) {
   if (!clock.buf.buf || clock.slots.empty()) return;
   const size_t per = size_t(clock.groups) * kClockPhases;
