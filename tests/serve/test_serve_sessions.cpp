@@ -94,7 +94,7 @@ Turn turn(int port, json& history, const std::string& user, int n) {
 // slots (0 cached), the second turns' messages go to a second, fresh server.
 TEST(Serve, SlotsKeepInterleavedConversationsPrefixes) {
   const std::string art = shared_twin().artifact_long;
-  constexpr int kN = 3;  // tokens per reply (the CPU backend decodes ~2 tokens/s under ASan)
+  constexpr int kReply = 3;  // tokens per reply (the CPU backend decodes ~2 tokens/s under ASan)
   const std::vector<std::vector<std::string>> users = {{"Hi.", "And then?"},
                                                        {"Name a color.", "Why?"}};
   std::vector<json> hist(2, json::array());
@@ -102,7 +102,8 @@ TEST(Serve, SlotsKeepInterleavedConversationsPrefixes) {
   {
     ServeProc s(art, {"--slots", "2"});
     for (size_t k = 0; k < 2; ++k)
-      for (size_t c = 0; c < 2; ++c) turns[c].push_back(turn(s.port(), hist[c], users[c][k], kN));
+      for (size_t c = 0; c < 2; ++c)
+        turns[c].push_back(turn(s.port(), hist[c], users[c][k], kReply));
     EXPECT_EQ(s.stop(SIGTERM), 0);
     EXPECT_NE(s.err().find("2 slots of"), std::string::npos) << s.err();
   }
@@ -115,7 +116,7 @@ TEST(Serve, SlotsKeepInterleavedConversationsPrefixes) {
     std::printf("conversation %zu turn 2: %d prompt tokens, %d from the KV cache, %d prefilled\n",
                 c, second.prompt, second.cached, second.prompt - second.cached);
     const json msgs(hist[c].begin(), hist[c].begin() + 3);  // user, assistant, user
-    const json r = chat(fresh.port(), msgs, kN);
+    const json r = chat(fresh.port(), msgs, kReply);
     ASSERT_FALSE(r.is_null());
     EXPECT_EQ(r["usage"]["prompt_tokens_details"]["cached_tokens"], 0) << "not fresh";
     EXPECT_EQ(r["usage"]["prompt_tokens"], second.prompt);
@@ -130,8 +131,8 @@ TEST(Serve, SlotsKeepInterleavedConversationsPrefixes) {
 // generated at all, and the next request is served at once with the right reply.
 TEST(Serve, NonStreamingClientThatLeavesStopsItsGeneration) {
   const std::string art = shared_twin().artifact_long;
-  constexpr int kMax = 900, kN = 2;
-  const std::string want = greedy_chat_reply(art, "Name a color.", kN);
+  constexpr int kMax = 900, kReply = 2;
+  const std::string want = greedy_chat_reply(art, "Name a color.", kReply);
   ServeProc s(art, {"--slots", "1"});
   const auto leave_after = [&](int ms) {
     httplib::Client c("127.0.0.1", s.port());
@@ -150,7 +151,7 @@ TEST(Serve, NonStreamingClientThatLeavesStopsItsGeneration) {
   second.join();
   first.join();
   const auto t0 = Clock::now();
-  const json r = chat(s.port(), {{{"role", "user"}, {"content", "Name a color."}}}, kN);
+  const json r = chat(s.port(), {{{"role", "user"}, {"content", "Name a color."}}}, kReply);
   const double next_s = seconds_since(t0);
   ASSERT_FALSE(r.is_null());
   EXPECT_EQ(r["choices"][0]["message"]["content"], want);
