@@ -161,7 +161,7 @@ TEST_P(ChatConformance, ChatPromptsTokenExactAgainstReferenceRendering) {
 
 // Conversations with tools, tool calls and tool results: byte-exact against the real templates
 // rendered by @huggingface/jinja (tools/fixtures/make_chat_tools_reference.mjs).
-TEST_P(Conformance, ChatToolsAgainstReferenceRendering) {
+TEST_P(ChatConformance, ChatToolsAgainstReferenceRendering) {
   using ojson = nlohmann::ordered_json;  // key order is part of the rendering
   const Tokenizer* tok = test::fixture(GetParam());
   ASSERT_NE(tok, nullptr);
