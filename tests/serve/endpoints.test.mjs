@@ -17,16 +17,7 @@ const post = async (p, body) => {
   return {status: r.status, json: await r.json()};
 };
 const get = async (p) => fetch(url + p, {headers: auth});
-let failed = 0;
-async function check(name, fn) {
-  try {
-    await fn();
-    console.log("ok   " + name);
-  } catch (e) {
-    failed++;
-    console.log("FAIL " + name + ": " + (e && e.stack || e));
-  }
-}
+import { check, done } from "./check.mjs";
 const lines = (f) => fs.readFileSync(f, "utf8").split("\n").filter(l => l).map(l => JSON.parse(l));
 const corpus = lines(path.join(here, "../tokenizer/corpus.jsonl"));
 const refs = lines(path.join(here, "../tokenizer/reference/qwen3.jsonl"));
@@ -118,4 +109,4 @@ await check("/metrics: counters equal the requests made, histograms and gauges p
   assert.equal(value(after, "vkllm_kv_tokens_capacity"), value(after, "vkllm_kv_slots") * Number(process.env.VKLLM_CTX));
   assert.ok(value(after, "vkllm_requests_total", {endpoint: "/metrics", status: "200"}) >= 1);
 });
-process.exit(failed ? 1 : 0);
+done();

@@ -20,16 +20,7 @@ const cfg = JSON.parse(fs.readFileSync(path.join(twin, "tokenizer_config.json"),
 const tok = TokenizerLoader.fromPreTrained({
   tokenizerJSON: JSON.parse(fs.readFileSync(path.join(twin, "tokenizer.json"), "utf8")), tokenizerConfig: cfg});
 const client = new Anthropic({baseURL: url, apiKey: key, maxRetries: 0, timeout: 120000});
-let failed = 0;
-async function check(name, fn) {
-  try {
-    await fn();
-    console.log("ok   " + name);
-  } catch (e) {
-    failed++;
-    console.log("FAIL " + name + ": " + (e && e.stack || e));
-  }
-}
+import { check, done } from "./check.mjs";
 const model = want.model;
 const ask = (q, extra = {}) => ({model, max_tokens: want.n, temperature: 0, messages: [{role: "user", content: q}], ...extra});
 const text = (m) => m.content.filter(b => b.type === "text").map(b => b.text).join("");
@@ -129,4 +120,4 @@ await check("bad requests: Anthropic's error shape (400, 401, 404, 413)", async 
   await expectError(Anthropic.AuthenticationError, 401, "authentication_error", () => wrong.messages.create(ask(want.q1)));
   await expectError(Anthropic.APIError, 413, "request_too_large", () => client.messages.create(ask("x".repeat(2 << 20))));
 });
-process.exit(failed ? 1 : 0);
+done();

@@ -8,16 +8,7 @@ import assert from "node:assert/strict";
 const url = process.env.VKLLM_URL, key = process.env.VKLLM_KEY;
 const want = JSON.parse(process.env.VKLLM_EXPECT);
 const client = new OpenAI({baseURL: url + "/v1", apiKey: key, maxRetries: 0, timeout: 120000});
-let failed = 0;
-async function check(name, fn) {
-  try {
-    await fn();
-    console.log("ok   " + name);
-  } catch (e) {
-    failed++;
-    console.log("FAIL " + name + ": " + (e && e.stack || e));
-  }
-}
+import { check, done } from "./check.mjs";
 const user = q => [{role: "user", content: q}];
 const greedy = (q, extra = {}) => ({model: want.model, messages: user(q), temperature: 0, max_tokens: want.n, ...extra});
 async function streamText(params) {
@@ -155,4 +146,4 @@ await check("after all of that the server still answers the greedy reply", async
   const r = await client.chat.completions.create(greedy(want.q1));
   assert.equal(r.choices[0].message.content, want.a1);
 });
-process.exit(failed ? 1 : 0);
+done();

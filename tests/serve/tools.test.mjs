@@ -21,16 +21,7 @@ const tok = TokenizerLoader.fromPreTrained({
   tokenizerJSON: JSON.parse(fs.readFileSync(path.join(twin, "tokenizer.json"), "utf8")), tokenizerConfig: cfg});
 const template = new Template(cfg.chat_template);
 const client = new OpenAI({baseURL: url + "/v1", apiKey: "x", maxRetries: 0, timeout: 120000});
-let failed = 0;
-async function check(name, fn) {
-  try {
-    await fn();
-    console.log("ok   " + name);
-  } catch (e) {
-    failed++;
-    console.log("FAIL " + name + ": " + (e && e.stack || e));
-  }
-}
+import { check, done } from "./check.mjs";
 const tools = [
   {type: "function", function: {name: "get_weather", description: "Weather of a city.", parameters: {type: "object", properties: {city: {type: "string"}}, required: ["city"]}}},
   {type: "function", function: {name: "add", parameters: {type: "object", properties: {b: {type: "number"}, a: {type: "number"}}}}},
@@ -151,4 +142,4 @@ await check("bad tool requests: 400 naming the field", async () => {
   noArgs[2].tool_calls[0].function.arguments = "not json";
   await bad({messages: noArgs}, "messages[2].tool_calls[0].function.arguments");
 });
-process.exit(failed ? 1 : 0);
+done();
