@@ -77,14 +77,14 @@ TEST(VulkanTuning, EachSwitchLandsInItsField) {
 }
 
 TEST(VulkanTuning, MalformedValuesFailWithOneLine) {
-  for (const auto& [var, value] : std::vector<std::pair<const char*, const char*>>{
-           {"VKLLM_GEMM_TILE", "48"},
-           {"VKLLM_GEMM_TILE", "64x"},
-           {"VKLLM_MATVEC_PARTS", "3"},
-           {"VKLLM_CHAIN_WG", "128"},
-           {"VKLLM_DECODE_BATCH", "0"},
-           {"VKLLM_CHAIN_DEAL", "2"},
-           {"VKLLM_VK_MEMORY_BUDGET", "lots"}}) {
+  for (const auto& [var, value] :
+       std::vector<std::pair<const char*, const char*>>{{"VKLLM_GEMM_TILE", "48"},
+                                                        {"VKLLM_GEMM_TILE", "64x"},
+                                                        {"VKLLM_MATVEC_PARTS", "3"},
+                                                        {"VKLLM_CHAIN_WG", "128"},
+                                                        {"VKLLM_DECODE_BATCH", "0"},
+                                                        {"VKLLM_CHAIN_DEAL", "2"},
+                                                        {"VKLLM_VK_MEMORY_BUDGET", "lots"}}) {
     const std::string e = error_of({{var, value}});
     EXPECT_NE(e.find(var), std::string::npos) << var << "=" << value << ": " << e;
     EXPECT_EQ(e.find('\n'), std::string::npos) << e;
