@@ -33,11 +33,12 @@ if [ -x tools/fixtures/make_fixtures.sh ]; then
   tools/fixtures/make_fixtures.sh .fixtures
 fi
 
-# vkllm serve's test clients: the openai and Anthropic SDKs, playwright-core and a Prometheus text
-# parser, pinned in tests/serve's lockfile.
+# vkllm serve's test clients: the openai and Anthropic SDKs, playwright-core, a Prometheus text
+# parser and ajv (JSON schema validation), pinned in tests/serve's lockfile.
 if [ ! -d tests/serve/node_modules/openai ] || [ ! -d tests/serve/node_modules/playwright-core ] ||
    [ ! -d tests/serve/node_modules/@anthropic-ai/sdk ] ||
-   [ ! -d tests/serve/node_modules/parse-prometheus-text-format ]; then
+   [ ! -d tests/serve/node_modules/parse-prometheus-text-format ] ||
+   [ ! -d tests/serve/node_modules/ajv ]; then
   (cd tests/serve && npm ci --no-audit --no-fund --loglevel=error)
 fi
 
