@@ -3,10 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
 
+#include "core/error.h"
 #include "tokenizer/tokenizer.h"
 
 namespace vkllm::test {
@@ -33,6 +35,16 @@ inline const Tokenizer* fixture(const std::string& name) {
   }
   auto tok = std::make_unique<Tokenizer>(Tokenizer::from_dir(dir));
   return cache.emplace(name, std::move(tok)).first->second.get();
+}
+
+// The one-line message of the Error f throws, or "(no error)".
+inline std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
 }
 
 }  // namespace vkllm::test

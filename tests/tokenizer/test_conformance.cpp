@@ -59,6 +59,13 @@ std::string show(const std::vector<int32_t>& ids, size_t max = 40) {
 class Conformance : public ::testing::TestWithParam<std::string> {};
 class ChatConformance : public Conformance {};
 
+// The chat family of a fixture (the three ChatConformance instantiates).
+ChatFamily chat_family(const std::string& fixture) {
+  return fixture == "qwen3"      ? ChatFamily::Qwen3
+         : fixture == "llama3.2" ? ChatFamily::Llama3
+                                 : ChatFamily::Phi4Mini;
+}
+
 // The SentencePiece-style fixtures: their reference has ids_special on every line and the
 // reference decode wherever it differs from the input.
 bool is_spm(const std::string& name) {
@@ -137,9 +144,7 @@ TEST_P(ChatConformance, ChatPromptsTokenExactAgainstReferenceRendering) {
   std::ifstream f(test::tests_dir() + "/reference/chat.json");
   ASSERT_TRUE(f.good());
   json cases = json::parse(f);
-  ChatFamily fam = GetParam() == "qwen3"      ? ChatFamily::Qwen3
-                   : GetParam() == "llama3.2" ? ChatFamily::Llama3
-                                              : ChatFamily::Phi4Mini;
+  const ChatFamily fam = chat_family(GetParam());
   size_t n = 0;
   for (const auto& c : cases) {
     if (c.at("family") != GetParam()) continue;
@@ -168,9 +173,7 @@ TEST_P(ChatConformance, ChatToolsAgainstReferenceRendering) {
   std::ifstream f(test::tests_dir() + "/reference/chat_tools.json");
   ASSERT_TRUE(f.good());
   const ojson cases = ojson::parse(f);
-  ChatFamily fam = GetParam() == "qwen3"      ? ChatFamily::Qwen3
-                   : GetParam() == "llama3.2" ? ChatFamily::Llama3
-                                              : ChatFamily::Phi4Mini;
+  const ChatFamily fam = chat_family(GetParam());
   size_t n = 0;
   for (const auto& c : cases) {
     if (c.at("family") != GetParam()) continue;

@@ -12,14 +12,7 @@ namespace {
 
 using nlohmann::json;
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using test::error_of;
 
 int32_t id_of(const Tokenizer& t, const std::string& s) {
   auto id = t.token_id(s);

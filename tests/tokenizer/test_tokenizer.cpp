@@ -157,14 +157,7 @@ std::string tmp_dir() {
   return d.string();
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using test::error_of;
 
 // A minimal valid byte-level BPE tokenizer.json: 256 byte tokens, one merge "a b" -> "ab".
 std::string tiny_tokenizer_json(const std::string& extra_merge = "") {
