@@ -16,9 +16,29 @@ namespace vkllm::grammar {
 
 using nlohmann::json;
 
+namespace {
+
+// Schema keys come from the request: control bytes are shown escaped so the error stays one line.
+std::string schema_one_line(const std::string& s) {
+  std::string out;
+  for (char ch : s) {
+    const auto b = static_cast<unsigned char>(ch);
+    if (b == '\n') {
+      out += "\\n";
+    } else if (b < 0x20 || b == 0x7f) {
+      out += fmt::format("\\x{:02x}", b);
+    } else {
+      out += ch;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 SchemaError::SchemaError(std::string keyword, std::string path, const std::string& why)
-    : Error(fmt::format("unsupported JSON schema: '{}' at {}: {}", keyword,
-                        path.empty() ? "#" : "#" + path, why)),
+    : Error(fmt::format("unsupported JSON schema: '{}' at {}: {}", schema_one_line(keyword),
+                        schema_one_line(path.empty() ? "#" : "#" + path), schema_one_line(why))),
       keyword_(std::move(keyword)),
       path_(std::move(path)) {}
 
