@@ -27,6 +27,48 @@ class Executor {
   }
 };
 
+// One batched forward over the rows of several sequences (continuous batching, docs/ir.md
+// "Batched forward"). Row t is token ids[t] of sequence seq[t] at position pos[t]; the rows of one
+// sequence are consecutive and in position order. The KV caches are a pool of blocks of
+// block_tokens rows: position p of sequence s lives in pool row
+// block_table[s * table_stride + p / block_tokens] * block_tokens + p % block_tokens.
+// Every row first writes its k and v there (all rows before any attention reads), then attends to
+// positions 0..pos[t] of its own sequence. The rows listed in out_rows (e.g. the last row of each
+// sequence) get the argmax of their logits in next_tokens[i], and their vocab logits (F32) in
+// logits + i * vocab when logits is not null.
+struct BatchForward {
+  int T = 0;                             // rows, >= 1
+  const int32_t* ids = nullptr;          // [T]
+  const int32_t* pos = nullptr;          // [T], 0 <= pos < the program's max_ctx
+  const int32_t* seq = nullptr;          // [T], 0 <= seq < n_seqs
+  int n_seqs = 0;                        // >= 1
+  const int32_t* block_table = nullptr;  // [n_seqs * table_stride] physical block ids
+  int table_stride = 0;                  // >= ceil((max pos + 1) / block_tokens)
+  const int32_t* out_rows = nullptr;     // [n_out] distinct rows in 0..T-1
+  int n_out = 0;                         // >= 1
+  int32_t* next_tokens = nullptr;        // [n_out]
+  float* logits = nullptr;               // [n_out * vocab] or null
+};
+
+// Error with one line unless b fits the pool and max_rows and its rows are well formed (sequence
+// ids in range, consecutive positions within a sequence, table entries inside the pool, distinct
+// output rows). Rows of one sequence need not be adjacent to the other sequences' rows.
+void check_batch_forward(const BatchForward& b, int num_blocks, int block_tokens, int max_rows,
+                         int max_ctx);
+
+// The executor of batched forwards: owns the KV block pool (num_blocks x block_tokens rows of
+// every KVCache tensor) and the activations of up to max_rows rows. Throws Error on a malformed
+// BatchForward (a block id outside the pool, rows out of order, T > max_rows, ...).
+class BatchExecutor {
+ public:
+  virtual ~BatchExecutor() = default;
+  virtual void forward(const BatchForward& b) = 0;
+  virtual int num_blocks() const = 0;
+  virtual int block_tokens() const = 0;
+  virtual int max_rows() const = 0;
+  virtual const char* name() const = 0;
+};
+
 // A program whose weights a backend holds ready (on Vulkan: uploaded to the device once). Every
 // executor made from it shares those weights, owns one conversation's state (KV cache,
 // activations) and keeps the loaded program alive. Calls on a loaded program and its executors
@@ -35,11 +77,18 @@ class LoadedProgram {
  public:
   virtual ~LoadedProgram() = default;
   virtual std::unique_ptr<Executor> make_executor() = 0;
+  // A batched executor with its own KV pool (Error when the device lacks the memory).
+  virtual std::unique_ptr<BatchExecutor> make_batch_executor(int num_blocks, int block_tokens,
+                                                             int max_rows) = 0;
   virtual std::string device_name() const = 0;  // "cpu", or the Vulkan device's name
 };
 
 // The CPU reference interpreter (src/backend/cpu/cpu_executor.cpp). The program and the weight
 // source must outlive the executor.
 std::unique_ptr<Executor> make_cpu_executor(const Program& program, const WeightSource& weights);
+// The CPU reference of batched forwards (the oracle of the Vulkan one).
+std::unique_ptr<BatchExecutor> make_cpu_batch_executor(const Program& program,
+                                                       const WeightSource& weights, int num_blocks,
+                                                       int block_tokens, int max_rows);
 
 }  // namespace vkllm

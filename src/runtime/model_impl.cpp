@@ -22,6 +22,10 @@ class CpuLoaded final : public LoadedProgram {
  public:
   CpuLoaded(const Program& p, const WeightSource& w) : p_(p), w_(w) {}
   std::unique_ptr<Executor> make_executor() override { return make_cpu_executor(p_, w_); }
+  std::unique_ptr<BatchExecutor> make_batch_executor(int num_blocks, int block_tokens,
+                                                     int max_rows) override {
+    return make_cpu_batch_executor(p_, w_, num_blocks, block_tokens, max_rows);
+  }
   std::string device_name() const override { return "cpu"; }
 
  private:

@@ -1,6 +1,7 @@
 // The CPU reference interpreter: walks the program op by op with the scalar kernels.
 // Activations live in fp32 vectors; tensors declared F16 are rounded through fp16 on store so
 // that the CPU mirrors the GPU's fp16 storage exactly.
+#include <algorithm>
 #include <cstring>
 #include <utility>
 #include <vector>
@@ -15,9 +16,14 @@ namespace vkllm {
 
 namespace {
 
-class CpuExecutor final : public Executor {
+// The interpreter over rows: row t is token ids[t] at position pos[t] of sequence seq[t], its KV
+// row found through the block table (docs/ir.md "Batched forward"); the rows in out_rows go on
+// past last_row. A single-sequence forward is the batch of one sequence whose one block is the
+// whole cache.
+class CpuInterpreter {
  public:
-  CpuExecutor(const Program& p, const WeightSource& w, CpuOpHook hook = {})
+  // cache_rows: rows of every KVCache tensor (the program's max_ctx for a single sequence).
+  CpuInterpreter(const Program& p, const WeightSource& w, int64_t cache_rows, CpuOpHook hook = {})
       : p_(p), w_(w), buf_(p.tensors.size()), hook_(std::move(hook)) {
     p_.validate();
     for (size_t i = 0; i < p.tensors.size(); ++i) {
@@ -25,7 +31,7 @@ class CpuExecutor final : public Executor {
       if (t.kind == TensorKind::KVCache) {
         if (t.dtype != DType::F32 && t.dtype != DType::F16)
           fail("program: KV cache {} must be f32 or f16", t.name);
-        buf_[i].assign(static_cast<size_t>(t.shape[0] * t.shape[1]), 0.0f);
+        buf_[i].assign(static_cast<size_t>(cache_rows * t.shape[1]), 0.0f);
       }
       if (t.kind == TensorKind::Weight) {
         auto bytes = w_.weight(p_, static_cast<int32_t>(i));
@@ -35,24 +41,39 @@ class CpuExecutor final : public Executor {
     }
   }
 
-  const char* name() const override { return "cpu"; }
-
-  int32_t forward(const int32_t* ids, int T, int pos, float* logits_out) override {
-    if (T < 1) fail("forward needs at least one token");
-    if (pos < 0 || pos + T > p_.max_ctx)
-      fail("context overflow: positions {}..{} exceed the context length {}", pos, pos + T - 1,
-           p_.max_ctx);
-    T_ = T;
-    pos_ = pos;
-    ids_.assign(ids, ids + T);
+  // Runs the program over b's rows (checked by the caller); writes next_tokens and logits.
+  void run_rows(const BatchForward& b, int block_tokens) {
+    T_ = b.T;
+    pos_ = b.pos[0];
+    ids_.assign(b.ids, b.ids + b.T);
+    kv_ = cpu::KvRows{b.pos, b.seq, b.block_table, b.table_stride, block_tokens};
+    out_rows_.assign(b.out_rows, b.out_rows + b.n_out);
+    // The long rope table applies to a sequence whose last row in this forward lies past the
+    // original context (as a single forward's pos + T does).
+    seq_last_.assign(static_cast<size_t>(b.n_seqs), 0);
+    for (int t = 0; t < b.T; ++t)
+      seq_last_[static_cast<size_t>(b.seq[t])] =
+          std::max(seq_last_[static_cast<size_t>(b.seq[t])], b.pos[t]);
     for (k_ = 0; k_ < p_.ops.size(); ++k_) run(p_.ops[k_]);
     const auto& lg = buf_[p_.logits];
-    if (logits_out) std::memcpy(logits_out, lg.data(), lg.size() * sizeof(float));
-    return next_;
+    const size_t V = static_cast<size_t>(width(p_.logits));
+    for (int i = 0; i < b.n_out; ++i) {
+      b.next_tokens[i] = next_[static_cast<size_t>(i)];
+      if (b.logits)
+        std::memcpy(b.logits + static_cast<size_t>(i) * V, lg.data() + static_cast<size_t>(i) * V,
+                    V * sizeof(float));
+    }
   }
 
  private:
-  int64_t rows(int32_t t) const { return p_.tensors[t].shape[0] < 0 ? T_ : p_.tensors[t].shape[0]; }
+  // Activations past last_row hold one row per output row.
+  int64_t rows(int32_t t) const {
+    const int64_t r = p_.tensors[t].shape[0];
+    if (r < 0) return T_;
+    return p_.tensors[t].kind == TensorKind::Activation && r == 1
+               ? static_cast<int64_t>(out_rows_.size())
+               : r;
+  }
   int64_t width(int32_t t) const { return p_.tensors[t].shape.back(); }
   const TensorDecl& decl(int32_t t) const { return p_.tensors[t]; }
   template <typename T>
@@ -79,10 +100,12 @@ class CpuExecutor final : public Executor {
     CpuOpState st{p_, w_, k_, T_, pos_, buf_, ids_.data()};
     hook_(st);
     if (op.family == "argmax") {
-      const float t = buf_[op.outputs[0]].at(0);
-      if (!(t >= 0 && t < static_cast<float>(width(op.inputs[0]))))
-        fail("cpu hook: argmax set to {}, outside the logits", t);
-      next_ = static_cast<int32_t>(t);
+      for (size_t i = 0; i < next_.size(); ++i) {
+        const float t = buf_[op.outputs[0]].at(i);
+        if (!(t >= 0 && t < static_cast<float>(width(op.inputs[0]))))
+          fail("cpu hook: argmax set to {}, outside the logits", t);
+        next_[i] = static_cast<int32_t>(t);
+      }
     }
   }
 
@@ -137,9 +160,16 @@ class CpuExecutor final : public Executor {
       const int R = static_cast<int>(attr_i(op, "rotary_dim"));
       need(int64_t(H) * hd == width(I[0]) && R <= hd && R % 2 == 0 && decl(I[1]).shape[0] == R / 2,
            op, "bad shape");
-      int32_t table = I[1];
-      if (I.size() == 3 && pos_ + T_ > attr_i(op, "original_max_pos")) table = I[2];
-      cpu::rope(in(I[0]), T_, H, hd, R, in(table), pos_, attr_f(op, "attention_factor"), out(o));
+      const int64_t W = width(I[0]);
+      float* y = out(o);
+      for (int t = 0; t < T_; ++t) {
+        int32_t table = I[1];
+        if (I.size() == 3 &&
+            seq_last_[static_cast<size_t>(kv_.seq[t])] + 1 > attr_i(op, "original_max_pos"))
+          table = I[2];
+        cpu::rope_rows(in(I[0]) + t * W, 1, H, hd, R, in(table), kv_.pos + t,
+                       attr_f(op, "attention_factor"), y + t * W);
+      }
     } else if (f == "attention") {
       const int H = static_cast<int>(attr_i(op, "n_heads")),
                 Hkv = static_cast<int>(attr_i(op, "n_kv_heads"));
@@ -147,19 +177,27 @@ class CpuExecutor final : public Executor {
       need(Hkv > 0 && H % Hkv == 0 && width(I[0]) == int64_t(H) * hd &&
                width(I[1]) == int64_t(Hkv) * hd && width(I[3]) == int64_t(Hkv) * hd,
            op, "bad shape");
-      cpu::attention(in(I[0]), in(I[1]), in(I[2]), T_, pos_, buf_[I[3]].data(), buf_[I[4]].data(),
-                     decl(I[3]).dtype == DType::F16, H, Hkv, hd, attr_f(op, "scale"), out(o));
+      cpu::attention_rows(in(I[0]), in(I[1]), in(I[2]), T_, kv_, buf_[I[3]].data(),
+                          buf_[I[4]].data(), decl(I[3]).dtype == DType::F16, H, Hkv, hd,
+                          attr_f(op, "scale"), out(o));
     } else if (f == "swiglu") {
       cpu::swiglu(in(I[0]), in(I[1]), rows(I[0]) * width(I[0]), out(o));
     } else if (f == "add") {
       cpu::add(in(I[0]), in(I[1]), rows(I[0]) * width(I[0]), out(o));
     } else if (f == "last_row") {
       const int64_t N = width(I[0]);
-      const float* src = in(I[0]) + (rows(I[0]) - 1) * N;
-      std::memcpy(out(o), src, static_cast<size_t>(N) * sizeof(float));
+      float* y = out(o);
+      for (size_t i = 0; i < out_rows_.size(); ++i)
+        std::memcpy(y + static_cast<int64_t>(i) * N, in(I[0]) + out_rows_[i] * N,
+                    static_cast<size_t>(N) * sizeof(float));
     } else if (f == "argmax") {
-      next_ = cpu::argmax(in(I[0]), width(I[0]));
-      out(o)[0] = static_cast<float>(next_);
+      const int64_t V = width(I[0]);
+      float* y = out(o);
+      next_.resize(out_rows_.size());
+      for (size_t i = 0; i < out_rows_.size(); ++i) {
+        next_[i] = cpu::argmax(in(I[0]) + static_cast<int64_t>(i) * V, V);
+        y[i] = static_cast<float>(next_[i]);
+      }
       after_op(op);
       return;
     } else {
@@ -175,15 +213,94 @@ class CpuExecutor final : public Executor {
   std::vector<std::vector<float>> buf_;
   std::vector<int32_t> ids_;
   int T_ = 0, pos_ = 0;
+  cpu::KvRows kv_{};
+  std::vector<int32_t> out_rows_, seq_last_;
   size_t k_ = 0;
-  int32_t next_ = 0;
+  std::vector<int32_t> next_;
   CpuOpHook hook_;
+};
+
+class CpuExecutor final : public Executor {
+ public:
+  CpuExecutor(const Program& p, const WeightSource& w, CpuOpHook hook = {})
+      : p_(p), in_(p, w, p.max_ctx, std::move(hook)) {}
+
+  const char* name() const override { return "cpu"; }
+
+  int32_t forward(const int32_t* ids, int T, int pos, float* logits_out) override {
+    if (T < 1) fail("forward needs at least one token");
+    if (pos < 0 || pos + T > p_.max_ctx)
+      fail("context overflow: positions {}..{} exceed the context length {}", pos, pos + T - 1,
+           p_.max_ctx);
+    pos_.resize(static_cast<size_t>(T));
+    for (int t = 0; t < T; ++t) pos_[static_cast<size_t>(t)] = pos + t;
+    seq_.assign(static_cast<size_t>(T), 0);
+    const int32_t block0 = 0, last = T - 1;
+    int32_t next = 0;
+    BatchForward b;
+    b.T = T;
+    b.ids = ids;
+    b.pos = pos_.data();
+    b.seq = seq_.data();
+    b.n_seqs = 1;
+    b.block_table = &block0;
+    b.table_stride = 1;
+    b.out_rows = &last;
+    b.n_out = 1;
+    b.next_tokens = &next;
+    b.logits = logits_out;
+    in_.run_rows(b, p_.max_ctx);
+    return next;
+  }
+
+ private:
+  const Program& p_;
+  CpuInterpreter in_;
+  std::vector<int32_t> pos_, seq_;
+};
+
+class CpuBatchExecutor final : public BatchExecutor {
+ public:
+  CpuBatchExecutor(const Program& p, const WeightSource& w, int num_blocks, int block_tokens,
+                   int max_rows)
+      : p_(p),
+        num_blocks_(check_pool(num_blocks, block_tokens, max_rows)),
+        block_tokens_(block_tokens),
+        max_rows_(max_rows),
+        in_(p, w, static_cast<int64_t>(num_blocks) * block_tokens) {}
+
+  const char* name() const override { return "cpu"; }
+  int num_blocks() const override { return num_blocks_; }
+  int block_tokens() const override { return block_tokens_; }
+  int max_rows() const override { return max_rows_; }
+
+  void forward(const BatchForward& b) override {
+    check_batch_forward(b, num_blocks_, block_tokens_, max_rows_, p_.max_ctx);
+    in_.run_rows(b, block_tokens_);
+  }
+
+ private:
+  static int check_pool(int num_blocks, int block_tokens, int max_rows) {
+    if (num_blocks < 1 || block_tokens < 1 || max_rows < 1)
+      fail("batch executor: {} blocks of {} rows and {} rows a forward (each must be >= 1)",
+           num_blocks, block_tokens, max_rows);
+    return num_blocks;
+  }
+  const Program& p_;
+  int num_blocks_, block_tokens_, max_rows_;
+  CpuInterpreter in_;
 };
 
 }  // namespace
 
 std::unique_ptr<Executor> make_cpu_executor(const Program& program, const WeightSource& weights) {
   return std::make_unique<CpuExecutor>(program, weights);
+}
+
+std::unique_ptr<BatchExecutor> make_cpu_batch_executor(const Program& program,
+                                                       const WeightSource& weights, int num_blocks,
+                                                       int block_tokens, int max_rows) {
+  return std::make_unique<CpuBatchExecutor>(program, weights, num_blocks, block_tokens, max_rows);
 }
 
 std::unique_ptr<Executor> make_cpu_executor_with_hook(const Program& program,

@@ -134,11 +134,11 @@ void linear_8da4w(const float* x, int T, int64_t K, const uint8_t* Wq, const flo
   }
 }
 
-void rope(const float* x, int T, int H, int head_dim, int rotary_dim, const float* inv_freq,
-          int pos, float attention_factor, float* y) {
+void rope_rows(const float* x, int T, int H, int head_dim, int rotary_dim, const float* inv_freq,
+               const int32_t* pos, float attention_factor, float* y) {
   const int half = rotary_dim / 2;
   for (int t = 0; t < T; ++t) {
-    const float p = static_cast<float>(pos + t);
+    const float p = static_cast<float>(pos[t]);
     for (int h = 0; h < H; ++h) {
       const float* xh = x + (static_cast<int64_t>(t) * H + h) * head_dim;
       float* yh = y + (static_cast<int64_t>(t) * H + h) * head_dim;
@@ -154,43 +154,67 @@ void rope(const float* x, int T, int H, int head_dim, int rotary_dim, const floa
   }
 }
 
-void attention(const float* q, const float* k, const float* v, int T, int pos, float* kcache,
-               float* vcache, bool f16_cache, int H, int Hkv, int head_dim, float scale, float* o) {
+void rope(const float* x, int T, int H, int head_dim, int rotary_dim, const float* inv_freq,
+          int pos, float attention_factor, float* y) {
+  std::vector<int32_t> p(static_cast<size_t>(T));
+  for (int t = 0; t < T; ++t) p[static_cast<size_t>(t)] = pos + t;
+  rope_rows(x, T, H, head_dim, rotary_dim, inv_freq, p.data(), attention_factor, y);
+}
+
+void attention_rows(const float* q, const float* k, const float* v, int T, const KvRows& kv,
+                    float* kcache, float* vcache, bool f16_cache, int H, int Hkv, int head_dim,
+                    float scale, float* o) {
   const int64_t kvw = static_cast<int64_t>(Hkv) * head_dim;
-  for (int t = 0; t < T; ++t)
+  for (int t = 0; t < T; ++t) {
+    const int64_t r = kv.row(kv.seq[t], kv.pos[t]) * kvw;
     for (int64_t j = 0; j < kvw; ++j) {
-      float kv = k[t * kvw + j], vv = v[t * kvw + j];
-      kcache[(pos + t) * kvw + j] = f16_cache ? round_f16(kv) : kv;
-      vcache[(pos + t) * kvw + j] = f16_cache ? round_f16(vv) : vv;
+      float kx = k[t * kvw + j], vx = v[t * kvw + j];
+      kcache[r + j] = f16_cache ? round_f16(kx) : kx;
+      vcache[r + j] = f16_cache ? round_f16(vx) : vx;
     }
+  }
   const int group = H / Hkv;
-  std::vector<float> sc(static_cast<size_t>(pos + T));
-  for (int t = 0; t < T; ++t)
+  std::vector<float> sc;
+  std::vector<int64_t> rows;
+  for (int t = 0; t < T; ++t) {
+    const int n = kv.pos[t] + 1;
+    sc.resize(static_cast<size_t>(n));
+    rows.resize(static_cast<size_t>(n));
+    for (int j = 0; j < n; ++j) rows[static_cast<size_t>(j)] = kv.row(kv.seq[t], j) * kvw;
     for (int h = 0; h < H; ++h) {
       const float* qh = q + (static_cast<int64_t>(t) * H + h) * head_dim;
       const int kvh = h / group;
-      const int n = pos + t + 1;
       float mx = -INFINITY;
       for (int j = 0; j < n; ++j) {
-        const float* kr = kcache + j * kvw + kvh * head_dim;
+        const float* kr = kcache + rows[static_cast<size_t>(j)] + kvh * head_dim;
         float d = 0;
         for (int i = 0; i < head_dim; ++i) d += qh[i] * kr[i];
-        sc[j] = d * scale;
-        mx = std::max(mx, sc[j]);
+        sc[static_cast<size_t>(j)] = d * scale;
+        mx = std::max(mx, sc[static_cast<size_t>(j)]);
       }
       float sum = 0;
       for (int j = 0; j < n; ++j) {
-        sc[j] = std::exp(sc[j] - mx);
-        sum += sc[j];
+        sc[static_cast<size_t>(j)] = std::exp(sc[static_cast<size_t>(j)] - mx);
+        sum += sc[static_cast<size_t>(j)];
       }
       float* oh = o + (static_cast<int64_t>(t) * H + h) * head_dim;
       for (int i = 0; i < head_dim; ++i) oh[i] = 0;
       for (int j = 0; j < n; ++j) {
-        const float* vr = vcache + j * kvw + kvh * head_dim;
-        const float p = sc[j] / sum;
+        const float* vr = vcache + rows[static_cast<size_t>(j)] + kvh * head_dim;
+        const float p = sc[static_cast<size_t>(j)] / sum;
         for (int i = 0; i < head_dim; ++i) oh[i] += p * vr[i];
       }
     }
+  }
+}
+
+void attention(const float* q, const float* k, const float* v, int T, int pos, float* kcache,
+               float* vcache, bool f16_cache, int H, int Hkv, int head_dim, float scale, float* o) {
+  std::vector<int32_t> p(static_cast<size_t>(T)), s(static_cast<size_t>(T), 0);
+  for (int t = 0; t < T; ++t) p[static_cast<size_t>(t)] = pos + t;
+  const int32_t block0 = 0;
+  const KvRows kv{p.data(), s.data(), &block0, 1, pos + T};
+  attention_rows(q, k, v, T, kv, kcache, vcache, f16_cache, H, Hkv, head_dim, scale, o);
 }
 
 void swiglu(const float* gate, const float* up, int64_t n, float* y) {

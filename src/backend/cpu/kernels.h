@@ -35,10 +35,34 @@ void linear_8da4w(const float* x, int T, int64_t K, const uint8_t* Wq, const flo
 void rope(const float* x, int T, int H, int head_dim, int rotary_dim, const float* inv_freq,
           int pos, float attention_factor, float* y);
 
+// The same with row t at its own position pos[t].
+void rope_rows(const float* x, int T, int H, int head_dim, int rotary_dim, const float* inv_freq,
+               const int32_t* pos, float attention_factor, float* y);
+
 // Writes k, v rows into the caches at pos..pos+T-1 (rounded through fp16 when f16_cache), then
 // causal grouped-query attention over cache rows 0..pos+t.
 void attention(const float* q, const float* k, const float* v, int T, int pos, float* kcache,
                float* vcache, bool f16_cache, int H, int Hkv, int head_dim, float scale, float* o);
+
+// Where the KV of each row lives in a paged cache (docs/ir.md "Batched forward"): row t is
+// position pos[t] of sequence seq[t]; position p of sequence s is cache row
+// table[s * stride + p / block_tokens] * block_tokens + p % block_tokens.
+struct KvRows {
+  const int32_t* pos;
+  const int32_t* seq;
+  const int32_t* table;
+  int stride, block_tokens;
+  int64_t row(int s, int p) const {
+    return static_cast<int64_t>(table[static_cast<int64_t>(s) * stride + p / block_tokens]) *
+               block_tokens +
+           p % block_tokens;
+  }
+};
+// attention over a paged cache: every row's k, v written first, then row t attends to positions
+// 0..pos[t] of its sequence.
+void attention_rows(const float* q, const float* k, const float* v, int T, const KvRows& kv,
+                    float* kcache, float* vcache, bool f16_cache, int H, int Hkv, int head_dim,
+                    float scale, float* o);
 
 void swiglu(const float* gate, const float* up, int64_t n, float* y);
 void add(const float* a, const float* b, int64_t n, float* y);

@@ -115,6 +115,8 @@ class VulkanLoaded final : public LoadedProgram, public std::enable_shared_from_
   ~VulkanLoaded() override { g_held -= held; }
 
   std::unique_ptr<Executor> make_executor() override;
+  std::unique_ptr<BatchExecutor> make_batch_executor(int num_blocks, int block_tokens,
+                                                     int max_rows) override;
   std::string device_name() const override { return ctx->info().name; }
 
   const Program& p;
@@ -716,6 +718,10 @@ class VulkanExecutor final : public Executor {
 
 std::unique_ptr<Executor> VulkanLoaded::make_executor() {
   return std::make_unique<VulkanExecutor>(shared_from_this());
+}
+
+std::unique_ptr<BatchExecutor> VulkanLoaded::make_batch_executor(int, int, int) {
+  fail("vulkan backend: batched forwards are not implemented yet");
 }
 
 }  // namespace
