@@ -1,5 +1,8 @@
 #include "cli/gen_flags.h"
 
+#include <fstream>
+#include <sstream>
+
 #include "core/error.h"
 
 namespace vkllm::cli {
@@ -7,6 +10,19 @@ namespace vkllm::cli {
 GenerationOptions GenFlags::options() const {
   GenerationOptions o = opts;
   o.stop_at_eos = !ignore_eos;
+  if (!json_schema_file.empty()) {
+    std::ifstream f(json_schema_file, std::ios::binary);
+    if (!f) fail("--json-schema {}: cannot read the file", json_schema_file);
+    std::ostringstream text;
+    text << f.rdbuf();
+    try {
+      o.constraint = json_schema_constraint(text.str());
+    } catch (const Error& e) {
+      fail("--json-schema {}: {}", json_schema_file, e.what());
+    }
+  } else if (json_object) {
+    o.constraint = json_object_constraint();
+  }
   return o;
 }
 
@@ -41,6 +57,12 @@ void add_generation_flags(CLI::App* cmd, GenFlags& g) {
                 "Do not stop at the model's end-of-sequence tokens (they are generated as text)");
   cmd->add_option("--seed", o.seed,
                   "Sampling seed: the same seed, prompt and flags give the same tokens");
+  auto* schema = cmd->add_option("--json-schema", g.json_schema_file,
+                                 "Constrain the reply to JSON that this JSON schema file accepts "
+                                 "(the subset docs/serve.md lists)");
+  cmd->add_flag("--json-object", g.json_object,
+                "Constrain the reply to a JSON object (any properties)")
+      ->excludes(schema);
 }
 
 void add_llama_main_flags(CLI::App* cmd, LlamaMainFlags& f) {

@@ -12,11 +12,16 @@ namespace vkllm::cli {
 struct GenFlags {
   GenerationOptions opts;  // max_new_tokens, temperature, top_p, top_k, min_p, penalties, stop
   bool ignore_eos = false;
-  GenerationOptions options() const;  // opts with stop_at_eos = !ignore_eos
+  std::string json_schema_file;  // --json-schema: the reply follows this JSON schema
+  bool json_object = false;      // --json-object: the reply is a JSON object
+  // opts with stop_at_eos = !ignore_eos and the constraint of --json-schema / --json-object (Error
+  // with one line on an unreadable file or an unsupported schema).
+  GenerationOptions options() const;
 };
 
 // Adds -n/--max_new_tokens, --temperature, --top_p, --top_k, --min_p, --repetition_penalty,
-// --presence_penalty, --frequency_penalty, --stop (repeatable), --ignore_eos, --seed.
+// --presence_penalty, --frequency_penalty, --stop (repeatable), --ignore_eos, --seed,
+// --json-schema FILE, --json-object.
 void add_generation_flags(CLI::App* cmd, GenFlags& g);
 
 // llama_main's flags that have no counterpart in vkllm beyond what they mean: --cpu_threads,

@@ -270,3 +270,51 @@ TEST(Run, LlamaMainFlagsRefusedWithTheReason) {
     EXPECT_NE(r.err.find(flag + " " + value), std::string::npos) << r.err;
   }
 }
+
+namespace {
+void write_text(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary) << text;
+}
+}  // namespace
+
+// --json-schema / --json-object: the reply is JSON the schema accepts, from a random model that
+// would not write JSON by itself; an unreadable file or an unsupported schema is one line and
+// exit 1.
+TEST(Run, JsonSchemaConstrainsTheReply) {
+  const std::string art = shared_twin().artifact;
+  const std::string schema = scratch_dir() + "/schema.json";
+  write_text(schema,
+             R"({"type": "object", "properties": {"name": {"type": "string", "maxLength": 6},
+                 "n": {"type": "integer", "minimum": 0, "maximum": 99}},
+                 "required": ["name", "n"], "additionalProperties": false})");
+  const auto run = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = {"run", "-m",    art,  "--backend", "cpu",
+                                     "-p",  kPrompt, "-n", "40"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return run_vkllm(args);
+  };
+  const Proc r = run({"--json-schema", schema});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json j = json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << r.out;
+  EXPECT_EQ(j.size(), 2u) << r.out;
+  ASSERT_TRUE(j.contains("name") && j["name"].is_string()) << r.out;
+  EXPECT_LE(j["name"].get<std::string>().size(), 6u) << r.out;
+  ASSERT_TRUE(j.contains("n") && j["n"].is_number_integer()) << r.out;
+  EXPECT_GE(j["n"].get<int>(), 0);
+  EXPECT_LE(j["n"].get<int>(), 99);
+  const Proc o = run({"--json-object"});
+  ASSERT_EQ(o.code, 0) << o.err;
+  EXPECT_TRUE(json::parse(o.out, nullptr, false).is_object()) << o.out;
+  const Proc plain = run({});
+  EXPECT_FALSE(json::parse(plain.out, nullptr, false).is_object()) << plain.out;
+  const Proc missing = run({"--json-schema", scratch_dir() + "/absent.json"});
+  EXPECT_EQ(missing.code, 1);
+  ASSERT_EQ(missing.err_lines().size(), 1u) << missing.err;
+  EXPECT_NE(missing.err.find("cannot read"), std::string::npos) << missing.err;
+  write_text(schema, R"({"type": "string", "pattern": "(a|b)*c{2,}\\1"})");
+  const Proc bad = run({"--json-schema", schema});
+  EXPECT_EQ(bad.code, 1);
+  ASSERT_EQ(bad.err_lines().size(), 1u) << bad.err;
+  EXPECT_NE(bad.err.find("--json-schema"), std::string::npos) << bad.err;
+}
