@@ -119,9 +119,8 @@ std::unique_ptr<PreparedOp> prep_rms_norm(Ctx c) {
   // The op that computes x, when fused here: an add (the kernel reads its inputs and stores x
   // itself), or a last_row (the kernel reads the last row of its input in place).
   const size_t k = op_index(c);
-  const Op* prev = k > 0 && fuses_into_next(c.p, k - 1, c.env.ctx.tuning().corrupt_op)
-                       ? &c.p.ops[k - 1]
-                       : nullptr;
+  const Op* prev =
+      k > 0 && fuses_into_next(c.p, k - 1, c.env.unfused_family) ? &c.p.ops[k - 1] : nullptr;
   const Op* add = prev && prev->family == "add" ? prev : nullptr;
   const bool last = prev && prev->family == "last_row";
   const int32_t xin = add ? add->inputs[0] : last ? prev->inputs[0] : x;
@@ -375,7 +374,7 @@ std::unique_ptr<PreparedOp> prep_rope(Ctx c) {
          "bad shape");
   c.need_float(x);
   c.need_float(y);
-  const Kernel& k = c.kernel("rope", 4, 7, {c.f16(x), c.f16(y)});
+  const Kernel& k = c.kernel(c.env.batched() ? "rope_batch" : "rope", 4, 7, {c.f16(x), c.f16(y)});
   std::vector<int32_t> invs = {c.op.inputs[1]};
   uint32_t orig = UINT32_MAX;  // past this many positions a forward uses the long table
   if (c.op.inputs.size() == 3) {
@@ -384,9 +383,9 @@ std::unique_ptr<PreparedOp> prep_rope(Ctx c) {
     invs.push_back(c.op.inputs[2]);
   }
   const VkDescriptorSet set = c.env.kernels.make_set(
-      k,
-      std::vector<BufRange>{
-          c.whole(x), rope_table(c, invs, R, a), c.whole(y), {c.env.step.buf, 0, c.env.step.size}});
+      k, std::vector<BufRange>{
+             c.whole(x), rope_table(c, invs, R, a), c.whole(y),
+             c.env.batched() ? c.batch_rows() : BufRange{c.env.step.buf, 0, c.env.step.size}});
   const uint32_t ctx = u32(c.p.max_ctx);
   return std::make_unique<PreparedOp>(
       [=, &k](VkCommandBuffer cb, int T) {
@@ -396,6 +395,38 @@ std::unique_ptr<PreparedOp> prep_rope(Ctx c) {
                       ceil_div(total, 64));
       },
       nullptr);
+}
+
+// A batched forward's attention (docs/ir.md "Batched forward"): every row's k, v stored at its own
+// cache row, then each (row, head) over its sequence's positions through the block table, one
+// split (S = 1: a batch has T x H pairs to fill the GPU).
+std::unique_ptr<PreparedOp> prep_attention_batch(Ctx c, int H, int Hkv, int hd, float scale,
+                                                 const std::vector<uint32_t>& flags) {
+  const auto& I = c.op.inputs;
+  const int32_t y = c.op.outputs[0];
+  const int64_t W = int64_t(Hkv) * hd;
+  const Kernel& ks = c.kernel("attention_store_batch", 5, 2, flags);
+  const Kernel& ka = c.kernel("attention_batch", 6, 8, flags, u32(hd));
+  attention_splits(c.env, H, hd);  // (the partials binding: unused with one split)
+  const BufRange rows = c.batch_rows(), part = {c.env.attn_part.buf, 0, c.env.attn_part.size};
+  VkDescriptorSet ss = c.env.kernels.make_set(
+      ks, std::vector<BufRange>{c.whole(I[1]), c.whole(I[2]), c.whole(I[3]), c.whole(I[4]), rows});
+  VkDescriptorSet sa = c.env.kernels.make_set(
+      ka,
+      std::vector<BufRange>{c.whole(I[0]), c.whole(I[3]), c.whole(I[4]), c.whole(y), part, rows});
+  const uint32_t ctx = u32(c.p.max_ctx), bt = c.env.batch_block_tokens;
+  auto prepared = std::make_unique<PreparedOp>(
+      [=, &ks, &ka](VkCommandBuffer cb, int T) {
+        dispatch_flat(cb, ks, ss, {u32(T), u32(W)}, ceil_div(uint64_t(T) * W, 64));
+        compute_barrier(cb);
+        dispatch_flat(cb, ka, sa, {u32(T), u32(H), u32(Hkv), u32(hd), fbits(scale), 1u, ctx, bt},
+                      uint64_t(T) * H);
+      },
+      nullptr);
+  const VkBuffer kcb = c.buf(I[3]), vcb = c.buf(I[4]);
+  prepared->phases = {{{c.buf(I[1]), c.buf(I[2]), rows.buf}, {kcb, vcb}},
+                      {{c.buf(I[0]), kcb, vcb, rows.buf}, {c.buf(y)}}};
+  return prepared;
 }
 
 std::unique_ptr<PreparedOp> prep_attention(Ctx c) {
@@ -411,6 +442,7 @@ std::unique_ptr<PreparedOp> prep_attention(Ctx c) {
   c.need(c.f16(I[0]) == c.f16(I[1]) && c.f16(I[1]) == c.f16(I[2]),
          "q, k and v must share one dtype");
   const uint32_t a16 = c.f16(I[0]), c16 = c.f16(I[3]), y16 = c.f16(y);
+  if (c.env.batched()) return prep_attention_batch(c, H, Hkv, hd, scale, {a16, c16, y16});
   const Kernel& ks = c.kernel("attention_store", 5, 2, {a16, c16, y16});
   // (attention_split.glsl's tiles and merge, specialized on the head dim)
   const Kernel& ka = c.kernel("attention", 6, 7, {a16, c16, y16}, u32(hd));
@@ -473,10 +505,24 @@ std::unique_ptr<PreparedOp> prep_elementwise(Ctx c) {
   const int64_t N = c.width(I[0]);
   if (c.op.family == "last_row") {
     c.need(c.width(y) == N && !c.per_token(y) && c.decl(y).shape[0] == 1, "output must be [1, N]");
-    if (fuses_into_next(c.p, op_index(c), c.env.ctx.tuning().corrupt_op)) {
+    if (fuses_into_next(c.p, op_index(c), c.env.unfused_family)) {
       auto fused = std::make_unique<PreparedOp>([](VkCommandBuffer, int) {}, nullptr);
       fused->fused_into_next = true;  // the next op's kernel (rms_norm) reads the row in place
       return fused;
+    }
+    if (c.env.batched()) {
+      const Kernel& k = c.kernel("last_row_batch", 3, 3, {c.f16(I[0]), c.f16(y)});
+      VkDescriptorSet set = c.env.kernels.make_set(
+          k, std::vector<BufRange>{c.whole(I[0]), c.whole(y), c.batch_rows()});
+      const uint32_t off = c.env.batch_out_offset;
+      auto prepared = std::make_unique<PreparedOp>(
+          [=, &k](VkCommandBuffer cb, int) {
+            const uint32_t n = c.rows(y, 1);
+            dispatch_flat(cb, k, set, {u32(N), n, off}, ceil_div(uint64_t(N) * n, 64));
+          },
+          nullptr);
+      prepared->phases = {{{c.buf(I[0]), c.env.batch_rows.buf}, {c.buf(y)}}};
+      return prepared;
     }
     const Kernel& k = c.kernel("last_row", 2, 2, {c.f16(I[0]), c.f16(y)});
     VkDescriptorSet set =
@@ -489,7 +535,7 @@ std::unique_ptr<PreparedOp> prep_elementwise(Ctx c) {
   }
   c.need(c.width(I[1]) == N && c.width(y) == N && c.per_token(I[0]) == c.per_token(I[1]),
          "shape mismatch");
-  if (c.op.family == "add" && fuses_into_next(c.p, op_index(c), c.env.ctx.tuning().corrupt_op)) {
+  if (c.op.family == "add" && fuses_into_next(c.p, op_index(c), c.env.unfused_family)) {
     auto fused = std::make_unique<PreparedOp>([](VkCommandBuffer, int) {}, nullptr);
     fused->fused_into_next = true;  // the next op's kernel (rms_norm_add) computes the sum
     return fused;
@@ -532,6 +578,16 @@ std::unique_ptr<PreparedOp> prep_argmax(Ctx c) {
   c.need(!c.per_token(x) && c.decl(x).shape[0] == 1 && c.decl(y).dtype == DType::I32,
          "argmax takes [1, V] to i32");
   const int64_t V = c.width(x);
+  if (c.env.batched()) {  // one token per output row (argmax_rows.comp)
+    const Kernel& k = c.kernel("argmax_rows", 2, 2, {c.f16(x)});
+    VkDescriptorSet set = c.env.kernels.make_set(k, std::vector<BufRange>{c.whole(x), c.whole(y)});
+    return std::make_unique<PreparedOp>(
+        [=, &k](VkCommandBuffer cb, int) {
+          const uint32_t n = c.rows(x, 1);
+          dispatch_flat(cb, k, set, {u32(V), n}, n);
+        },
+        nullptr);
+  }
   // Up to 128 workgroups of 1,024-value multiples each; the last to finish merges their partials
   // and ends the decode step (argmax.comp: the token into the next step's input ids and the
   // submit's tokens, the position advanced).

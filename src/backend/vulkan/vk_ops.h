@@ -56,6 +56,17 @@ struct OpEnv {
   Buffer tail_counter;  // the tail runs' finished-workgroup counter (zero between uses)
   Buffer chain_sync;    // the decode chains' grid-sync counters (grid_sync.glsl; zero between uses)
   ChainClock chain_clock;
+  // The op family whose fusion into the next op is off (fuses_into_next): the test corruption
+  // switch's, or last_row in a batched executor (its rows are gathered, not the last one).
+  std::string unfused_family;
+  // A batched executor's forwards (docs/ir.md "Batched forward"; null buffer otherwise): the rows
+  // buffer (host-visible words: per row t at 4 t: position, its block table's word offset, its
+  // sequence's last position in the forward, the cache row of its position; the output rows at
+  // out_offset; the block tables after them), the pool's block_tokens, and the output rows of the
+  // forward being recorded (the rows of every activation after last_row).
+  Buffer batch_rows;
+  uint32_t batch_out_offset = 0, batch_block_tokens = 0, batch_out = 0;
+  bool batched() const { return batch_rows.buf != VK_NULL_HANDLE; }
 };
 
 // One stage of a recorded op: the buffers it reads and writes.

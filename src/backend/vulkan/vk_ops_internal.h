@@ -229,8 +229,15 @@ struct Ctx {
   const TensorDecl& out() const { return decl(op.outputs[0]); }
   int64_t width(int32_t t) const { return decl(t).shape.back(); }
   bool per_token(int32_t t) const { return decl(t).shape[0] < 0; }
-  // Rows of a tensor in a forward of T tokens.
-  uint32_t rows(int32_t t, int T) const { return per_token(t) ? u32(T) : u32(decl(t).shape[0]); }
+  // Rows of a tensor in a forward of T tokens (a batched forward's [1, N] activations: one row
+  // per output row).
+  uint32_t rows(int32_t t, int T) const {
+    if (per_token(t)) return u32(T);
+    if (env.batched() && decl(t).kind == TensorKind::Activation && decl(t).shape[0] == 1)
+      return env.batch_out;
+    return u32(decl(t).shape[0]);
+  }
+  BufRange batch_rows() const { return {env.batch_rows.buf, 0, env.batch_rows.size}; }
   void need(bool ok, const char* what) const {
     if (!ok)
       fail("program: op {} ({} -> {}): {}", op.family, p.tensors[op.inputs[0]].name, out().name,

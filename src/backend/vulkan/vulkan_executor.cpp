@@ -146,9 +146,17 @@ class VulkanLoaded final : public LoadedProgram, public std::enable_shared_from_
   }
 };
 
+// A batched executor's pool and rows (docs/ir.md "Batched forward").
+struct BatchGeometry {
+  int num_blocks = 0, block_tokens = 0, max_rows = 0;
+};
+
 class VulkanExecutor final : public Executor {
  public:
-  explicit VulkanExecutor(std::shared_ptr<VulkanLoaded> loaded)
+  // batch: a batched executor (forward_batch only; its ops unfused, the KV caches a pool of
+  // blocks), else a single sequence's.
+  explicit VulkanExecutor(std::shared_ptr<VulkanLoaded> loaded,
+                          const BatchGeometry* batch = nullptr)
       : ld_(std::move(loaded)),
         p_(ld_->p),
         w_(ld_->w),
@@ -159,7 +167,23 @@ class VulkanExecutor final : public Executor {
         max_t_(ld_->max_t) {
     const auto t_start = std::chrono::steady_clock::now();
     corrupt_family_ = ctx_->tuning().corrupt_op;
-    const bool fusion = !ctx_->options().no_fusion;
+    unfused_ = corrupt_family_;
+    if (batch) {
+      batch_geo_ = *batch;
+      if (batch->num_blocks < 1 || batch->block_tokens < 1 || batch->max_rows < 1)
+        fail("batch executor: {} blocks of {} rows and {} rows a forward (each must be >= 1)",
+             batch->num_blocks, batch->block_tokens, batch->max_rows);
+      if (batch->max_rows > max_t_)
+        fail("batch executor: {} rows a forward; this device and model take at most {}",
+             batch->max_rows, max_t_);
+      max_t_ = batch->max_rows;
+      unfused_ = "last_row";
+      const uint64_t stride = (static_cast<uint64_t>(p_.max_ctx) + batch->block_tokens - 1) /
+                              static_cast<uint64_t>(batch->block_tokens);
+      batch_rows_ = alloc_.create((5 + stride) * static_cast<uint64_t>(max_t_) * 4, true,
+                                  "batch rows and block tables");
+    }
+    const bool fusion = !ctx_->options().no_fusion && !batch;
     // Two decode plans where the chains take the attention as a stage: that one up to the position
     // chain_attention_until, the plan with the attention in its own dispatch from there (prepared
     // on its first use: most generations never reach it, and its pipelines would add seconds to
@@ -190,6 +214,12 @@ class VulkanExecutor final : public Executor {
                                          [this](int32_t t) { return w_.weight(p_, t); }, step_});
     OpEnv& env = *env_;
     env.tokens = batch_tokens_;
+    env.unfused_family = unfused_;
+    if (batch) {
+      env.batch_rows = batch_rows_;
+      env.batch_out_offset = static_cast<uint32_t>(4 * max_t_);
+      env.batch_block_tokens = static_cast<uint32_t>(batch->block_tokens);
+    }
     for (const Op& op : p_.ops)
       env.act_q_bytes = std::max(env.act_q_bytes, act_quant_bytes_per_token(p_, op) * max_t_);
     for (const Op& op : p_.ops) ops_.push_back(prepare_op(env, op));
@@ -197,7 +227,7 @@ class VulkanExecutor final : public Executor {
     // forwards of several tokens, the decode step's for one-token forwards) and the other ops
     // alone.
     plan_steps(prefill_, prefill_runs, false);
-    plan_steps(decode_[0], runs, true);
+    if (!batch) plan_steps(decode_[0], runs, true);
     if (!runs_long_.empty()) short_until_ = chain_attention_until(p_, ctx_->info(), tune);
     chain_clock_ = env.chain_clock;
     chain_sync_ = env.chain_sync;
@@ -271,6 +301,70 @@ class VulkanExecutor final : public Executor {
     return next;
   }
 
+  // A batched forward (BatchExecutor::forward): the rows buffer written, the prefill plan over T
+  // rows recorded with n_out output rows, the tokens (and logits) read back.
+  void forward_batch(const BatchForward& b) {
+    check_batch_forward(b, batch_geo_.num_blocks, batch_geo_.block_tokens, batch_geo_.max_rows,
+                        p_.max_ctx);
+    for (auto& op : ops_) op->check(b.ids, b.T);
+    const int BT = batch_geo_.block_tokens;
+    const uint32_t M = static_cast<uint32_t>(max_t_), tables = 5 * M;
+    auto* w = static_cast<uint32_t*>(batch_rows_.mapped);
+    std::vector<int32_t> last(static_cast<size_t>(b.n_seqs), 0);
+    for (int t = 0; t < b.T; ++t)
+      last[static_cast<size_t>(b.seq[t])] = std::max(last[static_cast<size_t>(b.seq[t])], b.pos[t]);
+    for (int t = 0; t < b.T; ++t) {
+      const int s = b.seq[t], p = b.pos[t];
+      const int64_t base = static_cast<int64_t>(s) * b.table_stride;
+      w[4 * t] = static_cast<uint32_t>(p);
+      w[4 * t + 1] = tables + static_cast<uint32_t>(base);
+      w[4 * t + 2] = static_cast<uint32_t>(last[static_cast<size_t>(s)]);
+      w[4 * t + 3] = static_cast<uint32_t>(b.block_table[base + p / BT] * BT + p % BT);
+    }
+    for (int i = 0; i < b.n_out; ++i) w[4 * M + i] = static_cast<uint32_t>(b.out_rows[i]);
+    const uint64_t table_words = static_cast<uint64_t>(b.n_seqs) * b.table_stride;
+    if (tables + table_words > batch_rows_.size / 4)
+      fail("batch forward: block tables of {} words exceed the executor's {}", table_words,
+           batch_rows_.size / 4 - tables);
+    std::memcpy(w + tables, b.block_table, table_words * 4);
+    std::memcpy(bufs_[p_.input_ids].mapped, b.ids, static_cast<size_t>(b.T) * 4);
+    env_->batch_out = static_cast<uint32_t>(b.n_out);
+    const uint64_t logits_bytes = static_cast<uint64_t>(b.n_out) * logits_n_ * 4;
+    if (b.logits && logits_rb_.size < logits_bytes)
+      logits_rb_ = alloc_.create(static_cast<uint64_t>(max_t_) * logits_n_ * 4, true,
+                                 "batch logits readback");
+    VK_CHECK(vkResetCommandBuffer(cb_, 0));
+    VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+    bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+    VK_CHECK(vkBeginCommandBuffer(cb_, &bi));
+    VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+    mb.srcAccessMask = VK_ACCESS_HOST_WRITE_BIT;
+    mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT;
+    vkCmdPipelineBarrier(cb_, VK_PIPELINE_STAGE_HOST_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0,
+                         1, &mb, 0, nullptr, 0, nullptr);
+    record_steps(cb_, prefill_, b.T);
+    mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
+    mb.dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT;
+    vkCmdPipelineBarrier(cb_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT,
+                         0, 1, &mb, 0, nullptr, 0, nullptr);
+    VkBufferCopy ids{0, 0, static_cast<VkDeviceSize>(b.n_out) * 4};
+    vkCmdCopyBuffer(cb_, bufs_[p_.next_token].buf, readback_.buf, 1, &ids);
+    if (b.logits) {
+      VkBufferCopy lg{0, 0, logits_bytes};
+      vkCmdCopyBuffer(cb_, bufs_[p_.logits].buf, logits_rb_.buf, 1, &lg);
+    }
+    mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+    mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+    vkCmdPipelineBarrier(cb_, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb,
+                         0, nullptr, 0, nullptr);
+    VK_CHECK(vkEndCommandBuffer(cb_));
+    submit_and_wait(cb_);
+    if (queries_) collect_profile(prefill_);
+    std::memcpy(b.next_tokens, readback_.mapped, static_cast<size_t>(b.n_out) * 4);
+    if (b.logits) std::memcpy(b.logits, logits_rb_.mapped, logits_bytes);
+  }
+  const BatchGeometry& batch_geometry() const { return batch_geo_; }
+
  private:
   // A barrier goes before a step only when it reads or writes a buffer that a step since the last
   // barrier wrote, or writes one that such a step read (activation buffers are shared by liveness,
@@ -298,9 +392,15 @@ class VulkanExecutor final : public Executor {
     }
   }
 
+  // A batched executor's caches hold the pool and its [1, N] activations a row per output row.
   uint64_t tensor_bytes(const TensorDecl& t) const {
     uint64_t rows =
         t.shape[0] < 0 ? static_cast<uint64_t>(max_t_) : static_cast<uint64_t>(t.shape[0]);
+    if (batch_geo_.max_rows > 0 && t.kind == TensorKind::KVCache)
+      rows = static_cast<uint64_t>(batch_geo_.num_blocks) *
+             static_cast<uint64_t>(batch_geo_.block_tokens);
+    if (batch_geo_.max_rows > 0 && t.kind == TensorKind::Activation && t.shape[0] == 1)
+      rows = static_cast<uint64_t>(max_t_);
     for (size_t d = 1; d + 1 < t.shape.size(); ++d) rows *= static_cast<uint64_t>(t.shape[d]);
     return rows * static_cast<uint64_t>(t.shape.size() > 1 ? t.shape.back() : 1) *
            elem_bytes(t.dtype);
@@ -340,10 +440,9 @@ class VulkanExecutor final : public Executor {
     }
     std::vector<int> first(n, -1), last(n, -1), written(n, 0);
     for (int k = 0; k < nops; ++k) {
-      const int use =
-          std::max(step_last[k], fuses_into_next(p_, static_cast<size_t>(k), corrupt_family_)
-                                     ? step_last[std::min(k + 1, nops - 1)]
-                                     : k);
+      const int use = std::max(step_last[k], fuses_into_next(p_, static_cast<size_t>(k), unfused_)
+                                                 ? step_last[std::min(k + 1, nops - 1)]
+                                                 : k);
       for (int32_t t : p_.ops[k].inputs) {
         if (p_.tensors[t].kind == TensorKind::Activation) {
           if (!written[t])
@@ -415,7 +514,8 @@ class VulkanExecutor final : public Executor {
     if (p_.tensors[p_.logits].dtype != DType::F32 || p_.tensors[p_.logits].shape[0] != 1)
       fail("program: logits {} must be f32 [1, vocab]", p_.tensors[p_.logits].name);
     logits_n_ = static_cast<uint64_t>(p_.tensors[p_.logits].shape.back());
-    readback_ = alloc_.create(logits_n_ * 4 + 16, true, "readback buffer");
+    readback_ = alloc_.create(std::max<uint64_t>(logits_n_, static_cast<uint64_t>(max_t_)) * 4 + 16,
+                              true, "readback buffer");
   }
 
   // One submit: T tokens at positions pos.. . A one-token forward (a decode step) replays a
@@ -713,15 +813,35 @@ class VulkanExecutor final : public Executor {
   VkQueryPool queries_ = VK_NULL_HANDLE;
   uint64_t held_ = 0;
   std::string corrupt_family_;
-  size_t n_corrupted_ = 0;  // ops whose outputs the switch zeroed, over every recording
+  std::string unfused_;      // OpEnv::unfused_family
+  BatchGeometry batch_geo_;  // a batched executor's (max_rows 0: a single sequence's)
+  Buffer batch_rows_;        // OpEnv::batch_rows
+  Buffer logits_rb_;         // a batched forward's logits readback (made on first use)
+  size_t n_corrupted_ = 0;   // ops whose outputs the switch zeroed, over every recording
 };
 
 std::unique_ptr<Executor> VulkanLoaded::make_executor() {
   return std::make_unique<VulkanExecutor>(shared_from_this());
 }
 
-std::unique_ptr<BatchExecutor> VulkanLoaded::make_batch_executor(int, int, int) {
-  fail("vulkan backend: batched forwards are not implemented yet");
+class VulkanBatchExecutor final : public BatchExecutor {
+ public:
+  VulkanBatchExecutor(std::shared_ptr<VulkanLoaded> loaded, const BatchGeometry& g)
+      : ex_(std::move(loaded), &g) {}
+  void forward(const BatchForward& b) override { ex_.forward_batch(b); }
+  int num_blocks() const override { return ex_.batch_geometry().num_blocks; }
+  int block_tokens() const override { return ex_.batch_geometry().block_tokens; }
+  int max_rows() const override { return ex_.batch_geometry().max_rows; }
+  const char* name() const override { return "vulkan"; }
+
+ private:
+  VulkanExecutor ex_;
+};
+
+std::unique_ptr<BatchExecutor> VulkanLoaded::make_batch_executor(int num_blocks, int block_tokens,
+                                                                 int max_rows) {
+  return std::make_unique<VulkanBatchExecutor>(shared_from_this(),
+                                               BatchGeometry{num_blocks, block_tokens, max_rows});
 }
 
 }  // namespace

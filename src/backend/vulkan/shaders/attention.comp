@@ -11,6 +11,10 @@
 //    (running max m, sum l, unnormalized accumulator) goes to the scratch `part`;
 //  VKLLM_COMBINE: merges the S partials of each (t, h) into the output (split-K, "flash
 //    decoding": a decode step has only H (t, h) pairs, too few workgroups for a GPU).
+// VKLLM_BATCH (with the store or the default variant): a batched forward (docs/ir.md): the rows
+// buffer brow holds per row t (position, its block table's offset in brow, -, cache row of the
+// position), so row t stores at its own cache row and attends to positions 0..pos of its
+// sequence, key j at cache row table[j / BT] * BT + j % BT.
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
 #ifdef VKLLM_KV_STORE
@@ -28,7 +32,14 @@ DECL_FBUF(0, k, readonly)
 DECL_FBUF(1, v, readonly)
 DECL_FBUF(2, kc, writeonly)
 DECL_FBUF(3, vc, writeonly)
+#ifdef VKLLM_BATCH
+#ifdef VKLLM_ROPE
+#error "the batched store takes k after its rope op"
+#endif
+layout(std430, binding = 4) readonly buffer ROWS { uint brow[]; };
+#else
 DECL_STEP(4)
+#endif
 #ifdef VKLLM_ROPE
 layout(push_constant) uniform PC { uint T, W, R, orig, ctx; float eps; } pc;
 #define RUN_LOAD(i) LOADF(k, X16, i)
@@ -53,7 +64,11 @@ void main() {
 #endif
   const uint idx = flat_group() * WG + gl_LocalInvocationID.x;
   if (idx >= pc.T * pc.W) return;
+#ifdef VKLLM_BATCH
+  const uint dst = brow[(idx / pc.W) * 4u + 3u] * pc.W + idx % pc.W;
+#else
   const uint dst = step_pos * pc.W + idx;
+#endif
 #ifdef VKLLM_ROPE
   STOREF(kc, C16, dst, run_out(idx - idx % HD, idx % HD, idx / pc.W, 0.0));
 #else
@@ -82,8 +97,15 @@ layout(std430, binding = 2) readonly buffer VCW { uvec2 vcw[]; };
 layout(std430, binding = 2) readonly buffer VCN { uint vcn[]; };
 DECL_FBUF(3, o, writeonly)
 layout(std430, binding = 4) writeonly buffer P { float part[]; };
+#ifdef VKLLM_BATCH
+layout(std430, binding = 5) readonly buffer ROWS { uint brow[]; };
+layout(push_constant) uniform PC { uint T, H, Hkv, hd; float scale; uint S, C, BT; } pc;
+uint att_tb;  // this row's block table offset in brow
+#define ATT_ROW(j) (brow[att_tb + (j) / pc.BT] * pc.BT + (j) % pc.BT)
+#else
 DECL_STEP(5)
 layout(push_constant) uniform PC { uint T, H, Hkv, hd; float scale; uint S, C; } pc;
+#endif
 shared float qs[HD];
 #include "attention_split.glsl"
 
@@ -93,7 +115,12 @@ void main() {
   if (th >= pc.T * pc.H) return;  // uniform per workgroup
   const uint t = th / pc.H, h = th % pc.H;
   const uint kvh = h / (pc.H / pc.Hkv), W = pc.Hkv * HD, koff = kvh * HD;
+#ifdef VKLLM_BATCH
+  att_tb = brow[t * 4u + 1u];
+  const uint first = c * pc.C, n = min(brow[t * 4u] + 1u, first + pc.C);
+#else
   const uint first = c * pc.C, n = min(step_pos + t + 1u, first + pc.C);  // empty past the keys
+#endif
   att_fetch(first, n, W, koff, ATT_NONE);  // the first tile's loads beside q's
   if (tid < HD) qs[tid] = LOADF(q, A16, th * HD + tid);
   barrier();

@@ -22,6 +22,10 @@
 // The tiles and sums are laid out for ATT_WG = 256 threads whatever WG is: in a wider workgroup
 // the threads past the first 256 take no key, value or dim (they only meet the barriers and add
 // nothing), so every score, weight and sum is the same, in the same order.
+// ATT_ROW(j): the cache row of key position j (the batched kernel maps it through a block table).
+#ifndef ATT_ROW
+#define ATT_ROW(j) (j)
+#endif
 #ifndef ATT_PART
 #define ATT_PART(i) part[i]
 #define ATT_KCW(i) kcw[i]
@@ -108,21 +112,21 @@ uvec2 att_k[ATT_NWK], att_v[ATT_NWV];
 #endif
 float att_m = -3.0e38, att_l = 0.0, att_acc = 0.0;
 
-// Issues the loads of keys base .. base + KT - 1 below n (row j at element j * W + koff of each
-// cache). Row `fresh` is not in the cache yet: att_tile takes it from att_ks / att_vs.
+// Issues the loads of keys base .. base + KT - 1 below n (key j at element ATT_ROW(j) * W + koff
+// of each cache). Row `fresh` is not in the cache yet: att_tile takes it from att_ks / att_vs.
 void att_fetch(uint base, uint n, uint W, uint koff, uint fresh) {
   const uint tid = gl_LocalInvocationID.x, jk = base + tid / ATT_TPK, s = tid % ATT_TPK;
   if (tid < ATT_WG)
     [[unroll]] for (uint i = 0; i < ATT_NWK; ++i)
       ATT_KWORD(i) = jk < n && jk != fresh
-                         ? att_kload(jk * W + koff + (i * ATT_TPK + s) * ATT_VPW)
+                         ? att_kload(ATT_ROW(jk) * W + koff + (i * ATT_TPK + s) * ATT_VPW)
                          : uvec2(0u);
   const uint vt = tid - ATT_VSHIFT, kq = vt / ATT_WPR, wd = vt % ATT_WPR;
   if (tid >= ATT_VSHIFT)
     [[unroll]] for (uint i = 0; i < ATT_NWV; ++i) {
       const uint kk = kq + ATT_KQ * i, j = base + kk;
       ATT_VWORD(i) = kq < ATT_KQ && kk < ATT_KT && j < n && j != fresh
-                         ? att_vload(j * W + koff + wd * ATT_VPW)
+                         ? att_vload(ATT_ROW(j) * W + koff + wd * ATT_VPW)
                          : uvec2(0u);
     }
 }

@@ -1,0 +1,111 @@
+// The Vulkan batched forward (docs/ir.md "Batched forward") against the CPU reference's, on the
+// scenario of tests/testutil/batch_scenario.h (scattered KV blocks, prefill rows beside decode
+// rows, a shuffled row order): every output row's logits within the recipe's NMSE bound and the
+// same token unless the CPU's top two are a near tie; and the malformed batches it refuses.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "backend/vulkan/vulkan_executor.h"
+#include "runtime/agreement.h"
+#include "testutil/batch_scenario.h"
+#include "vk_harness.h"
+
+using namespace vkllm;
+using namespace vkllm::test;
+using toy::Emb;
+using toy::Toy;
+using toy::ToyConfig;
+
+namespace {
+
+struct Named {
+  const char* name;
+  ToyConfig cfg;
+};
+
+class VulkanBatch : public ::testing::TestWithParam<Named> {};
+
+}  // namespace
+
+TEST_P(VulkanBatch, EqualsTheCpuReference) {
+  const ToyConfig& cfg = GetParam().cfg;
+  const Toy toy = toy::build_toy(cfg, 31);
+  const testutil::BatchScenario sc;
+  const int V = static_cast<int>(toy::kVocab);
+  const uint64_t msgs = vk::validation_message_count();
+  const double bound = agreement_bounds(toy::toy_recipe(cfg)).max_nmse;
+  auto cpu = make_cpu_batch_executor(toy.p, toy.w, sc.kBlocks, sc.kBlockTokens, 32);
+  const auto want = sc.run_batched(*cpu, V);
+  {
+    auto loaded = load_vulkan_program(toy.p, toy.w, validated());
+    auto gpu = loaded->make_batch_executor(sc.kBlocks, sc.kBlockTokens, 32);
+    EXPECT_STREQ(gpu->name(), "vulkan");
+    const auto got = sc.run_batched(*gpu, V);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      SCOPED_TRACE(::testing::Message() << "step " << got[i].step << " seq " << got[i].seq);
+      EXPECT_LE(nmse(got[i].logits, want[i].logits), bound);
+      auto sorted = want[i].logits;
+      std::sort(sorted.rbegin(), sorted.rend());
+      if (sorted[0] - sorted[1] > 1e-3f) {
+        EXPECT_EQ(got[i].token, want[i].token);
+      }
+    }
+  }
+  EXPECT_EQ(vk::validation_message_count(), msgs) << "Vulkan validation reported messages";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Toys, VulkanBatch,
+    ::testing::Values(
+        Named{"f32", {}},
+        Named{"a8w4_f16_qknorm", {Lin::A8W4, Emb::Q4, DType::F16, DType::F16, true, false}},
+        Named{"q4w_long_rope", {Lin::Q4W, Emb::F16, DType::F32, DType::F16, false, true}}),
+    [](const auto& p) { return std::string(p.param.name); });
+
+// One sequence alone, one row a forward (the batch of one): the same tokens as the CPU's.
+TEST(VulkanBatchChecks, OneRowForwardsAndRefusals) {
+  const Toy toy = toy::build_toy({Lin::A8W4, Emb::Q4}, 5);
+  auto loaded = load_vulkan_program(toy.p, toy.w, validated());
+  auto gpu = loaded->make_batch_executor(4, 8, 4);
+  auto cpu = make_cpu_batch_executor(toy.p, toy.w, 4, 8, 4);
+  const int32_t table[4] = {3, 0, 2, 1}, seq = 0, row = 0;
+  int32_t tok_g = 7, tok_c = 7;
+  for (int32_t p = 0; p < 20; ++p) {
+    int32_t ng = -1, nc = -1;
+    BatchForward b;
+    b.T = 1;
+    b.pos = &p;
+    b.seq = &seq;
+    b.n_seqs = 1;
+    b.block_table = table;
+    b.table_stride = 4;
+    b.out_rows = &row;
+    b.n_out = 1;
+    b.ids = &tok_g;
+    b.next_tokens = &ng;
+    gpu->forward(b);
+    b.ids = &tok_c;
+    b.next_tokens = &nc;
+    cpu->forward(b);
+    ASSERT_EQ(ng, nc) << "position " << p;
+    tok_g = ng;
+    tok_c = nc;
+  }
+  const int32_t ids[5] = {1, 2, 3, 4, 5}, pos[5] = {0, 1, 2, 3, 4}, seqs[5] = {0, 0, 0, 0, 0};
+  int32_t next = 0;
+  BatchForward b;
+  b.T = 5;
+  b.ids = ids;
+  b.pos = pos;
+  b.seq = seqs;
+  b.n_seqs = 1;
+  b.block_table = table;
+  b.table_stride = 4;
+  b.out_rows = &row;
+  b.n_out = 1;
+  b.next_tokens = &next;
+  EXPECT_THROW(gpu->forward(b), Error);  // 5 rows, the executor takes 4
+  EXPECT_THROW(loaded->make_batch_executor(4, 8, 1 << 20), Error);
+}
