@@ -99,6 +99,7 @@ class VKLLM_API Model {
 
  private:
   friend class Session;
+  friend struct ModelAccess;  // the library's own tools (runtime/model_impl.h)
   struct Impl;
   explicit Model(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;

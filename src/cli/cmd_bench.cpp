@@ -15,6 +15,7 @@
 
 #include "cli/commands.h"
 #include "core/error.h"
+#include "runtime/model_impl.h"
 #include "vkllm/vkllm.h"
 #ifdef VKLLM_WITH_VULKAN
 #include "backend/vulkan/vk_context.h"
@@ -31,6 +32,7 @@ struct BenchArgs {
   int prompt = 512, gen = 128, reps = 5, depth = 0;
   bool physics = false, gemm = false, matvec = false;
   uint32_t groups = 0;
+  std::vector<int> parallel;  // --parallel: batch sizes of the aggregate decode measurement
 };
 
 struct Series {
@@ -171,6 +173,82 @@ void run_matvec(const BenchArgs& a) {
 }
 #endif
 
+// --parallel B...: the aggregate decode throughput of B sequences advanced together (one batched
+// forward a step, docs/ir.md "Batched forward"), like llama-batched-bench's S_TG: each sequence
+// prefills its own -p prompt, then -n steps decode one token of every sequence; tok/s = B n / the
+// steps' time. Each sequence's KV blocks come from one pool of 16-token blocks.
+nlohmann::json run_parallel(const BenchArgs& a, const Model& model) {
+  const ModelInfo& info = model.info();
+  if (a.prompt + a.gen > info.context_length)
+    fail("--parallel: -p {} + -n {} do not fit the context length {}", a.prompt, a.gen,
+         info.context_length);
+  LoadedProgram& loaded = *ModelAccess::of(model).loaded;
+  constexpr int kBlockTokens = 16;
+  const int per_seq = (a.prompt + a.gen + kBlockTokens - 1) / kBlockTokens;
+  const auto prompt = prompt_tokens(model, a.prompt);
+  nlohmann::json rows = nlohmann::json::array();
+  for (const int B : a.parallel) {
+    auto ex = loaded.make_batch_executor(B * per_seq, kBlockTokens, std::max(B, a.prompt));
+    std::vector<int32_t> table(static_cast<size_t>(B) * per_seq);
+    for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<int32_t>(i);
+    Series tg;
+    for (int r = -1; r < a.reps; ++r) {  // r == -1: warm-up
+      std::fprintf(stderr, "\rvkllm bench: parallel %d %s %d/%d", B, r < 0 ? "warm-up" : "run",
+                   r + 1, a.reps);
+      std::vector<int32_t> next(static_cast<size_t>(B)), pos(static_cast<size_t>(B)),
+          seq(static_cast<size_t>(B)), out(static_cast<size_t>(B));
+      for (int s = 0; s < B; ++s) {  // the prompts, a forward each
+        std::vector<int32_t> p(prompt.size()), q(prompt.size(), s);
+        for (size_t i = 0; i < p.size(); ++i) p[i] = static_cast<int32_t>(i);
+        const int32_t last = static_cast<int32_t>(prompt.size()) - 1;
+        BatchForward f;
+        f.T = static_cast<int>(prompt.size());
+        f.ids = prompt.data();
+        f.pos = p.data();
+        f.seq = q.data();
+        f.n_seqs = B;
+        f.block_table = table.data();
+        f.table_stride = per_seq;
+        f.out_rows = &last;
+        f.n_out = 1;
+        f.next_tokens = &next[static_cast<size_t>(s)];
+        ex->forward(f);
+      }
+      for (int s = 0; s < B; ++s) {
+        seq[static_cast<size_t>(s)] = out[static_cast<size_t>(s)] = s;
+        pos[static_cast<size_t>(s)] = a.prompt;
+      }
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int step = 0; step < a.gen; ++step) {
+        std::vector<int32_t> ids = next;
+        BatchForward f;
+        f.T = B;
+        f.ids = ids.data();
+        f.pos = pos.data();
+        f.seq = seq.data();
+        f.n_seqs = B;
+        f.block_table = table.data();
+        f.table_stride = per_seq;
+        f.out_rows = out.data();
+        f.n_out = B;
+        f.next_tokens = next.data();
+        ex->forward(f);
+        for (int32_t& p : pos) ++p;
+      }
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (r >= 0) tg.v.push_back(static_cast<double>(B) * a.gen / s);
+    }
+    rows.push_back({{"sequences", B},
+                    {"prompt_tokens", a.prompt},
+                    {"gen_tokens", a.gen},
+                    {"median_tok_s", tg.median()},
+                    {"stddev_tok_s", tg.stddev()},
+                    {"runs_tok_s", tg.v}});
+  }
+  std::fprintf(stderr, "\n");
+  return rows;
+}
+
 void run(const BenchArgs& a) {
   if (a.output != "md" && a.output != "json" && a.output != "csv")
     fail("--output must be md, json or csv (got '{}')", a.output);
@@ -196,6 +274,38 @@ void run(const BenchArgs& a) {
   const double load_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   const ModelInfo& info = model->info();
+  if (!a.parallel.empty()) {
+    const nlohmann::json rows = run_parallel(a, *model);
+    if (a.output == "json") {
+      std::printf("%s\n", nlohmann::json({{"model", a.model},
+                                          {"architecture", info.architecture},
+                                          {"recipe", info.recipe},
+                                          {"backend", info.backend},
+                                          {"device", info.device_name},
+                                          {"parallel", rows}})
+                              .dump(2)
+                              .c_str());
+      return;
+    }
+    const bool csv = a.output == "csv";
+    std::printf(csv ? "model,recipe,sequences,prompt_tokens,gen_tokens,median_tok_s,stddev_tok_s\n"
+                    : "| model | backend | device | sequences | test | aggregate t/s (median of "
+                      "%d) |\n|---|---|---|---|---|---|\n",
+                a.reps);
+    for (const auto& r : rows) {
+      const int B = r["sequences"].get<int>();
+      if (csv)
+        std::printf("%s,%s,%d,%d,%d,%.2f,%.2f\n", info.architecture.c_str(), info.recipe.c_str(), B,
+                    a.prompt, a.gen, r["median_tok_s"].get<double>(),
+                    r["stddev_tok_s"].get<double>());
+      else
+        std::printf("| %s %s | %s | %s | %d | tg%d after pp%d | %.2f ± %.2f |\n",
+                    info.architecture.c_str(), info.recipe.c_str(), info.backend.c_str(),
+                    info.device_name.c_str(), B, a.gen, a.prompt, r["median_tok_s"].get<double>(),
+                    r["stddev_tok_s"].get<double>());
+    }
+    return;
+  }
   if (a.prompt + 1 > info.context_length || std::max(a.depth, 1) + a.gen + 1 > info.context_length)
     fail("-p {} / -d {} -n {} do not fit the context length {}", a.prompt, a.depth, a.gen,
          info.context_length);
@@ -303,6 +413,11 @@ void add_bench(CLI::App& app) {
   cmd->add_flag("--matvec", a->matvec,
                 "No model: the decode mat-vec kernels' time and GB/s at the three models' shapes "
                 "(docs/perf.md)");
+  cmd->add_option("--parallel", a->parallel,
+                  "Aggregate decode of B sequences a step (batched forwards), for each B given "
+                  "(e.g. --parallel 1,4,16,64): each prefills its own -p prompt, then -n steps")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 512));
   cmd->add_option(
          "--groups", a->groups,
          "--physics: workgroups of the resident grid (default: the device's compute units)")

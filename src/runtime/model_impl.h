@@ -51,4 +51,9 @@ struct __attribute__((visibility("hidden"))) Model::Impl {
   void load();  // the backend: device, weights
 };
 
+// The library's own tools (vkllm bench --parallel) reach a Model's insides through this.
+struct ModelAccess {
+  static Model::Impl& of(const Model& m) { return *m.impl_; }
+};
+
 }  // namespace vkllm

@@ -86,6 +86,34 @@ TEST(Bench, DepthDecodesAfterALongerPrompt) {
   EXPECT_NE(bad.rc, 0);
 }
 
+// --parallel: one row per batch size on both backends, each with its repetitions' rates; a batch
+// whose prompt and steps pass the context fails with one line.
+TEST(Bench, ParallelAggregateDecode) {
+  for (const char* backend : {"cpu", "vulkan"}) {
+    SCOPED_TRACE(backend);
+    const std::string base =
+        std::string(VKLLM_EXE) + " bench -m " + artifact() + " --backend " + backend;
+    const Out js = sh(base + " -p 6 -n 3 -r 2 --parallel 1,3 --output json");
+    ASSERT_EQ(js.rc, 0) << js.out;
+    const auto j = nlohmann::json::parse(js.out);
+    EXPECT_EQ(j["backend"], backend);
+    ASSERT_EQ(j["parallel"].size(), 2u) << js.out;
+    for (size_t i = 0; i < 2; ++i) {
+      const auto& r = j["parallel"][i];
+      EXPECT_EQ(r["sequences"], i == 0 ? 1 : 3);
+      EXPECT_EQ(r["prompt_tokens"], 6);
+      EXPECT_EQ(r["gen_tokens"], 3);
+      ASSERT_EQ(r["runs_tok_s"].size(), 2u);
+      for (double v : r["runs_tok_s"]) EXPECT_GT(v, 0);
+    }
+  }
+  const std::string base = std::string(VKLLM_EXE) + " bench -m " + artifact();
+  const Out md = sh(base + " -p 6 -n 2 -r 1 --parallel 2");
+  ASSERT_EQ(md.rc, 0);
+  EXPECT_NE(md.out.find("| 2 | tg2 after pp6 |"), std::string::npos) << md.out;
+  EXPECT_NE(sh(base + " -p 6 -n 100000 -r 1 --parallel 2").rc, 0);
+}
+
 TEST(Bench, MarkdownAndCsvOnVulkan) {
   const std::string base = std::string(VKLLM_EXE) + " bench -m " + artifact() + " -p 6 -n 2 -r 1";
   const Out md = sh(base);

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Run THERE (the GPU machine, through the device tool, carry [".gl", ".dev"]):
-#   tools/device/run.sh TASK...   with TASK one of: info goldens vulkan-tests twins e2e perf profile bench side profile-all physics gemm matvec
+#   tools/device/run.sh TASK...   with TASK one of: info goldens vulkan-tests twins e2e perf profile bench side parallel schema profile-all physics gemm matvec
 # Brings the Vulkan loader, points at the NVIDIA ICD, unpacks the fixtures, runs the tasks and
 # prints a short table last. Results go to $OUT.
 set -uo pipefail
@@ -157,6 +157,49 @@ for k in v:
     if q: print('RATIO %-6s pp512 %.2fx  tg128 %.2fx  (vkllm %.0f / %.1f, peer %s %.0f / %.1f)' % (k, v[k][0]/p[q][0], v[k][1]/p[q][1], *v[k], q, *p[q]))
 PY
       ;;
+    parallel)
+      # Many streams (issue 50): Llama-3.2-1B quantized-8da4w-fp16, 4,096-token context: vkllm
+      # bench --parallel (B sequences a batched forward, -p 128 -n 128) and the single-stream tg128,
+      # then the peer's BENCH_PARALLEL (needs .peer) in the same call, and the ratios.
+      # PARALLEL (default 1,4,16,64): the batch sizes.
+      rc=0; : >"$OUT/parallel.txt"
+      par=${PARALLEL:-1,4,16,64}
+      [ -d /tmp/full-llama-3.2-1b ] || "$BIN" synth --preset llama-3.2-1b -o /tmp/full-llama-3.2-1b --tokenizer-dir /tmp/fixtures/llama3.2 -q >/dev/null
+      a=/tmp/llama-3.2-1b.quantized-8da4w-fp16.vkllm
+      [ -f "$a" ] || "$BIN" export /tmp/full-llama-3.2-1b --recipe quantized-8da4w-fp16 --max-context 4096 -o "$a" -q 2>&1 | tail -1
+      "$BIN" bench -m "$a" -p 128 -n 128 -r 3 --parallel "$par" --output json > /tmp/par.json 2>"$OUT/par.err" || rc=1
+      python3 -c "
+import json,sys
+for r in json.load(open(sys.argv[1]))['parallel']: print('VKLLM llama parallel%d aggregate_tg128 %.1f' % (r['sequences'], r['median_tok_s']))" /tmp/par.json | tee -a "$OUT/parallel.txt"
+      "$BIN" bench -m "$a" -p 128 -n 128 -r 3 --output json > /tmp/bench.json 2>/dev/null || rc=1
+      python3 -c "import json,sys; print('VKLLM llama single tg128 %.1f' % json.load(open(sys.argv[1]))['tg']['median_tok_s'])" /tmp/bench.json | tee -a "$OUT/parallel.txt"
+      if [ -d .peer ]; then BENCH_PARALLEL="${par//,/ }" bash .peer/run.sh llama 2>&1 | tee -a "$OUT/parallel.txt"; fi
+      python3 - "$OUT/parallel.txt" <<'PY' | tee -a "$OUT/parallel.txt"
+import sys, re
+v, p = {}, {}
+for line in open(sys.argv[1]):
+    m = re.match(r'(VKLLM|PEER) llama parallel(\d+) aggregate_tg128 ([0-9.]+)', line)
+    if m: (v if m[1] == 'VKLLM' else p)[int(m[2])] = float(m[3])
+for b in sorted(v):
+    if b in p and p[b] > 0: print('RATIO parallel%-3d %.2fx  (vkllm %.0f, peer %.0f tok/s)' % (b, v[b] / p[b], v[b], p[b]))
+PY
+      ;;
+    schema)
+      # Structured output's cost (issue 52): greedy decode tok/s of `vkllm run` on Llama-3.2-1B
+      # quantized-8da4w-fp16 without a constraint, with --json-schema (a long string property) and
+      # with --json-object, interleaved over 3 rounds; the stats line's decode_tok_s.
+      rc=0; : >"$OUT/schema.txt"
+      [ -d /tmp/full-llama-3.2-1b ] || "$BIN" synth --preset llama-3.2-1b -o /tmp/full-llama-3.2-1b --tokenizer-dir /tmp/fixtures/llama3.2 -q >/dev/null
+      a=/tmp/llama-3.2-1b.quantized-8da4w-fp16.vkllm
+      [ -f "$a" ] || "$BIN" export /tmp/full-llama-3.2-1b --recipe quantized-8da4w-fp16 --max-context 4096 -o "$a" -q 2>&1 | tail -1
+      echo '{"type": "object", "properties": {"text": {"type": "string", "minLength": 2000}}, "required": ["text"]}' > /tmp/schema.json
+      for round in 1 2 3; do
+        for v in plain schema object; do
+          case $v in plain) f=(--ignore_eos) ;; schema) f=(--json-schema /tmp/schema.json) ;; object) f=(--json-object) ;; esac
+          "$BIN" run -m "$a" -p "Describe the weather in a long JSON document." -n 256 --warmup 1 "${f[@]}" 2>&1 >/dev/null |
+            sed -n 's/^vkllm-stats //p' | python3 -c "import json,sys; j=json.load(sys.stdin); print('SCHEMA %s round %s decode_tok_s %.1f generated %d' % (sys.argv[1], sys.argv[2], j['decode_tok_s'], j['generated_tokens']))" "$v" "$round" | tee -a "$OUT/schema.txt" || rc=1
+        done
+      done ;;
     physics)
       # The device's dispatch, grid-sync and bandwidth costs (vkllm bench --physics).
       "$BIN" bench --physics | tee "$OUT/physics.md"; rc=${PIPESTATUS[0]} ;;
