@@ -55,10 +55,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string& text = parts[1];
   for (size_t i = 0; i < std::min<size_t>(text.size(), 64); ++i) {
     m.fill_mask(allowed, 0);
-    for (int32_t id : {static_cast<int32_t>(static_cast<uint8_t>(text[i])), 256, 258, 260}) {
+    const int32_t ids[] = {static_cast<int32_t>(static_cast<uint8_t>(text[i])), 256, 258, 260};
+    for (int32_t id : ids) {
       grammar::Matcher probe(m);
       VKLLM_FUZZ_CHECK(probe.accept_token(id) == (allowed[static_cast<size_t>(id)] != 0));
+      VKLLM_FUZZ_CHECK(m.allows(id, 0) == (allowed[static_cast<size_t>(id)] != 0));
     }
+    // One token's verdict equals the mask's under a budget too.
+    const int left = 1 + static_cast<int>(i % 5);
+    m.fill_mask(allowed, left);
+    for (int32_t id = 0; id < static_cast<int32_t>(allowed.size()); ++id)
+      VKLLM_FUZZ_CHECK(m.allows(id, left) == (allowed[static_cast<size_t>(id)] != 0));
     if (!m.accept_bytes(text.substr(i, 1))) break;
   }
   if (m.finished()) return 0;
@@ -67,6 +74,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   VKLLM_FUZZ_CHECK(budget < 100000);
   for (int left = budget; left > 0 && !m.complete(); --left) {
     m.fill_mask(allowed, left);
+    for (int32_t id = 0; id < static_cast<int32_t>(allowed.size()); ++id)
+      VKLLM_FUZZ_CHECK(m.allows(id, left) == (allowed[static_cast<size_t>(id)] != 0));
     const auto it = std::find(allowed.begin(), allowed.end(), 1);
     VKLLM_FUZZ_CHECK(it != allowed.end());
     VKLLM_FUZZ_CHECK(m.accept_token(static_cast<int32_t>(it - allowed.begin())));

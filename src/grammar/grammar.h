@@ -120,6 +120,9 @@ class Matcher {
   // Sets logits of the tokens fill_mask disallows to -infinity (logits: `vocab` >= size() floats;
   // ids past size() are set to -infinity too).
   void apply_mask(float* logits, int64_t vocab, int tokens_left);
+  // fill_mask's verdict on one token, without the whole vocabulary's walk (a greedy step checks
+  // the unconstrained argmax first: where it is allowed it is the masked argmax too).
+  bool allows(int32_t id, int tokens_left);
   // Advances with a token; false (state unchanged) if the grammar does not allow it. An eos id is
   // accepted where complete() (and ends the match).
   bool accept_token(int32_t id);

@@ -316,7 +316,11 @@ class Machine {
       }
       return;
     }
-    if (out.frames.size() - base >= static_cast<size_t>(c_.max_frames)) return die(out, base);
+    // Objects and arrays stop at max_frames; a scalar may always come (one more frame), so that
+    // every stack stays completable the way stack_distance counts it (a value's shortest form).
+    if ((n.kind == Kind::Object || n.kind == Kind::Array) &&
+        out.frames.size() - base >= static_cast<size_t>(c_.max_frames))
+      return die(out, base);
     Frame f;
     f.node = v;
     switch (n.kind) {
@@ -706,6 +710,26 @@ void Matcher::fill_mask(std::vector<uint8_t>& allowed, int tokens_left) {
     }
     if (state_distance(m, scratch_[d]) <= bound) allowed[static_cast<size_t>(walk.ids[i])] = 1;
   }
+}
+
+bool Matcher::allows(int32_t id, int tokens_left) {
+  const TokenIndex& ix = *index_;
+  if (ended_ || id < 0 || id >= ix.size()) return false;
+  if (is_eos(id) && complete()) return true;
+  if (static_cast<size_t>(id) >= ix.usable.size() || !ix.usable[static_cast<size_t>(id)])
+    return false;
+  const Machine m(g_->compiled());
+  const int64_t left = tokens_left >= 1 ? tokens_left : int64_t{kInf} * 4;
+  const int64_t bound = std::max(left - 1, int64_t{state_distance(m, *state_)} - 1);
+  const std::string& tok = ix.bytes(id);
+  if (scratch_.size() < 2) scratch_.resize(2);
+  scratch_[0] = *state_;
+  for (char ch : tok) {
+    m.step(scratch_[0], static_cast<uint8_t>(ch), scratch_[1]);
+    if (scratch_[1].stacks() == 0) return false;
+    std::swap(scratch_[0], scratch_[1]);
+  }
+  return state_distance(m, scratch_[0]) <= bound;
 }
 
 void Matcher::apply_mask(float* logits, int64_t vocab, int tokens_left) {

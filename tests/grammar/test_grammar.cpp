@@ -194,6 +194,10 @@ TEST(Grammar, MaskMatchesBruteForceOverARealVocabulary) {
         want = m.complete();
       }
       allowed += want;
+      // One token's verdict (the greedy step's first check) is the mask's.
+      if (m.allows(id, c.left) != want && ++mismatches <= 5)
+        ADD_FAILURE() << c.schema << " after '" << c.prefix << "' (left " << c.left << "): allows("
+                      << id << ") differs from brute force " << want;
       if (want != static_cast<bool>(mask[static_cast<size_t>(id)]) && ++mismatches <= 5)
         ADD_FAILURE() << c.schema << " after '" << c.prefix << "' (left " << c.left << "): token "
                       << id << " '" << t->token_bytes(id) << "' brute force " << want;
@@ -201,6 +205,24 @@ TEST(Grammar, MaskMatchesBruteForceOverARealVocabulary) {
     EXPECT_EQ(mismatches, 0);
     EXPECT_GT(allowed, 0) << c.prefix;
   }
+}
+
+// Any JSON nested as deep as the matcher's stack goes: where no object or array may open any more
+// a scalar still may, so the budget rule's promise holds (a key at the deepest level gets a value).
+TEST(Grammar, DeepestLevelStillTakesAScalar) {
+  const auto g = compile("{}");
+  Matcher m(g, byte_index());
+  const std::string deep =
+      std::string(11, '[') + "{\"a\": " + std::string(11, '[') + "{\"b\": [{\"";
+  ASSERT_TRUE(m.accept_bytes(deep));
+  std::vector<uint8_t> mask;
+  for (int left = m.distance() + 4; left >= 1 && !m.complete(); --left) {
+    m.fill_mask(mask, left);
+    const auto it = std::find(mask.begin(), mask.end(), 1);
+    ASSERT_NE(it, mask.end()) << "nothing allowed with " << left << " tokens left";
+    ASSERT_TRUE(m.accept_token(static_cast<int32_t>(it - mask.begin())));
+  }
+  EXPECT_TRUE(m.complete());
 }
 
 // Random walks over the real vocabulary, each token drawn uniformly from the mask with the budget
