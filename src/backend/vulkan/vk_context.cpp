@@ -641,7 +641,14 @@ uint32_t Context::matvec_rows(uint64_t n) const {
   return static_cast<uint32_t>(per_group * per_subgroup);
 }
 
-uint32_t Context::memory_type(uint32_t bits, bool host_visible) const {
+uint32_t Context::memory_type(uint32_t bits, bool host_visible, bool host_reads) const {
+  if (host_visible && host_reads) {
+    const VkMemoryPropertyFlags cached = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
+                                         VK_MEMORY_PROPERTY_HOST_COHERENT_BIT |
+                                         VK_MEMORY_PROPERTY_HOST_CACHED_BIT;
+    for (uint32_t i = 0; i < mem_.memoryTypeCount; ++i)
+      if ((bits & (1u << i)) && (mem_.memoryTypes[i].propertyFlags & cached) == cached) return i;
+  }
   const VkMemoryPropertyFlags want =
       host_visible ? (VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT)
                    : VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT;

@@ -91,7 +91,9 @@ class Context {
   uint32_t matvec_rows(uint64_t n) const;
   uint32_t storage_align() const { return info_.min_storage_align; }
   // Memory type with the required flags among `bits`; host_visible also wants HOST_COHERENT.
-  uint32_t memory_type(uint32_t bits, bool host_visible) const;
+  // host_reads: a host-visible buffer the host reads back (a cached type where there is one: the
+  // CPU reads write-combined memory an order of magnitude slower).
+  uint32_t memory_type(uint32_t bits, bool host_visible, bool host_reads = false) const;
 
   // One-shot command buffers for uploads and tests.
   VkCommandBuffer begin_once();

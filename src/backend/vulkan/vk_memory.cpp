@@ -20,7 +20,7 @@ Allocator::~Allocator() {
   }
 }
 
-Buffer Allocator::create(VkDeviceSize size, bool host_visible, const char* what) {
+Buffer Allocator::create(VkDeviceSize size, bool host_visible, const char* what, bool host_reads) {
   const DeviceInfo& di = ctx_.info();
   size = std::max<VkDeviceSize>(16, (size + 15) & ~VkDeviceSize(15));
   if (size > di.max_alloc)
@@ -37,7 +37,7 @@ Buffer Allocator::create(VkDeviceSize size, bool host_visible, const char* what)
   buffers_.push_back(buf);
   VkMemoryRequirements req;
   vkGetBufferMemoryRequirements(ctx_.device(), buf, &req);
-  const uint32_t type = ctx_.memory_type(req.memoryTypeBits, host_visible);
+  const uint32_t type = ctx_.memory_type(req.memoryTypeBits, host_visible, host_reads);
   Block* blk = nullptr;
   VkDeviceSize off = 0;
   for (auto& b : blocks_) {

@@ -25,7 +25,8 @@ class Allocator {
   Allocator& operator=(const Allocator&) = delete;
 
   // A storage buffer usable as transfer source and destination. `what` names it in errors.
-  Buffer create(VkDeviceSize size, bool host_visible, const char* what);
+  // host_reads: a host-visible buffer the host reads (Context::memory_type).
+  Buffer create(VkDeviceSize size, bool host_visible, const char* what, bool host_reads = false);
   void upload(const Buffer& dst, VkDeviceSize offset, const void* src, VkDeviceSize n);
   void download(const Buffer& src, VkDeviceSize offset, void* dst, VkDeviceSize n);
   void fill(const Buffer& b, uint32_t word);  // every 32-bit word of b (poisoning, zeroing)

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <list>
 #include <map>
 #include <mutex>
 #include <set>
@@ -332,36 +333,65 @@ class VulkanExecutor final : public Executor {
     const uint64_t logits_bytes = static_cast<uint64_t>(b.n_out) * logits_n_ * 4;
     if (b.logits && logits_rb_.size < logits_bytes)
       logits_rb_ = alloc_.create(static_cast<uint64_t>(max_t_) * logits_n_ * 4, true,
-                                 "batch logits readback");
-    VK_CHECK(vkResetCommandBuffer(cb_, 0));
-    VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
-    bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
-    VK_CHECK(vkBeginCommandBuffer(cb_, &bi));
-    VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
-    mb.srcAccessMask = VK_ACCESS_HOST_WRITE_BIT;
-    mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT;
-    vkCmdPipelineBarrier(cb_, VK_PIPELINE_STAGE_HOST_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0,
-                         1, &mb, 0, nullptr, 0, nullptr);
-    record_steps(cb_, prefill_, b.T);
-    mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
-    mb.dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT;
-    vkCmdPipelineBarrier(cb_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT,
-                         0, 1, &mb, 0, nullptr, 0, nullptr);
-    VkBufferCopy ids{0, 0, static_cast<VkDeviceSize>(b.n_out) * 4};
-    vkCmdCopyBuffer(cb_, bufs_[p_.next_token].buf, readback_.buf, 1, &ids);
-    if (b.logits) {
-      VkBufferCopy lg{0, 0, logits_bytes};
-      vkCmdCopyBuffer(cb_, bufs_[p_.logits].buf, logits_rb_.buf, 1, &lg);
-    }
-    mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
-    mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
-    vkCmdPipelineBarrier(cb_, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb,
-                         0, nullptr, 0, nullptr);
-    VK_CHECK(vkEndCommandBuffer(cb_));
-    submit_and_wait(cb_);
+                                 "batch logits readback", true);
+    submit_and_wait(batch_command_buffer(b.T, b.n_out, b.logits != nullptr));
     if (queries_) collect_profile(prefill_);
     std::memcpy(b.next_tokens, readback_.mapped, static_cast<size_t>(b.n_out) * 4);
     if (b.logits) std::memcpy(b.logits, logits_rb_.mapped, logits_bytes);
+  }
+  // The command buffer of a batched forward of T rows and n_out output rows (with or without the
+  // logits copy), recorded on its first use and replayed: everything that changes between
+  // forwards reaches the shaders through the rows and ids buffers. The last 16 shapes are kept.
+  VkCommandBuffer batch_command_buffer(int T, int n_out, bool logits) {
+    const uint64_t key =
+        (static_cast<uint64_t>(T) << 33) | (static_cast<uint64_t>(n_out) << 1) | (logits ? 1u : 0u);
+    for (auto it = batch_cbs_.begin(); it != batch_cbs_.end(); ++it)
+      if (it->first == key) {
+        batch_cbs_.splice(batch_cbs_.begin(), batch_cbs_, it);
+        return it->second;
+      }
+    VkCommandBuffer cb = VK_NULL_HANDLE;
+    if (batch_cbs_.size() >= 16) {
+      cb = batch_cbs_.back().second;
+      batch_cbs_.pop_back();
+      VK_CHECK(vkResetCommandBuffer(cb, 0));
+    } else {
+      VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+      ai.commandPool = pool_;
+      ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+      ai.commandBufferCount = 1;
+      VK_CHECK(vkAllocateCommandBuffers(ctx_->device(), &ai, &cb));
+    }
+    env_->batch_out = static_cast<uint32_t>(n_out);
+    VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+    VK_CHECK(vkBeginCommandBuffer(cb, &bi));
+    VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+    mb.srcAccessMask = VK_ACCESS_HOST_WRITE_BIT;
+    mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT;
+    vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_HOST_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1,
+                         &mb, 0, nullptr, 0, nullptr);
+    if (queries_) {
+      vkCmdResetQueryPool(cb, queries_, 0, static_cast<uint32_t>(prefill_.steps.size() + 1));
+      vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, queries_, 0);
+    }
+    record_steps(cb, prefill_, T);
+    mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
+    mb.dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT;
+    vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT,
+                         0, 1, &mb, 0, nullptr, 0, nullptr);
+    VkBufferCopy ids{0, 0, static_cast<VkDeviceSize>(n_out) * 4};
+    vkCmdCopyBuffer(cb, bufs_[p_.next_token].buf, readback_.buf, 1, &ids);
+    if (logits) {
+      VkBufferCopy lg{0, 0, static_cast<VkDeviceSize>(n_out) * logits_n_ * 4};
+      vkCmdCopyBuffer(cb, bufs_[p_.logits].buf, logits_rb_.buf, 1, &lg);
+    }
+    mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+    mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+    vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb,
+                         0, nullptr, 0, nullptr);
+    VK_CHECK(vkEndCommandBuffer(cb));
+    batch_cbs_.emplace_front(key, cb);
+    return cb;
   }
   const BatchGeometry& batch_geometry() const { return batch_geo_; }
 
@@ -515,7 +545,7 @@ class VulkanExecutor final : public Executor {
       fail("program: logits {} must be f32 [1, vocab]", p_.tensors[p_.logits].name);
     logits_n_ = static_cast<uint64_t>(p_.tensors[p_.logits].shape.back());
     readback_ = alloc_.create(std::max<uint64_t>(logits_n_, static_cast<uint64_t>(max_t_)) * 4 + 16,
-                              true, "readback buffer");
+                              true, "readback buffer", true);
   }
 
   // One submit: T tokens at positions pos.. . A one-token forward (a decode step) replays a
@@ -817,7 +847,9 @@ class VulkanExecutor final : public Executor {
   BatchGeometry batch_geo_;  // a batched executor's (max_rows 0: a single sequence's)
   Buffer batch_rows_;        // OpEnv::batch_rows
   Buffer logits_rb_;         // a batched forward's logits readback (made on first use)
-  size_t n_corrupted_ = 0;   // ops whose outputs the switch zeroed, over every recording
+  // Recorded batched forwards by shape (batch_command_buffer), most recently used first.
+  std::list<std::pair<uint64_t, VkCommandBuffer>> batch_cbs_;
+  size_t n_corrupted_ = 0;  // ops whose outputs the switch zeroed, over every recording
 };
 
 std::unique_ptr<Executor> VulkanLoaded::make_executor() {
