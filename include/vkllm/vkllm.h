@@ -57,6 +57,9 @@ struct ModelInfo {
   std::vector<int32_t> eos_ids;
   uint64_t weight_bytes = 0;
   uint64_t kv_cache_bytes = 0;  // the KV cache of one session at context_length
+  // How chat prompts are rendered: "the checkpoint's chat template (Jinja)", "native qwen3
+  // format", ... (docs/tokenizer.md, "Which renderer").
+  std::string chat_template;
 };
 
 // A function call made by an assistant turn: arguments is a JSON object's text.
@@ -87,12 +90,13 @@ class VKLLM_API Model {
   std::vector<int32_t> encode(const std::string& text, bool add_special = false) const;
   std::string decode(const std::vector<int32_t>& ids) const;
   // The model's chat format for one user turn (or a whole conversation), with the assistant
-  // prompt appended: the text to generate from.
+  // prompt appended: the text to generate from. Rendered by the checkpoint's own chat template,
+  // or a native format for Llama 3 and Phi-4-mini (ModelInfo::chat_template says which).
   std::string chat_prompt(const std::string& user_message) const;
   std::string chat_prompt(const std::vector<ChatTurn>& conversation) const;
   // Same with tools offered to the model: `tools_json` is a JSON array of OpenAI tool objects
   // ({"type": "function", "function": {"name", "description", "parameters"}}), rendered in the
-  // model's own format (docs/serve.md); empty: none. A Llama model then renders the Llama 3.2
+  // model's own format (docs/serve.md); empty: none. A Llama 3 model then renders the Llama 3.2
   // template (dated 26 Jul 2024, its default). Invalid JSON or a turn the format refuses: Error.
   std::string chat_prompt(const std::vector<ChatTurn>& conversation,
                           const std::string& tools_json) const;

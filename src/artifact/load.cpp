@@ -19,6 +19,7 @@ ArtifactLoad load_artifact_parts(
     const std::vector<std::pair<std::string, std::string_view>>& files) {
   const std::string_view* tokenizer = nullptr;
   const std::string_view* tokenizer_config = nullptr;
+  const std::string_view* chat_template_jinja = nullptr;
   for (const auto& [name, bytes] : files) {
     // The generation and model configs are provenance copies (the runtime reads the model
     // description), but a damaged copy is a damaged artifact.
@@ -28,11 +29,18 @@ ArtifactLoad load_artifact_parts(
       fail("{}: the embedded {} is not valid JSON", path, name);
     if (name == "tokenizer.json" && !tokenizer) tokenizer = &bytes;
     if (name == "tokenizer_config.json" && !tokenizer_config) tokenizer_config = &bytes;
+    if (name == "chat_template.jinja" && !chat_template_jinja) chat_template_jinja = &bytes;
   }
   if (!tokenizer) fail("{}: the artifact embeds no tokenizer", path);
   Tokenizer tok = Tokenizer::from_text(
       std::string(*tokenizer), tokenizer_config ? std::string(*tokenizer_config) : "{}", path);
-  return {std::move(tok), chat_family_for(desc.arch)};
+  // The chat template: parsed here, so a broken one is known at load; its error is raised when a
+  // chat prompt is rendered (raw prompts still run).
+  std::string source =
+      chat_template_of(tokenizer_config ? *tokenizer_config : std::string_view(),
+                       chat_template_jinja ? *chat_template_jinja : std::string_view(), path);
+  ChatRenderer chat = ChatRenderer::make(desc.arch, tok, std::move(source), path);
+  return {std::move(tok), std::move(chat)};
 }
 
 ArtifactLoad load_artifact(const ArtifactReader& r) {

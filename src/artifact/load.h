@@ -1,6 +1,7 @@
 // What the runtime takes from an artifact beyond the reader's structural checks (the model
 // description, the program and the tensor table are checked by ArtifactReader itself): the
-// embedded tokenizer files loaded into a Tokenizer, the chat template of the architecture, and
+// embedded tokenizer files loaded into a Tokenizer, the chat renderer (the checkpoint's template
+// or a native family format: tokenizer/chat_render.h), and
 // every embedded JSON file parsed. One function, run by every place that must agree on what
 // loads: Model::open (src/runtime/model_impl.cpp), `vkllm verify` (verify_artifact),
 // `vkllm tokenize` and `vkllm export` (ArtifactWriter: on its content before writing, and on the
@@ -14,13 +15,14 @@
 
 #include "artifact/reader.h"
 #include "hf/model_desc.h"
+#include "tokenizer/chat_render.h"
 #include "tokenizer/tokenizer.h"
 
 namespace vkllm {
 
 struct ArtifactLoad {
   Tokenizer tokenizer;
-  ChatFamily chat;
+  ChatRenderer chat;
 };
 
 // Throws Error ("<artifact>: <what is wrong>") on the first problem.

@@ -203,8 +203,10 @@ void chat(const ChatArgs& a) {
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, nullptr);
   if (c.tty)
-    std::fprintf(stderr, "vkllm: %s on %s, context %d tokens; /help lists the commands\n",
-                 c.model->info().architecture.c_str(), c.model->info().device_name.c_str(), c.ctx);
+    std::fprintf(stderr,
+                 "vkllm: %s on %s, context %d tokens, prompts in %s; /help lists the commands\n",
+                 c.model->info().architecture.c_str(), c.model->info().device_name.c_str(), c.ctx,
+                 c.model->info().chat_template.c_str());
   c.loop();
 }
 
@@ -216,6 +218,12 @@ void add_chat(CLI::App& app) {
       "chat",
       "Chat with a model in its chat template, the KV cache kept between turns (terminal: "
       "interactive; pipe: one message per line)");
+  cmd->footer(
+      "Prompts are rendered by the checkpoint's own chat template (chat_template.jinja or\n"
+      "tokenizer_config.json's chat_template, run by vkllm's Jinja interpreter). Two seed\n"
+      "families keep a native format: Llama 3 (the plain Llama 3 format, no dated system block)\n"
+      "and Phi-4-mini (its template has no tools); Qwen3 without a template gets its native\n"
+      "format. The terminal banner names the renderer in use.");
   cmd->add_option("-m,--model_path,--model", a->model, "Model artifact (.vkllm) or HF folder")
       ->required();
   cmd->add_option("--system", a->system, "A system message opening the conversation");

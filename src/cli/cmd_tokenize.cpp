@@ -4,25 +4,27 @@
 #include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "artifact/load.h"
 #include "artifact/reader.h"
 #include "cli/commands.h"
 #include "core/error.h"
+#include "core/mapped_file.h"
+#include "tokenizer/chat_render.h"
 #include "tokenizer/tokenizer.h"
 
 namespace vkllm::cli {
 
-// The tokenizer embedded in an artifact, through the load check every verb runs (load_artifact:
-// the weights are not hashed here, only the metadata and the embedded files are read).
-Tokenizer load_tokenizer_from_artifact(const std::string& path, ChatFamily* family) {
+// The tokenizer embedded in an artifact and its chat renderer, through the load check every verb
+// runs (load_artifact: the weights are not hashed here, only the metadata and the embedded files
+// are read).
+ArtifactLoad load_tokenizer_from_artifact(const std::string& path) {
   ReadOptions ro;
   ro.check_data_hash = false;
   ArtifactReader r(path, ro);
-  ArtifactLoad loaded = load_artifact(r);
-  *family = loaded.chat;
-  return std::move(loaded.tokenizer);
+  return load_artifact(r);
 }
 
 namespace {
@@ -41,7 +43,7 @@ Tokenizer load_from_path(const std::string& path) {
   return Tokenizer::from_files(path, fs::exists(cfg) ? cfg : std::string());
 }
 
-ChatFamily family_of(const Tokenizer& tok, const std::string& name) {
+std::optional<ChatFamily> family_of(const Tokenizer& tok, const std::string& name) {
   if (name == "qwen3") return ChatFamily::Qwen3;
   if (name == "llama3") return ChatFamily::Llama3;
   if (name == "phi4mini") return ChatFamily::Phi4Mini;
@@ -50,7 +52,21 @@ ChatFamily family_of(const Tokenizer& tok, const std::string& name) {
   if (tok.token_id("<|im_start|>")) return ChatFamily::Qwen3;
   if (tok.token_id("<|start_header_id|>")) return ChatFamily::Llama3;
   if (tok.token_id("<|assistant|>")) return ChatFamily::Phi4Mini;
-  fail("--chat: cannot tell the chat family of this tokenizer; pass --family");
+  return std::nullopt;
+}
+
+// --tokenizer DIR --chat: the named or recognized native family, else the template of DIR's
+// tokenizer_config.json (or chat_template.jinja). The tokenizer alone has no architecture: the
+// renderer is made as for a Llama-architecture model with this tokenizer.
+std::optional<ChatRenderer> renderer_for_dir(const std::string& path, const Tokenizer& tok) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::is_directory(path) ? fs::path(path) : fs::path(path).parent_path();
+  const fs::path cfg = dir / "tokenizer_config.json", jinja = dir / "chat_template.jinja";
+  std::string source =
+      chat_template_of(fs::exists(cfg) ? read_text_file(cfg.string()) : std::string(),
+                       fs::exists(jinja) ? read_text_file(jinja.string()) : std::string(), path);
+  if (source.empty()) return std::nullopt;
+  return ChatRenderer::make(Arch::Llama, tok, std::move(source), path);
 }
 
 std::string ids_json(const std::vector<int32_t>& ids) {
@@ -86,18 +102,28 @@ std::vector<int32_t> parse_ids(const std::string& s, const std::string& where) {
 void run(const TokenizeArgs& a) {
   if (a.tokenizer.empty() == a.model.empty())
     fail("tokenize: give exactly one of --tokenizer PATH or --model ARTIFACT");
-  ChatFamily fam_from_model = ChatFamily::Qwen3;
-  Tokenizer tok = a.model.empty() ? load_from_path(a.tokenizer)
-                                  : load_tokenizer_from_artifact(a.model, &fam_from_model);
+  std::optional<ArtifactLoad> artifact;
+  if (!a.model.empty()) artifact.emplace(load_tokenizer_from_artifact(a.model));
+  const Tokenizer tok = artifact ? std::move(artifact->tokenizer) : load_from_path(a.tokenizer);
+  // --chat: --family names a native format; otherwise the artifact's renderer, or the family the
+  // tokenizer's special tokens show, or the template of the tokenizer's folder.
+  std::optional<ChatFamily> family;
+  std::optional<ChatRenderer> renderer;
+  if (a.chat) {
+    if (!a.family.empty() || !artifact) family = family_of(tok, a.family);
+    if (artifact && !family) renderer = std::move(artifact->chat);
+    if (!family && !renderer) renderer = renderer_for_dir(a.tokenizer, tok);
+    if (!family && !renderer)
+      fail("--chat: this tokenizer has no chat template and no known family; pass --family");
+  }
   const bool decode = a.to_text;
   auto encode_one = [&](const std::string& text) {
     std::string input = text;
     if (a.chat) {
       ChatOptions opt;
       opt.disable_thinking = a.no_think;
-      const ChatFamily fam =
-          a.family.empty() && !a.model.empty() ? fam_from_model : family_of(tok, a.family);
-      input = apply_chat_template(fam, {{"user", text}}, opt);
+      const std::vector<ChatMessage> msgs{{"user", text}};
+      input = family ? apply_chat_template(*family, msgs, opt) : renderer->render(msgs, opt);
     }
     return tok.encode(input, a.add_special);
   };
@@ -179,8 +205,10 @@ void add_tokenize(CLI::App& app) {
   cmd->add_option("--text", a->text, "Text to encode (instead of an argument or stdin)");
   cmd->add_flag("--decode", a->to_text, "Decode: input is token ids, output is text");
   cmd->add_flag("--chat", a->chat, "Wrap the input as one user turn in the model's chat template");
-  cmd->add_option("--family", a->family,
-                  "Chat family for --chat: qwen3 | llama3 | phi4mini (default: detected)");
+  cmd->add_option(
+      "--family", a->family,
+      "Native chat format for --chat: qwen3 | llama3 | phi4mini (default: an artifact's own "
+      "renderer, else the family its tokens show, else the folder's chat template)");
   cmd->add_flag("--no-think", a->no_think,
                 "Qwen3 --chat: empty <think></think> block (enable_thinking=false)");
   cmd->add_flag("--jsonl", a->jsonl,

@@ -34,8 +34,8 @@ int effective_context(const ModelDesc& d, const RecipeOptions& o) {
 
 std::vector<EmbeddedFile> embedded_files(const std::string& dir, bool need_tokenizer) {
   std::vector<EmbeddedFile> files;
-  for (const char* name :
-       {"tokenizer.json", "tokenizer_config.json", "generation_config.json", "config.json"}) {
+  for (const char* name : {"tokenizer.json", "tokenizer_config.json", "generation_config.json",
+                           "config.json", "chat_template.jinja"}) {
     const std::string path = dir + "/" + name;
     if (::access(path.c_str(), R_OK) != 0) {
       if (std::string(name) == "tokenizer.json" && need_tokenizer)
@@ -43,7 +43,9 @@ std::vector<EmbeddedFile> embedded_files(const std::string& dir, bool need_token
       continue;
     }
     std::string text = read_text_file(path);
-    if (!nlohmann::json::accept(text)) fail("{}: not valid JSON", path);
+    // chat_template.jinja (where transformers saves the chat template) is text; the rest JSON.
+    if (std::string(name) != "chat_template.jinja" && !nlohmann::json::accept(text))
+      fail("{}: not valid JSON", path);
     files.push_back({name, std::move(text)});
   }
   return files;

@@ -1,6 +1,7 @@
-// The forward pass of the three families, written once as program construction. Family
-// differences are fields of ModelDesc: Qwen3's per-head q/k norm, Phi-3's fused projections
-// (split here into row ranges of the checkpoint tensor) and partial rotary / longrope tables.
+// The forward pass of every family, written once as program construction. Family differences are
+// fields of ModelDesc: Qwen3's per-head q/k norm, Phi-3's fused projections (split here into row
+// ranges of the checkpoint tensor), partial rotary / longrope tables, SmolLM3's layers without
+// rotary embedding.
 #include "export/lower.h"
 
 #include <cmath>
@@ -50,6 +51,12 @@ class Builder {
 
 LoweredModel lower_model(const ModelDesc& d, int max_ctx) {
   if (max_ctx < 1) fail("context length must be positive");
+  // Sliding-window attention is exact full attention while the context fits in the window.
+  if (d.sliding_window > 0 && max_ctx > d.sliding_window)
+    fail(
+        "config.json 'sliding_window' = {} is smaller than the context {}: sliding-window "
+        "attention is not implemented (use a context of at most {} tokens)",
+        d.sliding_window, max_ctx, d.sliding_window);
   LoweredModel m;
   m.desc = d;
   Program& p = m.program;
@@ -116,8 +123,10 @@ LoweredModel lower_model(const ModelDesc& d, int max_ctx) {
       k = b.op("rms_norm", {k, b.hf(hfp + "self_attn.k_norm.weight", {hd})},
                b.act(lp + "k_normed", kvw), {{"eps", eps}, {"group", hd}});
     }
-    q = rope_op(q, b.act(lp + "q_rot", qw), d.n_heads);
-    k = rope_op(k, b.act(lp + "k_rot", kvw), d.n_kv_heads);
+    if (d.layer_has_rope(l)) {  // SmolLM3 leaves some layers without rotary embedding
+      q = rope_op(q, b.act(lp + "q_rot", qw), d.n_heads);
+      k = rope_op(k, b.act(lp + "k_rot", kvw), d.n_kv_heads);
+    }
     const int32_t kc =
         p.add_tensor({lp + "k_cache", DType::F32, TensorKind::KVCache, {max_ctx, kvw}, 0, 0});
     const int32_t vc =

@@ -76,6 +76,56 @@ std::vector<int> ids_of(const json* v) {
   return out;
 }
 
+// Config keys whose effect the lowering does not implement: refused with one line naming the key
+// when set to anything but the plain value (null, false, or what every layer does anyway).
+// Reads max_position_embeddings and n_layers from m; sets m.sliding_window and m.use_rope.
+void refuse_unimplemented(const json& c, ModelDesc& m, const std::string& where) {
+  for (const char* key :
+       {"attn_logit_softcapping", "final_logit_softcapping", "query_pre_attn_scalar",
+        "sliding_window_pattern", "num_local_experts", "num_experts"}) {
+    const json* v = find(c, key);
+    if (v && !(v->is_number() && v->get<double>() == 0))
+      fail("{}: '{}' is not supported (the lowering does not implement it)", where, key);
+  }
+  for (const char* key : {"use_sliding_window", "rope_interleaved"})
+    if (const json* v = find(c, key); v && !(v->is_boolean() && !v->get<bool>()))
+      fail("{}: '{}': {} is not supported", where, key, v->dump());
+  const bool window_off = find(c, "use_sliding_window") != nullptr;  // present: false, checked
+  // A window at least max_position_embeddings long (Phi-4-mini's) never cuts anything off.
+  if (const json* v = find(c, "sliding_window"); v && !window_off) {
+    const int w = get_int(c, "sliding_window", where, 1, 1 << 30);
+    if (w < m.max_pos) m.sliding_window = w;
+  }
+  if (const json* lt = find(c, "layer_types")) {
+    if (!lt->is_array()) fail("{}: key 'layer_types' must be a list", where);
+    for (const json& t : *lt)
+      if (!t.is_string() || t.get<std::string>() != "full_attention")
+        fail("{}: 'layer_types' holds {}: only full_attention layers are supported", where,
+             t.dump());
+  }
+  const bool smollm3 = m.hf_class == "SmolLM3ForCausalLM";
+  for (const char* key : {"no_rope_layers", "no_rope_layer_interval"})
+    if (!smollm3 && find(c, key)) fail("{}: '{}' is not supported for {}", where, key, m.hf_class);
+  if (!smollm3) return;
+  // SmolLM3Config: no_rope_layers[i] = 1 when layer i uses rope; absent, every
+  // no_rope_layer_interval-th layer (default 4) has none.
+  if (const json* v = find(c, "no_rope_layers")) {
+    if (!v->is_array() || v->size() != static_cast<size_t>(m.n_layers))
+      fail("{}: key 'no_rope_layers' must be a list of {} (num_hidden_layers) 0/1 values", where,
+           m.n_layers);
+    for (const json& e : *v) {
+      if (!e.is_number_integer() || (e.get<int64_t>() != 0 && e.get<int64_t>() != 1))
+        fail("{}: key 'no_rope_layers' must hold only 0 and 1 (got {})", where, e.dump());
+      m.use_rope.push_back(e.get<int>());
+    }
+  } else {
+    const int every = find(c, "no_rope_layer_interval")
+                          ? get_int(c, "no_rope_layer_interval", where, 1, 1 << 20)
+                          : 4;
+    for (int l = 0; l < m.n_layers; ++l) m.use_rope.push_back((l + 1) % every != 0 ? 1 : 0);
+  }
+}
+
 ModelDesc parse_config(const json& c, const json& gen, const std::string& where) {
   if (!c.is_object()) fail("{}: config is not a JSON object", where);
   ModelDesc m;
@@ -83,7 +133,9 @@ ModelDesc parse_config(const json& c, const json& gen, const std::string& where)
   if (!archs || !archs->is_array() || archs->empty() || !(*archs)[0].is_string())
     fail("{}: missing key 'architectures'", where);
   m.hf_class = (*archs)[0].get<std::string>();
-  if (m.hf_class == "LlamaForCausalLM")
+  // Mistral and SmolLM3 have Llama's tensors (SmolLM3: no rotary embedding on some layers).
+  if (m.hf_class == "LlamaForCausalLM" || m.hf_class == "MistralForCausalLM" ||
+      m.hf_class == "SmolLM3ForCausalLM")
     m.arch = Arch::Llama;
   else if (m.hf_class == "Qwen3ForCausalLM")
     m.arch = Arch::Qwen3;
@@ -91,8 +143,8 @@ ModelDesc parse_config(const json& c, const json& gen, const std::string& where)
     m.arch = Arch::Phi3;
   else
     fail(
-        "{}: unsupported architecture '{}' (supported: LlamaForCausalLM, Qwen3ForCausalLM, "
-        "Phi3ForCausalLM)",
+        "{}: unsupported architecture '{}' (supported: LlamaForCausalLM, MistralForCausalLM, "
+        "SmolLM3ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM)",
         where, m.hf_class);
 
   m.hidden = get_int(c, "hidden_size", where, 1, 1 << 16);
@@ -125,6 +177,7 @@ ModelDesc parse_config(const json& c, const json& gen, const std::string& where)
   if (const json* act = find(c, "hidden_act");
       act && act->is_string() && act->get<std::string>() != "silu")
     fail("{}: hidden_act '{}' is not supported (only silu)", where, act->get<std::string>());
+  refuse_unimplemented(c, m, where);
   m.qk_norm = m.arch == Arch::Qwen3;
   m.fused_qkv = m.fused_gate_up = m.arch == Arch::Phi3;
 
@@ -244,34 +297,38 @@ std::vector<float> rope_inv_freq(const RopeDesc& r, bool long_factors) {
 }
 
 json ModelDesc::to_json() const {
-  return json{{"arch", arch_name(arch)},
-              {"hf_class", hf_class},
-              {"hidden", hidden},
-              {"n_layers", n_layers},
-              {"n_heads", n_heads},
-              {"n_kv_heads", n_kv_heads},
-              {"head_dim", head_dim},
-              {"intermediate", intermediate},
-              {"vocab", vocab},
-              {"max_pos", max_pos},
-              {"rms_eps", rms_eps},
-              {"tied_embeddings", tied_embeddings},
-              {"qk_norm", qk_norm},
-              {"fused_qkv", fused_qkv},
-              {"fused_gate_up", fused_gate_up},
-              {"bos_id", bos_id},
-              {"eos_ids", eos_ids},
-              {"rope",
-               {{"type", rope.type},
-                {"theta", rope.theta},
-                {"rotary_dim", rope.rotary_dim},
-                {"factor", rope.factor},
-                {"low_freq_factor", rope.low_freq_factor},
-                {"high_freq_factor", rope.high_freq_factor},
-                {"original_max_pos", rope.original_max_pos},
-                {"short_factor", rope.short_factor},
-                {"long_factor", rope.long_factor},
-                {"attention_factor", rope.attention_factor}}}};
+  json j{{"arch", arch_name(arch)},
+         {"hf_class", hf_class},
+         {"hidden", hidden},
+         {"n_layers", n_layers},
+         {"n_heads", n_heads},
+         {"n_kv_heads", n_kv_heads},
+         {"head_dim", head_dim},
+         {"intermediate", intermediate},
+         {"vocab", vocab},
+         {"max_pos", max_pos},
+         {"rms_eps", rms_eps},
+         {"tied_embeddings", tied_embeddings},
+         {"qk_norm", qk_norm},
+         {"fused_qkv", fused_qkv},
+         {"fused_gate_up", fused_gate_up},
+         {"bos_id", bos_id},
+         {"eos_ids", eos_ids},
+         {"rope",
+          {{"type", rope.type},
+           {"theta", rope.theta},
+           {"rotary_dim", rope.rotary_dim},
+           {"factor", rope.factor},
+           {"low_freq_factor", rope.low_freq_factor},
+           {"high_freq_factor", rope.high_freq_factor},
+           {"original_max_pos", rope.original_max_pos},
+           {"short_factor", rope.short_factor},
+           {"long_factor", rope.long_factor},
+           {"attention_factor", rope.attention_factor}}}};
+  // Written only where set, so the other families' descriptions stay as they were.
+  if (!use_rope.empty()) j["use_rope"] = use_rope;
+  if (sliding_window > 0) j["sliding_window"] = sliding_window;
+  return j;
 }
 
 ModelDesc ModelDesc::from_json(const json& j) {
@@ -310,12 +367,22 @@ ModelDesc ModelDesc::from_json(const json& j) {
     m.rope.short_factor = r.at("short_factor").get<std::vector<double>>();
     m.rope.long_factor = r.at("long_factor").get<std::vector<double>>();
     m.rope.attention_factor = r.at("attention_factor").get<double>();
+    if (j.contains("use_rope"))
+      m.use_rope = json_ints<int>(j.at("use_rope"), "model description: use_rope");
+    if (j.contains("sliding_window"))
+      m.sliding_window = json_int<int>(j.at("sliding_window"), "model description: sliding_window");
     auto bad = [](int v, int hi) { return v < 1 || v > hi; };
     if (bad(m.hidden, 1 << 16) || bad(m.n_layers, 1024) || bad(m.n_heads, 1024) ||
         bad(m.n_kv_heads, 1024) || bad(m.head_dim, 1024) || bad(m.intermediate, 1 << 20) ||
         bad(m.vocab, 1 << 24) || bad(m.max_pos, 1 << 24) || m.n_heads % m.n_kv_heads != 0 ||
         m.rope.rotary_dim < 2 || m.rope.rotary_dim > m.head_dim || m.rope.rotary_dim % 2 != 0)
       fail("model description: dimensions out of range");
+    if (!m.use_rope.empty() && m.use_rope.size() != static_cast<size_t>(m.n_layers))
+      fail("model description: use_rope has {} entries for {} layers", m.use_rope.size(),
+           m.n_layers);
+    for (int u : m.use_rope)
+      if (u != 0 && u != 1) fail("model description: use_rope holds {} (0 or 1)", u);
+    if (m.sliding_window < 0) fail("model description: sliding_window is negative");
     if (m.rope.type == "longrope" &&
         (m.rope.short_factor.size() != static_cast<size_t>(m.rope.rotary_dim / 2) ||
          m.rope.long_factor.size() != m.rope.short_factor.size()))

@@ -34,6 +34,15 @@ struct ModelDesc {
   bool fused_qkv = false;      // Phi3: qkv_proj
   bool fused_gate_up = false;  // Phi3: gate_up_proj
   RopeDesc rope;
+  // SmolLM3: per layer, 1 = rotary embedding on q and k, 0 = none (config.json no_rope_layers,
+  // or derived from no_rope_layer_interval). Empty: every layer has it.
+  std::vector<int> use_rope;
+  // Mistral: attention sees only the last sliding_window keys (0: unlimited). Not implemented:
+  // lower_model refuses a context longer than the window, where it would matter.
+  int sliding_window = 0;
+  bool layer_has_rope(int layer) const {
+    return use_rope.empty() || use_rope[static_cast<size_t>(layer)] != 0;
+  }
   int bos_id = -1;
   std::vector<int> eos_ids;
 

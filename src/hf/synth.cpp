@@ -32,6 +32,13 @@ const std::vector<SynthPreset>& synth_presets() {
        64, 256, 128256},
       {"tiny-phi4mini", "phi4mini", "microsoft/Phi-4-mini-instruct", "phi3", true, 128, 2, 1, 1,
        128, 256, 200064},
+      // Llama-architecture classes: Mistral v0.2 (sliding_window null, untied; the Llama 2
+      // SentencePiece tokenizer stands in for Mistral's, both 32000 ids) and SmolLM3 (every 4th
+      // layer without rotary embedding; the Llama 3.2 tokenizer stands in for SmolLM3's 128256).
+      {"tiny-mistral", "llama2", "mistralai/Mistral-7B-Instruct-v0.2", "mistral", true, 256, 2, 2,
+       1, 128, 512, 32000, true},
+      {"tiny-smollm3", "llama3.2", "HuggingFaceTB/SmolLM3-3B", "smollm3", true, 128, 4, 1, 1, 128,
+       256, 128256},
       {"qwen3-0.6b", "qwen3", "Qwen/Qwen3-0.6B", "qwen3", false, 1024, 28, 16, 8, 128, 3072,
        151936},
       {"llama-3.2-1b", "llama3.2", "unsloth/Llama-3.2-1B-Instruct", "llama", false, 2048, 16, 32, 8,
@@ -75,7 +82,7 @@ json synth_config_json(const SynthPreset& p) {
   c["num_attention_heads"] = p.heads;
   c["num_hidden_layers"] = p.layers;
   c["num_key_value_heads"] = p.kv_heads;
-  c["tie_word_embeddings"] = true;
+  c["tie_word_embeddings"] = !p.untied;
   c["torch_dtype"] = "bfloat16";
   c["use_cache"] = true;
   c["vocab_size"] = p.vocab;
@@ -112,6 +119,42 @@ json synth_config_json(const SynthPreset& p) {
     c["rope_theta"] = 500000.0;
     c["transformers_version"] = "4.52.0.dev0";
     c["unsloth_fixed"] = true;
+  } else if (p.arch == "mistral") {  // Mistral-7B-Instruct-v0.2: no head_dim key
+    c.erase("attention_bias");
+    c["architectures"].push_back("MistralForCausalLM");
+    c["bos_token_id"] = 1;
+    c["eos_token_id"] = 2;
+    c["max_position_embeddings"] = 32768;
+    c["model_type"] = "mistral";
+    c["rms_norm_eps"] = 1e-05;
+    c["rope_theta"] = 1000000.0;
+    c["sliding_window"] = nullptr;
+    c["transformers_version"] = "4.36.0";
+  } else if (p.arch == "smollm3") {  // SmolLM3-3B: no head_dim key
+    c["architectures"].push_back("SmolLM3ForCausalLM");
+    c["bos_token_id"] = nullptr;
+    c["eos_token_id"] = 128012;
+    json types = json::array(), nope = json::array();
+    for (int l = 0; l < p.layers; ++l) {
+      types.push_back("full_attention");
+      nope.push_back((l + 1) % 4 != 0 ? 1 : 0);
+    }
+    c["layer_types"] = types;
+    c["max_position_embeddings"] = 65536;
+    c["max_window_layers"] = p.layers;
+    c["mlp_bias"] = false;
+    c["model_type"] = "smollm3";
+    c["no_rope_layer_interval"] = 4;
+    c["no_rope_layers"] = nope;
+    c["pad_token_id"] = 128004;
+    c["pretraining_tp"] = 2;
+    c["rms_norm_eps"] = 1e-06;
+    c["rope_scaling"] = nullptr;
+    c["rope_theta"] = 5000000.0;
+    c["sliding_window"] = nullptr;
+    c["transformers_version"] = "4.54.0.dev0";
+    c["use_cache"] = false;
+    c["use_sliding_window"] = false;
   } else {  // phi3: no head_dim key, transformers derives it as hidden_size / num_attention_heads
     c["_name_or_path"] = "Phi-4-mini-instruct";
     c["architectures"].push_back("Phi3ForCausalLM");
@@ -158,6 +201,17 @@ json synth_generation_config_json(const SynthPreset& p) {
             {"top_k", 20},
             {"top_p", 0.95},
             {"transformers_version", "4.51.0"}};
+  if (p.arch == "mistral")
+    return {{"_from_model_config", true},
+            {"bos_token_id", 1},
+            {"eos_token_id", 2},
+            {"transformers_version", "4.36.0"}};
+  if (p.arch == "smollm3")
+    return {{"_from_model_config", true},
+            {"bos_token_id", 128000},
+            {"eos_token_id", 128012},
+            {"pad_token_id", 128004},
+            {"transformers_version", "4.54.0.dev0"}};
   if (p.arch == "llama")
     return {{"bos_token_id", 128000},
             {"do_sample", true},
@@ -212,6 +266,7 @@ std::vector<SynthTensor> synth_tensors(const SynthPreset& p) {
     t.push_back({L + "post_attention_layernorm.weight", {D}});
   }
   t.push_back({"model.norm.weight", {D}});
+  if (p.untied) t.push_back({"lm_head.weight", {p.vocab, D}});
   return t;
 }
 
@@ -278,7 +333,7 @@ Rule rule_for(const SynthPreset& p, const SynthTensor& t) {
   // Residual updates of RMS ~ rho * sigma_e: the embedding's share of the final hidden state
   // stays small enough that the tied output projection does not just repeat the input token.
   const double rho = 1.5 * std::sqrt(2.0 * p.hidden / p.layers);
-  if (ends("embed_tokens.weight"))
+  if (ends("embed_tokens.weight") || n == "lm_head.weight")  // untied: the same logit scale
     sd = sigma_e;
   else if (ends("o_proj.weight"))
     sd = rho * sigma_e / std::sqrt(fan_in);

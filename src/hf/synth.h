@@ -16,11 +16,12 @@ namespace vkllm {
 
 struct SynthPreset {
   std::string name;      // tiny-qwen3, qwen3-0.6b, ...
-  std::string family;    // tokenizer fixture family: qwen3 | llama3.2 | phi4mini
+  std::string family;    // tokenizer fixture family: qwen3 | llama3.2 | phi4mini | llama2
   std::string hf_model;  // the real model it mirrors
-  std::string arch;      // qwen3 | llama | phi3
+  std::string arch;      // qwen3 | llama | phi3 | mistral | smollm3 (config.json's key set)
   bool tiny = false;
   int hidden = 0, layers = 0, heads = 0, kv_heads = 0, head_dim = 0, intermediate = 0, vocab = 0;
+  bool untied = false;  // an lm_head.weight of its own (tie_word_embeddings false)
 };
 
 const std::vector<SynthPreset>& synth_presets();

@@ -11,6 +11,7 @@
 #include "runtime/constraint.h"
 #include "runtime/generate.h"
 #include "runtime/model_impl.h"
+#include "tokenizer/chat_render.h"
 #include "tokenizer/tokenizer.h"
 #include "vkllm/vkllm.h"
 
@@ -93,11 +94,11 @@ std::string Model::chat_prompt(const std::vector<ChatTurn>& conversation,
   }
   ChatOptions opt;
   opt.tools = tools_json;
-  const ChatFamily family = chat_family_for(impl_->desc.arch);
+  if (!impl_->chat) fail("this model has no tokenizer");
   // Llama's plain format has no tools: the Llama 3.2 template with its default date has.
-  if (family == ChatFamily::Llama3 && (tool_turns || !tools_json.empty()))
+  if (impl_->chat->native_family() == ChatFamily::Llama3 && (tool_turns || !tools_json.empty()))
     opt.llama_date = "26 Jul 2024";
-  return apply_chat_template(family, msgs, opt);
+  return impl_->chat->render(msgs, opt);
 }
 
 // Hidden: the library exports its API alone (members of a nested class would inherit Session's

@@ -6,8 +6,10 @@
 #include "artifact/load.h"
 #include "artifact/reader.h"
 #include "core/error.h"
+#include "core/mapped_file.h"
 #include "hf/checkpoint.h"
 #include "runtime/reference.h"
+#include "tokenizer/chat_render.h"
 #include "tokenizer/tokenizer.h"
 #ifdef VKLLM_WITH_VULKAN
 #include "backend/vulkan/vulkan_executor.h"
@@ -63,6 +65,7 @@ void Model::Impl::open(const std::string& path) {
   for (const TensorDecl& t : program().tensors)
     if (t.kind == TensorKind::KVCache) info.kv_cache_bytes += dtype_nbytes(t.dtype, t.shape);
   info.eos_ids.assign(desc.eos_ids.begin(), desc.eos_ids.end());
+  if (chat) info.chat_template = chat->describe();
   load();
   info.device_name = loaded->device_name();
 }
@@ -80,6 +83,13 @@ void Model::Impl::open_hf_dir(const std::string& dir) {
   const std::string cfg = ckpt.tokenizer_config_path();
   tok = std::make_unique<Tokenizer>(Tokenizer::from_files(
       ckpt.tokenizer_json_path(), std::filesystem::exists(cfg) ? cfg : std::string()));
+  // The chat template as the artifact would carry it: chat_template.jinja, else the config's.
+  const std::string jinja = dir + "/chat_template.jinja";
+  chat = std::make_unique<ChatRenderer>(ChatRenderer::make(
+      desc.arch, *tok,
+      chat_template_of(std::filesystem::exists(cfg) ? read_text_file(cfg) : std::string(),
+                       std::filesystem::exists(jinja) ? read_text_file(jinja) : std::string(), dir),
+      dir));
   info.recipe = "non-quantized";
   for (auto& w : reference->weights.data) info.weight_bytes += w.size();
 }
@@ -97,7 +107,9 @@ void Model::Impl::open_artifact(const std::string& path) {
   if (options.context_length > 0 && options.context_length < max_ctx)
     resized = with_context(artifact->program(), options.context_length);
   // The tokenizer, the chat template, the embedded files: the load check verify and export run.
-  tok = std::make_unique<Tokenizer>(load_artifact(*artifact).tokenizer);
+  ArtifactLoad parts = load_artifact(*artifact);
+  tok = std::make_unique<Tokenizer>(std::move(parts.tokenizer));
+  chat = std::make_unique<ChatRenderer>(std::move(parts.chat));
   info.recipe = artifact->recipe_name();
   info.weight_bytes = artifact->data_size();
 }

@@ -20,6 +20,7 @@ class TokenIndex;
 }
 struct ReferenceModel;
 class ArtifactReader;
+class ChatRenderer;
 
 // Hidden: libvkllm.so exports the public classes, not their insides.
 struct __attribute__((visibility("hidden"))) Model::Impl {
@@ -32,6 +33,7 @@ struct __attribute__((visibility("hidden"))) Model::Impl {
   std::unique_ptr<ArtifactReader> artifact;   // a .vkllm artifact (weights mapped)
   std::optional<Program> resized;             // the artifact's program with fewer KV rows
   std::unique_ptr<Tokenizer> tok;
+  std::unique_ptr<ChatRenderer> chat;     // the checkpoint's chat template or a native format
   std::shared_ptr<LoadedProgram> loaded;  // the weights on the backend
   std::mutex run_mu;                      // one session at a time on the backend
 

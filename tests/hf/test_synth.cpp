@@ -105,8 +105,9 @@ std::string run_cli(const std::string& args, int* rc) {
 TEST(Synth, PresetsAndSizes) {
   std::set<std::string> names;
   for (auto& p : synth_presets()) names.insert(p.name);
-  EXPECT_EQ(names, (std::set<std::string>{"tiny-qwen3", "tiny-llama3.2", "tiny-phi4mini",
-                                          "qwen3-0.6b", "llama-3.2-1b", "phi-4-mini"}));
+  EXPECT_EQ(names,
+            (std::set<std::string>{"tiny-qwen3", "tiny-llama3.2", "tiny-phi4mini", "tiny-mistral",
+                                   "tiny-smollm3", "qwen3-0.6b", "llama-3.2-1b", "phi-4-mini"}));
   // Real vocab rows and head_dim in every twin; twins stay small.
   EXPECT_EQ(find_synth_preset("tiny-qwen3").vocab, 151936);
   EXPECT_EQ(find_synth_preset("tiny-llama3.2").vocab, 128256);
@@ -405,9 +406,9 @@ TEST(Synth, Cli) {
   std::string out = run_cli("synth --list --json", &rc);
   ASSERT_EQ(rc, 0) << out;
   json j = json::parse(out);
-  ASSERT_EQ(j.size(), 6u);
-  EXPECT_EQ(j[5]["name"], "phi-4-mini");
-  EXPECT_EQ(j[5]["bf16_bytes"].get<uint64_t>(), 3836021760ull * 2);
+  ASSERT_EQ(j.size(), 8u);
+  EXPECT_EQ(j[7]["name"], "phi-4-mini");
+  EXPECT_EQ(j[7]["bf16_bytes"].get<uint64_t>(), 3836021760ull * 2);
   out = run_cli("synth --list", &rc);
   EXPECT_EQ(rc, 0);
   EXPECT_NE(out.find("llama-3.2-1b"), std::string::npos);
@@ -437,4 +438,52 @@ TEST(Synth, Cli) {
                 &rc);
   EXPECT_EQ(rc, 1);
   EXPECT_NE(out.find("unknown unit"), std::string::npos) << out;
+}
+
+// The Llama-architecture twins: their classes' config keys, Llama's tensors (Mistral: its own
+// lm_head), the plain forward with SmolLM3's layers without rotary embedding.
+TEST(Synth, LlamaArchitectureTwins) {
+  TempDir t("llamalike");
+  {
+    synth("tiny-mistral", t.sub("m"));
+    HfCheckpoint ck(t.sub("m"));
+    const ModelDesc& m = ck.desc();
+    EXPECT_EQ(m.hf_class, "MistralForCausalLM");
+    EXPECT_EQ(m.arch, Arch::Llama);
+    EXPECT_EQ(ck.config().at("model_type"), "mistral");
+    EXPECT_TRUE(ck.config().at("sliding_window").is_null());
+    EXPECT_FALSE(m.tied_embeddings);
+    EXPECT_EQ(m.vocab, 32000);
+    EXPECT_EQ(m.head_dim, 128);
+    EXPECT_EQ(m.eos_ids, (std::vector<int>{2}));
+    std::set<std::string> want = expected_names("llama", m.n_layers), got;
+    want.insert("lm_head.weight");
+    for (auto& [name, view] : ck.tensors()) got.insert(name);
+    EXPECT_EQ(got, want);
+    // The untied head has the embedding's scale (logit std ~6 with unit-RMS hidden states).
+    std::vector<float> head(32000u * 256u), emb(head.size());
+    ck.get("lm_head.weight", {32000, 256})
+        .read_f32(0, static_cast<int64_t>(head.size()), head.data());
+    ck.get("model.embed_tokens.weight", {32000, 256})
+        .read_f32(0, static_cast<int64_t>(emb.size()), emb.data());
+    EXPECT_NEAR(std_of(head) / std_of(emb), 1.0, 0.01);
+    EXPECT_NE(head, emb);
+    EXPECT_LT(synth_param_count(find_synth_preset("tiny-mistral")) * 2, 40'000'000u);
+  }
+  {
+    synth("tiny-smollm3", t.sub("s"));
+    HfCheckpoint ck(t.sub("s"));
+    const ModelDesc& m = ck.desc();
+    EXPECT_EQ(m.hf_class, "SmolLM3ForCausalLM");
+    EXPECT_EQ(ck.config().at("model_type"), "smollm3");
+    EXPECT_TRUE(m.tied_embeddings);
+    EXPECT_EQ(m.use_rope, (std::vector<int>{1, 1, 1, 0}));
+    EXPECT_EQ(m.rope.theta, 5e6);
+    EXPECT_EQ(m.head_dim, 128);
+    EXPECT_EQ(m.eos_ids, (std::vector<int>{128012}));
+    std::set<std::string> got;
+    for (auto& [name, view] : ck.tensors()) got.insert(name);
+    EXPECT_EQ(got, expected_names("llama", m.n_layers));
+    EXPECT_LT(synth_param_count(find_synth_preset("tiny-smollm3")) * 2, 40'000'000u);
+  }
 }
