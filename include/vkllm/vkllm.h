@@ -219,7 +219,8 @@ class VKLLM_API Session {
 // A request's tokens are those Session::generate gives for the same prompt and options alone.
 struct EngineOptions {
   int max_sequences = 16;  // requests in the running batch at once (more wait)
-  // KV pool size in bytes. 0: room for max_sequences requests at the full context length.
+  // KV pool size in bytes. 0: room for max_sequences requests at the full context length (plus
+  // one spare block).
   uint64_t kv_budget_bytes = 0;
   int block_tokens = 16;  // token rows per KV block
   int step_tokens = 512;  // tokens one step computes (decodes and prefill chunks); >= max_sequences

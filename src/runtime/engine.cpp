@@ -96,8 +96,10 @@ Engine::Engine(std::shared_ptr<Model> model, const EngineOptions& o)
   e.block_bytes = per_token * static_cast<uint64_t>(o.block_tokens);
   const uint64_t blocks_per_seq = (static_cast<uint64_t>(e.max_ctx) + o.block_tokens - 1) /
                                   static_cast<uint64_t>(o.block_tokens);
-  uint64_t blocks = o.kv_budget_bytes > 0 ? o.kv_budget_bytes / e.block_bytes
-                                          : blocks_per_seq * static_cast<uint64_t>(o.max_sequences);
+  // The default: every sequence at the full context, plus the spare block admission keeps.
+  uint64_t blocks = o.kv_budget_bytes > 0
+                        ? o.kv_budget_bytes / e.block_bytes
+                        : blocks_per_seq * static_cast<uint64_t>(o.max_sequences) + 1;
   if (blocks < 2)
     fail("engine: a KV budget of {} bytes holds {} blocks of {} bytes; at least 2 are needed",
          o.kv_budget_bytes, blocks, e.block_bytes);
