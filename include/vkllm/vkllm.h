@@ -103,6 +103,7 @@ class VKLLM_API Model {
 
  private:
   friend class Session;
+  friend class Engine;
   friend struct ModelAccess;  // the library's own tools (runtime/model_impl.h)
   struct Impl;
   explicit Model(std::unique_ptr<Impl> impl);
@@ -206,6 +207,80 @@ class VKLLM_API Session {
   void reset();                // clears the context (the KV cache)
   int context_tokens() const;  // tokens in the context (a reset session: 0)
   const GenerationStats& stats() const;
+  const std::shared_ptr<Model>& model() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Continuous batching (docs/serve.md, "Batching"): an Engine serves many requests at once on one
+// model. Each step() runs one batched forward over every active request (a decode row each, plus
+// chunks of the prompts being prefilled), then samples each request's next token with its own
+// options. The KV cache is a pool of fixed-size blocks from a memory budget: a request holds the
+// blocks of its tokens, and requests that start with the same tokens share the blocks of that
+// prefix. Requests are admitted first come first served while the pool and max_sequences allow;
+// when the pool runs out, the newest running request is preempted (its KV recomputed later).
+// A request's tokens are those Session::generate gives for the same prompt and options alone.
+struct EngineOptions {
+  int max_sequences = 16;  // requests in the running batch at once (more wait)
+  // KV pool size in bytes. 0: room for max_sequences requests at the full context length (plus
+  // one spare block).
+  uint64_t kv_budget_bytes = 0;
+  int block_tokens = 16;  // token rows per KV block
+  int step_tokens = 512;  // tokens one step computes (decodes and prefill chunks); >= max_sequences
+};
+
+// What a step did for one request: a new token, its text, and whether the request ended.
+struct EngineEvent {
+  uint64_t request = 0;
+  int32_t token = -1;  // the new token; -1 when none (eos, a constraint's end, a cancel)
+  // The text the token completes, stop strings held back as Session::generate's callback sees
+  // it; on the last event also the text held back until then.
+  std::string text;
+  bool finished = false;
+  // Set when finished: "stop" (eos, a stop string, a constraint's end), "length"
+  // (max_new_tokens or the context), "cancelled", or "error" (text: the message).
+  std::string finish_reason;
+  std::string stop;          // the stop string met (finish "stop" by a stop string), else empty
+  int generated_tokens = 0;  // tokens of the reply so far (those returned; not eos)
+  int cached_tokens = 0;     // prompt tokens whose KV came from the shared prefix cache
+};
+
+struct EngineStats {
+  int active = 0;   // requests in the running batch
+  int waiting = 0;  // requests queued for admission (added but not yet running)
+  int kv_blocks_used = 0, kv_blocks_cached = 0, kv_blocks_total = 0;
+  int block_tokens = 0;
+  uint64_t kv_block_bytes = 0;
+  uint64_t prefix_hit_tokens = 0;  // prompt tokens served from the prefix cache, all requests
+  uint64_t preemptions = 0, steps = 0;
+};
+
+// Threads: add, cancel and stats may be called from any thread at any time; step (one thread at
+// a time) runs the device, taking turns with the model's sessions.
+class VKLLM_API Engine {
+ public:
+  // Allocates the KV pool on the model's backend; Error when it does not fit, or when the backend
+  // has no batched forward.
+  Engine(std::shared_ptr<Model> model, const EngineOptions& options = {});
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Queues a request (prompt ids in [0, vocab_size), non-empty, shorter than the context);
+  // returns its id. max_new_tokens is capped at what the context leaves (as Session does); 0 ends
+  // the request at the next step. Error on an invalid option or a prompt the pool cannot hold.
+  uint64_t add(const std::vector<int32_t>& prompt, const GenerationOptions& opts);
+  // Ends a request at the next step (its blocks are freed; it gets a "cancelled" event). An
+  // unknown or finished id is ignored.
+  void cancel(uint64_t request);
+  // Runs one step: admits, prefills, decodes and samples; returns the events of the requests that
+  // got a token or ended. Returns nothing when idle.
+  std::vector<EngineEvent> step();
+  // Whether no request is waiting or running (step() would do nothing).
+  bool idle() const;
+  EngineStats stats() const;
   const std::shared_ptr<Model>& model() const;
 
  private:

@@ -21,13 +21,27 @@ void add_serve(CLI::App& app) {
       ->envname("VKLLM_API_KEY");
   cmd->add_option("--ctx", o->ctx, "Context length in tokens (default: the artifact's)")
       ->check(CLI::Range(0, 1 << 24));
-  cmd->add_option("--queue", o->queue, "Requests that may wait for the model; more get 503")
+  cmd->add_option("--queue", o->queue,
+                  "Requests that may wait beyond the running ones (default 16); more get 503 "
+                  "with Retry-After")
       ->check(CLI::Range(1, 1024));
+  cmd->add_option("--parallel", o->parallel,
+                  "Requests generated at once by continuous batching (default 16)")
+      ->check(CLI::Range(1, 1024));
+  cmd->add_option("--kv-budget", o->kv_budget_mib,
+                  "KV cache memory in MiB, a pool of 16-token blocks shared by the requests "
+                  "(default: room for --parallel requests at the full context; the start line "
+                  "prints the pool). Per token: 2 x layers x kv_heads x head_dim values (f16 or "
+                  "f32, as the recipe), e.g. Qwen3-0.6B fp16 112 KiB")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 30));
+  cmd->add_flag("--no-batching{false}", o->batching,
+                "Serve one request at a time on KV sessions (--slots), as on a backend without "
+                "the batched forward");
   cmd->add_option("--slots", o->slots,
-                  "KV sessions kept (default 2): interleaved conversations, up to one per slot, "
-                  "each reuse their own prefix. Memory: one KV cache per slot, 2 x layers x "
-                  "kv_heads x head_dim values (f16 or f32, as the recipe) per context token, e.g. "
-                  "Qwen3-0.6B fp16 at 4096 tokens 448 MiB; the start line prints it")
+                  "Without batching (--no-batching, or a backend without the batched forward), "
+                  "where requests run one at a time: KV sessions kept (default 2), each reusing "
+                  "its conversation's prefix; "
+                  "one KV cache of the full context each")
       ->check(CLI::Range(1, 64));
   cmd->add_option("--max-body", o->max_body, "Largest request body in bytes (larger: 413)")
       ->check(CLI::Range(1024, 1 << 30));

@@ -210,9 +210,7 @@ std::vector<int32_t> Session::Impl::tokens_of(const std::string& context) const 
   return m.encode(context, false);
 }
 
-namespace {
-
-void check_options(const GenerationOptions& o) {
+void check_generation_options(const GenerationOptions& o) {
   if (o.max_new_tokens < 0) fail("max_new_tokens is {}; it must be >= 0", o.max_new_tokens);
   if (!(o.temperature >= 0 && std::isfinite(o.temperature)) || !(o.top_p >= 0 && o.top_p <= 1))
     fail("temperature {} must be >= 0 and top_p {} in [0, 1]", o.temperature, o.top_p);
@@ -225,13 +223,24 @@ void check_options(const GenerationOptions& o) {
          o.frequency_penalty);
 }
 
-}  // namespace
+SamplingParams sampling_params(const GenerationOptions& o) {
+  SamplingParams sp;
+  sp.temperature = o.temperature;
+  sp.top_p = o.top_p;
+  sp.seed = o.seed;
+  sp.top_k = o.top_k;
+  sp.min_p = o.min_p;
+  sp.repetition_penalty = o.repetition_penalty;
+  sp.presence_penalty = o.presence_penalty;
+  sp.frequency_penalty = o.frequency_penalty;
+  return sp;
+}
 
 std::vector<int32_t> Session::Impl::run(int keep, std::vector<int32_t> input,
                                         const GenerationOptions& opts,
                                         const TokenCallback& on_token) {
   Model::Impl& m = *model->impl_;
-  check_options(opts);
+  check_generation_options(opts);
   for (int32_t id : input)
     if (id < 0 || id >= m.info.vocab_size)
       fail("prompt token id {} is outside the vocabulary [0, {})", id, m.info.vocab_size);
@@ -241,15 +250,7 @@ std::vector<int32_t> Session::Impl::run(int keep, std::vector<int32_t> input,
   if (keep + static_cast<int64_t>(input.size()) >= max_ctx)  // before any KV row changes
     fail("the prompt has {} tokens (after {} in context) but the context holds {}", input.size(),
          keep, max_ctx);
-  SamplingParams sp;
-  sp.temperature = opts.temperature;
-  sp.top_p = opts.top_p;
-  sp.seed = opts.seed;
-  sp.top_k = opts.top_k;
-  sp.min_p = opts.min_p;
-  sp.repetition_penalty = opts.repetition_penalty;
-  sp.presence_penalty = opts.presence_penalty;
-  sp.frequency_penalty = opts.frequency_penalty;
+  const SamplingParams sp = sampling_params(opts);
   Sampler sampler(sp);
   sampler.add_context(std::vector<int32_t>(ids.begin(), ids.begin() + keep));
   sampler.add_context(input);

@@ -10,6 +10,7 @@
 #include "backend/executor.h"
 #include "hf/model_desc.h"
 #include "ir/program.h"
+#include "runtime/generate.h"
 #include "vkllm/vkllm.h"
 
 namespace vkllm {
@@ -57,5 +58,9 @@ struct __attribute__((visibility("hidden"))) Model::Impl {
 struct ModelAccess {
   static Model::Impl& of(const Model& m) { return *m.impl_; }
 };
+
+// Error with one line on an option out of range (Session and Engine check the same).
+void check_generation_options(const GenerationOptions& o);
+SamplingParams sampling_params(const GenerationOptions& o);
 
 }  // namespace vkllm

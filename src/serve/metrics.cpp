@@ -67,10 +67,31 @@ std::string Metrics::render(const Gauges& g) const {
   write(out, "vkllm_time_per_output_token_seconds", "Time between two generated tokens.", gap_,
         kGapBounds);
   out += fmt::format(
-      "# HELP vkllm_requests_waiting Generation requests queued behind the running one.\n"
+      "# HELP vkllm_requests_waiting Generation requests queued for the model.\n"
       "# TYPE vkllm_requests_waiting gauge\nvkllm_requests_waiting {}\n"
-      "# HELP vkllm_requests_running Generation requests running (0 or 1).\n"
-      "# TYPE vkllm_requests_running gauge\nvkllm_requests_running {}\n"
+      "# HELP vkllm_requests_running Generation requests running.\n"
+      "# TYPE vkllm_requests_running gauge\nvkllm_requests_running {}\n",
+      g.waiting, g.generating);
+  if (g.batched) {
+    out += fmt::format(
+        "# HELP vkllm_kv_blocks_used KV pool blocks held by running requests.\n"
+        "# TYPE vkllm_kv_blocks_used gauge\nvkllm_kv_blocks_used {}\n"
+        "# HELP vkllm_kv_blocks_cached KV pool blocks held only by the prefix cache.\n"
+        "# TYPE vkllm_kv_blocks_cached gauge\nvkllm_kv_blocks_cached {}\n"
+        "# HELP vkllm_kv_blocks_total KV pool blocks.\n"
+        "# TYPE vkllm_kv_blocks_total gauge\nvkllm_kv_blocks_total {}\n"
+        "# HELP vkllm_kv_block_tokens Tokens per KV block.\n"
+        "# TYPE vkllm_kv_block_tokens gauge\nvkllm_kv_block_tokens {}\n"
+        "# HELP vkllm_prefix_cache_hit_tokens_total Prompt tokens whose KV came from the prefix "
+        "cache.\n# TYPE vkllm_prefix_cache_hit_tokens_total counter\n"
+        "vkllm_prefix_cache_hit_tokens_total {}\n"
+        "# HELP vkllm_preemptions_total Requests preempted (KV recomputed later) for lack of "
+        "blocks.\n# TYPE vkllm_preemptions_total counter\nvkllm_preemptions_total {}\n",
+        g.kv_blocks_used, g.kv_blocks_cached, g.kv_blocks_total, g.block_tokens,
+        g.prefix_hit_tokens, g.preemptions);
+    return out;
+  }
+  out += fmt::format(
       "# HELP vkllm_kv_slots KV cache sessions (slots) of the pool.\n"
       "# TYPE vkllm_kv_slots gauge\nvkllm_kv_slots {}\n"
       "# HELP vkllm_kv_slots_used Slots holding a conversation's context.\n"
@@ -79,8 +100,7 @@ std::string Metrics::render(const Gauges& g) const {
       "# TYPE vkllm_kv_tokens gauge\nvkllm_kv_tokens {}\n"
       "# HELP vkllm_kv_tokens_capacity Tokens the slots' KV caches can hold.\n"
       "# TYPE vkllm_kv_tokens_capacity gauge\nvkllm_kv_tokens_capacity {}\n",
-      g.waiting, g.generating, g.slots, g.slots_holding, g.kv_tokens,
-      static_cast<int64_t>(g.slots) * g.context);
+      g.slots, g.slots_holding, g.kv_tokens, static_cast<int64_t>(g.slots) * g.context);
   return out;
 }
 

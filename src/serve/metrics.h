@@ -1,6 +1,7 @@
 // The server's Prometheus metrics (GET /metrics, text exposition format 0.0.4): requests by
 // endpoint and status, prompt and generated token totals, histograms of the time to first token
-// and of the time per generated token, and gauges given when rendered (queue, KV cache slots).
+// and of the time per generated token, and gauges given when rendered (queue, running requests,
+// the KV block pool or the KV cache slots).
 // Thread-safe.
 #pragma once
 #include <array>
@@ -19,9 +20,14 @@ class Metrics {
   void tokens(int prompt, int generated);
   void first_token(double seconds);  // from the request's arrival to its first generated token
   void token_gap(double seconds);    // between two generated tokens of a reply
+  // Continuous batching (batched): requests and the KV block pool; else one request at a time on
+  // KV sessions (slots).
   struct Gauges {
-    int waiting = 0;        // requests queued behind the one generating
-    int generating = 0;     // 0 or 1
+    bool batched = false;
+    int waiting = 0;     // requests queued (behind the running batch or the running request)
+    int generating = 0;  // requests running (batched: in the batch; else 0 or 1)
+    int kv_blocks_used = 0, kv_blocks_cached = 0, kv_blocks_total = 0, block_tokens = 0;
+    uint64_t prefix_hit_tokens = 0, preemptions = 0;
     int slots = 0;          // KV sessions of the pool
     int slots_holding = 0;  // sessions holding a context
     int64_t kv_tokens = 0;  // tokens held in the KV caches

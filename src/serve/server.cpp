@@ -16,7 +16,9 @@
 #include "grammar/grammar.h"
 #include "runtime/constraint.h"
 #include "serve/anthropic.h"
+#include "serve/batch_runner.h"
 #include "serve/chat_page.h"
+#include "serve/job.h"
 #include "serve/metrics.h"
 #include "serve/openai.h"
 #include "serve/peer.h"
@@ -70,12 +72,27 @@ class Server {
     mo.context_length = o.ctx;
     model_ = Model::open(o.model_path, mo);
     ctx_ = model_->info().context_length;
-    slots_ = std::make_unique<SlotPool>(model_, o.slots);
-    slot_tokens_ = std::make_unique<std::atomic<int>[]>(static_cast<size_t>(slots_->size()));
+    EngineOptions eo;
+    eo.max_sequences = o.parallel;
+    eo.step_tokens = std::max(eo.step_tokens, o.parallel);
+    eo.kv_budget_bytes = o.kv_budget_mib << 20;
+    try {
+      if (!o.batching) fail("--no-batching");
+      runner_ = std::make_unique<BatchRunner>(model_, eo, o.parallel + o.queue);
+    } catch (const Error& e) {
+      // A backend without the batched forward serves one request at a time; a budget asked for
+      // that does not fit, or a CPU backend failing, is the user's error.
+      if (o.batching && (o.kv_budget_mib > 0 || model_->info().backend == "cpu")) throw;
+      unbatched_ = e.what();
+      slots_ = std::make_unique<SlotPool>(model_, o.slots);
+    }
+    slot_tokens_ =
+        std::make_unique<std::atomic<int>[]>(static_cast<size_t>(slots_ ? slots_->size() : 1));
     name_ =
         o.model_name.empty() ? std::filesystem::path(o.model_path).stem().string() : o.model_name;
     if (name_.empty()) name_ = "vkllm";
     syntax_ = call_syntax_for(model_->info().architecture);
+    jobs_ = std::make_unique<JobMaker>(model_, ctx_, syntax_);
     routes();
   }
 
@@ -94,16 +111,30 @@ class Server {
       std::fprintf(stderr, "vkllm: %s: finishing the running reply, then exiting\n",
                    sig == SIGINT ? "SIGINT" : "SIGTERM");
       queue_.stop();
+      if (runner_) runner_->stop();
       svr_.stop();
     });
-    std::fprintf(stderr,
-                 "vkllm: serving %s on http://%s:%d (context %d tokens, %s, %d slots of %.1f MiB "
-                 "KV cache each)\n",
-                 name_.c_str(), o_.host.c_str(), port, ctx_, model_->info().device_name.c_str(),
-                 slots_->size(), static_cast<double>(model_->info().kv_cache_bytes) / (1 << 20));
+    if (runner_) {
+      const EngineStats st = runner_->stats();
+      std::fprintf(stderr,
+                   "vkllm: serving %s on http://%s:%d (context %d tokens, %s, continuous batching: "
+                   "up to %d sequences, %d waiting; KV pool %d blocks of %d tokens, %.1f MiB%s)\n",
+                   name_.c_str(), o_.host.c_str(), port, ctx_, model_->info().device_name.c_str(),
+                   o_.parallel, o_.queue, st.kv_blocks_total, st.block_tokens,
+                   static_cast<double>(st.kv_block_bytes) * st.kv_blocks_total / (1 << 20),
+                   o_.kv_budget_mib ? "" : " = the default --kv-budget: --parallel full contexts");
+    } else {
+      std::fprintf(stderr,
+                   "vkllm: serving %s on http://%s:%d (context %d tokens, %s, one request at a "
+                   "time, %d slots of %.1f MiB KV cache each; no batching: %s)\n",
+                   name_.c_str(), o_.host.c_str(), port, ctx_, model_->info().device_name.c_str(),
+                   slots_->size(), static_cast<double>(model_->info().kv_cache_bytes) / (1 << 20),
+                   unbatched_.c_str());
+    }
     std::fflush(stderr);
     svr_.listen_after_bind();
     queue_.stop();
+    runner_.reset();  // every handler has returned: nothing is left to run
     pthread_kill(signals.native_handle(), SIGUSR1);
     signals.join();
     return 0;
@@ -112,7 +143,9 @@ class Server {
  private:
   ServeOptions o_;
   std::shared_ptr<Model> model_;
-  std::unique_ptr<SlotPool> slots_;  // used only by the request holding the queue's turn
+  std::unique_ptr<BatchRunner> runner_;  // continuous batching (null: slots_)
+  std::string unbatched_;                // why there is no runner_
+  std::unique_ptr<SlotPool> slots_;      // used only by the request holding the queue's turn
   std::string name_;
   int ctx_ = 0;
   CallSyntax syntax_ = CallSyntax::Qwen3;  // how the model writes tool calls
@@ -131,6 +164,19 @@ class Server {
 
   Metrics::Gauges gauges() const {
     Metrics::Gauges g;
+    if (runner_) {
+      const EngineStats st = runner_->stats();
+      g.batched = true;
+      g.waiting = st.waiting;
+      g.generating = st.active;
+      g.kv_blocks_used = st.kv_blocks_used;
+      g.kv_blocks_cached = st.kv_blocks_cached;
+      g.kv_blocks_total = st.kv_blocks_total;
+      g.block_tokens = st.block_tokens;
+      g.prefix_hit_tokens = st.prefix_hit_tokens;
+      g.preemptions = st.preemptions;
+      return g;
+    }
     g.waiting = queue_.waiting();
     g.generating = generating_.load();
     g.slots = slots_->size();
@@ -158,7 +204,8 @@ class Server {
             {"eos_token_ids", mi.eos_ids},
             {"context_length", ctx_},
             {"chat_template", kFamily[static_cast<int>(syntax_)]},
-            {"total_slots", slots_->size()},
+            {"total_slots", runner_ ? o_.parallel : slots_->size()},
+            {"continuous_batching", runner_ != nullptr},
             {"max_queue", o_.queue},
             {"max_body_bytes", o_.max_body},
             {"api_key_required", !o_.api_key.empty()},
@@ -176,7 +223,7 @@ class Server {
   }
   FairQueue queue_;
   httplib::Server svr_;
-  std::atomic<uint64_t> ids_{0};
+  std::unique_ptr<JobMaker> jobs_;
   std::mutex log_mu_;
 
   void log(const std::string& line) {
@@ -187,7 +234,7 @@ class Server {
 
   void routes() {
     // Connections kept alive hold a thread each: room for every waiting request plus some.
-    const size_t threads = static_cast<size_t>(o_.queue) + 8;
+    const size_t threads = static_cast<size_t>(o_.queue + (runner_ ? o_.parallel : 0)) + 8;
     svr_.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
     // SO_REUSEADDR only: cpp-httplib's default also sets SO_REUSEPORT, which lets a second server
     // bind a port already serving (and silently share its connections).
@@ -253,7 +300,17 @@ class Server {
       res.set_content(chat_page(), "text/html; charset=utf-8");
     });
     svr_.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-      send_json(res, 200, {{"status", "ok"}, {"model", name_}, {"waiting", queue_.waiting()}});
+      json h = {{"status", "ok"}, {"model", name_}, {"waiting", queue_.waiting()}};
+      if (runner_) {
+        const EngineStats st = runner_->stats();
+        h["waiting"] = st.waiting;
+        h["active"] = st.active;
+        h["kv_blocks_used"] = st.kv_blocks_used;
+        h["kv_blocks_cached"] = st.kv_blocks_cached;
+        h["kv_blocks_total"] = st.kv_blocks_total;
+        h["prefix_hit_tokens"] = st.prefix_hit_tokens;
+      }
+      send_json(res, 200, h);
     });
     svr_.Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
       if (!authorized(req, res)) return;
@@ -325,110 +382,43 @@ class Server {
             {"context_length", ctx_}};
   }
 
-  // What one generation needs: the prompt and options, checked before the request queues.
-  struct Job {
-    Request r;
-    std::string text;             // chat: the rendered conversation
-    std::vector<int32_t> tokens;  // completions: the prompt's ids
-    std::string id;
-    int64_t created = 0;
-    std::chrono::steady_clock::time_point arrival = std::chrono::steady_clock::now();
-    bool anthropic = false;  // /v1/messages
-    int prompt_tokens = 0;
-    std::string forced_prefix;  // a forced call: the prompt's end, the reply parser's start
+  // A request's place: its engine stream (continuous batching), or its ticket in the queue for
+  // the slots.
+  struct Turn {
+    std::unique_ptr<FairQueue::Ticket> ticket;
+    std::unique_ptr<BatchRunner::Stream> stream;
+    bool wait() { return stream || ticket->wait(); }  // the engine queues the request itself
   };
-
-  Job prepare(const httplib::Request& req, bool chat, bool anthropic = false) {
-    Job job;
-    job.anthropic = anthropic;
-    job.r = anthropic ? parse_messages_request(req.body) : parse_request(req.body, chat);
-    size_t n = 0;
-    try {
-      if (chat) {
-        job.text =
-            model_->chat_prompt(job.r.messages, job.r.tools.active() ? job.r.tools.tools_json : "");
-        n = model_->encode(job.text).size();
-      } else {
-        job.tokens = model_->encode(job.r.prompt, true);
-        n = job.tokens.size();
+  // The job's turn; null when the server is full (503). HttpError 400 when the engine refuses it.
+  std::unique_ptr<Turn> enter(const Job& job) {
+    auto t = std::make_unique<Turn>();
+    if (runner_) {
+      try {
+        t->stream = runner_->submit(job.ids, job.r.opts);
+      } catch (const Error& e) {
+        throw HttpError(400, e.what());
       }
-    } catch (const Error& e) {
-      throw HttpError(400, e.what(), chat ? "messages" : "prompt");
+      if (!t->stream) return nullptr;
+    } else {
+      t->ticket = queue_.enter();
+      if (!t->ticket) return nullptr;
     }
-    if (n + 1 > static_cast<size_t>(ctx_))
-      throw HttpError(400,
-                      fmt::format("the prompt has {} tokens but the context holds {} tokens (at "
-                                  "least one must be left to generate)",
-                                  n, ctx_),
-                      chat ? "messages" : "prompt", "context_length_exceeded");
-    GenerationOptions& o = job.r.opts;
-    const int room = ctx_ - static_cast<int>(n);
-    o.max_new_tokens = std::min(job.r.max_tokens.value_or(room), room);
-    if (!job.r.seeded) o.seed = std::random_device{}() * 0x100000001ull ^ std::random_device{}();
-    if (chat) constrain_tool_choice(job, n);
-    job.prompt_tokens = static_cast<int>(n);
-    job.id = anthropic ? fmt::format("msg_{}", new_call_id().substr(5))
-                       : fmt::format("{}-{}", chat ? "chatcmpl" : "cmpl", ids_.fetch_add(1) + 1);
-    job.created = std::chrono::duration_cast<std::chrono::seconds>(
-                      std::chrono::system_clock::now().time_since_epoch())
-                      .count();
-    return job;
+    return t;
+  }
+  HttpError busy(httplib::Response& res) const {
+    res.set_header("Retry-After", "1");
+    return HttpError(503,
+                     fmt::format("the server is busy ({} requests in) or stopping; retry later",
+                                 runner_ ? runner_->limit() : o_.queue));
   }
 
-  // tool_choice "required" or a named function: the prompt ends inside the family's call syntax
-  // (forced_call_prefix) and decoding is constrained to the call's JSON (forced_call_schema: an
-  // offered function's name and arguments its parameters schema accepts; any JSON object as the
-  // arguments where a schema is outside the grammar's subset), so even a weak model answers with
-  // a valid call. n: the prompt's tokens, updated with the prefix's.
-  void constrain_tool_choice(Job& job, size_t& n) const {
-    const ToolSpec& t = job.r.tools;
-    if (t.choice != ToolChoice::Required && t.choice != ToolChoice::Named) return;
-    if (job.r.opts.constraint)
-      throw HttpError(400, "'response_format' and a required tool call cannot be combined",
-                      "response_format");
-    std::shared_ptr<const grammar::Grammar> g;
-    try {
-      g = grammar::compile_json_schema(forced_call_schema(t, syntax_, false));
-    } catch (const grammar::SchemaError&) {
-      g = grammar::compile_json_schema(forced_call_schema(t, syntax_, true));
-    }
-    job.r.opts.constraint = make_constraint(std::move(g));
-    job.forced_prefix = forced_call_prefix(syntax_);
-    if (job.forced_prefix.empty()) return;
-    job.text += job.forced_prefix;
-    n = model_->encode(job.text).size();
-    if (n + 1 > static_cast<size_t>(ctx_))
-      throw HttpError(400, "the prompt leaves no room for the tool call", "messages",
-                      "context_length_exceeded");
-    job.r.opts.max_new_tokens = std::min(job.r.opts.max_new_tokens, ctx_ - static_cast<int>(n));
-  }
-
-  // The reply parser of a chat job: splits tool calls off the text when tools are offered (fed
-  // the forced call's prefix first: the reply starts inside the call).
-  ToolCallStream reply_parser(const Job& job) const {
-    std::vector<std::string> names =
-        job.r.tools.active() ? job.r.tools.names : std::vector<std::string>();
-    if (job.r.tools.choice == ToolChoice::Named) names = {job.r.tools.choice_name};
-    ToolCallStream parser(syntax_, std::move(names), job.r.tools.parallel);
-    if (!job.forced_prefix.empty()) parser.push(job.forced_prefix);
-    return parser;
-  }
-
-  // A whole reply's tool calls, taken out of `text` (left with the content before them).
-  std::vector<ChatToolCall> split_calls(const Job& job, std::string& text) const {
-    ToolCallStream parser = reply_parser(job);
-    std::string content = parser.push(text);
-    ToolCallStream::End end = parser.finish();
-    content += end.content;
-    if (!end.calls.empty()) content.erase(content.find_last_not_of(" \t\r\n") + 1);
-    text = std::move(content);
-    return std::move(end.calls);
-  }
-
-  // Runs the job on the session (the caller holds the queue's turn). on_piece returns false to
-  // stop (a client that left). Returns the usage and sets finish.
-  Usage generate(const Job& job, const std::function<bool(const std::string&)>& on_piece,
-                 std::string& finish, std::string* stop_met = nullptr) {
+  // Runs the job through its turn (the queue's turn held: on the slot; else the engine's events).
+  // on_piece returns false to stop (a client that left; it is also asked, with an empty piece,
+  // while the engine has nothing for the job). Returns the usage and sets finish.
+  Usage generate(const Job& job, Turn& turn,
+                 const std::function<bool(const std::string&)>& on_piece, std::string& finish,
+                 std::string* stop_met = nullptr) {
+    if (turn.stream) return generate_batched(job, *turn.stream, on_piece, finish, stop_met);
     using clock = std::chrono::steady_clock;
     std::optional<clock::time_point> last;
     const auto cb = [&](int32_t id, const std::string& piece) {
@@ -474,6 +464,58 @@ class Server {
     return u;
   }
 
+  Usage generate_batched(const Job& job, BatchRunner::Stream& stream,
+                         const std::function<bool(const std::string&)>& on_piece,
+                         std::string& finish, std::string* stop_met) {
+    using clock = std::chrono::steady_clock;
+    const auto secs = [](clock::duration d) { return std::chrono::duration<double>(d).count(); };
+    const auto t0 = clock::now();
+    std::optional<clock::time_point> last;
+    bool left = false;
+    EngineEvent end;
+    end.generated_tokens = -1;  // no event yet
+    for (;;) {
+      std::optional<EngineEvent> ev = stream.next(std::chrono::milliseconds(100));
+      if (ev && ev->token >= 0) {
+        const clock::time_point now = clock::now();
+        if (last)
+          metrics_.token_gap(secs(now - *last));
+        else
+          metrics_.first_token(secs(now - job.arrival));
+        last = now;
+      }
+      if (ev && ev->finished && ev->finish_reason == "error") throw Error(ev->text);
+      if (ev) end.generated_tokens = ev->generated_tokens, end.cached_tokens = ev->cached_tokens;
+      if (!on_piece(ev ? ev->text : std::string())) {
+        left = true;
+        stream.cancel();
+        break;
+      }
+      if (ev && ev->finished) {
+        end = std::move(*ev);
+        break;
+      }
+    }
+    const int generated = std::max(end.generated_tokens, 0);
+    finish = !left && end.finish_reason == "stop" ? "stop" : "length";
+    if (stop_met) *stop_met = end.stop;
+    const Usage u{job.prompt_tokens, generated, end.cached_tokens};
+    metrics_.tokens(u.prompt_tokens, u.completion_tokens);
+    const EngineStats st = runner_->stats();
+    if (left && end.generated_tokens < 0) {
+      log(fmt::format("{}: the client left before its turn; not generated", job.id));
+    } else {
+      log(fmt::format(
+          "{}: prompt {} tokens ({} from the prefix cache, {} prefilled), {} generated, {}{} in "
+          "{:.0f} ms; {} active, {} waiting, KV blocks {} used, {} cached of {}",
+          job.id, u.prompt_tokens, u.cached_tokens, u.prompt_tokens - u.cached_tokens, generated,
+          finish, left ? " (client left)" : "",
+          std::chrono::duration<double, std::milli>(clock::now() - t0).count(), st.active,
+          st.waiting, st.kv_blocks_used, st.kv_blocks_cached, st.kv_blocks_total));
+    }
+    return u;
+  }
+
   // The API key check of every /v1/ endpoint (the body, if any, has been read: the connection
   // stays usable).
   bool authorized(const httplib::Request& req, httplib::Response& res) const {
@@ -489,17 +531,17 @@ class Server {
     if (!authorized(req, res)) return;
     std::shared_ptr<Job> job;
     try {
-      job = std::make_shared<Job>(prepare(req, chat));
+      job = std::make_shared<Job>(jobs_->prepare(req.body, chat));
     } catch (const HttpError& e) {
       return send_error(res, e);
     }
-    std::unique_ptr<FairQueue::Ticket> ticket = queue_.enter();
-    if (!ticket)
-      return send_error(
-          res,
-          HttpError(503,
-                    fmt::format("the server is busy ({} requests waiting) or stopping; retry later",
-                                o_.queue)));
+    std::unique_ptr<Turn> ticket;
+    try {
+      ticket = enter(*job);
+    } catch (const HttpError& e) {
+      return send_error(res, e);
+    }
+    if (!ticket) return send_error(res, busy(res));
     if (!job->r.stream) {
       // Its client is polled between tokens: one that left stops the generation (its reply
       // would go nowhere) and frees the model for the next request.
@@ -515,7 +557,7 @@ class Server {
       std::string text, finish;
       try {
         const Usage u = generate(
-            *job,
+            *job, *ticket,
             [&](const std::string& p) {
               text += p;
               return !peer.gone();
@@ -525,7 +567,7 @@ class Server {
         if (peer.gone()) return send_error(res, left);
         std::vector<ChatToolCall> calls;
         if (chat && job->r.tools.active()) {
-          calls = split_calls(*job, text);
+          calls = jobs_->split_calls(*job, text);
           if (!calls.empty()) finish = "tool_calls";
         }
         send_json(
@@ -538,7 +580,7 @@ class Server {
     }
     // The provider and the releaser share the ticket: whichever runs last gives the turn back
     // (the releaser alone when the client left before the stream started).
-    auto holder = std::make_shared<std::unique_ptr<FairQueue::Ticket>>(std::move(ticket));
+    auto holder = std::make_shared<std::unique_ptr<Turn>>(std::move(ticket));
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
         "text/event-stream",
@@ -559,7 +601,7 @@ class Server {
           };
           std::string finish;
           const bool tools = r.chat && r.tools.active();
-          ToolCallStream parser = reply_parser(*job);
+          ToolCallStream parser = jobs_->reply_parser(*job);
           try {
             if (r.chat) write(sse(stream_chunk(r, job->id, job->created, name_, "", true, "")));
             first = !r.chat;
@@ -571,7 +613,7 @@ class Server {
               return ok;
             };
             const Usage u = generate(
-                *job,
+                *job, *turn,
                 [&](const std::string& piece) { return text(tools ? parser.push(piece) : piece); },
                 finish);
             turn.reset();  // the next request may start while this one's last chunks go out
@@ -631,15 +673,17 @@ class Server {
     };
     std::shared_ptr<Job> job;
     try {
-      job = std::make_shared<Job>(prepare(req, true, true));
+      job = std::make_shared<Job>(jobs_->prepare(req.body, true, true));
     } catch (const HttpError& e) {
       return fail(e);
     }
-    std::unique_ptr<FairQueue::Ticket> ticket = queue_.enter();
-    if (!ticket)
-      return fail(HttpError(503, fmt::format("the server is busy ({} requests waiting) or "
-                                             "stopping; retry later",
-                                             o_.queue)));
+    std::unique_ptr<Turn> ticket;
+    try {
+      ticket = enter(*job);
+    } catch (const HttpError& e) {
+      return fail(e);
+    }
+    if (!ticket) return fail(busy(res));
     const bool tools = job->r.tools.active();
     if (!job->r.stream) {
       const Peer peer(req);
@@ -648,7 +692,7 @@ class Server {
       std::string text, finish, stop;
       try {
         const Usage u = generate(
-            *job,
+            *job, *ticket,
             [&](const std::string& p) {
               text += p;
               return !peer.gone();
@@ -656,7 +700,7 @@ class Server {
             finish, &stop);
         ticket.reset();
         std::vector<ChatToolCall> calls;
-        if (tools) calls = split_calls(*job, text);
+        if (tools) calls = jobs_->split_calls(*job, text);
         send_json(
             res, 200,
             message_response(job->id, name_, message_end(std::move(text), finish, stop, u, calls)));
@@ -665,7 +709,7 @@ class Server {
       }
       return;
     }
-    auto holder = std::make_shared<std::unique_ptr<FairQueue::Ticket>>(std::move(ticket));
+    auto holder = std::make_shared<std::unique_ptr<Turn>>(std::move(ticket));
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
         "text/event-stream",
@@ -682,12 +726,12 @@ class Server {
             return alive;
           }
           MessageStream ms(job->id, name_);
-          ToolCallStream parser = reply_parser(*job);
+          ToolCallStream parser = jobs_->reply_parser(*job);
           std::string finish, stop;
           try {
             write(ms.start(job->prompt_tokens, 0));
             const Usage u = generate(
-                *job,
+                *job, *turn,
                 [&](const std::string& piece) {
                   const std::string t = ms.text(tools ? parser.push(piece) : piece);
                   return t.empty() ? alive : write(t);

@@ -46,13 +46,13 @@ producer() {
   fi
   if [ -f "$stage/lib/libvkllm.so" ]; then
     # Only the public API leaves the shared library: every exported symbol belongs to
-    # vkllm::version, Error, Model or Session (members, type information, vtables) or the
+    # vkllm::version, Error, Model, Session or Engine (members, type information, vtables) or the
     # constraint makers (json_schema_constraint, json_object_constraint).
     local exports leaked
     exports=$(nm -D --defined-only -C "$stage/lib/libvkllm.so" | sed -E 's/^[0-9a-f]+ [A-Za-z] //')
     [ -n "$exports" ] || die "$name: libvkllm.so exports nothing"
     leaked=$(
-      grep -vE '^((typeinfo( name)?|vtable) for )?vkllm::(version\(|Error|Model|Session|json_(schema|object)_constraint\()' <<<"$exports"
+      grep -vE '^((typeinfo( name)?|vtable) for )?vkllm::(version\(|Error|Model|Session|Engine|json_(schema|object)_constraint\()' <<<"$exports"
       grep -E '^vkllm::[A-Za-z]+::Impl::' <<<"$exports"
     ) || true
     [ -z "$leaked" ] || die "$name: libvkllm.so exports more than the API:"$'\n'"$leaked"

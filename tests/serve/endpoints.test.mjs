@@ -105,8 +105,21 @@ await check("/metrics: counters equal the requests made, histograms and gauges p
   assert.equal(gap, generated - N);
   assert.equal(value(after, "vkllm_requests_waiting"), 0);
   assert.equal(value(after, "vkllm_requests_running"), 0);
-  assert.ok(value(after, "vkllm_kv_slots_used") >= 1 && value(after, "vkllm_kv_tokens") > 0);
-  assert.equal(value(after, "vkllm_kv_tokens_capacity"), value(after, "vkllm_kv_slots") * Number(process.env.VKLLM_CTX));
+  if (after.vkllm_kv_blocks_total) {
+    // Continuous batching: the finished requests hold no block; the pool's default size is room
+    // for --parallel (16) requests at the full context, in blocks of vkllm_kv_block_tokens, plus
+    // the one spare block admission keeps.
+    assert.equal(value(after, "vkllm_kv_blocks_used"), 0);
+    const bt = value(after, "vkllm_kv_block_tokens");
+    assert.equal(value(after, "vkllm_kv_blocks_total"), 16 * Math.ceil(Number(process.env.VKLLM_CTX) / bt) + 1);
+    assert.ok(value(after, "vkllm_kv_blocks_cached") <= value(after, "vkllm_kv_blocks_total"));
+    const health = await (await fetch(url + "/health")).json();
+    assert.equal(health.active, 0);
+    assert.equal(health.kv_blocks_total, value(after, "vkllm_kv_blocks_total"));
+  } else {
+    assert.ok(value(after, "vkllm_kv_slots_used") >= 1 && value(after, "vkllm_kv_tokens") > 0);
+    assert.equal(value(after, "vkllm_kv_tokens_capacity"), value(after, "vkllm_kv_slots") * Number(process.env.VKLLM_CTX));
+  }
   assert.ok(value(after, "vkllm_requests_total", {endpoint: "/metrics", status: "200"}) >= 1);
 });
 done();

@@ -126,7 +126,7 @@ namespace {
 
 struct Streamed {
   int status = 0;
-  std::string body;
+  std::string body, retry_after;
 };
 Streamed post_stream(int port, const json& body) {
   httplib::Client c("127.0.0.1", port);
@@ -136,6 +136,7 @@ Streamed post_stream(int port, const json& body) {
   if (res) {
     out.status = res->status;
     out.body = res->body;
+    out.retry_after = res->get_header_value("Retry-After");
   }
   return out;
 }
@@ -150,11 +151,11 @@ json chat_body(int max_tokens, bool stream) {
 
 }  // namespace
 
-// --queue 1: of many simultaneous requests one runs, one waits, the others get 503 at once; the
-// ones served are complete. Then SIGTERM during a streamed reply: the reply finishes (all its
-// tokens, [DONE]) and the server exits 0.
+// --parallel 1 --queue 1: of many simultaneous requests one runs, one waits, the others get 503
+// at once (with Retry-After); the ones served are complete. Then SIGTERM during a streamed reply:
+// the reply finishes (all its tokens, [DONE]) and the server exits 0.
 TEST(Serve, QueueFullIs503AndSigtermFinishesTheRunningReply) {
-  ServeProc s(shared_twin().artifact, {"--queue", "1"});
+  ServeProc s(shared_twin().artifact, {"--queue", "1", "--parallel", "1"});
   std::vector<std::thread> threads;
   std::vector<Streamed> got(10);
   for (size_t i = 0; i < got.size(); ++i)
@@ -167,6 +168,7 @@ TEST(Serve, QueueFullIs503AndSigtermFinishesTheRunningReply) {
       EXPECT_EQ(json::parse(g.body)["usage"]["completion_tokens"], 20);
     } else {
       EXPECT_EQ(g.status, 503) << g.body;
+      EXPECT_EQ(g.retry_after, "1");
       ++busy;
       const json e = json::parse(g.body, nullptr, false);
       EXPECT_TRUE(e.contains("error") && e["error"]["message"].is_string()) << g.body;

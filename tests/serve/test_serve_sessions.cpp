@@ -87,7 +87,8 @@ Turn turn(int port, json& history, const std::string& user, int n) {
 
 }  // namespace
 
-// Two conversations of two turns, interleaved (A1 B1 A2 B2), on a server with two slots: each
+// Two conversations of two turns, interleaved (A1 B1 A2 B2), on a server with two slots (one
+// request at a time, --no-batching): each
 // second turn takes all of its conversation's previous context (prompt and reply) from the KV
 // cache and prefills only its new turn, though the other conversation ran in between. Every reply
 // equals that of a fresh server, one with nothing cached for it: the first turns come from empty
@@ -100,14 +101,14 @@ TEST(Serve, SlotsKeepInterleavedConversationsPrefixes) {
   std::vector<json> hist(2, json::array());
   std::vector<std::vector<Turn>> turns(2);
   {
-    ServeProc s(art, {"--slots", "2"});
+    ServeProc s(art, {"--slots", "2", "--no-batching"});
     for (size_t k = 0; k < 2; ++k)
       for (size_t c = 0; c < 2; ++c)
         turns[c].push_back(turn(s.port(), hist[c], users[c][k], kReply));
     EXPECT_EQ(s.stop(SIGTERM), 0);
     EXPECT_NE(s.err().find("2 slots of"), std::string::npos) << s.err();
   }
-  ServeProc fresh(art, {"--slots", "2", "-q"});
+  ServeProc fresh(art, {"--slots", "2", "-q", "--no-batching"});
   for (size_t c = 0; c < 2; ++c) {
     const Turn &first = turns[c][0], &second = turns[c][1];
     EXPECT_EQ(first.cached, 0) << "conversation " << c << ": its first turn ran on an empty slot";
@@ -133,7 +134,7 @@ TEST(Serve, NonStreamingClientThatLeavesStopsItsGeneration) {
   const std::string art = shared_twin().artifact_long;
   constexpr int kMax = 900, kReply = 2;
   const std::string want = greedy_chat_reply(art, "Name a color.", kReply);
-  ServeProc s(art, {"--slots", "1"});
+  ServeProc s(art, {"--parallel", "1"});
   const auto leave_after = [&](int ms) {
     httplib::Client c("127.0.0.1", s.port());
     c.set_read_timeout(ms / 1000, (ms % 1000) * 1000);
@@ -172,4 +173,47 @@ TEST(Serve, NonStreamingClientThatLeavesStopsItsGeneration) {
   EXPECT_LT(generated, kMax / 2);
   // Promptly: well before the abandoned generation would have ended at its own pace.
   EXPECT_LT(next_s * 1000, ms / std::max(generated, 1) * kMax / 2);
+}
+
+// Continuous batching under concurrent clients (load.test.mjs: plain fetch, a third streamed, some
+// leaving after their first piece): 6 clients x 2 requests on --parallel 4. Every completed reply
+// equals the greedy reply of `vkllm run` (one request alone), no 5xx, requests ran together (a
+// log line shows several active), and afterwards no KV block is held and nothing runs.
+TEST(Serve, ConcurrentClientsGetTheRepliesTheyGetAlone) {
+  const std::string art = shared_twin().artifact;
+  constexpr int kN = 6;
+  json want;
+  want["questions"] = {"What is the capital of France?", "Name a color.", "Say hello."};
+  want["answers"] = json::array();
+  for (const auto& q : want["questions"])
+    want["answers"].push_back(greedy_chat_reply(art, q.get<std::string>(), kN));
+  want["n"] = kN;
+  ServeProc s(art, {"--parallel", "4", "--queue", "8"});
+  const NodeResult r = run_node("load.test.mjs", {{"VKLLM_URL", s.url()},
+                                                  {"VKLLM_EXPECT", want.dump()},
+                                                  {"VKLLM_CLIENTS", "6"},
+                                                  {"VKLLM_REQUESTS", "2"}});
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  const json fig = json::parse(r.out.substr(r.out.rfind("figures ") + 8), nullptr, false);
+  ASSERT_TRUE(fig.is_object()) << r.out;
+  EXPECT_EQ(fig["requests"], 12);
+  EXPECT_EQ(fig["http_5xx"], 0);
+  EXPECT_EQ(fig["wrong_text"], 0);
+  EXPECT_GE(fig["completed"].get<int>(), 8);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // cancels of leavers land
+  httplib::Client c("127.0.0.1", s.port());
+  auto h = c.Get("/health");
+  ASSERT_TRUE(h);
+  const json health = json::parse(h->body);
+  EXPECT_EQ(health["active"], 0) << h->body;
+  EXPECT_EQ(health["kv_blocks_used"], 0) << h->body;
+  EXPECT_EQ(s.stop(SIGTERM), 0);
+  const std::string err = s.err();
+  int most = 0;
+  const std::regex active(R"(; (\d+) active, (\d+) waiting, KV blocks)");
+  for (auto it = std::sregex_iterator(err.begin(), err.end(), active); it != std::sregex_iterator();
+       ++it)
+    most = std::max(most, std::stoi((*it)[1]));
+  EXPECT_GE(most, 2) << "no request ran beside another:\n" << err;
+  EXPECT_NE(err.find("continuous batching: up to 4 sequences"), std::string::npos) << err;
 }

@@ -1,0 +1,390 @@
+// The public continuous-batching Engine (include/vkllm/vkllm.h): a batch::Scheduler over the
+// model's BatchExecutor. Each step runs the scheduler's plan as one BatchForward (decode rows and
+// prefill chunks of every running request), then picks each sampling request's token exactly as
+// generate() does for one sequence (its own Sampler, constraint, eos, stop strings), so a request's
+// tokens do not depend on the others in the batch.
+//
+// add() and cancel() only queue under `mu` (any thread); step() alone touches the scheduler and
+// the requests, and publishes the counters back under `mu`.
+#include <algorithm>
+#include <climits>
+#include <mutex>
+#include <unordered_map>
+
+#include "core/error.h"
+#include "grammar/grammar.h"
+#include "runtime/constraint.h"
+#include "runtime/model_impl.h"
+#include "runtime/scheduler.h"
+#include "tokenizer/tokenizer.h"
+#include "vkllm/vkllm.h"
+
+namespace vkllm {
+
+namespace {
+
+// KV bytes of one token row: every KVCache tensor's bytes over its rows.
+uint64_t kv_bytes_per_token(const Program& p) {
+  uint64_t b = 0;
+  for (const TensorDecl& t : p.tensors)
+    if (t.kind == TensorKind::KVCache && t.shape[0] > 0)
+      b += dtype_nbytes(t.dtype, t.shape) / static_cast<uint64_t>(t.shape[0]);
+  if (b == 0) fail("the model's program has no KV cache");
+  return b;
+}
+
+}  // namespace
+
+struct __attribute__((visibility("hidden"))) Engine::Impl {
+  struct Req {
+    Req(const Tokenizer& tok, const GenerationOptions& o)
+        : opts(o), sampler(sampling_params(o)), dec(tok), stop(o.stop) {}
+    std::vector<int32_t> prompt;
+    GenerationOptions opts;
+    int max_new = 0;
+    Sampler sampler;
+    bool needs_logits = false;
+    std::vector<int> eos;
+    StreamDecoder dec;
+    StopMatcher stop;
+    std::unique_ptr<grammar::Matcher> matcher;
+    std::string raw;  // the reply's text before the stop matcher (to name the stop string met)
+    int generated = 0;
+    int cached = 0;
+  };
+
+  std::shared_ptr<Model> model;
+  EngineOptions opt;
+  int max_ctx = 0, vocab = 0;
+  uint64_t block_bytes = 0;
+  std::unique_ptr<BatchExecutor> ex;
+  std::unique_ptr<batch::Scheduler> sched;
+  std::unordered_map<uint64_t, std::unique_ptr<Req>> reqs;  // step() only
+  std::vector<float> logits;                                // step() only
+
+  mutable std::mutex mu;  // guards what follows
+  std::vector<std::pair<uint64_t, std::unique_ptr<Req>>> added;
+  std::vector<uint64_t> cancelled;
+  EngineStats snapshot;
+  uint64_t next_id = 1;
+
+  Model::Impl& m() const { return *model->impl_; }
+  void publish();
+  std::vector<EngineEvent> step();
+  // Picks the next token of request id from its row's outputs; fills ev (finished or not).
+  bool sample(uint64_t id, Req& r, int32_t greedy, float* row_logits, EngineEvent& ev);
+};
+
+Engine::Engine(std::shared_ptr<Model> model, const EngineOptions& o)
+    : impl_(std::make_unique<Impl>()) {
+  if (!model) fail("an engine needs a model (Model::open returned none)");
+  Impl& e = *impl_;
+  e.model = std::move(model);
+  e.opt = o;
+  Model::Impl& m = e.m();
+  const Program& p = m.program();
+  e.max_ctx = static_cast<int>(p.max_ctx);
+  e.vocab = m.info.vocab_size;
+  if (o.max_sequences < 1)
+    fail("engine: max_sequences must be at least 1 (got {})", o.max_sequences);
+  if (o.block_tokens < 1 || o.block_tokens > 4096)
+    fail("engine: block_tokens {} must be in [1, 4096]", o.block_tokens);
+  if (o.step_tokens < o.max_sequences || o.step_tokens > 65536)
+    fail("engine: step_tokens {} must be in [max_sequences {}, 65536]", o.step_tokens,
+         o.max_sequences);
+  const uint64_t per_token = kv_bytes_per_token(p);
+  e.block_bytes = per_token * static_cast<uint64_t>(o.block_tokens);
+  const uint64_t blocks_per_seq = (static_cast<uint64_t>(e.max_ctx) + o.block_tokens - 1) /
+                                  static_cast<uint64_t>(o.block_tokens);
+  // The default: every sequence at the full context, plus the spare block admission keeps.
+  uint64_t blocks = o.kv_budget_bytes > 0
+                        ? o.kv_budget_bytes / e.block_bytes
+                        : blocks_per_seq * static_cast<uint64_t>(o.max_sequences) + 1;
+  if (blocks < 2)
+    fail("engine: a KV budget of {} bytes holds {} blocks of {} bytes; at least 2 are needed",
+         o.kv_budget_bytes, blocks, e.block_bytes);
+  blocks = std::min<uint64_t>(blocks, INT32_MAX / 2);
+  batch::SchedulerConfig sc;
+  sc.num_blocks = static_cast<int>(blocks);
+  sc.block_tokens = o.block_tokens;
+  sc.max_running = o.max_sequences;
+  sc.step_tokens = o.step_tokens;
+  // The last generated token is never fed back: a request holds up to max_ctx + 1 tokens.
+  sc.max_seq_tokens = e.max_ctx + 1;
+  e.sched = std::make_unique<batch::Scheduler>(sc);
+  {
+    std::lock_guard<std::mutex> lock(m.run_mu);
+    e.ex = m.loaded->make_batch_executor(sc.num_blocks, sc.block_tokens, sc.step_tokens);
+  }
+  e.publish();
+}
+
+Engine::~Engine() {
+  std::lock_guard<std::mutex> lock(impl_->m().run_mu);
+  impl_->ex.reset();
+}
+
+const std::shared_ptr<Model>& Engine::model() const {
+  return impl_->model;
+}
+
+uint64_t Engine::add(const std::vector<int32_t>& prompt, const GenerationOptions& opts) {
+  Impl& e = *impl_;
+  Model::Impl& m = e.m();
+  check_generation_options(opts);
+  if (prompt.empty()) fail("the prompt is empty (no tokens)");
+  for (int32_t id : prompt)
+    if (id < 0 || id >= e.vocab)
+      fail("prompt token id {} is outside the vocabulary [0, {})", id, e.vocab);
+  const int64_t n = static_cast<int64_t>(prompt.size());
+  if (n >= e.max_ctx)
+    fail("the prompt has {} tokens but the context holds {}", prompt.size(), e.max_ctx);
+  auto r = std::make_unique<Impl::Req>(m.tokenizer(), opts);
+  r->prompt = prompt;
+  // As generate(): at most max_ctx - n + 1 tokens (the last one is never fed).
+  r->max_new = static_cast<int>(std::min<int64_t>(opts.max_new_tokens, e.max_ctx - n + 1));
+  const int64_t bt = e.opt.block_tokens;
+  const int64_t need = (n + r->max_new - 1 + bt - 1) / bt + 1;
+  if (need > e.sched->blocks().total_blocks())
+    fail("the request needs {} KV blocks of {} tokens, the pool has {} (raise the KV budget)", need,
+         bt, e.sched->blocks().total_blocks());
+  r->sampler.add_context(prompt);
+  r->needs_logits = sampling_params(opts).needs_logits() || opts.constraint != nullptr;
+  if (opts.stop_at_eos) r->eos.assign(m.info.eos_ids.begin(), m.info.eos_ids.end());
+  if (opts.constraint)
+    r->matcher = std::make_unique<grammar::Matcher>(opts.constraint->grammar, m.token_index());
+  std::lock_guard<std::mutex> lock(e.mu);
+  const uint64_t id = e.next_id++;
+  e.added.emplace_back(id, std::move(r));
+  return id;
+}
+
+void Engine::cancel(uint64_t request) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->cancelled.push_back(request);
+}
+
+bool Engine::idle() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->added.empty() && impl_->cancelled.empty() && impl_->snapshot.active == 0 &&
+         impl_->snapshot.waiting == 0;
+}
+
+EngineStats Engine::stats() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  EngineStats s = impl_->snapshot;
+  s.waiting += static_cast<int>(impl_->added.size());
+  return s;
+}
+
+std::vector<EngineEvent> Engine::step() {
+  return impl_->step();
+}
+
+void Engine::Impl::publish() {
+  const batch::SchedulerCounters c = sched->counters();
+  std::lock_guard<std::mutex> lock(mu);
+  snapshot.active = c.running;
+  snapshot.waiting = c.waiting;
+  snapshot.kv_blocks_used = c.blocks_used;
+  snapshot.kv_blocks_cached = c.blocks_cached;
+  snapshot.kv_blocks_total = sched->blocks().total_blocks();
+  snapshot.block_tokens = opt.block_tokens;
+  snapshot.kv_block_bytes = block_bytes;
+  snapshot.prefix_hit_tokens = c.prefix_hit_tokens;
+  snapshot.preemptions = c.preemptions;
+  snapshot.steps = c.steps;
+}
+
+bool Engine::Impl::sample(uint64_t id, Req& r, int32_t greedy, float* row_logits, EngineEvent& ev) {
+  ev.request = id;
+  const int k = r.generated;
+  const int pos = static_cast<int>(r.prompt.size()) + k;  // KV rows before this token
+  int32_t next = 0;
+  bool ended = false, token = true;
+  std::string reason;
+  if (r.matcher) {
+    const int left = std::max(1, std::min(r.max_new - k, max_ctx - pos + 1));
+    r.matcher->apply_mask(row_logits, vocab, left);
+    next = r.sampler.pick_from_logits(row_logits, vocab);
+    if (r.matcher->is_eos(next) && r.matcher->complete()) {
+      ended = true, token = false, reason = "stop";
+    } else if (!r.matcher->accept_token(next)) {
+      fail("the constraint refused token {} that its own mask allowed (a bug)", next);
+    }
+  } else {
+    next = r.sampler.pick(greedy, r.needs_logits ? row_logits : nullptr, vocab);
+  }
+  if (!ended && std::find(r.eos.begin(), r.eos.end(), next) != r.eos.end())
+    ended = true, token = false, reason = "stop";
+  if (token) {
+    ev.token = next;
+    ++r.generated;
+    std::string piece = r.dec.push(next);
+    if (!r.stop.empty()) {
+      r.raw += piece;
+      piece = r.stop.push(piece);
+    }
+    ev.text = std::move(piece);
+    if (r.stop.stopped()) {
+      ended = true, reason = "stop";
+      size_t at = std::string::npos;
+      for (const std::string& s : r.opts.stop)
+        if (const size_t j = r.raw.find(s); j < at) at = j, ev.stop = s;
+    } else if (r.matcher && r.matcher->finished()) {
+      ended = true, reason = "stop";
+    } else if (r.generated >= r.max_new) {
+      ended = true, reason = "length";
+    }
+  }
+  ev.generated_tokens = r.generated;
+  ev.cached_tokens = r.cached;
+  if (sched->on_token(id, next, ended) && !ended) ended = true, reason = "length";
+  if (ended) {
+    std::string tail = r.dec.flush();
+    if (!r.stop.empty()) {
+      tail = r.stop.push(tail);
+      tail += r.stop.flush();
+    }
+    ev.text += tail;
+    ev.finished = true;
+    ev.finish_reason = reason;
+  }
+  return ended;
+}
+
+std::vector<EngineEvent> Engine::Impl::step() {
+  std::vector<EngineEvent> events;
+  decltype(added) adds;
+  std::vector<uint64_t> cancels;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    adds.swap(added);
+    cancels.swap(cancelled);
+  }
+  const auto end_event = [&](uint64_t id, const std::string& reason, const std::string& text,
+                             int generated) {
+    EngineEvent ev;
+    ev.request = id;
+    ev.finished = true;
+    ev.finish_reason = reason;
+    ev.text = text;
+    ev.generated_tokens = generated;
+    events.push_back(std::move(ev));
+  };
+  for (auto& [id, r] : adds) {
+    if (r->max_new <= 0) {
+      end_event(id, "length", "", 0);
+      continue;
+    }
+    try {
+      sched->add(id, r->prompt, r->max_new);
+      reqs.emplace(id, std::move(r));
+    } catch (const Error& err) {
+      end_event(id, "error", err.what(), 0);
+    }
+  }
+  for (uint64_t id : cancels) {
+    auto it = reqs.find(id);
+    if (it == reqs.end()) continue;
+    sched->cancel(id);
+    end_event(id, "cancelled", "", it->second->generated);
+    reqs.erase(it);
+  }
+  if (sched->idle()) {
+    publish();
+    return events;
+  }
+  const batch::StepPlan plan = sched->step();
+  for (const batch::Admission& a : plan.admitted) reqs.at(a.id)->cached = a.cached_tokens;
+  if (plan.empty()) {
+    publish();
+    return events;
+  }
+  // The rows: every work item's tokens, sequences numbered in plan order.
+  std::vector<int32_t> ids, pos, seq, out_rows, table;
+  std::vector<uint64_t> out_ids;
+  std::vector<const std::vector<batch::BlockId>*> tables;
+  bool want_logits = false;
+  for (const auto* list : {&plan.decode, &plan.prefill})
+    for (const batch::Work& w : *list) {
+      const std::vector<int32_t>& toks = sched->tokens(w.id);
+      const int s = static_cast<int>(tables.size());
+      tables.push_back(&sched->blocks().block_table(w.id));
+      for (int p = w.begin; p < w.end; ++p) {
+        ids.push_back(toks[static_cast<size_t>(p)]);
+        pos.push_back(p);
+        seq.push_back(s);
+      }
+      if (w.samples) {
+        out_rows.push_back(static_cast<int32_t>(ids.size()) - 1);
+        out_ids.push_back(w.id);
+        want_logits = want_logits || reqs.at(w.id)->needs_logits;
+      }
+    }
+  // A step of prefill chunks alone still needs an output row (its token is not used).
+  if (out_rows.empty()) out_rows.push_back(static_cast<int32_t>(ids.size()) - 1);
+  size_t stride = 1;
+  for (const auto* t : tables) stride = std::max(stride, t->size());
+  table.assign(tables.size() * stride, 0);
+  for (size_t s = 0; s < tables.size(); ++s)
+    std::copy(tables[s]->begin(), tables[s]->end(), table.begin() + static_cast<long>(s * stride));
+  std::vector<int32_t> next(out_rows.size());
+  if (want_logits) logits.resize(out_rows.size() * static_cast<size_t>(vocab));
+  BatchForward b;
+  b.T = static_cast<int>(ids.size());
+  b.ids = ids.data();
+  b.pos = pos.data();
+  b.seq = seq.data();
+  b.n_seqs = static_cast<int>(tables.size());
+  b.block_table = table.data();
+  b.table_stride = static_cast<int>(stride);
+  b.out_rows = out_rows.data();
+  b.n_out = static_cast<int>(out_rows.size());
+  b.next_tokens = next.data();
+  b.logits = want_logits ? logits.data() : nullptr;
+  try {
+    std::lock_guard<std::mutex> lock(m().run_mu);
+    ex->forward(b);
+  } catch (const Error& err) {
+    // The plan's requests cannot go on (their KV is unknown): each ends with the error.
+    for (const auto* list : {&plan.decode, &plan.prefill})
+      for (const batch::Work& w : *list) {
+        auto it = reqs.find(w.id);
+        if (it == reqs.end()) continue;
+        sched->cancel(w.id);
+        end_event(w.id, "error", err.what(), it->second->generated);
+        reqs.erase(it);
+      }
+    publish();
+    return events;
+  }
+  for (size_t i = 0; i < out_ids.size(); ++i) {
+    const uint64_t id = out_ids[i];
+    Req& r = *reqs.at(id);
+    EngineEvent ev;
+    bool ended = false;
+    try {
+      ended = sample(id, r, next[i],
+                     want_logits ? logits.data() + i * static_cast<size_t>(vocab) : nullptr, ev);
+    } catch (const Error& err) {
+      try {
+        sched->cancel(id);
+      } catch (const Error&) {  // on_token already ended it
+      }
+      ev = EngineEvent{};
+      ev.request = id;
+      ev.finished = true;
+      ev.finish_reason = "error";
+      ev.text = err.what();
+      ev.generated_tokens = r.generated;
+      ended = true;
+    }
+    events.push_back(std::move(ev));
+    if (ended) reqs.erase(id);
+  }
+  publish();
+  return events;
+}
+
+}  // namespace vkllm
