@@ -55,6 +55,9 @@ struct BatchForward {
 // output rows). Rows of one sequence need not be adjacent to the other sequences' rows.
 void check_batch_forward(const BatchForward& b, int num_blocks, int block_tokens, int max_rows,
                          int max_ctx);
+// Error with one line unless a pool of num_blocks x block_tokens rows and max_rows rows a
+// forward are each at least 1.
+void check_batch_pool(int num_blocks, int block_tokens, int max_rows);
 
 // The executor of batched forwards: owns the KV block pool (num_blocks x block_tokens rows of
 // every KVCache tensor) and the activations of up to max_rows rows. Throws Error on a malformed

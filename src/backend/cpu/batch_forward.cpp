@@ -42,4 +42,10 @@ void check_batch_forward(const BatchForward& b, int num_blocks, int block_tokens
   }
 }
 
+void check_batch_pool(int num_blocks, int block_tokens, int max_rows) {
+  if (num_blocks < 1 || block_tokens < 1 || max_rows < 1)
+    fail("batch executor: {} blocks of {} rows and {} rows a forward (each must be >= 1)",
+         num_blocks, block_tokens, max_rows);
+}
+
 }  // namespace vkllm

@@ -281,9 +281,7 @@ class CpuBatchExecutor final : public BatchExecutor {
 
  private:
   static int check_pool(int num_blocks, int block_tokens, int max_rows) {
-    if (num_blocks < 1 || block_tokens < 1 || max_rows < 1)
-      fail("batch executor: {} blocks of {} rows and {} rows a forward (each must be >= 1)",
-           num_blocks, block_tokens, max_rows);
+    check_batch_pool(num_blocks, block_tokens, max_rows);
     return num_blocks;
   }
   const Program& p_;

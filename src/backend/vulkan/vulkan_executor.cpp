@@ -171,9 +171,7 @@ class VulkanExecutor final : public Executor {
     unfused_ = corrupt_family_;
     if (batch) {
       batch_geo_ = *batch;
-      if (batch->num_blocks < 1 || batch->block_tokens < 1 || batch->max_rows < 1)
-        fail("batch executor: {} blocks of {} rows and {} rows a forward (each must be >= 1)",
-             batch->num_blocks, batch->block_tokens, batch->max_rows);
+      check_batch_pool(batch->num_blocks, batch->block_tokens, batch->max_rows);
       if (batch->max_rows > max_t_)
         fail("batch executor: {} rows a forward; this device and model take at most {}",
              batch->max_rows, max_t_);
