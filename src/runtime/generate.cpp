@@ -150,6 +150,14 @@ std::string StopMatcher::flush() {
   return stopped_ ? std::string() : out;
 }
 
+int32_t pick_constrained(Sampler& sampler, grammar::Matcher& constraint, int32_t greedy,
+                         float* logits, int64_t vocab, int tokens_left) {
+  if (sampler.greedy() && constraint.allows(greedy, tokens_left))
+    return sampler.pick(greedy, nullptr, vocab);
+  constraint.apply_mask(logits, vocab, tokens_left);
+  return sampler.pick_from_logits(logits, vocab);
+}
+
 std::vector<int32_t> generate(Executor& ex, const Program& program,
                               const std::vector<int32_t>& prompt, int max_new_tokens,
                               Sampler& sampler, bool needs_logits, const std::vector<int>& eos_ids,
@@ -163,9 +171,6 @@ std::vector<int32_t> generate(Executor& ex, const Program& program,
         "prompt or a larger --seq_len)",
         prompt.size(), start_pos, program.max_ctx);
   const int64_t vocab = program.tensors[program.logits].shape.back();
-  // A greedy constrained step takes the backend's argmax where the constraint allows it (it is
-  // then the masked argmax too); only otherwise does it mask the whole vocabulary.
-  const bool greedy_constrained = constraint && !needs_logits;
   if (constraint) needs_logits = true;
   std::vector<float> logits(needs_logits ? static_cast<size_t>(vocab) : 0);
   float* logits_out = needs_logits ? logits.data() : nullptr;
@@ -185,12 +190,7 @@ std::vector<int32_t> generate(Executor& ex, const Program& program,
       // Tokens left, this one included: the budget the constraint keeps the text completable in.
       const int left = std::max(
           1, std::min(max_new_tokens - static_cast<int>(out.size()), program.max_ctx - pos + 1));
-      if (greedy_constrained && constraint->allows(greedy, left)) {
-        next = sampler.pick(greedy, nullptr, vocab);
-      } else {
-        constraint->apply_mask(logits_out, vocab, left);
-        next = sampler.pick_from_logits(logits_out, vocab);
-      }
+      next = pick_constrained(sampler, *constraint, greedy, logits_out, vocab, left);
       if (constraint->is_eos(next) && constraint->complete()) {
         st.stopped_by_eos = true;
         break;

@@ -49,6 +49,8 @@ class Sampler {
   // The same without recording, on logits after the penalties (kept for the existing tests).
   int32_t sample(const float* logits, int64_t vocab);
   void apply_penalties(float* logits, int64_t vocab) const;
+  // Greedy without penalties: the token is the logits' argmax.
+  bool greedy() const { return !p_.needs_logits(); }
 
  private:
   SamplingParams p_;
@@ -83,6 +85,13 @@ struct GenerateStats {
   bool stopped_by_callback = false;
   int end_pos = 0;  // KV cache rows filled after the call (the next call's start position)
 };
+
+// A constrained step's token (generate() and the batch engine): the backend's greedy token where
+// the sampler is greedy and the constraint allows it (it is then the masked argmax too), else the
+// sampler's pick over the logits masked with the constraint (modified in place). Does not advance
+// the constraint.
+int32_t pick_constrained(Sampler& sampler, grammar::Matcher& constraint, int32_t greedy,
+                         float* logits, int64_t vocab, int tokens_left);
 
 // Feeds the prompt at positions start_pos.. then generates up to max_new_tokens.
 // on_token returns false to stop. The eos token itself is not passed to on_token.
