@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Run THERE (the GPU machine, through the device tool, carry [".gl", ".dev"]):
-#   tools/device/run.sh TASK...   with TASK one of: info goldens vulkan-tests twins e2e perf profile bench side parallel schema profile-all physics gemm matvec
+#   tools/device/run.sh TASK...   with TASK one of: info goldens vulkan-tests twins e2e perf profile bench side parallel parallel-profile schema profile-all physics gemm matvec
 # Brings the Vulkan loader, points at the NVIDIA ICD, unpacks the fixtures, runs the tasks and
 # prints a short table last. Results go to $OUT.
 set -uo pipefail
@@ -184,6 +184,19 @@ for b in sorted(v):
     if b in p and p[b] > 0: print('RATIO parallel%-3d %.2fx  (vkllm %.0f, peer %.0f tok/s)' % (b, v[b] / p[b], v[b], p[b]))
 PY
       ;;
+    parallel-profile)
+      # Where a batched step's time goes (issue 50): VKLLM_PROFILE of `vkllm bench --parallel B`
+      # (8-token prompts, 256 steps: the steps dominate) for each B of PARALLEL (default 1,4,16,64),
+      # on the artifact `parallel` makes; the per-op table of each.
+      rc=0
+      [ -d /tmp/full-llama-3.2-1b ] || "$BIN" synth --preset llama-3.2-1b -o /tmp/full-llama-3.2-1b --tokenizer-dir /tmp/fixtures/llama3.2 -q >/dev/null
+      a=/tmp/llama-3.2-1b.quantized-8da4w-fp16.vkllm
+      [ -f "$a" ] || "$BIN" export /tmp/full-llama-3.2-1b --recipe quantized-8da4w-fp16 --max-context 4096 -o "$a" -q 2>&1 | tail -1
+      par=${PARALLEL:-1,4,16,64}
+      for b in ${par//,/ }; do
+        VKLLM_PROFILE=1 "$BIN" bench -m "$a" -p 8 -n 256 -r 1 --parallel "$b" >/dev/null 2>"$OUT/parallel-profile-$b.txt" || rc=1
+        echo "== parallel $b"; grep -A40 "prefill" "$OUT/parallel-profile-$b.txt" | head -45
+      done ;;
     schema)
       # Structured output's cost (issue 52): greedy decode tok/s of `vkllm run` on Llama-3.2-1B
       # quantized-8da4w-fp16 without a constraint, with --json-schema (a long string property) and
