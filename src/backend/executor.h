@@ -15,6 +15,10 @@ class Executor {
   // If logits_out is not null it receives the vocab logits of the last token (F32).
   // Throws Error if pos + T exceeds the program's max_ctx.
   virtual int32_t forward(const int32_t* ids, int T, int pos, float* logits_out) = 0;
+  // The vocab logits (F32) of the last token of the last forward (or of decode_greedy's last
+  // step), as forward's logits_out would have received them: for callers that need them only
+  // sometimes (a constrained step whose greedy token the constraint refuses).
+  virtual void last_logits(float* out) = 0;
   virtual const char* name() const = 0;
   // Greedy decoding of several steps at once: feeds `first` at position pos, then each step's own
   // argmax, n steps in all, writing the n argmax tokens to out (tokens past an eos among them are

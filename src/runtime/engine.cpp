@@ -205,7 +205,8 @@ bool Engine::Impl::sample(uint64_t id, Req& r, int32_t greedy, float* row_logits
   std::string reason;
   if (r.matcher) {
     const int left = std::max(1, std::min(r.max_new - k, max_ctx - pos + 1));
-    next = pick_constrained(r.sampler, *r.matcher, greedy, row_logits, vocab, left);
+    next = pick_constrained(
+        r.sampler, *r.matcher, greedy, [&] { return row_logits; }, vocab, left);
     if (r.matcher->is_eos(next) && r.matcher->complete()) {
       ended = true, token = false, reason = "stop";
     } else if (!r.matcher->accept_token(next)) {

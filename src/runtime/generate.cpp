@@ -151,11 +151,12 @@ std::string StopMatcher::flush() {
 }
 
 int32_t pick_constrained(Sampler& sampler, grammar::Matcher& constraint, int32_t greedy,
-                         float* logits, int64_t vocab, int tokens_left) {
+                         const std::function<float*()>& logits, int64_t vocab, int tokens_left) {
   if (sampler.greedy() && constraint.allows(greedy, tokens_left))
     return sampler.pick(greedy, nullptr, vocab);
-  constraint.apply_mask(logits, vocab, tokens_left);
-  return sampler.pick_from_logits(logits, vocab);
+  float* l = logits();
+  constraint.apply_mask(l, vocab, tokens_left);
+  return sampler.pick_from_logits(l, vocab);
 }
 
 std::vector<int32_t> generate(Executor& ex, const Program& program,
@@ -171,9 +172,14 @@ std::vector<int32_t> generate(Executor& ex, const Program& program,
         "prompt or a larger --seq_len)",
         prompt.size(), start_pos, program.max_ctx);
   const int64_t vocab = program.tensors[program.logits].shape.back();
-  if (constraint) needs_logits = true;
-  std::vector<float> logits(needs_logits ? static_cast<size_t>(vocab) : 0);
+  // A constrained greedy step reads the logits back only when the constraint refuses the argmax
+  // (Executor::last_logits); every other sampler reads them every step.
+  std::vector<float> logits(needs_logits || constraint ? static_cast<size_t>(vocab) : 0);
   float* logits_out = needs_logits ? logits.data() : nullptr;
+  const auto constrained_logits = [&]() -> float* {
+    if (!logits_out) ex.last_logits(logits.data());
+    return logits.data();
+  };
   GenerateStats st;
   st.prompt_tokens = static_cast<int>(prompt.size());
   std::vector<int32_t> out, ahead;  // ahead: greedy tokens decoded but not yet consumed
@@ -190,7 +196,7 @@ std::vector<int32_t> generate(Executor& ex, const Program& program,
       // Tokens left, this one included: the budget the constraint keeps the text completable in.
       const int left = std::max(
           1, std::min(max_new_tokens - static_cast<int>(out.size()), program.max_ctx - pos + 1));
-      next = pick_constrained(sampler, *constraint, greedy, logits_out, vocab, left);
+      next = pick_constrained(sampler, *constraint, greedy, constrained_logits, vocab, left);
       if (constraint->is_eos(next) && constraint->complete()) {
         st.stopped_by_eos = true;
         break;
@@ -214,7 +220,7 @@ std::vector<int32_t> generate(Executor& ex, const Program& program,
       break;
     }
     if (static_cast<int>(out.size()) >= max_new_tokens || pos >= program.max_ctx) break;
-    if (needs_logits) {
+    if (needs_logits || constraint) {
       greedy = ex.forward(&out.back(), 1, pos, logits_out);
     } else {
       // Greedy: the backend's argmax, several steps per submit where the backend keeps the token

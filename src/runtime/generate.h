@@ -88,10 +88,10 @@ struct GenerateStats {
 
 // A constrained step's token (generate() and the batch engine): the backend's greedy token where
 // the sampler is greedy and the constraint allows it (it is then the masked argmax too), else the
-// sampler's pick over the logits masked with the constraint (modified in place). Does not advance
-// the constraint.
+// sampler's pick over the logits (from `logits`, called only then) masked with the constraint
+// (modified in place). Does not advance the constraint.
 int32_t pick_constrained(Sampler& sampler, grammar::Matcher& constraint, int32_t greedy,
-                         float* logits, int64_t vocab, int tokens_left);
+                         const std::function<float*()>& logits, int64_t vocab, int tokens_left);
 
 // Feeds the prompt at positions start_pos.. then generates up to max_new_tokens.
 // on_token returns false to stop. The eos token itself is not passed to on_token.

@@ -10,6 +10,7 @@
 #include "backend/vulkan/vk_verdict.h"
 #include "backend/vulkan/vulkan_executor.h"
 #include "core/error.h"
+#include "grammar/grammar.h"
 #include "runtime/agreement.h"
 #include "runtime/generate.h"
 #include "selftest/toy_model.h"
@@ -260,6 +261,54 @@ TEST(VulkanExecutor, SeveralDecodeStepsPerSubmitEqualOneStepPerSubmit) {
     EXPECT_TRUE(st.stopped_by_eos);
     EXPECT_EQ(st.end_pos, static_cast<int>(prompt.size() + first)) << "eos at " << j;
   }
+}
+
+// last_logits gives, after a forward that read none back, the logits that forward would have
+// read back (a prefill, a decode step, a batch of greedy steps); a constrained greedy generation,
+// which reads them only where the constraint refuses the argmax, picks the tokens that reading
+// them every step picks (the CPU backend, logits every step, as the reference).
+TEST(VulkanExecutor, LastLogitsAreTheLastForwardsLogits) {
+  Toy toy = build_toy({Lin::A8W4, Emb::Q4}, 13);
+  const std::vector<int32_t> prompt = {3, 14, 15, 92, 65};
+  VulkanOptions o = validated();
+  o.tuning.decode_batch = 4;
+  auto a = make_vulkan_executor(toy.p, toy.w, o), b = make_vulkan_executor(toy.p, toy.w, o);
+  std::vector<float> la(toy::kVocab), lb(toy::kVocab, 0.0f);
+  const int32_t ta = a->forward(prompt.data(), 5, 0, la.data());
+  EXPECT_EQ(b->forward(prompt.data(), 5, 0, nullptr), ta);
+  b->last_logits(lb.data());
+  EXPECT_EQ(la, lb);
+  EXPECT_EQ(b->forward(&ta, 1, 5, nullptr), a->forward(&ta, 1, 5, la.data()));
+  b->last_logits(lb.data());
+  EXPECT_EQ(la, lb);
+  int32_t steps[4];
+  b->decode_greedy(ta, 5, 4, steps);
+  a->decode_greedy(ta, 5, 3, steps);
+  a->forward(&steps[2], 1, 8, la.data());
+  b->last_logits(lb.data());
+  EXPECT_EQ(la, lb);
+
+  // A vocabulary of JSON's bytes: token i is one byte of kBytes, the last token eos.
+  const std::string kBytes = "{}[]\":,. 0123456789-+eEtrufalsn";
+  std::vector<std::string> bytes;
+  for (int64_t i = 0; i + 1 < toy::kVocab; ++i)
+    bytes.emplace_back(1, kBytes[static_cast<size_t>(i) % kBytes.size()]);
+  bytes.push_back("<eos>");
+  std::vector<bool> special(bytes.size(), false);
+  special.back() = true;
+  const int32_t eos = static_cast<int32_t>(toy::kVocab - 1);
+  auto index = std::make_shared<grammar::TokenIndex>(bytes, special, std::vector<int32_t>{eos},
+                                                     static_cast<int32_t>(toy::kVocab));
+  auto constrained = [&](Executor& ex, bool every_step) {
+    grammar::Matcher m(grammar::any_json_object(), index);
+    Sampler sampler{SamplingParams{}};
+    return generate(ex, toy.p, prompt, 30, sampler, every_step, {eos}, 0, nullptr, nullptr, &m);
+  };
+  auto cpu = make_cpu_executor(toy.p, toy.w);
+  const auto ref = constrained(*cpu, true);
+  ASSERT_GE(ref.size(), 2u);
+  EXPECT_EQ(constrained(*b, false), ref);
+  EXPECT_EQ(constrained(*cpu, false), ref);
 }
 
 TEST(VulkanExecutor, ContextOverflowIsAnError) {

@@ -36,8 +36,10 @@ class Damaged final : public Executor {
       t = static_cast<int32_t>(std::max_element(l.begin(), l.end()) - l.begin());
     }
     if (logits) std::copy(l.begin(), l.end(), logits);
+    last_ = l;
     return shift_ ? static_cast<int32_t>((t + 1) % vocab_) : t;
   }
+  void last_logits(float* out) override { std::copy(last_.begin(), last_.end(), out); }
   const char* name() const override { return "damaged"; }
 
  private:
@@ -46,6 +48,7 @@ class Damaged final : public Executor {
   float scale_;
   bool shift_;
   int bump_;
+  std::vector<float> last_;
 };
 
 struct Fixture {

@@ -248,15 +248,23 @@ class CpuExecutor final : public Executor {
     b.out_rows = &last;
     b.n_out = 1;
     b.next_tokens = &next;
-    b.logits = logits_out;
+    last_.resize(static_cast<size_t>(p_.tensors[p_.logits].shape.back()));
+    b.logits = last_.data();
     in_.run_rows(b, p_.max_ctx);
+    if (logits_out) std::copy(last_.begin(), last_.end(), logits_out);
     return next;
+  }
+
+  void last_logits(float* out) override {
+    if (last_.empty()) fail("last_logits: no forward has run");
+    std::copy(last_.begin(), last_.end(), out);
   }
 
  private:
   const Program& p_;
   CpuInterpreter in_;
   std::vector<int32_t> pos_, seq_;
+  std::vector<float> last_;  // the last forward's logits
 };
 
 class CpuBatchExecutor final : public BatchExecutor {

@@ -241,10 +241,11 @@ class VulkanExecutor final : public Executor {
     VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
     ai.commandPool = pool_;
     ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
-    ai.commandBufferCount = 7;
-    VkCommandBuffer cbs[7];
+    ai.commandBufferCount = 8;
+    VkCommandBuffer cbs[8];
     VK_CHECK(vkAllocateCommandBuffers(ctx_->device(), &ai, cbs));
     cb_ = cbs[0];
+    logits_cb_ = cbs[7];
     for (int pl = 0; pl < 2; ++pl) {
       decode_cb_[pl][0] = cbs[1 + 3 * pl];
       decode_cb_[pl][1] = cbs[2 + 3 * pl];
@@ -298,6 +299,30 @@ class VulkanExecutor final : public Executor {
       next = run_chunk(ids + s, n, pos + s, s + n == T ? logits_out : nullptr, s + n == T);
     }
     return next;
+  }
+
+  // The last forward's logits, still in the logits tensor's buffer: copied to the readback by a
+  // command buffer of its own (recorded on first use).
+  void last_logits(float* out) override {
+    if (!logits_recorded_) {
+      VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+      VK_CHECK(vkBeginCommandBuffer(logits_cb_, &bi));
+      VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+      mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
+      mb.dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT;
+      vkCmdPipelineBarrier(logits_cb_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                           VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
+      VkBufferCopy lg{0, 16, logits_n_ * 4};
+      vkCmdCopyBuffer(logits_cb_, bufs_[p_.logits].buf, readback_.buf, 1, &lg);
+      mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+      mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+      vkCmdPipelineBarrier(logits_cb_, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT,
+                           0, 1, &mb, 0, nullptr, 0, nullptr);
+      VK_CHECK(vkEndCommandBuffer(logits_cb_));
+      logits_recorded_ = true;
+    }
+    submit_and_wait(logits_cb_);
+    std::memcpy(out, static_cast<const uint8_t*>(readback_.mapped) + 16, logits_n_ * 4);
   }
 
   // A batched forward (BatchExecutor::forward): the rows buffer written, the prefill plan over T
@@ -832,7 +857,9 @@ class VulkanExecutor final : public Executor {
   // Per decode plan: one-token forwards without / with logits.
   VkCommandBuffer decode_cb_[2][2] = {};
   bool decode_recorded_[2][2] = {};
-  VkCommandBuffer batch_cb_[2] = {};  // per decode plan: greedy_batch() decode steps
+  VkCommandBuffer batch_cb_[2] = {};            // per decode plan: greedy_batch() decode steps
+  VkCommandBuffer logits_cb_ = VK_NULL_HANDLE;  // last_logits' copy
+  bool logits_recorded_ = false;
   bool batch_recorded_[2] = {};
   int batch_ = 1;
   Buffer batch_tokens_;      // host-visible: the batch's tokens
