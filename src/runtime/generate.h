@@ -96,8 +96,9 @@ int32_t pick_constrained(Sampler& sampler, grammar::Matcher& constraint, int32_t
 // Feeds the prompt at positions start_pos.. then generates up to max_new_tokens.
 // on_token returns false to stop. The eos token itself is not passed to on_token.
 // Throws Error when the prompt (plus at least one generated token) does not fit max_ctx.
-// constraint (may be null): every step masks the logits with it (so logits are read every step)
-// and advances it with the token; its eos ends generation like eos_ids, and so does a constraint
+// constraint (may be null): every step picks within it (pick_constrained: a greedy sampler's
+// argmax where the constraint allows it, else the masked logits, read back only then) and
+// advances it with the token; its eos ends generation like eos_ids, and so does a constraint
 // that is finished (nothing but eos may follow).
 std::vector<int32_t> generate(Executor& ex, const Program& program,
                               const std::vector<int32_t>& prompt, int max_new_tokens,
