@@ -172,20 +172,30 @@ std::vector<int32_t> generate(Executor& ex, const Program& program,
         "prompt or a larger --seq_len)",
         prompt.size(), start_pos, program.max_ctx);
   const int64_t vocab = program.tensors[program.logits].shape.back();
-  // A constrained greedy step reads the logits back only when the constraint refuses the argmax
-  // (Executor::last_logits); every other sampler reads them every step.
+  // A constrained greedy step reads the logits back only when the constraint refuses the argmax;
+  // every other sampler reads them every step. Constrained greedy decoding runs ahead as
+  // unconstrained greedy decoding does (several steps a submit) once kSpeculateAfter argmaxes in a
+  // row were allowed: each token of the batch is checked as it is consumed, and at the first one
+  // refused the rest of the batch is dropped (its KV rows lie past the position decoding continues
+  // from, as after an eos) and the step that produced it runs again for its logits.
+  constexpr int kSpeculateAfter = 8;
   std::vector<float> logits(needs_logits || constraint ? static_cast<size_t>(vocab) : 0);
   float* logits_out = needs_logits ? logits.data() : nullptr;
+  std::vector<int32_t> out, ahead;  // ahead: greedy tokens decoded but not yet consumed
+  size_t ahead_at = 0;
+  int allowed_run = 0;      // consecutive constrained steps whose argmax the constraint allowed
+  bool from_ahead = false;  // `greedy` below came from `ahead` (a batch the device ran ahead)
+  int pos = start_pos;
   const auto constrained_logits = [&]() -> float* {
-    if (!logits_out) ex.last_logits(logits.data());
+    if (from_ahead)
+      ex.forward(&out.back(), 1, pos - 1, logits.data());  // the step that produced `greedy`
+    else if (!logits_out)
+      ex.last_logits(logits.data());
     return logits.data();
   };
   GenerateStats st;
   st.prompt_tokens = static_cast<int>(prompt.size());
-  std::vector<int32_t> out, ahead;  // ahead: greedy tokens decoded but not yet consumed
-  size_t ahead_at = 0;
   auto t0 = clock::now();
-  int pos = start_pos;
   int32_t greedy = ex.forward(prompt.data(), static_cast<int>(prompt.size()), pos, logits_out);
   pos += static_cast<int>(prompt.size());
   auto t1 = clock::now();
@@ -197,6 +207,9 @@ std::vector<int32_t> generate(Executor& ex, const Program& program,
       const int left = std::max(
           1, std::min(max_new_tokens - static_cast<int>(out.size()), program.max_ctx - pos + 1));
       next = pick_constrained(sampler, *constraint, greedy, constrained_logits, vocab, left);
+      // (a greedy sampler's pick is the argmax exactly when the constraint allows it)
+      allowed_run = next == greedy ? allowed_run + 1 : 0;
+      if (next != greedy) ahead_at = ahead.size();
       if (constraint->is_eos(next) && constraint->complete()) {
         st.stopped_by_eos = true;
         break;
@@ -220,7 +233,11 @@ std::vector<int32_t> generate(Executor& ex, const Program& program,
       break;
     }
     if (static_cast<int>(out.size()) >= max_new_tokens || pos >= program.max_ctx) break;
-    if (needs_logits || constraint) {
+    const bool run_ahead =
+        !needs_logits && (!constraint || (sampler.greedy() && allowed_run >= kSpeculateAfter));
+    from_ahead = run_ahead;
+    if (!run_ahead) {
+      ahead_at = ahead.size();
       greedy = ex.forward(&out.back(), 1, pos, logits_out);
     } else {
       // Greedy: the backend's argmax, several steps per submit where the backend keeps the token
