@@ -232,29 +232,6 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
                                    (c.env.ctx.use_int_dot() ? "_idot" : "") +
                                    (c.f16(y) ? "_f16" : ""),
                                6, 32, mv.spec(c.f16(y)));
-  // Forwards of 2 .. GemmPlan::kTokens - 1 tokens (a batched decode step's rows) run linear_8da4w
-  // as the streamed mat-vec over several token rows (linear_8da4w_mv_rows) where the one-token
-  // kernel's shape rules hold: `mv_rows` rows a workgroup (8, 4 or 2: the most whose int8 rows fit
-  // the device's shared memory), the weights read once for them.
-  const MatvecPlan mvr = f == "linear_8da4w"
-                             ? plan_matvec(c.env.ctx, K, N, G, DecodeSplit{1, 0}, false,
-                                           c.env.ctx.tuning().mv == 0 ? 0 : 1)
-                             : MatvecPlan{};
-  uint32_t mv_rows = 0;
-  for (uint32_t r : {8u, 4u, 2u})
-    if (mvr.on && !mv_rows && r * u32(K) / 32 * 36 + 1024 <= c.env.ctx.info().max_shared)
-      mv_rows = r;
-  const Kernel* kmvr = nullptr;
-  if (mv_rows) {
-    std::vector<uint32_t> spec = mvr.spec(c.f16(y));
-    spec[14] = mv_rows;                    // ROWS
-    spec[15] = mv_rows * 2 * u32(K) / 32;  // QXS
-    spec[7] = mv_rows * u32(K) / 32;       // XSN
-    kmvr =
-        &c.env.kernels.get(std::string("linear_8da4w_mv_rows") +
-                               (c.env.ctx.use_int_dot() ? "_idot" : "") + (c.f16(y) ? "_f16" : ""),
-                           6, 32, spec);
-  }
   const uint32_t sg_size = std::max<uint32_t>(1, c.env.ctx.info().subgroup_size);
   // Forwards of at least GemmPlan::kTokens tokens run linear_8da4w as a tiled GEMM (GemmPlan).
   // Each tile size's pipeline is made on first use (at recording), so a model compiles only the
@@ -289,9 +266,8 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
     RowChunk ch;
     VkDescriptorSet set;
     uint32_t R, R1;  // matvec.glsl: rows per workgroup, of the prefill and decode variants
-    VkDescriptorSet mv_set = VK_NULL_HANDLE;   // linear_8da4w_mv's
-    VkDescriptorSet mvr_set = VK_NULL_HANDLE;  // linear_8da4w_mv_rows'
-    VkDescriptorSet mm_set = VK_NULL_HANDLE;   // linear_mm's (x, weights, scales, y)
+    VkDescriptorSet mv_set = VK_NULL_HANDLE;  // linear_8da4w_mv's
+    VkDescriptorSet mm_set = VK_NULL_HANDLE;  // linear_mm's (x, weights, scales, y)
   };
   std::vector<Part> parts;
   for (const RowChunk& ch : row_chunks(c, N, rb)) {
@@ -302,8 +278,7 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
     const uint32_t R = c.env.ctx.matvec_rows(ch.rows);
     parts.push_back({ch, c.env.kernels.make_set(*k, r), R,
                      split.bpl ? std::max<uint32_t>(1, R * wg / 64 / split.parts) : R,
-                     kmv ? c.env.kernels.make_set(*kmv, r) : VK_NULL_HANDLE,
-                     kmvr ? c.env.kernels.make_set(*kmvr, r) : VK_NULL_HANDLE});
+                     kmv ? c.env.kernels.make_set(*kmv, r) : VK_NULL_HANDLE});
     if (kmm) {  // (linear: the weights bound again where linear_q4w's scales go)
       std::vector<BufRange> rm = {r[0], r[1], r[q4w ? 2 : 1], r.back()};
       parts.back().mm_set = c.env.kernels.make_set(*kmm, rm);
@@ -328,13 +303,6 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
             dispatch_flat(cb, *kmm, pt.mm_set,
                           {u32(K), u32(pt.ch.rows), u32(pt.ch.r0), u32(N), Tr, u32(G)},
                           float_gemm_groups(pt.ch.rows, Tr));
-            continue;
-          }
-          if (kmvr && Tr >= 2 && Tr < GemmPlan::kTokens) {
-            push.push_back(0);  // R
-            push.push_back(0);  // eps (linear_8da4w_mv_norm's)
-            dispatch(cb, *kmvr, pt.mvr_set, push, mvr.grid(pt.ch.rows, sg_size),
-                     ceil_div(Tr, mv_rows));
             continue;
           }
           if (kmv && Tr == 1) {

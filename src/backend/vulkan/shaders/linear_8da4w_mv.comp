@@ -27,22 +27,6 @@ layout(local_size_x = 256, local_size_x_id = 17) in;
 #include "common.glsl"
 #include "quant.glsl"
 #include "idot.glsl"
-#ifdef VKLLM_MV_ROWS
-// VKLLM_MV_ROWS (linear_8da4w_mv_rows: forwards of a few tokens, e.g. a batched decode step): a
-// workgroup takes ROWS token rows (rows t0 .. t0 + ROWS - 1, t0 = ROWS x its y index), each laid out
-// in shared memory as the one-token kernel lays out its row (2 K / 32 entries of qxs and K / 32 of
-// xsum a row), and every weight unit it loads is summed against each of them: the weights are
-// read once for ROWS tokens. Each token's sums are the one-token kernel's, in its order.
-layout(constant_id = 15) const uint ROWS = 4;    // token rows a workgroup
-layout(constant_id = 16) const uint QXS = 512;   // qxs entries: ROWS x 2 K / 32
-layout(constant_id = 8) const uint XSN = 256;    // xsum entries: ROWS x K / 32
-#define SRD_QXS QXS
-#define SRD_XSUM XSN
-uint srd_base = 0u, srd_half = 0u, srd_xbase = 0u;  // the row block_dot reads (shared_row_dot)
-#define SRD_BASE srd_base
-#define SRD_HALF srd_half
-#define SRD_XBASE srd_xbase
-#endif
 #include "shared_row_dot.glsl"
 layout(constant_id = 1) const bool Y16 = false;
 layout(constant_id = 9) const uint DEPTH = 2;   // units a batch
@@ -133,48 +117,6 @@ int za[16], zb[16];
     }                                                                            \
   }
 
-#ifdef VKLLM_MV_ROWS
-float accr[ROWS], sxr[ROWS];
-int zpr[ROWS];
-uint t0 = 0u;
-// CONSUME over the workgroup's token rows: the unit's integer dot with each row, then (the row
-// set's last unit) each row's BPG sums reduced and stored at that token's output row.
-#define CONSUME_ROWS(W, SC, WZ, D, C, K0, STEP)                                   \
-  {                                                                              \
-    const uint lane = gl_SubgroupInvocationID, r = lane / A, j = lane - r * A;    \
-    const uint n = ((K0) + (C).k * (STEP)) * BPG + r, g = j + (C).i * A;           \
-    if (n < pc.Nc && g < ng) {                                                   \
-      int gn = 0;                                                                \
-      if (WSUM_NIBBLES != 0u)                                                    \
-        [[unroll]] for (uint bb = 0; bb < BPG; ++bb) gn += nibble_sum(W[(D) * BPG + bb]); \
-      const int wz = WSUM_NIBBLES != 0u ? gn - 8 * int(pc.G) : WZ[D];            \
-      [[unroll]] for (uint t = 0u; t < ROWS; ++t) {                              \
-        srd_base = t * 2u * nb;                                                  \
-        srd_xbase = t * nb;                                                      \
-        int gd = 0;                                                              \
-        [[unroll]] for (uint bb = 0; bb < BPG; ++bb)                             \
-          gd += block_dot(W[(D) * BPG + bb], g * BPG + ((bb + j / QS) & (BPG - 1u))); \
-        accr[t] += SC[D] * sxr[t] * float(gd - zpr[t] * wz);                     \
-      }                                                                          \
-    }                                                                            \
-    if ((C).i + 1u == ngl) {                                                     \
-      const uint base = ((K0) + (C).k * (STEP)) * BPG;                            \
-      [[unroll]] for (uint t = 0u; t < ROWS; ++t) {                              \
-        [[unroll]] for (uint rr = 0; rr < BPG; ++rr) {                           \
-          float v = subgroupShuffle(accr[t], rr * A + lane / BPG);               \
-          v = (lane & (BPG - 1u)) == 0u ? v : 0.0;                               \
-          const float sum = subgroupAdd(v);                                      \
-          if (lane == 0u && base + rr < pc.Nc && t0 + t < pc.T)                  \
-            STOREF(y, Y16, (t0 + t) * pc.N + pc.n0 + base + rr, sum)             \
-        }                                                                        \
-        accr[t] = 0.0;                                                           \
-      }                                                                          \
-    }                                                                            \
-  }
-#undef CONSUME
-#define CONSUME CONSUME_ROWS
-#endif
-
 void main() {
   const uint tid = gl_LocalInvocationID.x, K = pc.K;
   nb = K / 32u;
@@ -199,36 +141,7 @@ void main() {
       FETCH(wb, sb, zb, d, f, k0, step, mine)
       advance(f);
     }
-#if defined(VKLLM_MV_ROWS)
-  // Each token row laid out in its own part of shared memory (a row past the forward's last
-  // repeats the last: summed, never stored).
-  t0 = gl_WorkGroupID.y * ROWS;
-  srd_half = nb;
-  for (uint t = 0u; t < ROWS; ++t) {
-    const uint tok = min(t0 + t, pc.T - 1u);
-    srd_base = t * 2u * nb;
-    for (uint p = tid; p < K / 8u; p += gl_WorkGroupSize.x) {
-      const uvec2 w = qx[tok * (K / 8u) + p];
-      const uint ev = (w.x & 0xFFu) | ((w.x >> 8) & 0xFF00u) | ((w.y & 0xFFu) << 16) |
-                      ((w.y << 8) & 0xFF000000u);
-      const uint od = ((w.x >> 8) & 0xFFu) | ((w.x >> 16) & 0xFF00u) |
-                      (((w.y >> 8) & 0xFFu) << 16) | (w.y & 0xFF000000u);
-      store_pair(p, ev, od);
-    }
-    sxr[t] = uintBitsToFloat(qp[2u * tok]);
-    zpr[t] = int(qp[2u * tok + 1u]);
-    accr[t] = 0.0;
-  }
-  barrier();
-  for (uint t = 0u; t < ROWS; ++t) {
-    srd_base = t * 2u * nb;
-    srd_xbase = t * nb;
-    block_sums(K, tid, gl_WorkGroupSize.x);
-  }
-  barrier();
-  const float sx = 0.0;
-  const int zp = 0;
-#elif defined(VKLLM_MV_NORM)
+#ifdef VKLLM_MV_NORM
   float sx;
   int zp;
   prologue(sx, zp);

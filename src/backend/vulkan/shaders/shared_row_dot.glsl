@@ -14,17 +14,10 @@ const uint QX_HALF = 8192u / 32u;
 #define SRD_QXS (2u * QX_HALF)
 #define SRD_XSUM (8192u / 32u)
 #endif
-// An includer holding several rows (linear_8da4w_mv.comp's VKLLM_MV_ROWS) points these at the row
-// it reads or writes: its first qxs entry, the distance of the second halves, its first xsum.
-#ifndef SRD_BASE
-#define SRD_BASE 0u
-#define SRD_HALF QX_HALF
-#define SRD_XBASE 0u
-#endif
 shared uvec4 qxs[SRD_QXS];
 shared int xsum[SRD_XSUM];
-uvec4 qx_lo(uint b) { return qxs[SRD_BASE + b]; }
-uvec4 qx_hi(uint b) { return qxs[SRD_BASE + SRD_HALF + b]; }
+uvec4 qx_lo(uint b) { return qxs[b]; }
+uvec4 qx_hi(uint b) { return qxs[QX_HALF + b]; }
 
 // Adds code c (the low byte) of element t (0..7) of a word pair to its even or odd word.
 void pack_code(uint t, uint c, inout uint ev, inout uint od) {
@@ -34,7 +27,7 @@ void pack_code(uint t, uint c, inout uint ev, inout uint od) {
     od |= c << (4u * (t - 1u));
 }
 void store_pair(uint p, uint ev, uint od) {
-  const uint at = SRD_BASE + ((p >> 1) & 1u) * SRD_HALF + (p >> 2);
+  const uint at = ((p >> 1) & 1u) * QX_HALF + (p >> 2);
   qxs[at][(p & 1u) * 2u] = ev;
   qxs[at][(p & 1u) * 2u + 1u] = od;
 }
@@ -73,7 +66,7 @@ void block_sums(uint K, uint tid, uint n) {
       sum = dot4(int(a[w]), 0x01010101, sum);
       sum = dot4(int(c[w]), 0x01010101, sum);
     }
-    xsum[SRD_XBASE + b] = sum;
+    xsum[b] = sum;
   }
 }
 
@@ -99,5 +92,5 @@ int block_dot(uvec4 w, uint b) {
   e = dot4(int(xc.y), int((w.z >> 4) & MASK), e);
   d = dot4(int(xc.z), int(w.w & MASK), d);
   e = dot4(int(xc.w), int((w.w >> 4) & MASK), e);
-  return d + e - 8 * xsum[SRD_XBASE + b];
+  return d + e - 8 * xsum[b];
 }
