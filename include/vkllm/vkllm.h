@@ -161,6 +161,9 @@ struct GenerationStats {
   bool stopped_by_stop = false;  // a stop string of GenerationOptions::stop was produced
   // Tokens of the context kept in the KV cache from before the call (not prefilled again).
   int reused_tokens = 0;
+  // Constrained steps (GenerationOptions::constraint) that masked the whole vocabulary: the
+  // argmax and the best logits after it were refused, or the sampler is not greedy.
+  int masked_steps = 0;
 };
 
 // Called with each new token id and the text it completes (never a partial UTF-8 sequence; may

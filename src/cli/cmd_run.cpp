@@ -163,6 +163,7 @@ void run(const RunArgs& a) {
         {"decode_tok_s", st.decode_tok_s()},
         {"stopped_by_eos", st.stopped_by_eos},
         {"stopped_by_stop", st.stopped_by_stop},
+        {"masked_steps", st.masked_steps},
         {"peak_host_mb", peak_rss_mb()},
         {"peak_gpu_mb", static_cast<double>(gpu_bytes) / 1048576.0},
         {"validation_messages", validation},

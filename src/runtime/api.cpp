@@ -295,6 +295,7 @@ std::vector<int32_t> Session::Impl::run(int keep, std::vector<int32_t> input,
   stats.stopped_by_stop = stop.stopped();
   if (stats.stopped_by_stop) stats.stopped_by_callback = false;
   stats.reused_tokens = keep;
+  stats.masked_steps = st.masked_steps;
   return out;
 }
 

@@ -1,6 +1,7 @@
 #include "runtime/generate.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <numeric>
@@ -150,11 +151,50 @@ std::string StopMatcher::flush() {
   return stopped_ ? std::string() : out;
 }
 
+namespace {
+
+// The masked argmax without the mask, where it is among the best logits: the kCandidates highest
+// (a higher logit first, then a lower id, as the argmax of the masked logits breaks ties), each
+// asked with allows() in that order; the first allowed one is the argmax of the masked logits.
+// -1 when none of them is allowed, or a logit is NaN or the candidate -infinity (the mask decides).
+int32_t best_allowed(grammar::Matcher& constraint, const float* l, int64_t vocab, int32_t refused,
+                     int tokens_left) {
+  constexpr int kCandidates = 32;
+  std::array<std::pair<float, int32_t>, kCandidates> top;
+  int n = 0;
+  const auto better = [](const std::pair<float, int32_t>& a, const std::pair<float, int32_t>& b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
+  };
+  for (int64_t i = 0; i < vocab; ++i) {
+    const std::pair<float, int32_t> c{l[i], static_cast<int32_t>(i)};
+    if (std::isnan(c.first)) return -1;
+    if (n == kCandidates && !better(c, top[kCandidates - 1])) continue;
+    int at = n < kCandidates ? n++ : kCandidates - 1;
+    for (; at > 0 && better(c, top[static_cast<size_t>(at - 1)]); --at)
+      top[static_cast<size_t>(at)] = top[static_cast<size_t>(at - 1)];
+    top[static_cast<size_t>(at)] = c;
+  }
+  for (int k = 0; k < n; ++k) {
+    const auto [v, id] = top[static_cast<size_t>(k)];
+    if (std::isinf(v) && v < 0) return -1;
+    if (id != refused && constraint.allows(id, tokens_left)) return id;
+  }
+  return -1;
+}
+
+}  // namespace
+
 int32_t pick_constrained(Sampler& sampler, grammar::Matcher& constraint, int32_t greedy,
-                         const std::function<float*()>& logits, int64_t vocab, int tokens_left) {
+                         const std::function<float*()>& logits, int64_t vocab, int tokens_left,
+                         int* masked) {
   if (sampler.greedy() && constraint.allows(greedy, tokens_left))
     return sampler.pick(greedy, nullptr, vocab);
   float* l = logits();
+  if (sampler.greedy()) {
+    const int32_t best = best_allowed(constraint, l, vocab, greedy, tokens_left);
+    if (best >= 0) return sampler.pick(best, nullptr, vocab);
+  }
+  if (masked) ++*masked;
   constraint.apply_mask(l, vocab, tokens_left);
   return sampler.pick_from_logits(l, vocab);
 }
@@ -178,7 +218,7 @@ std::vector<int32_t> generate(Executor& ex, const Program& program,
   // row were allowed: each token of the batch is checked as it is consumed, and at the first one
   // refused the rest of the batch is dropped (its KV rows lie past the position decoding continues
   // from, as after an eos) and the step that produced it runs again for its logits.
-  constexpr int kSpeculateAfter = 8;
+  constexpr int kSpeculateAfter = 32;
   std::vector<float> logits(needs_logits || constraint ? static_cast<size_t>(vocab) : 0);
   float* logits_out = needs_logits ? logits.data() : nullptr;
   std::vector<int32_t> out, ahead;  // ahead: greedy tokens decoded but not yet consumed
@@ -206,7 +246,8 @@ std::vector<int32_t> generate(Executor& ex, const Program& program,
       // Tokens left, this one included: the budget the constraint keeps the text completable in.
       const int left = std::max(
           1, std::min(max_new_tokens - static_cast<int>(out.size()), program.max_ctx - pos + 1));
-      next = pick_constrained(sampler, *constraint, greedy, constrained_logits, vocab, left);
+      next = pick_constrained(sampler, *constraint, greedy, constrained_logits, vocab, left,
+                              &st.masked_steps);
       // (a greedy sampler's pick is the argmax exactly when the constraint allows it)
       allowed_run = next == greedy ? allowed_run + 1 : 0;
       if (next != greedy) ahead_at = ahead.size();

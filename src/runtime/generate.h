@@ -83,15 +83,19 @@ struct GenerateStats {
   double decode_ms = 0;   // the rest
   bool stopped_by_eos = false;
   bool stopped_by_callback = false;
-  int end_pos = 0;  // KV cache rows filled after the call (the next call's start position)
+  int end_pos = 0;       // KV cache rows filled after the call (the next call's start position)
+  int masked_steps = 0;  // constrained steps that masked the whole vocabulary
 };
 
 // A constrained step's token (generate() and the batch engine): the backend's greedy token where
 // the sampler is greedy and the constraint allows it (it is then the masked argmax too), else the
 // sampler's pick over the logits (from `logits`, called only then) masked with the constraint
-// (modified in place). Does not advance the constraint.
+// (modified in place; a greedy sampler first tries the best logits one by one, and masks only when
+// none of them is allowed: `masked`, if not null, counts those steps). Does not advance the
+// constraint.
 int32_t pick_constrained(Sampler& sampler, grammar::Matcher& constraint, int32_t greedy,
-                         const std::function<float*()>& logits, int64_t vocab, int tokens_left);
+                         const std::function<float*()>& logits, int64_t vocab, int tokens_left,
+                         int* masked = nullptr);
 
 // Feeds the prompt at positions start_pos.. then generates up to max_new_tokens.
 // on_token returns false to stop. The eos token itself is not passed to on_token.

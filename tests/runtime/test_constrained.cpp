@@ -3,6 +3,7 @@
 // masking them (the reference), whether the run ahead is used or dropped at a refused token.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -44,7 +45,7 @@ class RunsAhead final : public Executor {
 TEST(Constrained, RunningAheadPicksTheTokensOfMaskingEveryStep) {
   HfCheckpoint ckpt{
       testutil::write_tiny_checkpoint(testutil::temp_dir("constrained"), Arch::Qwen3)};
-  std::unique_ptr<ReferenceModel> m = load_reference_model(ckpt, 64);
+  std::unique_ptr<ReferenceModel> m = load_reference_model(ckpt, 128);
   const int64_t vocab = ckpt.desc().vocab;
   // Token i is one byte of kBytes (the last id eos): strings run on while the argmax is a letter,
   // and the schema's fixed lengths force a quote or a comma the argmax rarely is.
@@ -59,25 +60,45 @@ TEST(Constrained, RunningAheadPicksTheTokensOfMaskingEveryStep) {
   auto index = std::make_shared<grammar::TokenIndex>(bytes, special, std::vector<int32_t>{eos},
                                                      static_cast<int32_t>(vocab));
   const auto schema = grammar::compile_json_schema(nlohmann::json::parse(
-      R"({"type": "array", "items": {"type": "string", "minLength": 9, "maxLength": 9},
-          "minItems": 4, "maxItems": 4})"));
+      R"({"type": "array", "items": {"type": "string", "minLength": 40, "maxLength": 40},
+          "minItems": 2, "maxItems": 2})"));
   const std::vector<int32_t> prompt = {5, 17, 299, 0, 42};
-  auto run = [&](Executor& ex, bool every_step) {
+  auto run = [&](Executor& ex, bool every_step, GenerateStats* st) {
     grammar::Matcher c(schema, index);
     Sampler sampler{SamplingParams{}};
-    auto out = generate(ex, m->lowered.program, prompt, 55, sampler, every_step, {eos}, 0, nullptr,
-                        nullptr, &c);
+    auto out = generate(ex, m->lowered.program, prompt, 95, sampler, every_step, {eos}, 0, nullptr,
+                        st, &c);
     EXPECT_TRUE(c.complete());
     return out;
   };
-  auto ref_ex = m->make_executor();
-  const auto ref = run(*ref_ex, true);
+  // The reference: each step's logits masked (Matcher::apply_mask) and their argmax.
+  std::vector<int32_t> ref;
+  {
+    grammar::Matcher c(schema, index);
+    auto ex = m->make_executor();
+    std::vector<float> l(static_cast<size_t>(vocab));
+    ex->forward(prompt.data(), static_cast<int>(prompt.size()), 0, l.data());
+    for (int i = 0, pos = static_cast<int>(prompt.size()); i < 95; ++i, ++pos) {
+      c.apply_mask(l.data(), vocab, 95 - i);
+      const int32_t t = static_cast<int32_t>(std::max_element(l.begin(), l.end()) - l.begin());
+      if (c.is_eos(t) && c.complete()) break;
+      ASSERT_TRUE(c.accept_token(t));
+      ref.push_back(t);
+      if (c.finished()) break;
+      ex->forward(&t, 1, pos, l.data());
+    }
+  }
   std::string text;
   for (int32_t t : ref) text += index->bytes(t);
   SCOPED_TRACE(text);
-  EXPECT_EQ(ref.size(), 1u + 4u * 11u + 3u + 1u);  // ["x9","x9","x9","x9"]
+  EXPECT_EQ(ref.size(), 1u + 2u * 42u + 1u + 1u);  // ["x40","x40"]
+  auto every_step = m->make_executor();
+  GenerateStats st;
+  EXPECT_EQ(run(*every_step, true, &st), ref);
+  // (the refused argmaxes were replaced by the best allowed logit, not by a whole mask)
+  EXPECT_LT(st.masked_steps, 5) << st.masked_steps;
   RunsAhead ahead(m->make_executor());
-  EXPECT_EQ(run(ahead, false), ref);
+  EXPECT_EQ(run(ahead, false, nullptr), ref);
   EXPECT_GT(ahead.batches, 0);         // it ran ahead
   EXPECT_GT(ahead.logit_forwards, 0);  // and dropped a batch at a refused token
 }
