@@ -121,8 +121,8 @@ Toy build_toy(const ToyConfig& cfg, unsigned seed) {
     int32_t q = linear(h, H * HD, D, act(lp + "q", H * HD, A), lp + "wq", 2.0f);
     int32_t k = linear(h, Hkv * HD, D, act(lp + "k", Hkv * HD, A), lp + "wk", 2.0f);
     int32_t v = linear(h, Hkv * HD, D, act(lp + "v", Hkv * HD, A), lp + "wv");
-    if (cfg.qkv_bias) {  // Qwen2's projection biases, after the three linears as lower.cpp puts
-                         // them
+    // Qwen2's projection biases, after the three linears as lower.cpp puts them.
+    if (cfg.qkv_bias) {
       q = op("bias_add", {q, fweight(lp + "bq", {H * HD}, -0.5f, 0.5f)},
              act(lp + "q_b", H * HD, A));
       k = op("bias_add", {k, fweight(lp + "bk", {Hkv * HD}, -0.5f, 0.5f)},
