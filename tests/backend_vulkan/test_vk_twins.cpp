@@ -31,11 +31,20 @@ struct TwinCase {
 
 class VulkanTwins : public ::testing::TestWithParam<TwinCase> {};
 
-// The twin without its fixture tokenizer: a small one that loads (only ids are used here).
+// The twin without its fixture tokenizer: a small one that loads (only ids are used here). The
+// twins of a process are removed at its exit.
+struct TwinRoot {
+  std::string path = testutil::temp_dir("vktwin");
+  ~TwinRoot() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+};
 std::string twin_dir(const std::string& preset) {
+  static const TwinRoot root;
   static std::map<std::string, std::string> made;
   if (made.count(preset)) return made[preset];
-  const std::string dir = testutil::temp_dir("vktwin") + "/" + preset;
+  const std::string dir = root.path + "/" + preset;
   SynthOptions so;
   so.preset = preset;
   so.out_dir = dir;

@@ -33,19 +33,26 @@ double nmse(const std::vector<float>& ref, const std::vector<float>& got) {
   return num / den;
 }
 
-// The twin without its fixture tokenizer, plus a small tokenizer that loads (only ids are used).
-const std::string& twin_dir() {
-  static const std::string dir = [] {
-    const std::string d = testutil::temp_dir("qwen2") + "/tiny-qwen2.5";
+// The twin without its fixture tokenizer, plus a small tokenizer that loads (only ids are used);
+// written once per process and removed at exit.
+struct Twin {
+  std::string root = testutil::temp_dir("qwen2"), dir = root + "/tiny-qwen2.5";
+  Twin() {
     SynthOptions so;
     so.preset = "tiny-qwen2.5";
-    so.out_dir = d;
+    so.out_dir = dir;
     so.no_tokenizer = true;
     synth_write(so);
-    write_text_file(d + "/tokenizer.json", testutil::tiny_tokenizer_json());
-    return d;
-  }();
-  return dir;
+    write_text_file(dir + "/tokenizer.json", testutil::tiny_tokenizer_json());
+  }
+  ~Twin() {
+    std::error_code ec;
+    std::filesystem::remove_all(root, ec);
+  }
+};
+const std::string& twin_dir() {
+  static const Twin twin;
+  return twin.dir;
 }
 
 const std::vector<int32_t> kPrompt = {5, 17, 299, 0, 42, 151643, 7, 100, 3, 151935, 11};
