@@ -1,7 +1,7 @@
 // The forward pass of every family, written once as program construction. Family differences are
 // fields of ModelDesc: Qwen3's per-head q/k norm, Phi-3's fused projections (split here into row
 // ranges of the checkpoint tensor), partial rotary / longrope tables, SmolLM3's layers without
-// rotary embedding.
+// rotary embedding, Qwen2's q/k/v projection biases.
 #include "export/lower.h"
 
 #include <cmath>
@@ -117,6 +117,14 @@ LoweredModel lower_model(const ModelDesc& d, int max_ctx) {
     int32_t q = b.op("linear", {h, wq}, b.act(lp + "q", qw));
     int32_t k = b.op("linear", {h, wk}, b.act(lp + "k", kvw));
     int32_t v = b.op("linear", {h, wv}, b.act(lp + "v", kvw));
+    if (d.qkv_bias) {  // Qwen2: after the three projections, which stay one run of linears
+      q = b.op("bias_add", {q, b.hf(hfp + "self_attn.q_proj.bias", {qw})},
+               b.act(lp + "q_bias", qw));
+      k = b.op("bias_add", {k, b.hf(hfp + "self_attn.k_proj.bias", {kvw})},
+               b.act(lp + "k_bias", kvw));
+      v = b.op("bias_add", {v, b.hf(hfp + "self_attn.v_proj.bias", {kvw})},
+               b.act(lp + "v_bias", kvw));
+    }
     if (d.qk_norm) {
       q = b.op("rms_norm", {q, b.hf(hfp + "self_attn.q_norm.weight", {hd})},
                b.act(lp + "q_normed", qw), {{"eps", eps}, {"group", hd}});

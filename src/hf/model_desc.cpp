@@ -133,9 +133,10 @@ ModelDesc parse_config(const json& c, const json& gen, const std::string& where)
   if (!archs || !archs->is_array() || archs->empty() || !(*archs)[0].is_string())
     fail("{}: missing key 'architectures'", where);
   m.hf_class = (*archs)[0].get<std::string>();
-  // Mistral and SmolLM3 have Llama's tensors (SmolLM3: no rotary embedding on some layers).
+  // Mistral, SmolLM3 and Qwen2 have Llama's tensors (SmolLM3: no rotary embedding on some
+  // layers; Qwen2: biases on q_proj, k_proj and v_proj).
   if (m.hf_class == "LlamaForCausalLM" || m.hf_class == "MistralForCausalLM" ||
-      m.hf_class == "SmolLM3ForCausalLM")
+      m.hf_class == "SmolLM3ForCausalLM" || m.hf_class == "Qwen2ForCausalLM")
     m.arch = Arch::Llama;
   else if (m.hf_class == "Qwen3ForCausalLM")
     m.arch = Arch::Qwen3;
@@ -144,7 +145,7 @@ ModelDesc parse_config(const json& c, const json& gen, const std::string& where)
   else
     fail(
         "{}: unsupported architecture '{}' (supported: LlamaForCausalLM, MistralForCausalLM, "
-        "SmolLM3ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM)",
+        "SmolLM3ForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM)",
         where, m.hf_class);
 
   m.hidden = get_int(c, "hidden_size", where, 1, 1 << 16);
@@ -180,6 +181,7 @@ ModelDesc parse_config(const json& c, const json& gen, const std::string& where)
   refuse_unimplemented(c, m, where);
   m.qk_norm = m.arch == Arch::Qwen3;
   m.fused_qkv = m.fused_gate_up = m.arch == Arch::Phi3;
+  m.qkv_bias = m.hf_class == "Qwen2ForCausalLM";  // Qwen2Attention: nn.Linear(bias=True) for q/k/v
 
   // RoPE: classic top-level keys, or the transformers 5.x rope_parameters block.
   const json* rp = find(c, "rope_parameters");
@@ -328,6 +330,7 @@ json ModelDesc::to_json() const {
   // Written only where set, so the other families' descriptions stay as they were.
   if (!use_rope.empty()) j["use_rope"] = use_rope;
   if (sliding_window > 0) j["sliding_window"] = sliding_window;
+  if (qkv_bias) j["qkv_bias"] = true;
   return j;
 }
 
@@ -371,6 +374,7 @@ ModelDesc ModelDesc::from_json(const json& j) {
       m.use_rope = json_ints<int>(j.at("use_rope"), "model description: use_rope");
     if (j.contains("sliding_window"))
       m.sliding_window = json_int<int>(j.at("sliding_window"), "model description: sliding_window");
+    if (j.contains("qkv_bias")) m.qkv_bias = j.at("qkv_bias").get<bool>();
     auto bad = [](int v, int hi) { return v < 1 || v > hi; };
     if (bad(m.hidden, 1 << 16) || bad(m.n_layers, 1024) || bad(m.n_heads, 1024) ||
         bad(m.n_kv_heads, 1024) || bad(m.head_dim, 1024) || bad(m.intermediate, 1 << 20) ||

@@ -33,6 +33,7 @@ struct ModelDesc {
   bool qk_norm = false;        // Qwen3: RMSNorm on each q and k head
   bool fused_qkv = false;      // Phi3: qkv_proj
   bool fused_gate_up = false;  // Phi3: gate_up_proj
+  bool qkv_bias = false;       // Qwen2: q_proj, k_proj and v_proj have a bias
   RopeDesc rope;
   // SmolLM3: per layer, 1 = rotary embedding on q and k, 0 = none (config.json no_rope_layers,
   // or derived from no_rope_layer_interval). Empty: every layer has it.

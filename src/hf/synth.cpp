@@ -39,12 +39,19 @@ const std::vector<SynthPreset>& synth_presets() {
        1, 128, 512, 32000, true},
       {"tiny-smollm3", "llama3.2", "HuggingFaceTB/SmolLM3-3B", "smollm3", true, 128, 4, 1, 1, 128,
        256, 128256},
+      // Qwen2.5: Llama's forward with q/k/v projection biases, no head_dim key (hidden_size /
+      // num_attention_heads); the Qwen3 tokenizer stands in for Qwen2.5's (the same byte-level
+      // BPE and 151936 rows).
+      {"tiny-qwen2.5", "qwen3", "Qwen/Qwen2.5-0.5B-Instruct", "qwen2", true, 128, 2, 2, 1, 64, 256,
+       151936},
       {"qwen3-0.6b", "qwen3", "Qwen/Qwen3-0.6B", "qwen3", false, 1024, 28, 16, 8, 128, 3072,
        151936},
       {"llama-3.2-1b", "llama3.2", "unsloth/Llama-3.2-1B-Instruct", "llama", false, 2048, 16, 32, 8,
        64, 8192, 128256},
       {"phi-4-mini", "phi4mini", "microsoft/Phi-4-mini-instruct", "phi3", false, 3072, 32, 24, 8,
        128, 8192, 200064},
+      {"qwen2.5-0.5b", "qwen3", "Qwen/Qwen2.5-0.5B-Instruct", "qwen2", false, 896, 24, 14, 2, 64,
+       4864, 151936},
   };
   return presets;
 }
@@ -119,6 +126,19 @@ json synth_config_json(const SynthPreset& p) {
     c["rope_theta"] = 500000.0;
     c["transformers_version"] = "4.52.0.dev0";
     c["unsloth_fixed"] = true;
+  } else if (p.arch == "qwen2") {  // Qwen2.5-0.5B-Instruct: no head_dim key
+    c.erase("attention_bias");
+    c["architectures"].push_back("Qwen2ForCausalLM");
+    c["bos_token_id"] = 151643;
+    c["eos_token_id"] = 151645;
+    c["max_position_embeddings"] = 32768;
+    c["max_window_layers"] = p.tiny ? p.layers : 21;
+    c["model_type"] = "qwen2";
+    c["rms_norm_eps"] = 1e-06;
+    c["rope_theta"] = 1000000.0;
+    c["sliding_window"] = 32768;
+    c["transformers_version"] = "4.43.1";
+    c["use_sliding_window"] = false;
   } else if (p.arch == "mistral") {  // Mistral-7B-Instruct-v0.2: no head_dim key
     c.erase("attention_bias");
     c["architectures"].push_back("MistralForCausalLM");
@@ -201,6 +221,16 @@ json synth_generation_config_json(const SynthPreset& p) {
             {"top_k", 20},
             {"top_p", 0.95},
             {"transformers_version", "4.51.0"}};
+  if (p.arch == "qwen2")
+    return {{"bos_token_id", 151643},
+            {"do_sample", true},
+            {"eos_token_id", {151645, 151643}},
+            {"pad_token_id", 151643},
+            {"repetition_penalty", 1.1},
+            {"temperature", 0.7},
+            {"top_k", 20},
+            {"top_p", 0.8},
+            {"transformers_version", "4.37.0"}};
   if (p.arch == "mistral")
     return {{"_from_model_config", true},
             {"bos_token_id", 1},
@@ -251,8 +281,11 @@ std::vector<SynthTensor> synth_tensors(const SynthPreset& p) {
       t.push_back({L + "mlp.down_proj.weight", {D, I}});
     } else {
       t.push_back({L + "self_attn.q_proj.weight", {q, D}});
+      if (p.arch == "qwen2") t.push_back({L + "self_attn.q_proj.bias", {q}});
       t.push_back({L + "self_attn.k_proj.weight", {kv, D}});
+      if (p.arch == "qwen2") t.push_back({L + "self_attn.k_proj.bias", {kv}});
       t.push_back({L + "self_attn.v_proj.weight", {kv, D}});
+      if (p.arch == "qwen2") t.push_back({L + "self_attn.v_proj.bias", {kv}});
       t.push_back({L + "self_attn.o_proj.weight", {D, q}});
       if (p.arch == "qwen3") {
         t.push_back({L + "self_attn.q_norm.weight", {hd}});
@@ -312,6 +345,8 @@ constexpr int32_t kNormDen = 378372;
 
 // Target logit standard deviation of the tied output projection (see docs/synth.md).
 constexpr double kLogitStd = 6.0;
+// Standard deviation of the attention projections' biases (Qwen2).
+constexpr double kBiasStd = 0.5;
 
 enum class Kind { Norm, Normal };
 struct Rule {
@@ -325,8 +360,10 @@ Rule rule_for(const SynthPreset& p, const SynthTensor& t) {
     const std::string suf(s);
     return n.size() >= suf.size() && n.compare(n.size() - suf.size(), suf.size(), suf) == 0;
   };
-  if (t.shape.size() == 1) return {Kind::Norm};
   const double ih_sigma = std::sqrt(4294967295.0 / 3.0);  // IEEE sqrt: exactly rounded
+  // Qwen2's q/k/v biases: half the unit-RMS projection's scale, so they move the attention.
+  if (ends("_proj.bias")) return {Kind::Normal, static_cast<float>(kBiasStd / ih_sigma)};
+  if (t.shape.size() == 1) return {Kind::Norm};
   const double sigma_e = kLogitStd / std::sqrt(static_cast<double>(p.hidden));
   const double fan_in = static_cast<double>(t.shape[1]);
   double sd;

@@ -143,6 +143,13 @@ void check_elementwise(const OpCheck& c, const Op& o) {  // swiglu, add
   c.out_act(o.outputs[0], c.rows(I[0]), a);
 }
 
+void check_bias_add(const OpCheck& c, const Op& o) {
+  const auto& I = o.inputs;
+  const int64_t N = c.act(I[0]);
+  c.weight(I[1], {DType::F32}, {N});
+  c.out_act(o.outputs[0], c.rows(I[0]), N);
+}
+
 void check_last_row(const OpCheck& c, const Op& o) {
   c.out_act(o.outputs[0], 1, c.act(o.inputs[0]));
 }
@@ -190,6 +197,8 @@ constexpr OpSchema kSchemas[] = {
     {"swiglu", 2, 2, 1, "gate [T,F], up [T,F]", "y [T,F]", "", "`y = gate * sigmoid(gate) * up`",
      check_elementwise},
     {"add", 2, 2, 1, "a [T,N], b [T,N]", "y [T,N]", "", "`y = a + b`", check_elementwise},
+    {"bias_add", 2, 2, 1, "x [T,N], b F32 [N]", "y [T,N]", "",
+     "`y[t] = x[t] + b` (Qwen2's q/k/v projection biases)", check_bias_add},
     {"last_row", 1, 1, 1, "x [T,N]", "y [1,N]", "", "`y = x[T-1]`", check_last_row},
     {"argmax", 1, 1, 1, "logits [1,V]", "id I32 [1]", "",
      "index of the maximum (lowest index on ties)", check_argmax},

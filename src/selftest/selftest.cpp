@@ -20,7 +20,7 @@ using toy::Emb;
 using toy::Lin;
 
 // The toys, one storage combination each (the recipes' combinations of linears, embedding,
-// activations and cache, and the architectures' q/k norms and partial long rope).
+// activations and cache, and the architectures' q/k norms, partial long rope and q/k/v biases).
 struct ToyRow {
   const char* name;
   toy::ToyConfig cfg;
@@ -30,7 +30,8 @@ const ToyRow kToys[] = {
     {"fp16 linears, q4 embedding, q/k norms, partial long rope",
      {Lin::F16, Emb::Q4, DType::F16, DType::F32, true, true}},
     {"int4 weight-only linears", {Lin::Q4W, Emb::F32}},
-    {"8da4w linears, q4 embedding", {Lin::A8W4, Emb::Q4}},
+    {"8da4w linears, q4 embedding, q/k/v biases",
+     {Lin::A8W4, Emb::Q4, DType::F32, DType::F32, false, false, 48, 96, nullptr, 64, 16, true}},
     // (Head dim 32: the cooperative-matrix prefill attention where the device has it.)
     {"8da4w linears, fp16 activations, cache and embedding, head dim 32",
      {Lin::A8W4, Emb::F16, DType::F16, DType::F16, false, false, 48, 96, nullptr, 64, 32}},

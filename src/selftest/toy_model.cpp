@@ -121,6 +121,15 @@ Toy build_toy(const ToyConfig& cfg, unsigned seed) {
     int32_t q = linear(h, H * HD, D, act(lp + "q", H * HD, A), lp + "wq", 2.0f);
     int32_t k = linear(h, Hkv * HD, D, act(lp + "k", Hkv * HD, A), lp + "wk", 2.0f);
     int32_t v = linear(h, Hkv * HD, D, act(lp + "v", Hkv * HD, A), lp + "wv");
+    // Qwen2's projection biases, after the three linears as lower.cpp puts them.
+    if (cfg.qkv_bias) {
+      q = op("bias_add", {q, fweight(lp + "bq", {H * HD}, -0.5f, 0.5f)},
+             act(lp + "q_b", H * HD, A));
+      k = op("bias_add", {k, fweight(lp + "bk", {Hkv * HD}, -0.5f, 0.5f)},
+             act(lp + "k_b", Hkv * HD, A));
+      v = op("bias_add", {v, fweight(lp + "bv", {Hkv * HD}, -0.5f, 0.5f)},
+             act(lp + "v_b", Hkv * HD, A));
+    }
     if (cfg.qk_norm) {
       q = op("rms_norm", {q, fweight(lp + "q_norm", {HD}, 0.8f, 1.2f)},
              act(lp + "q_normed", H * HD, A), {{"eps", 1e-6}, {"group", HD}});

@@ -1,8 +1,9 @@
 // Hand-built two-layer toy transformers with random weights, one for each storage combination of
 // the linears, embedding, activations and KV cache (and Qwen3's q/k norms, Phi-4-mini's partial
-// rotary and long rope): small programs that use every op family the exporter emits, so that the
-// Vulkan backend can be checked against the CPU reference without a checkpoint. The op and fusion
-// tests (tests/backend_vulkan) and `vkllm selftest` build them from this one definition.
+// rotary and long rope, Qwen2's q/k/v biases): small programs that use every op family the exporter
+// emits, so that the Vulkan backend can be checked against the CPU reference without a checkpoint.
+// The op and fusion tests (tests/backend_vulkan) and `vkllm selftest` build them from this one
+// definition.
 #pragma once
 #include <cstdint>
 #include <cstring>
@@ -32,6 +33,7 @@ struct ToyConfig {
   // The head dim (kHeadDim by default): a multiple of 32 takes the cooperative-matrix prefill
   // attention where the device has it.
   int64_t head_dim = 16;
+  bool qkv_bias = false;  // Qwen2: a bias_add after each of the q, k and v projections
 };
 
 // Weights held in memory, by tensor id.

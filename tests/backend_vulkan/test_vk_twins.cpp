@@ -1,6 +1,7 @@
 // The Llama-architecture twins of `vkllm synth` (tiny-mistral: untied head, Mistral's config;
 // tiny-smollm3: every 4th layer without rotary embedding, so the Vulkan planner sees attentions
-// with and without ropes before them) through export and both backends: the artifact's program on
+// with and without ropes before them; tiny-qwen2.5: bias_add ops between the q/k/v projections and
+// the ropes) through export and both backends: the artifact's program on
 // Vulkan gives the CPU reference's greedy tokens over a chunked prefill and a decode, logits NMSE
 // within the recipe's agreement bound (runtime/agreement.h).
 #include <gtest/gtest.h>
@@ -30,11 +31,20 @@ struct TwinCase {
 
 class VulkanTwins : public ::testing::TestWithParam<TwinCase> {};
 
-// The twin without its fixture tokenizer: a small one that loads (only ids are used here).
+// The twin without its fixture tokenizer: a small one that loads (only ids are used here). The
+// twins of a process are removed at its exit.
+struct TwinRoot {
+  std::string path = testutil::temp_dir("vktwin");
+  ~TwinRoot() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+};
 std::string twin_dir(const std::string& preset) {
+  static const TwinRoot root;
   static std::map<std::string, std::string> made;
   if (made.count(preset)) return made[preset];
-  const std::string dir = testutil::temp_dir("vktwin") + "/" + preset;
+  const std::string dir = root.path + "/" + preset;
   SynthOptions so;
   so.preset = preset;
   so.out_dir = dir;
@@ -85,7 +95,9 @@ INSTANTIATE_TEST_SUITE_P(LlamaArchitecture, VulkanTwins,
                          ::testing::Values(TwinCase{"tiny-mistral", "non-quantized"},
                                            TwinCase{"tiny-mistral", "quantized-8da4w"},
                                            TwinCase{"tiny-smollm3", "non-quantized"},
-                                           TwinCase{"tiny-smollm3", "quantized-8da4w"}),
+                                           TwinCase{"tiny-smollm3", "quantized-8da4w"},
+                                           TwinCase{"tiny-qwen2.5", "non-quantized"},
+                                           TwinCase{"tiny-qwen2.5", "quantized-8da4w"}),
                          [](const auto& p) {
                            std::string s = std::string(p.param.preset) + "_" + p.param.recipe;
                            for (char& ch : s)

@@ -1,7 +1,9 @@
-// Llama-architecture classes (Mistral, SmolLM2, SmolLM3) and the config keys the lowering does not
-// implement: accepted where the model is the plain forward, refused with one line naming the key
-// where it is not.
+// Llama-architecture classes (Mistral, SmolLM2, SmolLM3, Qwen2) and the config keys the lowering
+// does not implement: accepted where the model is the plain forward, refused with one line naming
+// the key where it is not.
 #include <gtest/gtest.h>
+
+#include <map>
 
 #include "core/error.h"
 #include "export/lower.h"
@@ -53,6 +55,19 @@ json smollm3_cfg() {
   c["no_rope_layers"] = {1, 1, 1, 0, 1, 1, 1, 0};
   c["layer_types"] = std::vector<std::string>(8, "full_attention");
   return c;
+}
+
+// Qwen/Qwen2.5-0.5B-Instruct's config.json key set, 2 layers instead of 24.
+json qwen25_cfg() {
+  return json::parse(R"({
+    "architectures": ["Qwen2ForCausalLM"], "attention_dropout": 0.0, "bos_token_id": 151643,
+    "eos_token_id": 151645, "hidden_act": "silu", "hidden_size": 896, "initializer_range": 0.02,
+    "intermediate_size": 4864, "max_position_embeddings": 32768, "max_window_layers": 21,
+    "model_type": "qwen2", "num_attention_heads": 14, "num_hidden_layers": 2,
+    "num_key_value_heads": 2, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0,
+    "sliding_window": 32768, "tie_word_embeddings": true, "torch_dtype": "bfloat16",
+    "transformers_version": "4.43.1", "use_cache": true, "use_sliding_window": false,
+    "vocab_size": 151936})");
 }
 
 std::string config_error(const json& c) {
@@ -192,4 +207,65 @@ TEST(ConfigFamilies, UnimplementedKeysAreRefusedByName) {
                 {"rope_interleaved", false},
                 {"layer_types", {"full_attention"}}});
   EXPECT_EQ(config_error(c), "(no error)");
+}
+
+TEST(ConfigFamilies, Qwen2IsLlamaWithQkvBiases) {
+  const ModelDesc m = parse_hf_config(qwen25_cfg(), json(), "config.json");
+  EXPECT_EQ(m.arch, Arch::Llama);
+  EXPECT_EQ(m.hf_class, "Qwen2ForCausalLM");
+  EXPECT_TRUE(m.qkv_bias);
+  EXPECT_FALSE(m.qk_norm);
+  EXPECT_EQ(m.head_dim, 64);  // hidden_size / num_attention_heads: no head_dim key
+  EXPECT_EQ(m.n_kv_heads, 2);
+  EXPECT_TRUE(m.tied_embeddings);
+  EXPECT_EQ(m.rope.theta, 1e6);
+  EXPECT_EQ(m.sliding_window, 0);  // use_sliding_window false: the window key is inert
+  EXPECT_EQ(m.eos_ids, (std::vector<int>{151645}));
+  EXPECT_EQ(ModelDesc::from_json(m.to_json()).to_json(), m.to_json());
+  EXPECT_TRUE(ModelDesc::from_json(m.to_json()).qkv_bias);
+  // The other families' descriptions have no qkv_bias key.
+  const ModelDesc mistral = parse_hf_config(mistral_cfg(), json(), "config.json");
+  EXPECT_FALSE(mistral.qkv_bias);
+  EXPECT_FALSE(mistral.to_json().contains("qkv_bias"));
+  // Qwen2.5-7B: untied head.
+  json c = qwen25_cfg();
+  c["tie_word_embeddings"] = false;
+  EXPECT_FALSE(parse_hf_config(c, json(), "config.json").tied_embeddings);
+  // The lowering: one bias_add after each of q_proj, k_proj, v_proj, reading [out_features] biases.
+  json small = qwen25_cfg();
+  small["hidden_size"] = 128;
+  small["num_attention_heads"] = 2;
+  small["num_key_value_heads"] = 1;
+  small["intermediate_size"] = 256;
+  small["vocab_size"] = 300;
+  const LoweredModel lm = lower_model(parse_hf_config(small, json(), "config.json"), 64);
+  EXPECT_EQ(count_ops(lm, "bias_add"), 3u * 2);
+  std::map<std::string, std::vector<int64_t>> biases;
+  for (const Op& op : lm.program.ops)
+    if (op.family == "bias_add") {
+      const TensorDecl& b = lm.program.tensors[op.inputs[1]];
+      biases[b.name] = b.shape;
+      // Each reads a projection's output directly.
+      const int32_t x = op.inputs[0];
+      bool from_linear = false;
+      for (const Op& w : lm.program.ops) from_linear |= w.family == "linear" && w.outputs[0] == x;
+      EXPECT_TRUE(from_linear) << b.name;
+    }
+  EXPECT_EQ(biases.size(), 6u);
+  EXPECT_EQ(biases["model.layers.1.self_attn.q_proj.bias"], (std::vector<int64_t>{128}));
+  EXPECT_EQ(biases["model.layers.1.self_attn.k_proj.bias"], (std::vector<int64_t>{64}));
+  EXPECT_EQ(biases["model.layers.0.self_attn.v_proj.bias"], (std::vector<int64_t>{64}));
+  EXPECT_EQ(
+      count_ops(lower_model(parse_hf_config(mistral_cfg(), json(), "config.json"), 64), "bias_add"),
+      0u);
+}
+
+TEST(ConfigFamilies, Qwen2SlidingWindowIsRefusedByName) {
+  json c = qwen25_cfg();
+  c["use_sliding_window"] = true;
+  EXPECT_EQ(config_error(c), "config.json: 'use_sliding_window': true is not supported");
+  c["use_sliding_window"] = "yes";
+  EXPECT_EQ(config_error(c), "config.json: 'use_sliding_window': \"yes\" is not supported");
+  c.erase("use_sliding_window");  // absent: the window key is Mistral's, and 32768 cuts nothing
+  EXPECT_EQ(parse_hf_config(c, json(), "config.json").sliding_window, 0);
 }

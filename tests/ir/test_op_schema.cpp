@@ -90,5 +90,27 @@ TEST(OpSchema, EachFamilysRuleChecksItsOp) {
   }
 }
 
+// bias_add's rule: an f32 weight [N] for rows of width N.
+TEST(OpSchema, BiasAddTakesAnF32RowOfTheInputsWidth) {
+  auto error = [](DType d, int64_t n) {
+    Program p = small_program();
+    const int32_t x = p.ops[1].outputs[0];  // y [-1, 4]
+    const int32_t b = p.add_tensor({"bias", d, TensorKind::Weight, {n}, 0, dtype_nbytes(d, {n})});
+    const int32_t yb = p.add_tensor({"yb", DType::F32, TensorKind::Activation, {-1, 4}, 0, 0});
+    p.ops.insert(p.ops.begin() + 2, Op{"bias_add", {x, b}, {yb}});
+    const std::vector<bool> defined(p.tensors.size(), true);
+    try {
+      find_op_schema("bias_add")->check(OpCheck(p, defined, 2), p.ops[2]);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_EQ(error(DType::F32, 4), "");
+  EXPECT_EQ(error(DType::F32, 3), "program: op 2 (bias_add): weight bias has the wrong shape");
+  EXPECT_EQ(error(DType::F16, 4),
+            "program: op 2 (bias_add): bias must be a weight of another dtype (has f16)");
+}
+
 }  // namespace
 }  // namespace vkllm

@@ -38,6 +38,11 @@ FAMILIES = {
         "add_special_tokens": False,
         "first_id": 151644,  # <|im_start|>
     },
+    "qwen2": {  # Qwen2.5: the same ChatML tokens as Qwen3
+        "text": "<|im_start|>user\n" + QUESTION + "<|im_end|>\n<|im_start|>assistant\n",
+        "add_special_tokens": False,
+        "first_id": 151644,  # <|im_start|>
+    },
     "llama": {
         "text": "<|start_header_id|>user<|end_header_id|>\n\n" + QUESTION
         + "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n",
@@ -138,7 +143,7 @@ def family_of(config):
     mt = config.get("model_type")
     if mt in FAMILIES:
         return mt
-    sys.exit(f"unsupported model_type {mt!r} (expected qwen3, llama or phi3)")
+    sys.exit(f"unsupported model_type {mt!r} (expected qwen3, qwen2, llama or phi3)")
 
 
 def run_twin(d, out_dir, torch, transformers):

@@ -184,6 +184,12 @@ class CpuInterpreter {
       cpu::swiglu(in(I[0]), in(I[1]), rows(I[0]) * width(I[0]), out(o));
     } else if (f == "add") {
       cpu::add(in(I[0]), in(I[1]), rows(I[0]) * width(I[0]), out(o));
+    } else if (f == "bias_add") {
+      const int64_t N = width(I[0]);
+      need(decl(I[1]).shape == std::vector<int64_t>{N} && decl(I[1]).dtype == DType::F32 &&
+               width(o) == N,
+           op, "bad bias");
+      cpu::bias_add(in(I[0]), static_cast<int>(rows(I[0])), N, in(I[1]), out(o));
     } else if (f == "last_row") {
       const int64_t N = width(I[0]);
       float* y = out(o);

@@ -228,6 +228,11 @@ void add(const float* a, const float* b, int64_t n, float* y) {
   for (int64_t i = 0; i < n; ++i) y[i] = a[i] + b[i];
 }
 
+void bias_add(const float* x, int T, int64_t N, const float* b, float* y) {
+  for (int t = 0; t < T; ++t)
+    for (int64_t j = 0; j < N; ++j) y[t * N + j] = x[t * N + j] + b[j];
+}
+
 int32_t argmax(const float* x, int64_t n) {
   int64_t best = 0;
   for (int64_t i = 1; i < n; ++i)

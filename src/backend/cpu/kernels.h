@@ -66,6 +66,8 @@ void attention_rows(const float* q, const float* k, const float* v, int T, const
 
 void swiglu(const float* gate, const float* up, int64_t n, float* y);
 void add(const float* a, const float* b, int64_t n, float* y);
+// y[t, j] = x[t, j] + b[j] for T rows of width N.
+void bias_add(const float* x, int T, int64_t N, const float* b, float* y);
 int32_t argmax(const float* x, int64_t n);
 
 }  // namespace vkllm::cpu

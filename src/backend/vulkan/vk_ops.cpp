@@ -572,6 +572,28 @@ std::unique_ptr<PreparedOp> prep_elementwise(Ctx c) {
       nullptr);
 }
 
+// bias_add.comp: the fp32 bias row added to every row of x. Its one stage reads x and writes y
+// (prepare_op's default phase; the bias is a weight, written once at load).
+std::unique_ptr<PreparedOp> prep_bias_add(Ctx c) {
+  const int32_t x = c.op.inputs[0], b = c.op.inputs[1], y = c.op.outputs[0];
+  c.need_float(x);
+  c.need_float(y);
+  const int64_t N = c.width(x);
+  c.need(c.decl(b).kind == TensorKind::Weight && c.decl(b).dtype == DType::F32 &&
+             c.decl(b).shape == std::vector<int64_t>{N} && c.width(y) == N &&
+             c.per_token(x) == c.per_token(y),
+         "bias must be an f32 weight [N] of x's width");
+  const Kernel& k = c.kernel("bias_add", 3, 2, {c.f16(x), c.f16(y)});
+  VkDescriptorSet set =
+      c.env.kernels.make_set(k, std::vector<BufRange>{c.whole(x), c.whole(b), c.whole(y)});
+  return std::make_unique<PreparedOp>(
+      [=, &k](VkCommandBuffer cb, int T) {
+        const uint64_t n = uint64_t(c.rows(x, T)) * N;
+        dispatch_flat(cb, k, set, {u32(n), u32(N)}, ceil_div(n, 64));
+      },
+      nullptr);
+}
+
 std::unique_ptr<PreparedOp> prep_argmax(Ctx c) {
   const int32_t x = c.op.inputs[0], y = c.op.outputs[0];
   c.need_float(x);
@@ -697,6 +719,7 @@ std::unique_ptr<PreparedOp> prepare_op_kernels(OpEnv& env, const Op& op) {
   if (f == "rope") return prep_rope(c);
   if (f == "attention") return prep_attention(c);
   if (f == "swiglu" || f == "add" || f == "last_row") return prep_elementwise(c);
+  if (f == "bias_add") return prep_bias_add(c);
   if (f == "argmax") return prep_argmax(c);
   fail("vulkan backend: op family '{}' is not implemented", f);
 }
