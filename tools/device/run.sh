@@ -210,7 +210,7 @@ PY
         for v in plain schema object; do
           case $v in plain) f=(--ignore_eos) ;; schema) f=(--json-schema /tmp/schema.json) ;; object) f=(--json-object) ;; esac
           "$BIN" run -m "$a" -p "Describe the weather in a long JSON document." -n 256 --warmup 1 "${f[@]}" 2>&1 >/dev/null |
-            sed -n 's/^vkllm-stats //p' | python3 -c "import json,sys; j=json.load(sys.stdin); print('SCHEMA %s round %s decode_tok_s %.1f generated %d' % (sys.argv[1], sys.argv[2], j['decode_tok_s'], j['generated_tokens']))" "$v" "$round" | tee -a "$OUT/schema.txt" || rc=1
+            sed -n 's/^vkllm-stats //p' | python3 -c "import json,sys; j=json.load(sys.stdin); print('SCHEMA %s round %s decode_tok_s %.1f generated %d masked_steps %d' % (sys.argv[1], sys.argv[2], j['decode_tok_s'], j['generated_tokens'], j.get('masked_steps', -1)))" "$v" "$round" | tee -a "$OUT/schema.txt" || rc=1
         done
       done ;;
     physics)
