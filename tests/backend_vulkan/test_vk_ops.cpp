@@ -504,9 +504,9 @@ TEST(VulkanOps, Linear8da4wTiledGemmIsBitExact) {
                           {256, 70, 40, 128, DType::F16}, {512, 70, 20, 256, DType::F32}};
   // This device's path at 32-, 64- and 128-token tiles (128 on the integer paths where K is
   // staged in chunks of 64 or more: the G = 32 shape falls back to the default), at the tile rule's
-  // choice for these few rows (32 x 128 on cooperative matrices), then the portable path at 128,
-  // then 64 tokens x 128 rows (cooperative matrices: K in chunks of 64, the largest whose buffers
-  // fit; elsewhere the rows fall back to 64).
+  // choice for these few rows (32 x 64 on cooperative matrices: 32 x 128 make too few), then the
+  // portable path at 128, then 64 tokens x 128 rows (cooperative matrices: K in chunks of 64, the
+  // largest whose buffers fit; elsewhere the rows fall back to 64).
   const char* tiles[] = {"32", "64", "128", "rule", "128", "64"};
   for (int mode = 0; mode < 6; ++mode) {
     const bool portable = mode == 4;

@@ -96,7 +96,9 @@ GemmTile GemmPlan::tile(uint32_t rows, uint32_t T) const {
     if (auto t = fit(64, 128)) return *t;
   if (bn != 128 && ceil_div(rows, 64) * ceil_div(T, 64) >= min_tiles)
     if (auto t = fit(64, 64)) return *t;
-  if (coopmat && bn != 64)
+  // 32 x 128 where those tiles make as many workgroups as the GPU has compute units; otherwise
+  // 32 x 64 (twice the workgroups: a batched decode step's 16-64 rows, k/v's few rows).
+  if (coopmat && bn != 64 && (bn == 128 || ceil_div(rows, 128) * ceil_div(T, 32) >= min_tiles))
     if (auto t = fit(32, 128)) return *t;
   if (auto t = fit(32, 64)) return *t;
   return {32, 64, 32};
