@@ -87,7 +87,8 @@ TEST_P(GoldenTest, CpuReferenceEqualsTransformers) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Twins, GoldenTest,
-                         ::testing::Values("tiny-qwen3", "tiny-llama3.2", "tiny-phi4mini"),
+                         ::testing::Values("tiny-qwen3", "tiny-llama3.2", "tiny-phi4mini",
+                                           "tiny-qwen2.5"),
                          [](const auto& p) {
                            std::string s = p.param;
                            for (char& c : s)
