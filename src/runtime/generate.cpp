@@ -250,7 +250,6 @@ std::vector<int32_t> generate(Executor& ex, const Program& program,
                               &st.masked_steps);
       // (a greedy sampler's pick is the argmax exactly when the constraint allows it)
       allowed_run = next == greedy ? allowed_run + 1 : 0;
-      if (next != greedy) ahead_at = ahead.size();
       if (constraint->is_eos(next) && constraint->complete()) {
         st.stopped_by_eos = true;
         break;

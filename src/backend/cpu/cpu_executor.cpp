@@ -3,6 +3,7 @@
 // that the CPU mirrors the GPU's fp16 storage exactly.
 #include <algorithm>
 #include <cstring>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -63,6 +64,13 @@ class CpuInterpreter {
         std::memcpy(b.logits + static_cast<size_t>(i) * V, lg.data() + static_cast<size_t>(i) * V,
                     V * sizeof(float));
     }
+  }
+  // Output row i's logits of the last run (empty before any).
+  std::span<const float> logits_row(int i) const {
+    const auto& lg = buf_[p_.logits];
+    const size_t V = static_cast<size_t>(width(p_.logits));
+    if (lg.size() < (static_cast<size_t>(i) + 1) * V) return {};
+    return {lg.data() + static_cast<size_t>(i) * V, V};
   }
 
  private:
@@ -254,23 +262,23 @@ class CpuExecutor final : public Executor {
     b.out_rows = &last;
     b.n_out = 1;
     b.next_tokens = &next;
-    last_.resize(static_cast<size_t>(p_.tensors[p_.logits].shape.back()));
-    b.logits = last_.data();
+    b.logits = logits_out;
     in_.run_rows(b, p_.max_ctx);
-    if (logits_out) std::copy(last_.begin(), last_.end(), logits_out);
+    ran_ = true;
     return next;
   }
 
   void last_logits(float* out) override {
-    if (last_.empty()) fail("last_logits: no forward has run");
-    std::copy(last_.begin(), last_.end(), out);
+    const std::span<const float> row = in_.logits_row(0);
+    if (!ran_ || row.empty()) fail("last_logits: no forward has run");
+    std::copy(row.begin(), row.end(), out);
   }
 
  private:
   const Program& p_;
   CpuInterpreter in_;
   std::vector<int32_t> pos_, seq_;
-  std::vector<float> last_;  // the last forward's logits
+  bool ran_ = false;  // a forward has run (the interpreter holds its logits)
 };
 
 class CpuBatchExecutor final : public BatchExecutor {
