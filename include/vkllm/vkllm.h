@@ -164,6 +164,11 @@ struct GenerationStats {
   // Constrained steps (GenerationOptions::constraint) that masked the whole vocabulary: the
   // argmax and the best logits after it were refused, or the sampler is not greedy.
   int masked_steps = 0;
+  // Constrained greedy steps whose argmax the constraint refused (masked ones included).
+  int refused_steps = 0;
+  // Host time of the constraint (checks, searches, masks, accepts), and of the logits its refused
+  // steps read back or computed again.
+  double constraint_ms = 0, constraint_logits_ms = 0;
 };
 
 // Called with each new token id and the text it completes (never a partial UTF-8 sequence; may

@@ -296,6 +296,9 @@ std::vector<int32_t> Session::Impl::run(int keep, std::vector<int32_t> input,
   if (stats.stopped_by_stop) stats.stopped_by_callback = false;
   stats.reused_tokens = keep;
   stats.masked_steps = st.masked_steps;
+  stats.refused_steps = st.refused_steps;
+  stats.constraint_ms = st.constraint_ms;
+  stats.constraint_logits_ms = st.logits_ms;
   return out;
 }
 

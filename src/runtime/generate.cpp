@@ -226,14 +226,16 @@ std::vector<int32_t> generate(Executor& ex, const Program& program,
   int allowed_run = 0;      // consecutive constrained steps whose argmax the constraint allowed
   bool from_ahead = false;  // `greedy` below came from `ahead` (a batch the device ran ahead)
   int pos = start_pos;
+  GenerateStats st;
   const auto constrained_logits = [&]() -> float* {
+    const auto l0 = clock::now();
     if (from_ahead)
       ex.forward(&out.back(), 1, pos - 1, logits.data());  // the step that produced `greedy`
     else if (!logits_out)
       ex.last_logits(logits.data());
+    st.logits_ms += std::chrono::duration<double, std::milli>(clock::now() - l0).count();
     return logits.data();
   };
-  GenerateStats st;
   st.prompt_tokens = static_cast<int>(prompt.size());
   auto t0 = clock::now();
   int32_t greedy = ex.forward(prompt.data(), static_cast<int>(prompt.size()), pos, logits_out);
@@ -246,16 +248,21 @@ std::vector<int32_t> generate(Executor& ex, const Program& program,
       // Tokens left, this one included: the budget the constraint keeps the text completable in.
       const int left = std::max(
           1, std::min(max_new_tokens - static_cast<int>(out.size()), program.max_ctx - pos + 1));
+      const auto c0 = clock::now();
+      const double logits_before = st.logits_ms;
       next = pick_constrained(sampler, *constraint, greedy, constrained_logits, vocab, left,
                               &st.masked_steps);
       // (a greedy sampler's pick is the argmax exactly when the constraint allows it)
       allowed_run = next == greedy ? allowed_run + 1 : 0;
+      if (next != greedy && sampler.greedy()) ++st.refused_steps;
       if (constraint->is_eos(next) && constraint->complete()) {
         st.stopped_by_eos = true;
         break;
       }
       if (!constraint->accept_token(next))
         fail("the constraint refused token {} that its own mask allowed (a bug)", next);
+      st.constraint_ms += std::chrono::duration<double, std::milli>(clock::now() - c0).count() -
+                          (st.logits_ms - logits_before);
     } else {
       next = sampler.pick(greedy, logits_out, vocab);
     }

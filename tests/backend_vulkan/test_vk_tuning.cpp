@@ -54,6 +54,7 @@ TEST(VulkanTuning, EachSwitchLandsInItsField) {
                                      {"VKLLM_CHAIN_GROUPS", "-1"},
                                      {"VKLLM_CHAIN_ATT_UNTIL", "40"},
                                      {"VKLLM_DECODE_BATCH", "1"},
+                                     {"VKLLM_FENCE_SPIN", "0"},
                                      {"VKLLM_NO_INT_DOT", "0"},
                                      {"VKLLM_NO_FUSION", "1"}});
   EXPECT_EQ(o.tuning.matvec_parts, 0u);
@@ -64,6 +65,7 @@ TEST(VulkanTuning, EachSwitchLandsInItsField) {
   EXPECT_EQ(*o.tuning.chain_groups, -1);
   EXPECT_EQ(o.tuning.chain_att_until.value_or(0), 40);
   EXPECT_EQ(o.tuning.decode_batch, 1u);
+  EXPECT_EQ(o.tuning.fence_spin, 0);
   // VKLLM_NO_INT_DOT=0 keeps the path on but records the user's choice (over a selftest verdict).
   EXPECT_FALSE(o.no_int_dot);
   EXPECT_TRUE(o.tuning.chose_int_dot);
@@ -83,6 +85,7 @@ TEST(VulkanTuning, MalformedValuesFailWithOneLine) {
                                                         {"VKLLM_MATVEC_PARTS", "3"},
                                                         {"VKLLM_CHAIN_WG", "128"},
                                                         {"VKLLM_DECODE_BATCH", "0"},
+                                                        {"VKLLM_FENCE_SPIN", "2"},
                                                         {"VKLLM_CHAIN_DEAL", "2"},
                                                         {"VKLLM_VK_MEMORY_BUDGET", "lots"}}) {
     const std::string e = error_of({{var, value}});

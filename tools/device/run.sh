@@ -200,17 +200,19 @@ PY
     schema)
       # Structured output's cost (issue 52): greedy decode tok/s of `vkllm run` on Llama-3.2-1B
       # quantized-8da4w-fp16 without a constraint, with --json-schema (a long string property) and
-      # with --json-object, interleaved over 3 rounds; the stats line's decode_tok_s.
+      # with --json-object, interleaved over 3 rounds; the stats line's decode_tok_s. The -1 variants
+      # one step a submit (VKLLM_DECODE_BATCH=1), the -sleep ones waiting on fences asleep.
       rc=0; : >"$OUT/schema.txt"
       [ -d /tmp/full-llama-3.2-1b ] || "$BIN" synth --preset llama-3.2-1b -o /tmp/full-llama-3.2-1b --tokenizer-dir /tmp/fixtures/llama3.2 -q >/dev/null
       a=/tmp/llama-3.2-1b.quantized-8da4w-fp16.vkllm
       [ -f "$a" ] || "$BIN" export /tmp/full-llama-3.2-1b --recipe quantized-8da4w-fp16 --max-context 4096 -o "$a" -q 2>&1 | tail -1
       echo '{"type": "object", "properties": {"text": {"type": "string", "minLength": 2000}}, "required": ["text"]}' > /tmp/schema.json
       for round in 1 2 3; do
-        for v in plain schema object; do
-          case $v in plain) f=(--ignore_eos) ;; schema) f=(--json-schema /tmp/schema.json) ;; object) f=(--json-object) ;; esac
-          "$BIN" run -m "$a" -p "Describe the weather in a long JSON document." -n 256 --warmup 1 "${f[@]}" 2>&1 >/dev/null |
-            sed -n 's/^vkllm-stats //p' | python3 -c "import json,sys; j=json.load(sys.stdin); print('SCHEMA %s round %s decode_tok_s %.1f generated %d masked_steps %d' % (sys.argv[1], sys.argv[2], j['decode_tok_s'], j['generated_tokens'], j.get('masked_steps', -1)))" "$v" "$round" | tee -a "$OUT/schema.txt" || rc=1
+        for v in plain plain-1 schema object; do
+          case $v in plain*) f=(--ignore_eos) ;; schema*) f=(--json-schema /tmp/schema.json) ;; object*) f=(--json-object) ;; esac
+          e=(); case $v in *-1*) e+=(VKLLM_DECODE_BATCH=1) ;; esac; case $v in *sleep) e+=(VKLLM_FENCE_SPIN=0) ;; esac
+          env "${e[@]}" "$BIN" run -m "$a" -p "Describe the weather in a long JSON document." -n 256 --warmup 1 "${f[@]}" 2>&1 >/dev/null |
+            sed -n 's/^vkllm-stats //p' | python3 -c "import json,sys; j=json.load(sys.stdin); print('SCHEMA %s round %s decode_tok_s %.1f generated %d masked_steps %d refused_steps %d constraint_ms %.1f logits_ms %.1f' % (sys.argv[1], sys.argv[2], j['decode_tok_s'], j['generated_tokens'], j.get('masked_steps', -1), j.get('refused_steps', -1), j.get('constraint_ms', -1), j.get('constraint_logits_ms', -1)))" "$v" "$round" | tee -a "$OUT/schema.txt" || rc=1
         done
       done ;;
     physics)

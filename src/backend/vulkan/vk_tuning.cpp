@@ -140,6 +140,11 @@ void read_environment(VulkanOptions& opt) {
   if (const auto x = integer("VKLLM_CHAIN_SPLIT_SYNC"))
     t.chain_split_sync = *x == 0 ? 0 : *x == 1 ? 1 : -1;
   set_u32("VKLLM_DECODE_BATCH", t.decode_batch, 1, 256);
+  if (get("VKLLM_FENCE_SPIN")) {
+    uint32_t spin = 0;
+    set_choice("VKLLM_FENCE_SPIN", spin, {0, 1});
+    t.fence_spin = static_cast<int>(spin);
+  }
   t.pipeline_stats = t.pipeline_stats || flag("VKLLM_PIPELINE_STATS");
   if (const auto x = integer("VKLLM_VK_MEMORY_BUDGET")) t.memory_budget = static_cast<uint64_t>(*x);
   if (const char* v = get("VKLLM_IGNORE_SELFTEST")) t.ignore_selftest = std::string(v) == "1";
@@ -186,6 +191,7 @@ std::string Tuning::describe() const {
   num("chain_deal", chain_deal, d.chain_deal);
   num("chain_split_sync", chain_split_sync, d.chain_split_sync);
   num("decode_batch", decode_batch, d.decode_batch);
+  if (fence_spin != d.fence_spin) add("fence_spin", std::to_string(fence_spin));
   num("pipeline_stats", pipeline_stats, d.pipeline_stats);
   num("memory_budget", memory_budget, d.memory_budget);
   num("ignore_selftest", ignore_selftest, d.ignore_selftest);

@@ -691,8 +691,23 @@ class VulkanExecutor final : public Executor {
     si.commandBufferCount = 1;
     si.pCommandBuffers = &cb;
     VK_CHECK(vkQueueSubmit(ctx_->queue(), 1, &si, fence_));
-    VK_CHECK(vkWaitForFences(ctx_->device(), 1, &fence_, VK_TRUE, UINT64_MAX));
+    wait_fence(fence_);
     VK_CHECK(vkResetFences(ctx_->device(), 1, &fence_));
+  }
+  // Tuning::fence_spin: polls the fence (falling back to a sleeping wait after a second) or
+  // sleeps.
+  void wait_fence(VkFence f) {
+    const int spin = ctx_->tuning().fence_spin;
+    if (spin == 1 || (spin < 0 && ctx_->info().type != "cpu")) {
+      const auto t0 = std::chrono::steady_clock::now();
+      for (;;) {
+        const VkResult r = vkGetFenceStatus(ctx_->device(), f);
+        if (r == VK_SUCCESS) return;
+        if (r != VK_NOT_READY) VK_CHECK(r);
+        if (std::chrono::steady_clock::now() - t0 > std::chrono::seconds(1)) break;
+      }
+    }
+    VK_CHECK(vkWaitForFences(ctx_->device(), 1, &f, VK_TRUE, UINT64_MAX));
   }
 
   // The plan's steps with their barriers (and, for tests, the corruption switch and the
