@@ -52,6 +52,18 @@ const std::vector<SynthPreset>& synth_presets() {
        128, 8192, 200064},
       {"qwen2.5-0.5b", "qwen3", "Qwen/Qwen2.5-0.5B-Instruct", "qwen2", false, 896, 24, 14, 2, 64,
        4864, 151936},
+      // The sizes people run, 1.5B-8B (full shapes; the 8B's rope scaling is Llama 3.2's).
+      {"qwen2.5-1.5b", "qwen3", "Qwen/Qwen2.5-1.5B-Instruct", "qwen2", false, 1536, 28, 12, 2, 128,
+       8960, 151936},
+      {"qwen3-1.7b", "qwen3", "Qwen/Qwen3-1.7B", "qwen3", false, 2048, 28, 16, 8, 128, 6144,
+       151936},
+      {"llama-3.2-3b", "llama3.2", "unsloth/Llama-3.2-3B-Instruct", "llama", false, 3072, 28, 24, 8,
+       128, 8192, 128256},
+      {"smollm3-3b", "llama3.2", "HuggingFaceTB/SmolLM3-3B", "smollm3", false, 2048, 36, 16, 4, 128,
+       11008, 128256},
+      {"qwen3-4b", "qwen3", "Qwen/Qwen3-4B", "qwen3", false, 2560, 36, 32, 8, 128, 9728, 151936},
+      {"llama-3.1-8b", "llama3.2", "unsloth/Llama-3.1-8B-Instruct", "llama", false, 4096, 32, 32, 8,
+       128, 14336, 128256, true},
   };
   return presets;
 }

@@ -108,7 +108,8 @@ TEST(Synth, PresetsAndSizes) {
   EXPECT_EQ(names,
             (std::set<std::string>{"tiny-qwen3", "tiny-llama3.2", "tiny-phi4mini", "tiny-mistral",
                                    "tiny-smollm3", "tiny-qwen2.5", "qwen3-0.6b", "llama-3.2-1b",
-                                   "phi-4-mini", "qwen2.5-0.5b"}));
+                                   "phi-4-mini", "qwen2.5-0.5b", "qwen2.5-1.5b", "qwen3-1.7b",
+                                   "llama-3.2-3b", "smollm3-3b", "qwen3-4b", "llama-3.1-8b"}));
   // Real vocab rows and head_dim in every twin; twins stay small.
   EXPECT_EQ(find_synth_preset("tiny-qwen3").vocab, 151936);
   EXPECT_EQ(find_synth_preset("tiny-llama3.2").vocab, 128256);
@@ -120,6 +121,12 @@ TEST(Synth, PresetsAndSizes) {
   EXPECT_EQ(synth_param_count(find_synth_preset("qwen3-0.6b")), 596049920u);
   EXPECT_EQ(synth_param_count(find_synth_preset("llama-3.2-1b")), 1235814400u);
   EXPECT_EQ(synth_param_count(find_synth_preset("phi-4-mini")), 3836021760u);
+  EXPECT_EQ(synth_param_count(find_synth_preset("qwen2.5-1.5b")), 1543714304u);
+  EXPECT_EQ(synth_param_count(find_synth_preset("llama-3.2-3b")), 3212749824u);
+  EXPECT_EQ(synth_param_count(find_synth_preset("smollm3-3b")), 3075098624u);
+  EXPECT_EQ(synth_param_count(find_synth_preset("qwen3-4b")), 4022468096u);
+  // Llama-3.1-8B's lm_head is its own tensor (untied).
+  EXPECT_EQ(synth_param_count(find_synth_preset("llama-3.1-8b")), 8030261248u);
   try {
     find_synth_preset("tiny-gpt2");
     FAIL() << "no error";

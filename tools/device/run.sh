@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Run THERE (the GPU machine, through the device tool, carry [".gl", ".dev"]):
-#   tools/device/run.sh TASK...   with TASK one of: info goldens vulkan-tests twins e2e perf profile bench side parallel parallel-profile schema profile-all physics gemm matvec
+#   tools/device/run.sh TASK...   with TASK one of: info goldens vulkan-tests twins e2e perf profile bench side parallel parallel-profile schema sizes profile-all physics gemm matvec
 # Brings the Vulkan loader, points at the NVIDIA ICD, unpacks the fixtures, runs the tasks and
 # prints a short table last. Results go to $OUT.
 set -uo pipefail
@@ -214,6 +214,30 @@ PY
           env "${e[@]}" "$BIN" run -m "$a" -p "Describe the weather in a long JSON document." -n 256 --warmup 1 "${f[@]}" 2>&1 >/dev/null |
             sed -n 's/^vkllm-stats //p' | python3 -c "import json,sys; j=json.load(sys.stdin); print('SCHEMA %s round %s decode_tok_s %.1f generated %d masked_steps %d refused_steps %d constraint_ms %.1f logits_ms %.1f' % (sys.argv[1], sys.argv[2], j['decode_tok_s'], j['generated_tokens'], j.get('masked_steps', -1), j.get('refused_steps', -1), j.get('constraint_ms', -1), j.get('constraint_logits_ms', -1)))" "$v" "$round" | tee -a "$OUT/schema.txt" || rc=1
         done
+      done ;;
+    sizes)
+      # The larger full shapes (issue 51): export time, load, pp512 / tg128 and GPU memory of
+      # quantized-8da4w-fp16 at 4,096 tokens of context, then the peer on the Llama and Qwen3 shapes
+      # it can write (tools/device/peer_sizes.py; the peer's GGUFs are tied: the same bytes a step).
+      # SIZES (default "qwen2.5-1.5b llama-3.2-3b qwen3-4b llama-3.1-8b").
+      rc=0; : >"$OUT/sizes.txt"
+      for preset in ${SIZES:-qwen2.5-1.5b llama-3.2-3b qwen3-4b llama-3.1-8b}; do
+        case $preset in llama*|smollm3*) fam=llama3.2 ;; *) fam=qwen3 ;; esac
+        d=/tmp/full-$preset a=/tmp/$preset.quantized-8da4w-fp16.vkllm
+        [ -d $d ] || "$BIN" synth --preset "$preset" -o $d --tokenizer-dir /tmp/fixtures/$fam -q >/dev/null || { rc=1; continue; }
+        t0=$(date +%s.%N)
+        [ -f "$a" ] || "$BIN" export $d --recipe quantized-8da4w-fp16 --max-context 4096 -o "$a" -q 2>&1 | tail -1
+        t1=$(date +%s.%N); rm -rf $d
+        "$BIN" bench -m "$a" -p 512 -n 128 -r 3 --output json > /tmp/bench.json 2>/tmp/bench.err || { rc=1; tail -2 /tmp/bench.err; continue; }
+        python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print('VKLLM', sys.argv[2], 'pp512', round(j['pp']['median_tok_s']), '| tg128', round(j['tg']['median_tok_s'],1), '| gpu_mib', round(j.get('peak_gpu_mb',0)), '| load_ms', round(j['load_ms']), '| export_s', round(float(sys.argv[5])-float(sys.argv[3]),1), '| artifact_mib', round(__import__('os').path.getsize(sys.argv[4])/2**20))" /tmp/bench.json "$preset" "$t0" "$a" "$t1" | tee -a "$OUT/sizes.txt"
+        rm -f "$a"
+        case $preset in llama-3.2-3b) g=llama32_3b tok=tokenizer-llama3_1 ;; llama-3.1-8b) g=llama31_8b tok=tokenizer-llama3_1 ;; qwen3-4b) g=qwen3_4b tok=tokenizer-qwen3 ;; *) continue ;; esac
+        W=/tmp/peer; [ -f $W/bench ] || { mkdir -p $W/lib $W/tok $W/models; tar -xJf .peer/libs.tar.xz -C $W/lib; tar -xJf .peer/tok.tar.xz -C $W/tok; cp .peer/bench $W/bench; }
+        python3 tools/device/peer_sizes.py .peer/mkgguf.py $g $W/tok/$tok/models/tokenizer.json $W/models/$g.gguf >/dev/null
+        pm=${g%%[0-9]*}; [ $pm = llama ] || pm=qwen
+        BENCH_THREADS=8 timeout 300 $W/bench $W/lib $W/models/$g.gguf 1 3 4096 $pm > /tmp/peer.txt 2>/tmp/peer.err || { tail -2 /tmp/peer.err; rc=1; }
+        echo "PEER $preset pp512 $(sed -n 's/.* pp512 t\/s: median \([0-9.]*\).*/\1/p' /tmp/peer.txt | tail -1) | tg128 $(sed -n 's/.* tg128 t\/s: median \([0-9.]*\).*/\1/p' /tmp/peer.txt | tail -1)" | tee -a "$OUT/sizes.txt"
+        rm -f $W/models/$g.gguf
       done ;;
     physics)
       # The device's dispatch, grid-sync and bandwidth costs (vkllm bench --physics).

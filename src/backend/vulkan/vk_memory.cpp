@@ -1,9 +1,12 @@
 #include "backend/vulkan/vk_memory.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 
+#include "backend/vulkan/vulkan_executor.h"
 #include "core/error.h"
 
 namespace vkllm::vk {
@@ -139,4 +142,33 @@ void Allocator::fill(const Buffer& b, uint32_t word) {
   ctx_.submit_and_wait(cb);
 }
 
+namespace {
+std::atomic<uint64_t> g_held{0}, g_peak{0};
+std::mutex g_usage_mutex;
+std::string g_device_name, g_driver;
+}  // namespace
+
+void usage_hold(uint64_t bytes) {
+  const uint64_t now = g_held += bytes;
+  for (uint64_t was = g_peak; now > was && !g_peak.compare_exchange_weak(was, now);) {
+  }
+}
+void usage_release(uint64_t bytes) {
+  g_held -= bytes;
+}
+void usage_device(const std::string& name, const std::string& driver) {
+  std::lock_guard<std::mutex> lock(g_usage_mutex);
+  g_device_name = name;
+  g_driver = driver;
+}
+
 }  // namespace vkllm::vk
+
+namespace vkllm {
+
+VulkanUsage vulkan_usage() {
+  std::lock_guard<std::mutex> lock(vk::g_usage_mutex);
+  return {vk::g_peak.load(), vk::g_device_name, vk::g_driver};
+}
+
+}  // namespace vkllm

@@ -5,6 +5,7 @@
 #include <vulkan/vulkan.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "backend/vulkan/vk_context.h"
@@ -46,5 +47,12 @@ class Allocator {
   Buffer staging_;
   uint64_t device_bytes_ = 0;
 };
+
+// Device bytes held by live loaded programs (weights) and executors (caches, activations,
+// scratch), and the most at once (vulkan_usage); usage_device records the device and driver of
+// the last executor created.
+void usage_hold(uint64_t bytes);
+void usage_release(uint64_t bytes);
+void usage_device(const std::string& name, const std::string& driver);
 
 }  // namespace vkllm::vk

@@ -4,7 +4,10 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <set>
 #include <utility>
+
+#include "backend/vulkan/vk_context.h"
 
 namespace vkllm::vk {
 
@@ -54,6 +57,40 @@ void print_plan_profile(const Program& p, const Plan& plan, const char* what,
   }
   std::fprintf(stderr, "  %-44s %5zu %12.4f   (%d forwards)\n", "total", plan.steps.size(),
                plan.total / plan.runs, plan.runs);
+}
+
+void plan_barriers(Plan& plan, bool decode) {
+  std::set<VkBuffer> dirty_w, dirty_r;
+  plan.barrier_before.assign(plan.steps.size(), false);
+  plan.barriers = 0;
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    const auto& phases = plan.steps[i].op->phases_for(decode);
+    for (size_t ph = 0; ph < phases.size(); ++ph) {
+      bool need = ph > 0;  // the step's own barrier
+      for (VkBuffer b : phases[ph].reads) need = need || dirty_w.count(b);
+      for (VkBuffer b : phases[ph].writes) need = need || dirty_w.count(b) || dirty_r.count(b);
+      if (need) {
+        if (ph == 0) plan.barrier_before[i] = true;
+        ++plan.barriers;
+        dirty_w.clear();
+        dirty_r.clear();
+      }
+      dirty_r.insert(phases[ph].reads.begin(), phases[ph].reads.end());
+      dirty_w.insert(phases[ph].writes.begin(), phases[ph].writes.end());
+    }
+  }
+}
+
+void collect_plan_profile(Plan& plan, const Context& ctx, VkQueryPool queries) {
+  const uint32_t nq = static_cast<uint32_t>(plan.steps.size() + 1);
+  std::vector<uint64_t> ts(nq);
+  VK_CHECK(vkGetQueryPoolResults(ctx.device(), queries, 0, nq, nq * 8, ts.data(), 8,
+                                 VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT));
+  const double period = ctx.info().timestamp_period * 1e-6;
+  for (size_t k = 0; k + 1 < nq; ++k)
+    plan.ms[plan.steps[k].key] += static_cast<double>(ts[k + 1] - ts[k]) * period;
+  plan.total += static_cast<double>(ts[nq - 1] - ts[0]) * period;
+  ++plan.runs;
 }
 
 }  // namespace vkllm::vk

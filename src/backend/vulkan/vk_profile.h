@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/vulkan/vk_context.h"
 #include "backend/vulkan/vk_ops.h"
 #include "ir/program.h"
 
@@ -39,5 +40,14 @@ std::string profile_key(const Program& p, size_t k, bool fused_into_next);
 // step, the GB/s of each step's weight bytes; and the kernels and barriers of a forward.
 void print_plan_profile(const Program& p, const Plan& plan, const char* what,
                         size_t activation_buffers);
+
+// A barrier goes before a step only when it reads or writes a buffer that a step since the last
+// barrier wrote, or writes one that such a step read (activation buffers are shared by liveness,
+// so write-after-read matters too); a step's later phases follow barriers it records itself. The
+// plan is static: buffers never change after setup, and every step declares its accesses.
+void plan_barriers(Plan& plan, bool decode);
+
+// Adds one recorded forward's step times (timestamps 0..steps of `queries`) to the plan's sums.
+void collect_plan_profile(Plan& plan, const Context& ctx, VkQueryPool queries);
 
 }  // namespace vkllm::vk

@@ -46,7 +46,7 @@ struct Tuning {
   bool chain_deal = true;              // neighbouring rows to different workgroups
   int chain_split_sync = -1;           // grid sync in two halves: -1 rule (not with q4w), 0, 1
 
-  uint32_t decode_batch = 16;   // greedy decode steps a submit
+  uint32_t decode_batch = 16;  // greedy decode steps a submit
   // Waiting for a submit: 1 polls its fence (a busy host core, the result seen as it lands), 0
   // sleeps in vkWaitForFences; -1 the rule: poll on GPUs, sleep on CPU devices (whose cores run
   // the work being waited for).

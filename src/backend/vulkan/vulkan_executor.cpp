@@ -3,16 +3,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <climits>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <list>
-#include <map>
-#include <mutex>
-#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -20,6 +15,7 @@
 #include "backend/vulkan/vk_context.h"
 #include "backend/vulkan/vk_fused.h"
 #include "backend/vulkan/vk_memory.h"
+#include "backend/vulkan/vk_memory_plan.h"
 #include "backend/vulkan/vk_ops.h"
 #include "backend/vulkan/vk_pipeline.h"
 #include "backend/vulkan/vk_profile.h"
@@ -31,18 +27,6 @@ namespace vkllm {
 namespace {
 
 using namespace vk;
-
-// Device bytes held by live loaded programs (weights) and executors (caches, activations,
-// scratch); the most at once.
-std::atomic<uint64_t> g_held{0}, g_peak{0};
-
-void hold(uint64_t bytes) {
-  const uint64_t now = g_held += bytes;
-  for (uint64_t was = g_peak; now > was && !g_peak.compare_exchange_weak(was, now);) {
-  }
-}
-std::mutex g_usage_mutex;
-std::string g_device_name, g_driver;
 
 uint64_t elem_bytes(DType t) {
   switch (t) {
@@ -105,7 +89,7 @@ class VulkanLoaded final : public LoadedProgram, public std::enable_shared_from_
       alloc.upload(bufs[i], 0, bytes.data(), bytes.size());
     }
     held = alloc.device_bytes();
-    hold(held);
+    usage_hold(held);
     if (ctx->options().profile) {  // VKLLM_PROFILE=1: where the load's time goes
       std::fprintf(stderr, "vkllm: vulkan load: device %.0f ms, weights %.0f ms (%.0f MiB)\n",
                    ms_between(t0, t_device), ms_between(t_device, std::chrono::steady_clock::now()),
@@ -113,7 +97,7 @@ class VulkanLoaded final : public LoadedProgram, public std::enable_shared_from_
       std::fprintf(stderr, "vkllm: vulkan tuning: %s\n", ctx->tuning().describe().c_str());
     }
   }
-  ~VulkanLoaded() override { g_held -= held; }
+  ~VulkanLoaded() override { usage_release(held); }
 
   std::unique_ptr<Executor> make_executor() override;
   std::unique_ptr<BatchExecutor> make_batch_executor(int num_blocks, int block_tokens,
@@ -260,16 +244,12 @@ class VulkanExecutor final : public Executor {
       VK_CHECK(vkCreateQueryPool(ctx_->device(), &qi, nullptr, &queries_));
     }
     held_ = alloc_.device_bytes();
-    hold(held_);
-    {
-      std::lock_guard<std::mutex> lock(g_usage_mutex);
-      g_device_name = ctx_->info().name;
-      g_driver = ctx_->info().driver;
-    }
+    usage_hold(held_);
+    usage_device(ctx_->info().name, ctx_->info().driver);
   }
 
   ~VulkanExecutor() override {
-    g_held -= held_;
+    usage_release(held_);
     VkDevice d = ctx_->device();
     vkDeviceWaitIdle(d);
     if (!corrupt_family_.empty())
@@ -358,7 +338,7 @@ class VulkanExecutor final : public Executor {
       logits_rb_ = alloc_.create(static_cast<uint64_t>(max_t_) * logits_n_ * 4, true,
                                  "batch logits readback", true);
     submit_and_wait(batch_command_buffer(b.T, b.n_out, b.logits != nullptr));
-    if (queries_) collect_profile(prefill_);
+    if (queries_) collect_plan_profile(prefill_, *ctx_, queries_);
     std::memcpy(b.next_tokens, readback_.mapped, static_cast<size_t>(b.n_out) * 4);
     if (b.logits) std::memcpy(b.logits, logits_rb_.mapped, logits_bytes);
   }
@@ -419,32 +399,6 @@ class VulkanExecutor final : public Executor {
   const BatchGeometry& batch_geometry() const { return batch_geo_; }
 
  private:
-  // A barrier goes before a step only when it reads or writes a buffer that a step since the last
-  // barrier wrote, or writes one that such a step read (activation buffers are shared by liveness,
-  // so write-after-read matters too); a step's later phases follow barriers it records itself. The
-  // plan is static: buffers never change after setup, and every step declares its accesses.
-  void plan_barriers(Plan& plan, bool decode) {
-    std::set<VkBuffer> dirty_w, dirty_r;
-    plan.barrier_before.assign(plan.steps.size(), false);
-    plan.barriers = 0;
-    for (size_t i = 0; i < plan.steps.size(); ++i) {
-      const auto& phases = plan.steps[i].op->phases_for(decode);
-      for (size_t ph = 0; ph < phases.size(); ++ph) {
-        bool need = ph > 0;  // the step's own barrier
-        for (VkBuffer b : phases[ph].reads) need = need || dirty_w.count(b);
-        for (VkBuffer b : phases[ph].writes) need = need || dirty_w.count(b) || dirty_r.count(b);
-        if (need) {
-          if (ph == 0) plan.barrier_before[i] = true;
-          ++plan.barriers;
-          dirty_w.clear();
-          dirty_r.clear();
-        }
-        dirty_r.insert(phases[ph].reads.begin(), phases[ph].reads.end());
-        dirty_w.insert(phases[ph].writes.begin(), phases[ph].writes.end());
-      }
-    }
-  }
-
   // A batched executor's caches hold the pool and its [1, N] activations a row per output row.
   uint64_t tensor_bytes(const TensorDecl& t) const {
     uint64_t rows =
@@ -459,63 +413,12 @@ class VulkanExecutor final : public Executor {
            elem_bytes(t.dtype);
   }
 
-  // Liveness serves both plans: a tensor is born at the first op of the step that writes it and
-  // lives through the last op of every step that reads it (an add recorded by the next op reads
-  // its inputs as late as that op runs), so no buffer a step writes shares memory with one it
-  // reads, however its kernels order their work. A decode chain's stages are steps of their own
-  // here: the grid sync between two stages orders them as a dispatch boundary would (a stage
-  // reads activations only after the sync before it), so a chain over a whole forward reuses
-  // buffers as its stages in their own dispatches would.
-  void allocate(std::initializer_list<const std::vector<FusedRun>*> plans) {
-    const int32_t n = static_cast<int32_t>(p_.tensors.size());
-    const int nops = static_cast<int>(p_.ops.size());
-    // Each op's step in each plan (a chain's stage is a step of its own); a buffer lives over the
-    // steps of every plan that uses it.
-    std::vector<int> step_first(nops), step_last(nops);
-    for (int k = 0; k < nops; ++k) step_first[k] = step_last[k] = k;
-    for (const std::vector<FusedRun>* runs : plans) {
-      std::vector<int> first(nops), last(nops);
-      for (int k = 0; k < nops; ++k) first[k] = last[k] = k;
-      auto step = [&](const FusedRun& r) {
-        for (size_t k = r.first; k <= r.last; ++k) {
-          first[k] = static_cast<int>(r.first);
-          last[k] = static_cast<int>(r.last);
-        }
-      };
-      for (const FusedRun& r : *runs) {
-        step(r);
-        for (const FusedRun& st : r.stages) step(st);
-      }
-      for (int k = 0; k < nops; ++k) {
-        step_first[k] = std::min(step_first[k], first[k]);
-        step_last[k] = std::max(step_last[k], last[k]);
-      }
-    }
-    std::vector<int> first(n, -1), last(n, -1), written(n, 0);
-    for (int k = 0; k < nops; ++k) {
-      const int use = std::max(step_last[k], fuses_into_next(p_, static_cast<size_t>(k), unfused_)
-                                                 ? step_last[std::min(k + 1, nops - 1)]
-                                                 : k);
-      for (int32_t t : p_.ops[k].inputs) {
-        if (p_.tensors[t].kind == TensorKind::Activation) {
-          if (!written[t])
-            fail("program: activation {} is read by op {} before any op writes it",
-                 p_.tensors[t].name, k);
-          last[t] = std::max(last[t], use);
-        }
-      }
-      for (int32_t t : p_.ops[k].outputs) {
-        if (written[t]) fail("program: activation {} is written twice", p_.tensors[t].name);
-        written[t] = 1;
-        first[t] = step_first[k];
-        last[t] = std::max(last[t], step_last[k]);
-      }
-    }
-    const int end = static_cast<int>(p_.ops.size());
-    for (int32_t t : {p_.logits, p_.next_token})
-      if (p_.tensors[t].kind == TensorKind::Activation && first[t] >= 0) last[t] = end;
-    // Caches and input: one buffer each (the weights are the loaded program's).
-    for (int32_t i = 0; i < n; ++i) {
+  // The activations share buffers as the memory planner says (vk_memory_plan.h); caches and the
+  // input have one each (the weights are the loaded program's).
+  void allocate(const std::vector<const std::vector<FusedRun>*>& plans) {
+    const MemoryPlan m = plan_activation_memory(
+        p_, plans, unfused_, [this](const TensorDecl& t) { return tensor_bytes(t); });
+    for (size_t i = 0; i < p_.tensors.size(); ++i) {
       const TensorDecl& t = p_.tensors[i];
       if (t.kind == TensorKind::KVCache) {
         if (t.dtype != DType::F32 && t.dtype != DType::F16)
@@ -526,39 +429,13 @@ class VulkanExecutor final : public Executor {
         bufs_[i] = alloc_.create(tensor_bytes(t), true, t.name.c_str());
       }
     }
-    // Activations: slots reused once their last reader has run.
-    struct Slot {
-      Buffer buf;
-      bool busy;
-    };
-    std::vector<Slot> slots;
-    std::vector<int> slot_of(n, -1);
-    std::vector<std::vector<int32_t>> born(static_cast<size_t>(end)),
-        dying(static_cast<size_t>(end) + 1);
-    for (int32_t t = 0; t < n; ++t)
-      if (first[t] >= 0) {
-        born[first[t]].push_back(t);
-        if (p_.tensors[t].kind == TensorKind::Activation)
-          dying[std::min(last[t], end)].push_back(t);
-      }
-    for (int k = 0; k < end; ++k) {
-      for (int32_t t : born[k]) {
-        const uint64_t need = tensor_bytes(p_.tensors[t]);
-        int best = -1;
-        for (int s = 0; s < static_cast<int>(slots.size()); ++s)
-          if (!slots[s].busy && slots[s].buf.size >= need &&
-              (best < 0 || slots[s].buf.size < slots[best].buf.size))
-            best = s;
-        if (best < 0) {
-          slots.push_back({alloc_.create(need, false, p_.tensors[t].name.c_str()), false});
-          best = static_cast<int>(slots.size()) - 1;
-        }
-        slots[best].busy = true;
-        slot_of[t] = best;
-        bufs_[t] = slots[best].buf;
-      }
-      for (int32_t t : dying[k])
-        if (slot_of[t] >= 0) slots[slot_of[t]].busy = false;
+    std::vector<Buffer> slots(m.slot_bytes.size());
+    for (size_t i = 0; i < p_.tensors.size(); ++i) {
+      const int s = m.slot_of[i];
+      if (s < 0) continue;
+      if (!slots[s].buf)
+        slots[s] = alloc_.create(m.slot_bytes[s], false, p_.tensors[i].name.c_str());
+      bufs_[i] = slots[s];
     }
     n_slots_ = slots.size();
     if (!bufs_[p_.next_token].buf)
@@ -593,7 +470,7 @@ class VulkanExecutor final : public Executor {
              VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT);
     }
     submit_and_wait(cb);
-    if (queries_) collect_profile(plan);
+    if (queries_) collect_plan_profile(plan, *ctx_, queries_);
     if (!last) return 0;
     if (T == 1) check_chains();
     int32_t next;
@@ -639,7 +516,7 @@ class VulkanExecutor final : public Executor {
       chain_clock_ = env_->chain_clock;
       const uint64_t more = alloc_.device_bytes() - before;
       held_ += more;
-      hold(more);
+      usage_hold(more);
     }
     return 1;
   }
@@ -826,18 +703,6 @@ class VulkanExecutor final : public Executor {
 
   // VKLLM_PROFILE=1: GPU time per step from timestamps around every step, kept apart for prefill
   // (forwards of several tokens) and decode (one token), printed when the executor ends.
-  void collect_profile(Plan& plan) {
-    const uint32_t nq = static_cast<uint32_t>(plan.steps.size() + 1);
-    std::vector<uint64_t> ts(nq);
-    VK_CHECK(vkGetQueryPoolResults(ctx_->device(), queries_, 0, nq, nq * 8, ts.data(), 8,
-                                   VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT));
-    const double period = ctx_->info().timestamp_period * 1e-6;
-    for (size_t k = 0; k + 1 < nq; ++k)
-      plan.ms[plan.steps[k].key] += static_cast<double>(ts[k + 1] - ts[k]) * period;
-    plan.total += static_cast<double>(ts[nq - 1] - ts[0]) * period;
-    ++plan.runs;
-  }
-
   void print_profile() const {
     print_plan_profile(p_, prefill_, "prefill", n_slots_);
     print_plan_profile(p_, decode_[0], "decode", n_slots_);
@@ -927,11 +792,6 @@ std::shared_ptr<LoadedProgram> load_vulkan_program(const Program& program,
 std::unique_ptr<Executor> make_vulkan_executor(const Program& program, const WeightSource& weights,
                                                const VulkanOptions& options) {
   return load_vulkan_program(program, weights, options)->make_executor();
-}
-
-VulkanUsage vulkan_usage() {
-  std::lock_guard<std::mutex> lock(g_usage_mutex);
-  return {g_peak.load(), g_device_name, g_driver};
 }
 
 }  // namespace vkllm

@@ -1,0 +1,37 @@
+// The activation memory planner: which device buffer each activation of a program lives in. A pure
+// function of the program and its plans' fused runs (no device), so its invariant is tested
+// directly: two activations share a buffer only where their lifetimes do not overlap.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "backend/vulkan/vk_fused.h"
+#include "ir/program.h"
+
+namespace vkllm::vk {
+
+struct MemoryPlan {
+  // Per tensor: the first and last op index over which it must keep its value (-1, -1: not an
+  // activation any op writes). logits and next_token live to the end of the program.
+  std::vector<int> first, last;
+  // Per tensor an op writes: its slot (-1: none; a slot an activation frees is reused, one any
+  // other output takes stays its own), and each slot's bytes (its largest tenant).
+  std::vector<int> slot_of;
+  std::vector<uint64_t> slot_bytes;
+};
+
+// Liveness serves every plan at once: a tensor is born at the first op of the step that writes it
+// and lives through the last op of every step that reads it (an op fused into the next one reads
+// its inputs as late as that one runs), so no buffer a step writes shares memory with one it
+// reads, however its kernels order their work. A decode chain's stages are steps of their own: the
+// grid sync between two stages orders them as a dispatch boundary would. Slots are reused once
+// their last reader has run, the smallest free one that fits first. `bytes` gives a tensor's size.
+// Fails with one line on an activation read before any op writes it, or written twice.
+MemoryPlan plan_activation_memory(const Program& p,
+                                  const std::vector<const std::vector<FusedRun>*>& plans,
+                                  const std::string& unfused_family,
+                                  const std::function<uint64_t(const TensorDecl&)>& bytes);
+
+}  // namespace vkllm::vk
