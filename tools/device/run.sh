@@ -18,8 +18,9 @@ for t in .dev/*.tar.xz; do [ "$t" = .dev/fixtures.tar.xz ] || tar -C .dev -xJf "
 export LD_LIBRARY_PATH=$PWD/.dev${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 summary=()
 
+# synth_twins [name:family ...]: the twins (default the three seed twins) under /tmp/twins.
 synth_twins() {
-  for t in tiny-qwen3:qwen3 tiny-llama3.2:llama3.2 tiny-phi4mini:phi4mini; do
+  for t in ${@:-tiny-qwen3:qwen3 tiny-llama3.2:llama3.2 tiny-phi4mini:phi4mini}; do
     name=${t%%:*}; fam=${t##*:}
     [ -d /tmp/twins/$name ] || "$BIN" synth --preset "$name" -o /tmp/twins/$name --tokenizer-dir /tmp/fixtures/$fam
   done
@@ -43,9 +44,12 @@ for task in "$@"; do
       ldd --version | head -1; grep PRETTY /etc/os-release
       rc=0 ;;
     goldens)
-      synth_twins
+      # GOLDEN_TWINS (name:family ..., default the three seed twins) picks the twins.
+      gt=${GOLDEN_TWINS:-tiny-qwen3:qwen3 tiny-llama3.2:llama3.2 tiny-phi4mini:phi4mini}
+      synth_twins $gt
       mkdir -p "$OUT/goldens"
-      PYTHONUNBUFFERED=1 python3 tools/goldens/make_goldens.py --out "$OUT/goldens" /tmp/twins/tiny-qwen3 /tmp/twins/tiny-llama3.2 /tmp/twins/tiny-phi4mini
+      dirs=(); for t in $gt; do dirs+=("/tmp/twins/${t%%:*}"); done
+      PYTHONUNBUFFERED=1 python3 tools/goldens/make_goldens.py --out "$OUT/goldens" "${dirs[@]}"
       rc=$? ;;
     vulkan-tests)
       # One process per test, as ctest runs them (NVIDIA's driver refuses new instances after
