@@ -118,7 +118,10 @@ LoweredModel lower_model(const ModelDesc& d, int max_ctx) {
     const std::string hfp = fmt::format("model.layers.{}.", l);
     const std::string lp = fmt::format("l{}.", l);
     // Attention block.
-    const int win = d.layer_win(l);
+    // A window at least the context long never cuts a key off: such layers are plain attention
+    // (which the Vulkan backend fuses), still with their own rotary table.
+    const int win = d.layer_win(l) < max_ctx ? d.layer_win(l) : 0;
+    const bool local = d.layer_win(l) > 0;
     int32_t h = b.op("rms_norm", {x, b.norm(hfp + "input_layernorm.weight", D, gm)},
                      b.act(lp + "attn_norm", D), {{"eps", eps}, {"group", D}});
     int32_t wq, wk, wv;
@@ -151,8 +154,8 @@ LoweredModel lower_model(const ModelDesc& d, int max_ctx) {
                b.act(lp + "k_normed", kvw), {{"eps", eps}, {"group", hd}});
     }
     if (d.layer_has_rope(l)) {  // SmolLM3 leaves some layers without rotary embedding
-      q = rope_op(q, b.act(lp + "q_rot", qw), d.n_heads, win > 0);
-      k = rope_op(k, b.act(lp + "k_rot", kvw), d.n_kv_heads, win > 0);
+      q = rope_op(q, b.act(lp + "q_rot", qw), d.n_heads, local);
+      k = rope_op(k, b.act(lp + "k_rot", kvw), d.n_kv_heads, local);
     }
     const int32_t kc =
         p.add_tensor({lp + "k_cache", DType::F32, TensorKind::KVCache, {max_ctx, kvw}, 0, 0});

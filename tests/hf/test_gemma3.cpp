@@ -340,6 +340,16 @@ TEST(Gemma3Twin, LoweredForwardReadsTheCheckpointAsGemma) {
   EXPECT_EQ(scales, 1);
   EXPECT_EQ(geglus, 4);
   EXPECT_EQ(p.ops[1].family, "scale");  // right after the embedding; the tied head reads the table
+  // A context within the window: no window attributes (nothing to cut), the local tables kept.
+  const LoweredModel small = lower_model(m, 8);
+  int local = 0;
+  for (const Op& op : small.program.ops) {
+    EXPECT_FALSE(op.attrs.contains("window")) << op.family;
+    local +=
+        op.family == "rope" && small.program.tensors[op.inputs[1]].name == "rope.inv_freq_local";
+  }
+  EXPECT_EQ(local, 4);  // q and k of layers 0 and 2
+  EXPECT_EQ(lower_model(m, 9).program.ops.size(), p.ops.size());
   // The window changes the logits once the prompt is past it (a lowering that ignored it, or
   // the local rotary table, would not).
   const int vocab = m.vocab;
