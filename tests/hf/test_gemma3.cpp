@@ -2,7 +2,7 @@
 // rope shapes, linear rope scaling, the embedding scale in the checkpoint's dtype, refusals by
 // key), the CPU reference's geglu and sliding-window attention against independent naive loops,
 // and the tiny-gemma3 twin: its lowered forward (four norms a layer as 1 + w, the scaled
-// embedding, windowed layers with their own rotary table) and its export under every recipe.
+// embedding, windowed layers with their own rotary table) and its exported forward.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -360,14 +360,17 @@ TEST(Gemma3Twin, LoweredForwardReadsTheCheckpointAsGemma) {
   EXPECT_GT(e, 1e-3);
 }
 
-// Every recipe exports; the artifact's CPU forward is the reference's exactly for the fp32 recipe
-// and close to it for the others (the Vulkan side: test_vulkan's VulkanTwins tiny-gemma3 rows).
-TEST(Gemma3Twin, ExportsUnderEveryRecipe) {
+// The artifact's CPU forward against the reference (the checkpoint's own lowering in fp32):
+// exactly it for the fp32 recipe, close to it for fp16, int4 weights and the int4 embedding with
+// 8da4w linears. (Every recipe, CPU against Vulkan on the same artifact: test_vulkan's
+// VulkanTwins tiny-gemma3 rows.)
+TEST(Gemma3Twin, ExportedForwardIsTheReferences) {
   HfCheckpoint ck(twin_dir());
   const int vocab = ck.desc().vocab;
   auto ref = load_reference_model(ck, 64);
   const std::vector<float> want = forward_logits(*ref->make_executor(), vocab);
-  for (const std::string& recipe : recipe_names()) {
+  for (const std::string recipe :
+       {"non-quantized", "fp16", "quantized-int4-weight-only", "quantized-8da4w-fp16-embedding"}) {
     SCOPED_TRACE(recipe);
     RecipeOptions o;
     o.recipe = recipe;
