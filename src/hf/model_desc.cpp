@@ -97,14 +97,14 @@ void refuse_unimplemented(const json& c, ModelDesc& m, const std::string& where)
   if (const json* v = find(c, "use_bidirectional_attention");
       v && !(v->is_boolean() && !v->get<bool>()))
     fail("{}: 'use_bidirectional_attention': {} is not supported", where, v->dump());
-  if (gemma) return;  // sliding_window, layer_types: parse_gemma3
   const bool window_off = find(c, "use_sliding_window") != nullptr;  // present: false, checked
   // A window at least max_position_embeddings long (Phi-4-mini's) never cuts anything off.
-  if (const json* v = find(c, "sliding_window"); v && !window_off) {
+  // (Gemma: sliding_window and layer_types are per layer, parse_gemma3.)
+  if (const json* v = find(c, "sliding_window"); v && !window_off && !gemma) {
     const int w = get_int(c, "sliding_window", where, 1, 1 << 30);
     if (w < m.max_pos) m.sliding_window = w;
   }
-  if (const json* lt = find(c, "layer_types")) {
+  if (const json* lt = find(c, "layer_types"); lt && !gemma) {
     if (!lt->is_array()) fail("{}: key 'layer_types' must be a list", where);
     for (const json& t : *lt)
       if (!t.is_string() || t.get<std::string>() != "full_attention")

@@ -159,6 +159,8 @@ TEST(Gemma3Config, RefusesWhatItDoesNotImplementInOneLine) {
       {{{"use_bidirectional_attention", true}},
        "config.json: 'use_bidirectional_attention': true is not supported"},
       {{{"sliding_window", 0}}, "config.json: key 'sliding_window' = 0 is out of range"},
+      {{{"no_rope_layer_interval", 4}},
+       "config.json: 'no_rope_layer_interval' is not supported for Gemma3ForCausalLM"},
   };
   for (const auto& [patch, want] : cases) {
     json c = gemma_cfg();
