@@ -2,13 +2,15 @@
 // (window 8, layers alternating windowed / global): prefill chunks ending below, at and past the
 // window and one crossing its edge, decode steps from below the window to past it, and the
 // batched executor's paged attention (the CPU's batched forward first checked against one
-// single-sequence forward per sequence).
+// single-sequence forward per sequence); and the attention op alone over a long context.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <filesystem>
+#include <random>
 
 #include "artifact/reader.h"
+#include "backend/cpu/kernels.h"
 #include "backend/executor.h"
 #include "backend/vulkan/vulkan_executor.h"
 #include "core/mapped_file.h"
@@ -126,6 +128,58 @@ TEST(VulkanGemma3, BatchedForwardWithWindows) {
     }
   }
   EXPECT_EQ(vk::validation_message_count(), msgs) << "Vulkan validation reported messages";
+}
+
+// The attention op with a window alone, against the CPU reference's: a long context (the decode
+// step's keys in several parts, some wholly before the window), a window that is no multiple of
+// the 64-key tiles, prefill rows below, at and past it, grouped-query heads, fp32 and fp16 caches.
+TEST(VulkanGemma3, WindowedAttentionOp) {
+  const int H = 4, Hkv = 2, hd = 64, ctx = 512, win = 37;
+  const int64_t W = int64_t(Hkv) * hd;
+  for (const DType cache : {DType::F32, DType::F16})
+    for (const auto& [T, pos] :
+         {std::pair{1, 20}, {1, 36}, {1, 37}, {1, 300}, {1, 511}, {40, 0}, {30, 100}}) {
+      SCOPED_TRACE(::testing::Message()
+                   << "T " << T << " pos " << pos << " cache " << dtype_name(cache));
+      std::mt19937 rng(static_cast<unsigned>(T * 1000 + pos));
+      Case c;
+      c.p.max_ctx = ctx;
+      auto q = rand_vec(rng, static_cast<size_t>(T * H * hd)),
+           k = rand_vec(rng, static_cast<size_t>(T * W)),
+           v = rand_vec(rng, static_cast<size_t>(T * W));
+      auto kc = rand_vec(rng, static_cast<size_t>(ctx * W)),
+           vc = rand_vec(rng, static_cast<size_t>(ctx * W));
+      if (cache == DType::F16) kc = round_f16(kc), vc = round_f16(vc);
+      auto enc = [&](const std::vector<float>& f) {
+        return cache == DType::F16 ? bytes_f16(f) : bytes_f32(f);
+      };
+      const int32_t tq = c.add("q", DType::F32, TensorKind::Activation, {-1, H * hd}, bytes_f32(q));
+      const int32_t tk = c.add("k", DType::F32, TensorKind::Activation, {-1, W}, bytes_f32(k));
+      const int32_t tv = c.add("v", DType::F32, TensorKind::Activation, {-1, W}, bytes_f32(v));
+      const int32_t tkc = c.add("kc", cache, TensorKind::KVCache, {ctx, W}, enc(kc));
+      const int32_t tvc = c.add("vc", cache, TensorKind::KVCache, {ctx, W}, enc(vc));
+      const int32_t ty = c.add("o", DType::F32, TensorKind::Activation, {-1, H * hd});
+      const float scale = 0.125f;
+      c.op("attention", {tq, tk, tv, tkc, tvc}, ty,
+           {{"n_heads", H},
+            {"n_kv_heads", Hkv},
+            {"head_dim", hd},
+            {"scale", scale},
+            {"window", win}});
+      std::vector<float> want(q.size()), full(q.size());
+      auto kc2 = kc, vc2 = vc;
+      cpu::attention(q.data(), k.data(), v.data(), T, pos, kc.data(), vc.data(),
+                     cache == DType::F16, H, Hkv, hd, scale, want.data(), win);
+      cpu::attention(q.data(), k.data(), v.data(), T, pos, kc2.data(), vc2.data(),
+                     cache == DType::F16, H, Hkv, hd, scale, full.data());
+      OpRun r(c, T, validated());
+      r.forward(T, pos);
+      const std::vector<float> got = r.read(ty, T);
+      EXPECT_LE(nmse(got, want), 1e-10);
+      if (pos + T > win) {
+        EXPECT_GT(nmse(got, full), 1e-4);  // the window cut something off
+      }
+    }
 }
 
 }  // namespace vkllm::test::gemma3
