@@ -438,8 +438,9 @@ std::unique_ptr<PreparedOp> prep_attention(Ctx c) {
   const int hd = static_cast<int>(c.attr_i("head_dim"));
   const float scale = c.attr_f("scale");
   // Sliding window (Gemma): keys max(0, p-win+1)..p of query position p; 0: all. The split kernel
-  // takes it (attention.comp); the prefill kernels do not, so windowed forwards of several tokens
-  // run the split kernel with one split.
+  // (attention.comp) and the portable prefill kernel (attention_prefill.comp) take it; where the
+  // cooperative-matrix prefill kernel would run, windowed forwards of several tokens run the split
+  // kernel with one split.
   const uint32_t win = c.op.attrs.contains("window")
                            ? u32(std::min<int64_t>(c.attr_i("window"), int64_t(1) << 30))
                            : 0u;
@@ -456,7 +457,7 @@ std::unique_ptr<PreparedOp> prep_attention(Ctx c) {
   const Kernel& kc = c.kernel("attention_combine", 2, 3, {0, 0, y16}, u32(hd));
   // Forwards of several tokens: the prefill kernel (none: the split kernel below, S = 1).
   const PrefillAttention pa = prefill_attention(c.env.ctx, hd, a16, c16, H / Hkv);
-  const Kernel* kp = win ? nullptr : pa.kernel(c, hd, {a16, c16, y16}, false);
+  const Kernel* kp = win && pa.coopmat ? nullptr : pa.kernel(c, hd, {a16, c16, y16}, false);
   const uint32_t bq = pa.bq, gq = pa.gq;
   // A decode step splits the context into S parts of C keys (C a multiple of the kernel's 64-key
   // tile, S <= 64; parts past the current position stay empty) and merges them in a second pass:
@@ -482,7 +483,7 @@ std::unique_ptr<PreparedOp> prep_attention(Ctx c) {
         dispatch_flat(cb, ks, ss, {u32(T), u32(W)}, ceil_div(uint64_t(T) * W, 64));
         compute_barrier(cb);
         if (T > 1 && kp) {
-          dispatch(cb, *kp, sp, {u32(T), u32(H), u32(Hkv), fbits(scale)}, u32(H) / gq,
+          dispatch(cb, *kp, sp, {u32(T), u32(H), u32(Hkv), fbits(scale), win}, u32(H) / gq,
                    ceil_div(u32(T), bq));
           return;
         }
