@@ -176,6 +176,8 @@ ExportResult export_checkpoint(const std::string& hf_dir, const std::string& out
         const int64_t begin = (org.row_begin + r0) * cols;
         v.read_f32(begin, nr * cols, src.data());
         if (lora) lora->add_rows(org.hf_name, org.row_begin + r0, nr, cols, src.data());
+        if (org.add != 0)
+          for (float& x : src) x += org.add;
         const uint64_t esz = st_dtype_size(v.dtype);
         release_pages(v.data + begin * esz, static_cast<uint64_t>(nr * cols) * esz);
       }

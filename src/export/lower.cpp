@@ -1,7 +1,9 @@
 // The forward pass of every family, written once as program construction. Family differences are
 // fields of ModelDesc: Qwen3's per-head q/k norm, Phi-3's fused projections (split here into row
 // ranges of the checkpoint tensor), partial rotary / longrope tables, SmolLM3's layers without
-// rotary embedding, Qwen2's q/k/v projection biases.
+// rotary embedding, Qwen2's q/k/v projection biases, Gemma 3's norms as x * (1 + w) (four a
+// layer), GeGLU, scaled embedding, query_pre_attn_scalar and sliding-window layers with their own
+// rotary base.
 #include "export/lower.h"
 
 #include <cmath>
@@ -27,6 +29,11 @@ class Builder {
   // A checkpoint tensor used whole.
   int32_t hf(const std::string& name, std::vector<int64_t> shape) {
     return weight(name, shape, WeightOrigin{name, 0, -1, shape, {}});
+  }
+  // A norm weight: Gemma's x * (1 + w) as an ordinary RMSNorm with the stored weight 1 + w (the
+  // fp32 sum transformers computes, so exact).
+  int32_t norm(const std::string& name, int64_t n, bool add_one) {
+    return weight(name, {n}, WeightOrigin{name, 0, -1, {n}, {}, add_one ? 1.0f : 0.0f});
   }
   // Rows [begin, begin+count) of a fused checkpoint tensor of shape full.
   int32_t hf_rows(const std::string& name, const std::string& hf_name, std::vector<int64_t> full,
@@ -78,6 +85,13 @@ LoweredModel lower_model(const ModelDesc& d, int max_ctx) {
   nlohmann::json rope_attrs = {{"head_dim", hd},
                                {"rotary_dim", d.rope.rotary_dim},
                                {"attention_factor", d.rope.attention_factor}};
+  // Gemma 3's sliding-window layers rotate with their own base (rope_local).
+  int32_t inv_local = -1;
+  if (!d.layer_window.empty()) {
+    inv_local = b.weight("rope.inv_freq_local", {d.rope.rotary_dim / 2}, WeightOrigin{});
+    auto lf = rope_inv_freq(d.rope_local);
+    m.origin[inv_local].values.assign(lf.begin(), lf.end());
+  }
   if (d.rope.type == "longrope") {
     const int32_t inv_long =
         b.weight("rope.inv_freq_long", {d.rope.rotary_dim / 2}, WeightOrigin{});
@@ -86,21 +100,29 @@ LoweredModel lower_model(const ModelDesc& d, int max_ctx) {
     rope_in.push_back(inv_long);
     rope_attrs["original_max_pos"] = d.rope.original_max_pos;
   }
-  auto rope_op = [&](int32_t x, int32_t out, int heads) {
+  auto rope_op = [&](int32_t x, int32_t out, int heads, bool local) {
     auto in = rope_in;
     in[0] = x;
+    if (local) in[1] = inv_local;
     auto attrs = rope_attrs;
     attrs["n_heads"] = heads;
     return b.op("rope", in, out, attrs);
   };
 
+  const bool gm = d.gemma_norms;
   int32_t x = b.op("embedding", {p.input_ids, embed}, b.act("x.embed", D));
+  if (d.embed_scale != 0)  // Gemma: a separate op, as the table is shared with the tied head
+    x = b.op("scale", {x}, b.act("x.embed_scaled", D), {{"factor", d.embed_scale}});
   for (int l = 0; l < d.n_layers; ++l) {
     // fmt rather than "literal" + std::string: g++ 12 -O2 warns falsely (-Wrestrict) on the latter.
     const std::string hfp = fmt::format("model.layers.{}.", l);
     const std::string lp = fmt::format("l{}.", l);
     // Attention block.
-    int32_t h = b.op("rms_norm", {x, b.hf(hfp + "input_layernorm.weight", {D})},
+    // A window at least the context long never cuts a key off: such layers are plain attention
+    // (which the Vulkan backend fuses), still with their own rotary table.
+    const int win = d.layer_win(l) < max_ctx ? d.layer_win(l) : 0;
+    const bool local = d.layer_win(l) > 0;
+    int32_t h = b.op("rms_norm", {x, b.norm(hfp + "input_layernorm.weight", D, gm)},
                      b.act(lp + "attn_norm", D), {{"eps", eps}, {"group", D}});
     int32_t wq, wk, wv;
     if (d.fused_qkv) {
@@ -126,30 +148,38 @@ LoweredModel lower_model(const ModelDesc& d, int max_ctx) {
                b.act(lp + "v_bias", kvw));
     }
     if (d.qk_norm) {
-      q = b.op("rms_norm", {q, b.hf(hfp + "self_attn.q_norm.weight", {hd})},
+      q = b.op("rms_norm", {q, b.norm(hfp + "self_attn.q_norm.weight", hd, gm)},
                b.act(lp + "q_normed", qw), {{"eps", eps}, {"group", hd}});
-      k = b.op("rms_norm", {k, b.hf(hfp + "self_attn.k_norm.weight", {hd})},
+      k = b.op("rms_norm", {k, b.norm(hfp + "self_attn.k_norm.weight", hd, gm)},
                b.act(lp + "k_normed", kvw), {{"eps", eps}, {"group", hd}});
     }
     if (d.layer_has_rope(l)) {  // SmolLM3 leaves some layers without rotary embedding
-      q = rope_op(q, b.act(lp + "q_rot", qw), d.n_heads);
-      k = rope_op(k, b.act(lp + "k_rot", kvw), d.n_kv_heads);
+      q = rope_op(q, b.act(lp + "q_rot", qw), d.n_heads, local);
+      k = rope_op(k, b.act(lp + "k_rot", kvw), d.n_kv_heads, local);
     }
     const int32_t kc =
         p.add_tensor({lp + "k_cache", DType::F32, TensorKind::KVCache, {max_ctx, kvw}, 0, 0});
     const int32_t vc =
         p.add_tensor({lp + "v_cache", DType::F32, TensorKind::KVCache, {max_ctx, kvw}, 0, 0});
     m.origin.resize(p.tensors.size());
-    int32_t a = b.op("attention", {q, k, v, kc, vc}, b.act(lp + "attn", qw),
-                     {{"n_heads", d.n_heads},
-                      {"n_kv_heads", d.n_kv_heads},
-                      {"head_dim", hd},
-                      {"scale", 1.0 / std::sqrt(static_cast<double>(hd))}});
+    nlohmann::json attn_attrs = {
+        {"n_heads", d.n_heads},
+        {"n_kv_heads", d.n_kv_heads},
+        {"head_dim", hd},
+        {"scale", d.attn_scale > 0 ? d.attn_scale : 1.0 / std::sqrt(static_cast<double>(hd))}};
+    if (win > 0) attn_attrs["window"] = win;  // Gemma's sliding-window layers
+    int32_t a = b.op("attention", {q, k, v, kc, vc}, b.act(lp + "attn", qw), attn_attrs);
     int32_t o = b.op("linear", {a, b.hf(hfp + "self_attn.o_proj.weight", {D, qw})},
                      b.act(lp + "attn_out", D));
+    if (gm)  // Gemma: the attention output normed before the residual add
+      o = b.op("rms_norm", {o, b.norm(hfp + "post_attention_layernorm.weight", D, true)},
+               b.act(lp + "attn_out_norm", D), {{"eps", eps}, {"group", D}});
     x = b.op("add", {x, o}, b.act(lp + "x.attn", D));
-    // MLP block (SwiGLU).
-    h = b.op("rms_norm", {x, b.hf(hfp + "post_attention_layernorm.weight", {D})},
+    // MLP block (SwiGLU; Gemma: GeGLU between pre_ and post_feedforward_layernorm).
+    h = b.op("rms_norm",
+             {x, b.norm(hfp + (gm ? "pre_feedforward_layernorm.weight"
+                                  : "post_attention_layernorm.weight"),
+                        D, gm)},
              b.act(lp + "ffn_norm", D), {{"eps", eps}, {"group", D}});
     int32_t wg, wu;
     if (d.fused_gate_up) {
@@ -162,14 +192,17 @@ LoweredModel lower_model(const ModelDesc& d, int max_ctx) {
     }
     int32_t g = b.op("linear", {h, wg}, b.act(lp + "gate", F));
     int32_t u = b.op("linear", {h, wu}, b.act(lp + "up", F));
-    int32_t s = b.op("swiglu", {g, u}, b.act(lp + "swiglu", F));
+    int32_t s = b.op(gm ? "geglu" : "swiglu", {g, u}, b.act(lp + (gm ? "geglu" : "swiglu"), F));
     int32_t dn =
         b.op("linear", {s, b.hf(hfp + "mlp.down_proj.weight", {D, F})}, b.act(lp + "ffn_out", D));
+    if (gm)
+      dn = b.op("rms_norm", {dn, b.norm(hfp + "post_feedforward_layernorm.weight", D, true)},
+                b.act(lp + "ffn_out_norm", D), {{"eps", eps}, {"group", D}});
     x = b.op("add", {x, dn}, b.act(lp + "x.ffn", D));
   }
   int32_t last = b.op("last_row", {x}, b.act("x.last", D, 1));
-  int32_t n = b.op("rms_norm", {last, b.hf("model.norm.weight", {D})}, b.act("x.final_norm", D, 1),
-                   {{"eps", eps}, {"group", D}});
+  int32_t n = b.op("rms_norm", {last, b.norm("model.norm.weight", D, gm)},
+                   b.act("x.final_norm", D, 1), {{"eps", eps}, {"group", D}});
   const int32_t head = d.tied_embeddings ? embed : b.hf("lm_head.weight", {V, D});
   p.logits = b.op("linear", {n, head}, b.act("logits", V, 1));
   p.next_token = p.add_tensor({"next_token", DType::I32, TensorKind::Activation, {1, 1}, 0, 0});
@@ -188,6 +221,8 @@ std::vector<float> read_weight_f32(const HfCheckpoint& ckpt, const LoweredModel&
   const int64_t rows = o.row_count < 0 ? v.numel() / row : o.row_count;
   std::vector<float> out(static_cast<size_t>(rows * row));
   v.read_f32(o.row_begin * row, rows * row, out.data());
+  if (o.add != 0)
+    for (float& x : out) x += o.add;
   return out;
 }
 

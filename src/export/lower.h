@@ -18,6 +18,7 @@ struct WeightOrigin {
   int64_t row_count = -1;  // -1: all rows
   std::vector<int64_t> hf_shape;  // the checkpoint tensor's full expected shape
   std::vector<float> values;      // computed constants (rope inverse frequencies)
+  float add = 0;  // added (in fp32) to every value read: Gemma's RMSNorm weights are 1 + w
 };
 
 struct LoweredModel {

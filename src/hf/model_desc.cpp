@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/half.h"
 #include "core/json_int.h"
 
 namespace vkllm {
@@ -80,9 +81,12 @@ std::vector<int> ids_of(const json* v) {
 // when set to anything but the plain value (null, false, or what every layer does anyway).
 // Reads max_position_embeddings and n_layers from m; sets m.sliding_window and m.use_rope.
 void refuse_unimplemented(const json& c, ModelDesc& m, const std::string& where) {
+  const bool gemma = m.hf_class == "Gemma3ForCausalLM";
   for (const char* key :
        {"attn_logit_softcapping", "final_logit_softcapping", "query_pre_attn_scalar",
         "sliding_window_pattern", "num_local_experts", "num_experts"}) {
+    const std::string k = key;
+    if (gemma && (k == "query_pre_attn_scalar" || k == "sliding_window_pattern")) continue;
     const json* v = find(c, key);
     if (v && !(v->is_number() && v->get<double>() == 0))
       fail("{}: '{}' is not supported (the lowering does not implement it)", where, key);
@@ -90,13 +94,17 @@ void refuse_unimplemented(const json& c, ModelDesc& m, const std::string& where)
   for (const char* key : {"use_sliding_window", "rope_interleaved"})
     if (const json* v = find(c, key); v && !(v->is_boolean() && !v->get<bool>()))
       fail("{}: '{}': {} is not supported", where, key, v->dump());
+  if (const json* v = find(c, "use_bidirectional_attention");
+      v && !(v->is_boolean() && !v->get<bool>()))
+    fail("{}: 'use_bidirectional_attention': {} is not supported", where, v->dump());
   const bool window_off = find(c, "use_sliding_window") != nullptr;  // present: false, checked
   // A window at least max_position_embeddings long (Phi-4-mini's) never cuts anything off.
-  if (const json* v = find(c, "sliding_window"); v && !window_off) {
+  // (Gemma: sliding_window and layer_types are per layer, parse_gemma3.)
+  if (const json* v = find(c, "sliding_window"); v && !window_off && !gemma) {
     const int w = get_int(c, "sliding_window", where, 1, 1 << 30);
     if (w < m.max_pos) m.sliding_window = w;
   }
-  if (const json* lt = find(c, "layer_types")) {
+  if (const json* lt = find(c, "layer_types"); lt && !gemma) {
     if (!lt->is_array()) fail("{}: key 'layer_types' must be a list", where);
     for (const json& t : *lt)
       if (!t.is_string() || t.get<std::string>() != "full_attention")
@@ -126,74 +134,15 @@ void refuse_unimplemented(const json& c, ModelDesc& m, const std::string& where)
   }
 }
 
-ModelDesc parse_config(const json& c, const json& gen, const std::string& where) {
-  if (!c.is_object()) fail("{}: config is not a JSON object", where);
-  ModelDesc m;
-  const json* archs = find(c, "architectures");
-  if (!archs || !archs->is_array() || archs->empty() || !(*archs)[0].is_string())
-    fail("{}: missing key 'architectures'", where);
-  m.hf_class = (*archs)[0].get<std::string>();
-  // Mistral, SmolLM3 and Qwen2 have Llama's tensors (SmolLM3: no rotary embedding on some
-  // layers; Qwen2: biases on q_proj, k_proj and v_proj).
-  if (m.hf_class == "LlamaForCausalLM" || m.hf_class == "MistralForCausalLM" ||
-      m.hf_class == "SmolLM3ForCausalLM" || m.hf_class == "Qwen2ForCausalLM")
-    m.arch = Arch::Llama;
-  else if (m.hf_class == "Qwen3ForCausalLM")
-    m.arch = Arch::Qwen3;
-  else if (m.hf_class == "Phi3ForCausalLM")
-    m.arch = Arch::Phi3;
-  else
-    fail(
-        "{}: unsupported architecture '{}' (supported: LlamaForCausalLM, MistralForCausalLM, "
-        "SmolLM3ForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM)",
-        where, m.hf_class);
-
-  m.hidden = get_int(c, "hidden_size", where, 1, 1 << 16);
-  m.n_layers = get_int(c, "num_hidden_layers", where, 1, 1024);
-  m.n_heads = get_int(c, "num_attention_heads", where, 1, 1024);
-  m.n_kv_heads = find(c, "num_key_value_heads") ? get_int(c, "num_key_value_heads", where, 1, 1024)
-                                                : m.n_heads;
-  if (m.n_heads % m.n_kv_heads != 0)
-    fail("{}: num_attention_heads {} is not a multiple of num_key_value_heads {}", where, m.n_heads,
-         m.n_kv_heads);
-  if (find(c, "head_dim"))
-    m.head_dim = get_int(c, "head_dim", where, 2, 1024);
-  else {
-    if (m.hidden % m.n_heads != 0)
-      fail("{}: hidden_size is not a multiple of num_attention_heads", where);
-    m.head_dim = m.hidden / m.n_heads;
-  }
-  if (m.head_dim % 2 != 0) fail("{}: head_dim {} must be even", where, m.head_dim);
-  m.intermediate = get_int(c, "intermediate_size", where, 1, 1 << 20);
-  m.vocab = get_int(c, "vocab_size", where, 1, 1 << 24);
-  m.max_pos = get_int(c, "max_position_embeddings", where, 1, 1 << 24);
-  m.rms_eps = get_num(c, "rms_norm_eps", where, 0, 1);
-  m.tied_embeddings =
-      find(c, "tie_word_embeddings") ? find(c, "tie_word_embeddings")->get<bool>() : false;
-  for (const char* bias_key : {"attention_bias", "mlp_bias"}) {
-    const json* b = find(c, bias_key);
-    if (b && b->is_boolean() && b->get<bool>())
-      fail("{}: '{}': true is not supported", where, bias_key);
-  }
-  if (const json* act = find(c, "hidden_act");
-      act && act->is_string() && act->get<std::string>() != "silu")
-    fail("{}: hidden_act '{}' is not supported (only silu)", where, act->get<std::string>());
-  refuse_unimplemented(c, m, where);
-  m.qk_norm = m.arch == Arch::Qwen3;
-  m.fused_qkv = m.fused_gate_up = m.arch == Arch::Phi3;
-  m.qkv_bias = m.hf_class == "Qwen2ForCausalLM";  // Qwen2Attention: nn.Linear(bias=True) for q/k/v
-
-  // RoPE: classic top-level keys, or the transformers 5.x rope_parameters block.
-  const json* rp = find(c, "rope_parameters");
-  const json* rs = rp ? rp : find(c, "rope_scaling");
+// The rotary embedding of rope_scaling / rope_parameters block rs (null: none), `theta` where the
+// block has no rope_theta. rwhere names the block in errors.
+RopeDesc parse_rope(const json& c, const json* rs, const std::string& rwhere,
+                    const std::string& where, const ModelDesc& m, double theta) {
   const json empty = json::object();
   const json& rj = rs ? *rs : empty;
-  const std::string rwhere = where + (rp ? " rope_parameters" : rs ? " rope_scaling" : "");
-  RopeDesc& r = m.rope;
-  if (find(rj, "rope_theta"))
-    r.theta = get_num(rj, "rope_theta", rwhere, 1, 1e12);
-  else if (find(c, "rope_theta"))
-    r.theta = get_num(c, "rope_theta", where, 1, 1e12);
+  if (!rj.is_object()) fail("{}: must be an object", rwhere);
+  RopeDesc r;
+  r.theta = find(rj, "rope_theta") ? get_num(rj, "rope_theta", rwhere, 1, 1e12) : theta;
   double partial = 1.0;
   if (find(rj, "partial_rotary_factor"))
     partial = get_num(rj, "partial_rotary_factor", rwhere, 0, 1);
@@ -209,6 +158,8 @@ ModelDesc parse_config(const json& c, const json& gen, const std::string& where)
     type = t2->get<std::string>();
   r.type = type;
   if (type == "default") {
+  } else if (type == "linear") {  // positions divided by factor: inv_freq / factor
+    r.factor = get_num(rj, "factor", rwhere, 1e-6, 1e6);
   } else if (type == "llama3") {
     r.factor = get_num(rj, "factor", rwhere, 1, 1e6);
     r.low_freq_factor = get_num(rj, "low_freq_factor", rwhere, 1e-6, 1e6);
@@ -240,7 +191,156 @@ ModelDesc parse_config(const json& c, const json& gen, const std::string& where)
       r.attention_factor =
           factor <= 1.0 ? 1.0 : std::sqrt(1 + std::log(factor) / std::log(r.original_max_pos));
   } else {
-    fail("{}: rope type '{}' is not supported (default, llama3, longrope)", rwhere, type);
+    fail("{}: rope type '{}' is not supported (default, linear, llama3, longrope)", rwhere, type);
+  }
+
+  return r;
+}
+
+// Gemma3ForCausalLM (text): sandwich norms as x * (1 + w), GeGLU, the scaled embedding,
+// query_pre_attn_scalar, sliding-window layers beside global ones (layer_types, or every
+// sliding_window_pattern-th layer global), each kind with its own rotary base.
+void parse_gemma3(const json& c, ModelDesc& m, const std::string& where) {
+  m.qk_norm = true;
+  for (const char* key : {"hidden_activation", "hidden_act"})
+    if (const json* a = find(c, key);
+        a && (!a->is_string() || a->get<std::string>() != "gelu_pytorch_tanh"))
+      fail("{}: {} {} is not supported (only gelu_pytorch_tanh)", where, key, a->dump());
+  const double qpas = find(c, "query_pre_attn_scalar")
+                          ? get_num(c, "query_pre_attn_scalar", where, 1e-6, 1e9)
+                          : 256.0;
+  m.attn_scale = std::pow(qpas, -0.5);
+  // Gemma3TextScaledWordEmbedding: torch.tensor(hidden ** 0.5) (fp32), cast to the weights' dtype.
+  const float s32 = static_cast<float>(std::sqrt(static_cast<double>(m.hidden)));
+  std::string dtype = "float32";
+  for (const char* key : {"dtype", "torch_dtype"})
+    if (const json* d = find(c, key); d && d->is_string()) {
+      dtype = d->get<std::string>();
+      break;
+    }
+  m.embed_scale = dtype == "bfloat16"  ? bf16_to_f32(f32_to_bf16(s32))
+                  : dtype == "float16" ? round_f16(s32)
+                                       : s32;
+  const int W = find(c, "sliding_window") ? get_int(c, "sliding_window", where, 1, 1 << 30) : 4096;
+  std::vector<int> sliding;
+  if (const json* lt = find(c, "layer_types")) {
+    if (!lt->is_array() || lt->size() != static_cast<size_t>(m.n_layers))
+      fail("{}: key 'layer_types' must be a list of {} (num_hidden_layers) layer types", where,
+           m.n_layers);
+    for (const json& t : *lt) {
+      const std::string v = t.is_string() ? t.get<std::string>() : "";
+      if (v != "sliding_attention" && v != "full_attention")
+        fail("{}: 'layer_types' holds {}: expected sliding_attention or full_attention", where,
+             t.dump());
+      sliding.push_back(v == "sliding_attention");
+    }
+  } else {
+    const int every = find(c, "sliding_window_pattern")
+                          ? get_int(c, "sliding_window_pattern", where, 1, 1 << 20)
+                          : 6;
+    for (int l = 0; l < m.n_layers; ++l) sliding.push_back((l + 1) % every != 0);
+  }
+  for (int s : sliding) m.layer_window.push_back(s ? W : 0);
+  // Rotary tables: transformers 5 keys rope_parameters by layer type; the classic shape has
+  // rope_theta (+ rope_scaling) for the global layers and rope_local_base_freq for the others.
+  const json* rp = find(c, "rope_parameters");
+  const bool keyed = rp && rp->is_object() &&
+                     (rp->contains("full_attention") || rp->contains("sliding_attention"));
+  const double theta = find(c, "rope_theta") ? get_num(c, "rope_theta", where, 1, 1e12) : 1e6;
+  const double local =
+      find(c, "rope_local_base_freq") ? get_num(c, "rope_local_base_freq", where, 1, 1e12) : 1e4;
+  if (keyed) {
+    m.rope = parse_rope(c, find(*rp, "full_attention"), where + " rope_parameters.full_attention",
+                        where, m, theta);
+    m.rope_local = parse_rope(c, find(*rp, "sliding_attention"),
+                              where + " rope_parameters.sliding_attention", where, m, local);
+  } else {
+    const json* rs = rp ? rp : find(c, "rope_scaling");
+    m.rope = parse_rope(c, rs,
+                        where + (rp   ? " rope_parameters"
+                                 : rs ? " rope_scaling"
+                                      : ""),
+                        where, m, theta);
+    m.rope_local = parse_rope(c, nullptr, where, where, m, local);
+  }
+  for (const RopeDesc* r : {&m.rope, &m.rope_local})
+    if (r->type != "default" && r->type != "linear")
+      fail("{}: rope type '{}' is not supported for Gemma 3 (default, linear)", where, r->type);
+}
+
+ModelDesc parse_config(const json& c, const json& gen, const std::string& where) {
+  if (!c.is_object()) fail("{}: config is not a JSON object", where);
+  ModelDesc m;
+  const json* archs = find(c, "architectures");
+  if (!archs || !archs->is_array() || archs->empty() || !(*archs)[0].is_string())
+    fail("{}: missing key 'architectures'", where);
+  m.hf_class = (*archs)[0].get<std::string>();
+  // Mistral, SmolLM3 and Qwen2 have Llama's tensors (SmolLM3: no rotary embedding on some
+  // layers; Qwen2: biases on q_proj, k_proj and v_proj).
+  if (m.hf_class == "LlamaForCausalLM" || m.hf_class == "MistralForCausalLM" ||
+      m.hf_class == "SmolLM3ForCausalLM" || m.hf_class == "Qwen2ForCausalLM" ||
+      m.hf_class == "Gemma3ForCausalLM")
+    m.arch = Arch::Llama;
+  else if (m.hf_class == "Qwen3ForCausalLM")
+    m.arch = Arch::Qwen3;
+  else if (m.hf_class == "Phi3ForCausalLM")
+    m.arch = Arch::Phi3;
+  else
+    fail(
+        "{}: unsupported architecture '{}' (supported: LlamaForCausalLM, MistralForCausalLM, "
+        "SmolLM3ForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, "
+        "Gemma3ForCausalLM)",
+        where, m.hf_class);
+
+  m.hidden = get_int(c, "hidden_size", where, 1, 1 << 16);
+  m.n_layers = get_int(c, "num_hidden_layers", where, 1, 1024);
+  m.n_heads = get_int(c, "num_attention_heads", where, 1, 1024);
+  m.n_kv_heads = find(c, "num_key_value_heads") ? get_int(c, "num_key_value_heads", where, 1, 1024)
+                                                : m.n_heads;
+  if (m.n_heads % m.n_kv_heads != 0)
+    fail("{}: num_attention_heads {} is not a multiple of num_key_value_heads {}", where, m.n_heads,
+         m.n_kv_heads);
+  if (find(c, "head_dim"))
+    m.head_dim = get_int(c, "head_dim", where, 2, 1024);
+  else {
+    if (m.hidden % m.n_heads != 0)
+      fail("{}: hidden_size is not a multiple of num_attention_heads", where);
+    m.head_dim = m.hidden / m.n_heads;
+  }
+  if (m.head_dim % 2 != 0) fail("{}: head_dim {} must be even", where, m.head_dim);
+  m.intermediate = get_int(c, "intermediate_size", where, 1, 1 << 20);
+  m.vocab = get_int(c, "vocab_size", where, 1, 1 << 24);
+  m.max_pos = get_int(c, "max_position_embeddings", where, 1, 1 << 24);
+  m.rms_eps = get_num(c, "rms_norm_eps", where, 0, 1);
+  m.tied_embeddings =
+      find(c, "tie_word_embeddings") ? find(c, "tie_word_embeddings")->get<bool>() : false;
+  for (const char* bias_key : {"attention_bias", "mlp_bias"}) {
+    const json* b = find(c, bias_key);
+    if (b && b->is_boolean() && b->get<bool>())
+      fail("{}: '{}': true is not supported", where, bias_key);
+  }
+  m.gemma_norms = m.hf_class == "Gemma3ForCausalLM";
+  if (const json* act = find(c, "hidden_act");
+      !m.gemma_norms && act && act->is_string() && act->get<std::string>() != "silu")
+    fail("{}: hidden_act '{}' is not supported (only silu)", where, act->get<std::string>());
+  refuse_unimplemented(c, m, where);
+  m.qk_norm = m.arch == Arch::Qwen3 || m.gemma_norms;
+  m.fused_qkv = m.fused_gate_up = m.arch == Arch::Phi3;
+  m.qkv_bias = m.hf_class == "Qwen2ForCausalLM";  // Qwen2Attention: nn.Linear(bias=True) for q/k/v
+
+  // RoPE: classic top-level keys, or the transformers 5.x rope_parameters block (for Gemma 3
+  // keyed by layer type: parse_gemma3).
+  if (m.gemma_norms) {
+    parse_gemma3(c, m, where);
+  } else {
+    const json* rp = find(c, "rope_parameters");
+    const json* rs = rp ? rp : find(c, "rope_scaling");
+    m.rope = parse_rope(c, rs,
+                        where + (rp   ? " rope_parameters"
+                                 : rs ? " rope_scaling"
+                                      : ""),
+                        where, m,
+                        find(c, "rope_theta") ? get_num(c, "rope_theta", where, 1, 1e12) : 1e4);
   }
 
   // Token ids: generation_config wins over config.
@@ -278,6 +378,8 @@ std::vector<float> rope_inv_freq(const RopeDesc& r, bool long_factors) {
       inv[i] = 1.0f / base_pow;
     }
   }
+  if (r.type == "linear")  // transformers: inv_freq /= factor
+    for (auto& f : inv) f /= static_cast<float>(r.factor);
   if (r.type == "llama3") {
     const double pi = 3.14159265358979323846;
     double low_wavelen = r.original_max_pos / r.low_freq_factor;
@@ -298,6 +400,36 @@ std::vector<float> rope_inv_freq(const RopeDesc& r, bool long_factors) {
   return inv;
 }
 
+namespace {
+json rope_json(const RopeDesc& rope) {
+  return {{"type", rope.type},
+          {"theta", rope.theta},
+          {"rotary_dim", rope.rotary_dim},
+          {"factor", rope.factor},
+          {"low_freq_factor", rope.low_freq_factor},
+          {"high_freq_factor", rope.high_freq_factor},
+          {"original_max_pos", rope.original_max_pos},
+          {"short_factor", rope.short_factor},
+          {"long_factor", rope.long_factor},
+          {"attention_factor", rope.attention_factor}};
+}
+RopeDesc rope_from_json(const json& r) {
+  RopeDesc o;
+  o.type = r.at("type").get<std::string>();
+  o.theta = r.at("theta").get<double>();
+  o.rotary_dim = json_int<int>(r.at("rotary_dim"), "model description: rope.rotary_dim");
+  o.factor = r.at("factor").get<double>();
+  o.low_freq_factor = r.at("low_freq_factor").get<double>();
+  o.high_freq_factor = r.at("high_freq_factor").get<double>();
+  o.original_max_pos =
+      json_int<int>(r.at("original_max_pos"), "model description: rope.original_max_pos");
+  o.short_factor = r.at("short_factor").get<std::vector<double>>();
+  o.long_factor = r.at("long_factor").get<std::vector<double>>();
+  o.attention_factor = r.at("attention_factor").get<double>();
+  return o;
+}
+}  // namespace
+
 json ModelDesc::to_json() const {
   json j{{"arch", arch_name(arch)},
          {"hf_class", hf_class},
@@ -316,21 +448,18 @@ json ModelDesc::to_json() const {
          {"fused_gate_up", fused_gate_up},
          {"bos_id", bos_id},
          {"eos_ids", eos_ids},
-         {"rope",
-          {{"type", rope.type},
-           {"theta", rope.theta},
-           {"rotary_dim", rope.rotary_dim},
-           {"factor", rope.factor},
-           {"low_freq_factor", rope.low_freq_factor},
-           {"high_freq_factor", rope.high_freq_factor},
-           {"original_max_pos", rope.original_max_pos},
-           {"short_factor", rope.short_factor},
-           {"long_factor", rope.long_factor},
-           {"attention_factor", rope.attention_factor}}}};
+         {"rope", rope_json(rope)}};
   // Written only where set, so the other families' descriptions stay as they were.
   if (!use_rope.empty()) j["use_rope"] = use_rope;
   if (sliding_window > 0) j["sliding_window"] = sliding_window;
   if (qkv_bias) j["qkv_bias"] = true;
+  if (gemma_norms) {
+    j["gemma_norms"] = true;
+    j["embed_scale"] = embed_scale;
+    j["attn_scale"] = attn_scale;
+    j["layer_window"] = layer_window;
+    j["rope_local"] = rope_json(rope_local);
+  }
   return j;
 }
 
@@ -358,23 +487,27 @@ ModelDesc ModelDesc::from_json(const json& j) {
     m.fused_gate_up = j.at("fused_gate_up").get<bool>();
     m.bos_id = json_int<int>(j.at("bos_id"), "model description: bos_id");
     m.eos_ids = json_ints<int>(j.at("eos_ids"), "model description: eos_ids");
-    auto& r = j.at("rope");
-    m.rope.type = r.at("type").get<std::string>();
-    m.rope.theta = r.at("theta").get<double>();
-    m.rope.rotary_dim = json_int<int>(r.at("rotary_dim"), "model description: rope.rotary_dim");
-    m.rope.factor = r.at("factor").get<double>();
-    m.rope.low_freq_factor = r.at("low_freq_factor").get<double>();
-    m.rope.high_freq_factor = r.at("high_freq_factor").get<double>();
-    m.rope.original_max_pos =
-        json_int<int>(r.at("original_max_pos"), "model description: rope.original_max_pos");
-    m.rope.short_factor = r.at("short_factor").get<std::vector<double>>();
-    m.rope.long_factor = r.at("long_factor").get<std::vector<double>>();
-    m.rope.attention_factor = r.at("attention_factor").get<double>();
+    m.rope = rope_from_json(j.at("rope"));
     if (j.contains("use_rope"))
       m.use_rope = json_ints<int>(j.at("use_rope"), "model description: use_rope");
     if (j.contains("sliding_window"))
       m.sliding_window = json_int<int>(j.at("sliding_window"), "model description: sliding_window");
     if (j.contains("qkv_bias")) m.qkv_bias = j.at("qkv_bias").get<bool>();
+    if (j.contains("gemma_norms")) {
+      m.gemma_norms = j.at("gemma_norms").get<bool>();
+      m.embed_scale = j.at("embed_scale").get<double>();
+      m.attn_scale = j.at("attn_scale").get<double>();
+      m.layer_window = json_ints<int>(j.at("layer_window"), "model description: layer_window");
+      m.rope_local = rope_from_json(j.at("rope_local"));
+      if (m.layer_window.size() != static_cast<size_t>(m.n_layers))
+        fail("model description: layer_window has {} entries for {} layers", m.layer_window.size(),
+             m.n_layers);
+      for (int w : m.layer_window)
+        if (w < 0) fail("model description: layer_window holds {}", w);
+      if (!(std::fabs(m.embed_scale) < 1e6) || !(m.attn_scale > 0 && m.attn_scale < 1e6) ||
+          m.rope_local.rotary_dim != m.rope.rotary_dim)
+        fail("model description: Gemma 3 scales or rotary tables out of range");
+    }
     auto bad = [](int v, int hi) { return v < 1 || v > hi; };
     if (bad(m.hidden, 1 << 16) || bad(m.n_layers, 1024) || bad(m.n_heads, 1024) ||
         bad(m.n_kv_heads, 1024) || bad(m.head_dim, 1024) || bad(m.intermediate, 1 << 20) ||

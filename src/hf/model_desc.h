@@ -35,6 +35,21 @@ struct ModelDesc {
   bool fused_gate_up = false;  // Phi3: gate_up_proj
   bool qkv_bias = false;       // Qwen2: q_proj, k_proj and v_proj have a bias
   RopeDesc rope;
+  // Gemma 3 (Gemma3ForCausalLM), each off for the other families:
+  //  gemma_norms: RMSNorm as x * (1 + w) (1 + w folded into the stored weight at export), two more
+  //    norms a layer (post_attention_layernorm on the attention output before its residual add,
+  //    pre_/post_feedforward_layernorm around the MLP), GeGLU (tanh GeLU) in place of SwiGLU;
+  //  embed_scale: the embedding output multiplied by it (sqrt(hidden) rounded to the checkpoint's
+  //    dtype; 0: none); attn_scale: the attention's softmax scale (0: head_dim^-0.5);
+  //  layer_window: per layer, the sliding window W (a query at i sees keys i-W+1..i; 0: global),
+  //    empty: every layer global; rope_local: the rotary tables of the windowed layers.
+  bool gemma_norms = false;
+  double embed_scale = 0, attn_scale = 0;
+  std::vector<int> layer_window;
+  RopeDesc rope_local;
+  int layer_win(int layer) const {
+    return layer_window.empty() ? 0 : layer_window[static_cast<size_t>(layer)];
+  }
   // SmolLM3: per layer, 1 = rotary embedding on q and k, 0 = none (config.json no_rope_layers,
   // or derived from no_rope_layer_interval). Empty: every layer has it.
   std::vector<int> use_rope;

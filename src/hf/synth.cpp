@@ -44,6 +44,10 @@ const std::vector<SynthPreset>& synth_presets() {
       // BPE and 151936 rows).
       {"tiny-qwen2.5", "qwen3", "Qwen/Qwen2.5-0.5B-Instruct", "qwen2", true, 128, 2, 2, 1, 64, 256,
        151936},
+      // Gemma 3 (text): head_dim 256 kept, hidden 64 (sqrt(64) = 8, the embedding scale, is exact
+      // in bf16 and fp32 alike), 4 layers alternating sliding-window (window 8) and global.
+      {"tiny-gemma3", "gemma3", "google/gemma-3-1b-it", "gemma3", true, 64, 4, 2, 1, 256, 128,
+       262144},
       {"qwen3-0.6b", "qwen3", "Qwen/Qwen3-0.6B", "qwen3", false, 1024, 28, 16, 8, 128, 3072,
        151936},
       {"llama-3.2-1b", "llama3.2", "unsloth/Llama-3.2-1B-Instruct", "llama", false, 2048, 16, 32, 8,
@@ -52,6 +56,8 @@ const std::vector<SynthPreset>& synth_presets() {
        128, 8192, 200064},
       {"qwen2.5-0.5b", "qwen3", "Qwen/Qwen2.5-0.5B-Instruct", "qwen2", false, 896, 24, 14, 2, 64,
        4864, 151936},
+      {"gemma-3-1b", "gemma3", "google/gemma-3-1b-it", "gemma3", false, 1152, 26, 4, 1, 256, 6912,
+       262144},
       // The sizes people run, 1.5B-8B (full shapes; the 8B's rope scaling is Llama 3.2's).
       {"qwen2.5-1.5b", "qwen3", "Qwen/Qwen2.5-1.5B-Instruct", "qwen2", false, 1536, 28, 12, 2, 128,
        8960, 151936},
@@ -151,6 +157,35 @@ json synth_config_json(const SynthPreset& p) {
     c["sliding_window"] = 32768;
     c["transformers_version"] = "4.43.1";
     c["use_sliding_window"] = false;
+  } else if (p.arch == "gemma3") {  // gemma-3-1b-it (Gemma3ForCausalLM, model_type gemma3_text)
+    c.erase("hidden_act");
+    c["architectures"].push_back("Gemma3ForCausalLM");
+    c["attn_logit_softcapping"] = nullptr;
+    c["bos_token_id"] = 2;
+    c["cache_implementation"] = "hybrid";
+    c["eos_token_id"] = {1, 106};
+    c["final_logit_softcapping"] = nullptr;
+    c["head_dim"] = p.head_dim;
+    c["hidden_activation"] = "gelu_pytorch_tanh";
+    c["max_position_embeddings"] = 32768;
+    c["model_type"] = "gemma3_text";
+    c["pad_token_id"] = 0;
+    c["query_pre_attn_scalar"] = 256;
+    c["rms_norm_eps"] = 1e-06;
+    c["rope_local_base_freq"] = 10000;
+    c["rope_scaling"] = nullptr;
+    c["rope_theta"] = 1000000;
+    if (p.tiny) {  // the later key set: layer_types; a window the tests' prompts cross
+      json types = json::array();
+      for (int l = 0; l < p.layers; ++l)
+        types.push_back(l % 2 == 0 ? "sliding_attention" : "full_attention");
+      c["layer_types"] = types;
+      c["sliding_window"] = 8;
+    } else {  // the Hub file: every 6th layer global
+      c["sliding_window"] = 512;
+      c["sliding_window_pattern"] = 6;
+    }
+    c["transformers_version"] = "4.50.0.dev0";
   } else if (p.arch == "mistral") {  // Mistral-7B-Instruct-v0.2: no head_dim key
     c.erase("attention_bias");
     c["architectures"].push_back("MistralForCausalLM");
@@ -243,6 +278,11 @@ json synth_generation_config_json(const SynthPreset& p) {
             {"top_k", 20},
             {"top_p", 0.8},
             {"transformers_version", "4.37.0"}};
+  if (p.arch == "gemma3")
+    return {{"bos_token_id", 2}, {"cache_implementation", "hybrid"},
+            {"do_sample", true}, {"eos_token_id", {1, 106}},
+            {"pad_token_id", 0}, {"top_k", 64},
+            {"top_p", 0.95},     {"transformers_version", "4.50.0.dev0"}};
   if (p.arch == "mistral")
     return {{"_from_model_config", true},
             {"bos_token_id", 1},
@@ -299,7 +339,7 @@ std::vector<SynthTensor> synth_tensors(const SynthPreset& p) {
       t.push_back({L + "self_attn.v_proj.weight", {kv, D}});
       if (p.arch == "qwen2") t.push_back({L + "self_attn.v_proj.bias", {kv}});
       t.push_back({L + "self_attn.o_proj.weight", {D, q}});
-      if (p.arch == "qwen3") {
+      if (p.arch == "qwen3" || p.arch == "gemma3") {
         t.push_back({L + "self_attn.q_norm.weight", {hd}});
         t.push_back({L + "self_attn.k_norm.weight", {hd}});
       }
@@ -309,6 +349,10 @@ std::vector<SynthTensor> synth_tensors(const SynthPreset& p) {
     }
     t.push_back({L + "input_layernorm.weight", {D}});
     t.push_back({L + "post_attention_layernorm.weight", {D}});
+    if (p.arch == "gemma3") {
+      t.push_back({L + "pre_feedforward_layernorm.weight", {D}});
+      t.push_back({L + "post_feedforward_layernorm.weight", {D}});
+    }
   }
   t.push_back({"model.norm.weight", {D}});
   if (p.untied) t.push_back({"lm_head.weight", {p.vocab, D}});
@@ -363,7 +407,8 @@ constexpr double kBiasStd = 0.5;
 enum class Kind { Norm, Normal };
 struct Rule {
   Kind kind;
-  float step = 0;  // weight = float(c) * step for Kind::Normal
+  float step = 0;    // weight = float(c) * step for Kind::Normal
+  int32_t base = 1;  // Kind::Norm: weight = (base * kNormDen + c) / kNormDen
 };
 
 Rule rule_for(const SynthPreset& p, const SynthTensor& t) {
@@ -375,7 +420,15 @@ Rule rule_for(const SynthPreset& p, const SynthTensor& t) {
   const double ih_sigma = std::sqrt(4294967295.0 / 3.0);  // IEEE sqrt: exactly rounded
   // Qwen2's q/k/v biases: half the unit-RMS projection's scale, so they move the attention.
   if (ends("_proj.bias")) return {Kind::Normal, static_cast<float>(kBiasStd / ih_sigma)};
+  // Gemma's norms scale by 1 + w: w near 0, the final norm's near 5 (a gain of ~6 on the unit-RMS
+  // state, for the logit scale with the embedding below).
+  if (t.shape.size() == 1 && p.arch == "gemma3")
+    return {Kind::Norm, 0, n == "model.norm.weight" ? 5 : 0};
   if (t.shape.size() == 1) return {Kind::Norm};
+  // Gemma multiplies the embedding by sqrt(hidden): rows of RMS 1 / sqrt(hidden) enter the residual
+  // stream at RMS 1; with the final norm's gain of ~6 the tied head's logits have a std of ~6.
+  if (p.arch == "gemma3" && ends("embed_tokens.weight"))
+    return {Kind::Normal, static_cast<float>(1.0 / std::sqrt(double(p.hidden)) / ih_sigma)};
   const double sigma_e = kLogitStd / std::sqrt(static_cast<double>(p.hidden));
   const double fan_in = static_cast<double>(t.shape[1]);
   double sd;
@@ -404,7 +457,7 @@ void synth_fill_bf16(const SynthPreset& p, const SynthTensor& t, uint64_t seed, 
     const int32_t c = irwin_hall(mix64(key + (idx + 1) * kGamma));
     float v;
     if (r.kind == Kind::Norm)
-      v = static_cast<float>(kNormDen + c) / static_cast<float>(kNormDen);
+      v = static_cast<float>(r.base * kNormDen + c) / static_cast<float>(kNormDen);
     else
       v = static_cast<float>(c) * r.step;
     out[i] = f32_to_bf16(v);

@@ -124,6 +124,7 @@ void check_attention(const OpCheck& c, const Op& o) {
   const int64_t H = c.iattr(o, "n_heads", 1, qw), Hkv = c.iattr(o, "n_kv_heads", 1, H);
   const int64_t hd = c.iattr(o, "head_dim", 1, qw);
   c.fattr(o, "scale");
+  if (o.attrs.contains("window")) c.iattr(o, "window", 1, kBig);
   if (H % Hkv || H * hd != qw || Hkv * hd != kw || vw != kw)
     c.bad("head counts do not match the q/k/v widths");
   c.same_rows(I[0], I[1]);
@@ -135,7 +136,7 @@ void check_attention(const OpCheck& c, const Op& o) {
   c.out_act(o.outputs[0], c.rows(I[0]), qw);
 }
 
-void check_elementwise(const OpCheck& c, const Op& o) {  // swiglu, add
+void check_elementwise(const OpCheck& c, const Op& o) {  // swiglu, geglu, add
   const auto& I = o.inputs;
   const int64_t a = c.act(I[0]), b = c.act(I[1]);
   if (a != b) c.bad("inputs have different widths");
@@ -148,6 +149,11 @@ void check_bias_add(const OpCheck& c, const Op& o) {
   const int64_t N = c.act(I[0]);
   c.weight(I[1], {DType::F32}, {N});
   c.out_act(o.outputs[0], c.rows(I[0]), N);
+}
+
+void check_scale(const OpCheck& c, const Op& o) {
+  c.fattr(o, "factor");
+  c.out_act(o.outputs[0], c.rows(o.inputs[0]), c.act(o.inputs[0]));
 }
 
 void check_last_row(const OpCheck& c, const Op& o) {
@@ -189,13 +195,20 @@ constexpr OpSchema kSchemas[] = {
      "original_max_pos`.",
      check_rope},
     {"attention", 5, 5, 1, "q [T, H*hd], k [T, Hkv*hd], v [T, Hkv*hd], kcache, vcache",
-     "o [T, H*hd]", "`n_heads`, `n_kv_heads`, `head_dim`, `scale`",
+     "o [T, H*hd]", "`n_heads`, `n_kv_heads`, `head_dim`, `scale`, (`window` W)",
      "first writes k, v into cache rows pos..pos+T-1 (rounded to the cache dtype), then causal "
      "grouped-query attention: head h uses kv head `h / (H/Hkv)`, query t attends to cache rows "
-     "0..pos+t, softmax(scale * q.k) v",
+     "0..pos+t (with `window`: max(0, pos+t-W+1)..pos+t, Gemma's sliding-window layers), "
+     "softmax(scale * q.k) v",
      check_attention},
     {"swiglu", 2, 2, 1, "gate [T,F], up [T,F]", "y [T,F]", "", "`y = gate * sigmoid(gate) * up`",
      check_elementwise},
+    {"geglu", 2, 2, 1, "gate [T,F], up [T,F]", "y [T,F]", "",
+     "`y = gelu_tanh(gate) * up`, `gelu_tanh(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))` "
+     "(Gemma)",
+     check_elementwise},
+    {"scale", 1, 1, 1, "x [T,N]", "y [T,N]", "`factor` s",
+     "`y = x * s` (Gemma's embedding times sqrt(hidden))", check_scale},
     {"add", 2, 2, 1, "a [T,N], b [T,N]", "y [T,N]", "", "`y = a + b`", check_elementwise},
     {"bias_add", 2, 2, 1, "x [T,N], b F32 [N]", "y [T,N]", "",
      "`y[t] = x[t] + b` (Qwen2's q/k/v projection biases)", check_bias_add},

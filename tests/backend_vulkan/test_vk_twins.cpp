@@ -1,7 +1,8 @@
 // The Llama-architecture twins of `vkllm synth` (tiny-mistral: untied head, Mistral's config;
 // tiny-smollm3: every 4th layer without rotary embedding, so the Vulkan planner sees attentions
 // with and without ropes before them; tiny-qwen2.5: bias_add ops between the q/k/v projections and
-// the ropes) through export and both backends: the artifact's program on
+// the ropes; tiny-gemma3: sliding-window and global layers, every recipe) through export and both
+// backends: the artifact's program on
 // Vulkan gives the CPU reference's greedy tokens over a chunked prefill and a decode, logits NMSE
 // within the recipe's agreement bound (runtime/agreement.h).
 #include <gtest/gtest.h>
@@ -104,6 +105,23 @@ INSTANTIATE_TEST_SUITE_P(LlamaArchitecture, VulkanTwins,
                              if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
                            return s;
                          });
+
+// Gemma 3 under every recipe: sliding-window layers (window 8: the 11-token prompt's second chunk
+// and the decode steps are past it), GeGLU, the embedding scale, head_dim 256.
+INSTANTIATE_TEST_SUITE_P(
+    Gemma3, VulkanTwins,
+    ::testing::Values(TwinCase{"tiny-gemma3", "non-quantized"}, TwinCase{"tiny-gemma3", "fp16"},
+                      TwinCase{"tiny-gemma3", "quantized-8da4w"},
+                      TwinCase{"tiny-gemma3", "quantized-8da4w-fp16"},
+                      TwinCase{"tiny-gemma3", "quantized-8da4w-embedding"},
+                      TwinCase{"tiny-gemma3", "quantized-8da4w-fp16-embedding"},
+                      TwinCase{"tiny-gemma3", "quantized-int4-weight-only"}),
+    [](const auto& p) {
+      std::string s = std::string(p.param.preset) + "_" + p.param.recipe;
+      for (char& ch : s)
+        if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+      return s;
+    });
 
 }  // namespace
 }  // namespace vkllm::test

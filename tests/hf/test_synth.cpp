@@ -107,9 +107,10 @@ TEST(Synth, PresetsAndSizes) {
   for (auto& p : synth_presets()) names.insert(p.name);
   EXPECT_EQ(names,
             (std::set<std::string>{"tiny-qwen3", "tiny-llama3.2", "tiny-phi4mini", "tiny-mistral",
-                                   "tiny-smollm3", "tiny-qwen2.5", "qwen3-0.6b", "llama-3.2-1b",
-                                   "phi-4-mini", "qwen2.5-0.5b", "qwen2.5-1.5b", "qwen3-1.7b",
-                                   "llama-3.2-3b", "smollm3-3b", "qwen3-4b", "llama-3.1-8b"}));
+                                   "tiny-smollm3", "tiny-qwen2.5", "tiny-gemma3", "qwen3-0.6b",
+                                   "llama-3.2-1b", "phi-4-mini", "qwen2.5-0.5b", "gemma-3-1b",
+                                   "qwen2.5-1.5b", "qwen3-1.7b", "llama-3.2-3b", "smollm3-3b",
+                                   "qwen3-4b", "llama-3.1-8b"}));
   // Real vocab rows and head_dim in every twin; twins stay small.
   EXPECT_EQ(find_synth_preset("tiny-qwen3").vocab, 151936);
   EXPECT_EQ(find_synth_preset("tiny-llama3.2").vocab, 128256);
@@ -117,6 +118,7 @@ TEST(Synth, PresetsAndSizes) {
   EXPECT_LT(synth_param_count(find_synth_preset("tiny-qwen3")) * 2, 50'000'000u);
   EXPECT_LT(synth_param_count(find_synth_preset("tiny-llama3.2")) * 2, 40'000'000u);
   EXPECT_LT(synth_param_count(find_synth_preset("tiny-phi4mini")) * 2, 55'000'000u);
+  EXPECT_LT(synth_param_count(find_synth_preset("tiny-gemma3")) * 2, 40'000'000u);
   // Full shapes: the public parameter counts (tied embeddings, no lm_head tensor).
   EXPECT_EQ(synth_param_count(find_synth_preset("qwen3-0.6b")), 596049920u);
   EXPECT_EQ(synth_param_count(find_synth_preset("llama-3.2-1b")), 1235814400u);
@@ -414,9 +416,9 @@ TEST(Synth, Cli) {
   std::string out = run_cli("synth --list --json", &rc);
   ASSERT_EQ(rc, 0) << out;
   json j = json::parse(out);
-  ASSERT_EQ(j.size(), 10u);
-  EXPECT_EQ(j[8]["name"], "phi-4-mini");
-  EXPECT_EQ(j[8]["bf16_bytes"].get<uint64_t>(), 3836021760ull * 2);
+  ASSERT_EQ(j.size(), 12u);
+  EXPECT_EQ(j[9]["name"], "phi-4-mini");
+  EXPECT_EQ(j[9]["bf16_bytes"].get<uint64_t>(), 3836021760ull * 2);
   out = run_cli("synth --list", &rc);
   EXPECT_EQ(rc, 0);
   EXPECT_NE(out.find("llama-3.2-1b"), std::string::npos);

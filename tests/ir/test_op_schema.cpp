@@ -112,5 +112,57 @@ TEST(OpSchema, BiasAddTakesAnF32RowOfTheInputsWidth) {
             "program: op 2 (bias_add): bias must be a weight of another dtype (has f16)");
 }
 
+// Gemma's ops: scale takes a finite float factor; geglu two inputs of one shape; attention's
+// optional window a positive integer.
+TEST(OpSchema, GemmaOpsAndTheAttentionWindow) {
+  auto error = [](const Op& o, size_t at) {
+    Program p = small_program();
+    p.ops.insert(p.ops.begin() + static_cast<long>(at), o);
+    const std::vector<bool> defined(p.tensors.size(), true);
+    try {
+      find_op_schema(o.family)->check(OpCheck(p, defined, at), p.ops[at]);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  Program p = small_program();
+  const int32_t x = p.ops[1].outputs[0];  // y [-1, 4]
+  EXPECT_EQ(error(Op{"scale", {x}, {x}, {{"factor", 8.0}}}, 2), "");
+  EXPECT_EQ(error(Op{"scale", {x}, {x}, {{"factor", 1e300}}}, 2),
+            "program: op 2 (scale): attribute factor = 1e+300 is not a finite float");
+  EXPECT_EQ(error(Op{"scale", {x}, {x}}, 2),
+            "program: op 2 (scale): attribute factor is missing or not a number");
+  EXPECT_EQ(error(Op{"geglu", {x, x}, {x}}, 2), "");
+  ASSERT_NE(find_op_schema("attention"), nullptr);
+  EXPECT_EQ(find_op_schema("geglu")->min_inputs, 2u);
+  // The window: a program with an attention op (q = k = v = [T, 4], one head of 4).
+  auto attention_error = [&](nlohmann::json attrs) {
+    Program q = small_program();
+    const int32_t a = q.ops[1].outputs[0];
+    const int32_t kc = q.add_tensor({"kc", DType::F32, TensorKind::KVCache, {8, 4}, 0, 0});
+    const int32_t vc = q.add_tensor({"vc", DType::F32, TensorKind::KVCache, {8, 4}, 0, 0});
+    const int32_t o = q.add_tensor({"o", DType::F32, TensorKind::Activation, {-1, 4}, 0, 0});
+    q.ops.insert(q.ops.begin() + 2, Op{"attention", {a, a, a, kc, vc}, {o}, attrs});
+    const std::vector<bool> defined(q.tensors.size(), true);
+    try {
+      find_op_schema("attention")->check(OpCheck(q, defined, 2), q.ops[2]);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  nlohmann::json attrs = {{"n_heads", 1}, {"n_kv_heads", 1}, {"head_dim", 4}, {"scale", 0.5}};
+  EXPECT_EQ(attention_error(attrs), "");
+  attrs["window"] = 3;
+  EXPECT_EQ(attention_error(attrs), "");
+  attrs["window"] = 0;
+  EXPECT_EQ(attention_error(attrs),
+            "program: op 2 (attention): attribute window = 0 is out of range");
+  attrs["window"] = "8";
+  EXPECT_EQ(attention_error(attrs),
+            "program: op 2 (attention): attribute window is missing or not an integer");
+}
+
 }  // namespace
 }  // namespace vkllm

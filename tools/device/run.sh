@@ -18,8 +18,9 @@ for t in .dev/*.tar.xz; do [ "$t" = .dev/fixtures.tar.xz ] || tar -C .dev -xJf "
 export LD_LIBRARY_PATH=$PWD/.dev${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 summary=()
 
+# synth_twins [name:family ...]: the twins (default the three seed twins) under /tmp/twins.
 synth_twins() {
-  for t in tiny-qwen3:qwen3 tiny-llama3.2:llama3.2 tiny-phi4mini:phi4mini; do
+  for t in ${@:-tiny-qwen3:qwen3 tiny-llama3.2:llama3.2 tiny-phi4mini:phi4mini}; do
     name=${t%%:*}; fam=${t##*:}
     [ -d /tmp/twins/$name ] || "$BIN" synth --preset "$name" -o /tmp/twins/$name --tokenizer-dir /tmp/fixtures/$fam
   done
@@ -43,9 +44,12 @@ for task in "$@"; do
       ldd --version | head -1; grep PRETTY /etc/os-release
       rc=0 ;;
     goldens)
-      synth_twins
+      # GOLDEN_TWINS (name:family ..., default the three seed twins) picks the twins.
+      gt=${GOLDEN_TWINS:-tiny-qwen3:qwen3 tiny-llama3.2:llama3.2 tiny-phi4mini:phi4mini}
+      synth_twins $gt
       mkdir -p "$OUT/goldens"
-      PYTHONUNBUFFERED=1 python3 tools/goldens/make_goldens.py --out "$OUT/goldens" /tmp/twins/tiny-qwen3 /tmp/twins/tiny-llama3.2 /tmp/twins/tiny-phi4mini
+      dirs=(); for t in $gt; do dirs+=("/tmp/twins/${t%%:*}"); done
+      PYTHONUNBUFFERED=1 python3 tools/goldens/make_goldens.py --out "$OUT/goldens" "${dirs[@]}"
       rc=$? ;;
     vulkan-tests)
       # One process per test, as ctest runs them (NVIDIA's driver refuses new instances after
@@ -219,10 +223,10 @@ PY
       # The larger full shapes (issue 51): export time, load, pp512 / tg128 and GPU memory of
       # quantized-8da4w-fp16 at 4,096 tokens of context, then the peer on the Llama and Qwen3 shapes
       # it can write (tools/device/peer_sizes.py; the peer's GGUFs are tied: the same bytes a step).
-      # SIZES (default "qwen2.5-1.5b llama-3.2-3b qwen3-4b llama-3.1-8b").
+      # SIZES (default "gemma-3-1b qwen2.5-1.5b llama-3.2-3b qwen3-4b llama-3.1-8b").
       rc=0; : >"$OUT/sizes.txt"
-      for preset in ${SIZES:-qwen2.5-1.5b llama-3.2-3b qwen3-4b llama-3.1-8b}; do
-        case $preset in llama*|smollm3*) fam=llama3.2 ;; *) fam=qwen3 ;; esac
+      for preset in ${SIZES:-gemma-3-1b qwen2.5-1.5b llama-3.2-3b qwen3-4b llama-3.1-8b}; do
+        case $preset in llama*|smollm3*) fam=llama3.2 ;; gemma*) fam=gemma3 ;; *) fam=qwen3 ;; esac
         d=/tmp/full-$preset a=/tmp/$preset.quantized-8da4w-fp16.vkllm
         [ -d $d ] || "$BIN" synth --preset "$preset" -o $d --tokenizer-dir /tmp/fixtures/$fam -q >/dev/null || { rc=1; continue; }
         t0=$(date +%s.%N)

@@ -4,7 +4,7 @@
 Run on the GPU machine (torch + transformers, no network needed):
 
     python3 tools/goldens/make_goldens.py --out tests/goldens twins/tiny-qwen3 \
-        twins/tiny-llama3.2 twins/tiny-phi4mini
+        twins/tiny-llama3.2 twins/tiny-phi4mini [twins/tiny-qwen2.5 twins/tiny-gemma3]
 
 where twins/<name> were written by `vkllm synth --preset <name> -o twins/<name>`.
 For each twin directory it writes into --out:
@@ -53,6 +53,13 @@ FAMILIES = {
         "text": "<|user|>" + QUESTION + "<|end|><|assistant|>",
         "add_special_tokens": False,
         "first_id": 200021,  # <|user|>
+    },
+    # Gemma 3 (Gemma3ForCausalLM, model_type gemma3_text): the chat template's turns, <bos> written
+    # in the text (whether the tokenizer's post-processor adds one does not matter then).
+    "gemma3_text": {
+        "text": "<bos><start_of_turn>user\n" + QUESTION + "<end_of_turn>\n<start_of_turn>model\n",
+        "add_special_tokens": False,
+        "first_id": 2,  # <bos>
     },
 }
 
@@ -139,11 +146,31 @@ def load_model(d, arch, torch):
     return model
 
 
+def check_gemma3(d, model, config, prompt_len, torch):
+    """What the golden must exercise for Gemma 3: both layer kinds, a prompt past the window, the
+    embedding scale sqrt(hidden) (exact in fp32 and bf16 for the twin's hidden size)."""
+    tc = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    kinds = list(getattr(tc, "layer_types", None) or [])
+    if "sliding_attention" not in kinds or "full_attention" not in kinds:
+        sys.exit(f"{d}: layer_types {kinds}: expected sliding and full attention layers")
+    window = tc.sliding_window
+    if not window or prompt_len <= window:
+        sys.exit(f"{d}: the prompt ({prompt_len} ids) does not cross the sliding window {window}")
+    emb = model.get_input_embeddings()
+    scale = getattr(emb, "embed_scale", None)
+    want = config["hidden_size"] ** 0.5
+    if scale is None or abs(float(scale) - want) > 1e-6 * want:
+        sys.exit(f"{d}: embedding scale {scale}, expected sqrt(hidden_size) = {want}")
+    print(f"note: {d}: {type(model).__name__}, layer types {kinds}, window {window}, "
+          f"embed_scale {float(scale)}, query_pre_attn_scalar {tc.query_pre_attn_scalar}",
+          file=sys.stderr)
+
+
 def family_of(config):
     mt = config.get("model_type")
     if mt in FAMILIES:
         return mt
-    sys.exit(f"unsupported model_type {mt!r} (expected qwen3, qwen2, llama or phi3)")
+    sys.exit(f"unsupported model_type {mt!r} (expected qwen3, qwen2, llama, phi3 or gemma3_text)")
 
 
 def run_twin(d, out_dir, torch, transformers):
@@ -161,8 +188,12 @@ def run_twin(d, out_dir, torch, transformers):
         sys.exit(f"{d}: prompt starts with id {prompt_ids[:1]}, expected {spec['first_id']}")
     if fam == "llama" and prompt_ids[1] == 128000:
         sys.exit(f"{d}: two BOS tokens in the prompt")
+    if fam == "gemma3_text" and prompt_ids[1] == 2:
+        sys.exit(f"{d}: two BOS tokens in the prompt")
 
     model = load_model(d, config["architectures"][0], torch)
+    if fam == "gemma3_text":
+        check_gemma3(d, model, config, len(prompt_ids), torch)
     vocab = model.get_output_embeddings().weight.shape[0]
     if vocab != config["vocab_size"]:
         sys.exit(f"{d}: lm_head has {vocab} rows, config says {config['vocab_size']}")

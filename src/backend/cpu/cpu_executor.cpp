@@ -187,9 +187,17 @@ class CpuInterpreter {
            op, "bad shape");
       cpu::attention_rows(in(I[0]), in(I[1]), in(I[2]), T_, kv_, buf_[I[3]].data(),
                           buf_[I[4]].data(), decl(I[3]).dtype == DType::F16, H, Hkv, hd,
-                          attr_f(op, "scale"), out(o));
+                          attr_f(op, "scale"), out(o),
+                          op.attrs.contains("window")
+                              ? static_cast<int>(std::min<int64_t>(attr_i(op, "window"), 1 << 30))
+                              : 0);
     } else if (f == "swiglu") {
       cpu::swiglu(in(I[0]), in(I[1]), rows(I[0]) * width(I[0]), out(o));
+    } else if (f == "geglu") {
+      cpu::geglu(in(I[0]), in(I[1]), rows(I[0]) * width(I[0]), out(o));
+    } else if (f == "scale") {
+      need(width(o) == width(I[0]), op, "shape mismatch");
+      cpu::scale(in(I[0]), rows(I[0]) * width(I[0]), attr_f(op, "factor"), out(o));
     } else if (f == "add") {
       cpu::add(in(I[0]), in(I[1]), rows(I[0]) * width(I[0]), out(o));
     } else if (f == "bias_add") {

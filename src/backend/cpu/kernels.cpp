@@ -163,7 +163,7 @@ void rope(const float* x, int T, int H, int head_dim, int rotary_dim, const floa
 
 void attention_rows(const float* q, const float* k, const float* v, int T, const KvRows& kv,
                     float* kcache, float* vcache, bool f16_cache, int H, int Hkv, int head_dim,
-                    float scale, float* o) {
+                    float scale, float* o, int window) {
   const int64_t kvw = static_cast<int64_t>(Hkv) * head_dim;
   for (int t = 0; t < T; ++t) {
     const int64_t r = kv.row(kv.seq[t], kv.pos[t]) * kvw;
@@ -177,10 +177,12 @@ void attention_rows(const float* q, const float* k, const float* v, int T, const
   std::vector<float> sc;
   std::vector<int64_t> rows;
   for (int t = 0; t < T; ++t) {
-    const int n = kv.pos[t] + 1;
+    // Positions lo..pos[t]: all of them, or the last `window`.
+    const int lo = window > 0 ? std::max(0, kv.pos[t] - window + 1) : 0;
+    const int n = kv.pos[t] + 1 - lo;
     sc.resize(static_cast<size_t>(n));
     rows.resize(static_cast<size_t>(n));
-    for (int j = 0; j < n; ++j) rows[static_cast<size_t>(j)] = kv.row(kv.seq[t], j) * kvw;
+    for (int j = 0; j < n; ++j) rows[static_cast<size_t>(j)] = kv.row(kv.seq[t], lo + j) * kvw;
     for (int h = 0; h < H; ++h) {
       const float* qh = q + (static_cast<int64_t>(t) * H + h) * head_dim;
       const int kvh = h / group;
@@ -209,12 +211,13 @@ void attention_rows(const float* q, const float* k, const float* v, int T, const
 }
 
 void attention(const float* q, const float* k, const float* v, int T, int pos, float* kcache,
-               float* vcache, bool f16_cache, int H, int Hkv, int head_dim, float scale, float* o) {
+               float* vcache, bool f16_cache, int H, int Hkv, int head_dim, float scale, float* o,
+               int window) {
   std::vector<int32_t> p(static_cast<size_t>(T)), s(static_cast<size_t>(T), 0);
   for (int t = 0; t < T; ++t) p[static_cast<size_t>(t)] = pos + t;
   const int32_t block0 = 0;
   const KvRows kv{p.data(), s.data(), &block0, 1, pos + T};
-  attention_rows(q, k, v, T, kv, kcache, vcache, f16_cache, H, Hkv, head_dim, scale, o);
+  attention_rows(q, k, v, T, kv, kcache, vcache, f16_cache, H, Hkv, head_dim, scale, o, window);
 }
 
 void swiglu(const float* gate, const float* up, int64_t n, float* y) {
@@ -222,6 +225,20 @@ void swiglu(const float* gate, const float* up, int64_t n, float* y) {
     const float g = gate[i];
     y[i] = g / (1.0f + std::exp(-g)) * up[i];
   }
+}
+
+void geglu(const float* gate, const float* up, int64_t n, float* y) {
+  // PyTorch's GeluType::Tanh: kBeta = sqrt(2) * (2 / sqrt(pi)) * 0.5, kKappa = 0.044715.
+  const float beta = 0.7978845608028654f, kappa = 0.044715f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = gate[i];
+    const float inner = beta * (x + kappa * (x * x * x));
+    y[i] = 0.5f * x * (1.0f + std::tanh(inner)) * up[i];
+  }
+}
+
+void scale(const float* x, int64_t n, float s, float* y) {
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] * s;
 }
 
 void add(const float* a, const float* b, int64_t n, float* y) {

@@ -42,7 +42,8 @@ void rope_rows(const float* x, int T, int H, int head_dim, int rotary_dim, const
 // Writes k, v rows into the caches at pos..pos+T-1 (rounded through fp16 when f16_cache), then
 // causal grouped-query attention over cache rows 0..pos+t.
 void attention(const float* q, const float* k, const float* v, int T, int pos, float* kcache,
-               float* vcache, bool f16_cache, int H, int Hkv, int head_dim, float scale, float* o);
+               float* vcache, bool f16_cache, int H, int Hkv, int head_dim, float scale, float* o,
+               int window = 0);
 
 // Where the KV of each row lives in a paged cache (docs/ir.md "Batched forward"): row t is
 // position pos[t] of sequence seq[t]; position p of sequence s is cache row
@@ -59,12 +60,15 @@ struct KvRows {
   }
 };
 // attention over a paged cache: every row's k, v written first, then row t attends to positions
-// 0..pos[t] of its sequence.
+// 0..pos[t] of its sequence (window W > 0: max(0, pos[t]-W+1)..pos[t]).
 void attention_rows(const float* q, const float* k, const float* v, int T, const KvRows& kv,
                     float* kcache, float* vcache, bool f16_cache, int H, int Hkv, int head_dim,
-                    float scale, float* o);
+                    float scale, float* o, int window = 0);
 
 void swiglu(const float* gate, const float* up, int64_t n, float* y);
+// y = gelu_tanh(gate) * up (PyTorch's gelu(approximate="tanh"), in fp32).
+void geglu(const float* gate, const float* up, int64_t n, float* y);
+void scale(const float* x, int64_t n, float s, float* y);
 void add(const float* a, const float* b, int64_t n, float* y);
 // y[t, j] = x[t, j] + b[j] for T rows of width N.
 void bias_add(const float* x, int T, int64_t N, const float* b, float* y);

@@ -169,6 +169,8 @@ class Matcher {
     }
     m.attn = next();
     if (!m.attn || m.attn->family != "attention" || m.attn->inputs.size() != 5) return std::nullopt;
+    // Sliding-window attention runs unfused: only attention.comp's split kernel takes a window.
+    if (m.attn->attrs.contains("window")) return std::nullopt;
     if (pat.rope || pat.qk_norm) {
       if (m.attn->inputs[0] != q || m.attn->inputs[1] != kk) return std::nullopt;
     } else {

@@ -401,12 +401,12 @@ std::unique_ptr<PreparedOp> prep_rope(Ctx c) {
 // cache row, then each (row, head) over its sequence's positions through the block table, one
 // split (S = 1: a batch has T x H pairs to fill the GPU).
 std::unique_ptr<PreparedOp> prep_attention_batch(Ctx c, int H, int Hkv, int hd, float scale,
-                                                 const std::vector<uint32_t>& flags) {
+                                                 uint32_t win, const std::vector<uint32_t>& flags) {
   const auto& I = c.op.inputs;
   const int32_t y = c.op.outputs[0];
   const int64_t W = int64_t(Hkv) * hd;
   const Kernel& ks = c.kernel("attention_store_batch", 5, 2, flags);
-  const Kernel& ka = c.kernel("attention_batch", 6, 8, flags, u32(hd));
+  const Kernel& ka = c.kernel("attention_batch", 6, 9, flags, u32(hd));
   attention_splits(c.env, H, hd);  // (the partials binding: unused with one split)
   const BufRange rows = c.batch_rows(), part = {c.env.attn_part.buf, 0, c.env.attn_part.size};
   VkDescriptorSet ss = c.env.kernels.make_set(
@@ -419,7 +419,8 @@ std::unique_ptr<PreparedOp> prep_attention_batch(Ctx c, int H, int Hkv, int hd, 
       [=, &ks, &ka](VkCommandBuffer cb, int T) {
         dispatch_flat(cb, ks, ss, {u32(T), u32(W)}, ceil_div(uint64_t(T) * W, 64));
         compute_barrier(cb);
-        dispatch_flat(cb, ka, sa, {u32(T), u32(H), u32(Hkv), u32(hd), fbits(scale), 1u, ctx, bt},
+        dispatch_flat(cb, ka, sa,
+                      {u32(T), u32(H), u32(Hkv), u32(hd), fbits(scale), 1u, ctx, bt, win},
                       uint64_t(T) * H);
       },
       nullptr);
@@ -436,20 +437,27 @@ std::unique_ptr<PreparedOp> prep_attention(Ctx c) {
             Hkv = static_cast<int>(c.attr_i("n_kv_heads"));
   const int hd = static_cast<int>(c.attr_i("head_dim"));
   const float scale = c.attr_f("scale");
+  // Sliding window (Gemma): keys max(0, p-win+1)..p of query position p; 0: all. The split kernel
+  // (attention.comp) and the portable prefill kernel (attention_prefill.comp) take it; where the
+  // cooperative-matrix prefill kernel would run, windowed forwards of several tokens run the split
+  // kernel with one split.
+  const uint32_t win = c.op.attrs.contains("window")
+                           ? u32(std::min<int64_t>(c.attr_i("window"), int64_t(1) << 30))
+                           : 0u;
   const int64_t W = int64_t(Hkv) * hd;
   need_attention_shapes(c, H, Hkv, hd, I[0], I[1], I[2], I[3], I[4], y);
   for (int i = 0; i < 5; ++i) c.need_float(I[i]);
   c.need(c.f16(I[0]) == c.f16(I[1]) && c.f16(I[1]) == c.f16(I[2]),
          "q, k and v must share one dtype");
   const uint32_t a16 = c.f16(I[0]), c16 = c.f16(I[3]), y16 = c.f16(y);
-  if (c.env.batched()) return prep_attention_batch(c, H, Hkv, hd, scale, {a16, c16, y16});
+  if (c.env.batched()) return prep_attention_batch(c, H, Hkv, hd, scale, win, {a16, c16, y16});
   const Kernel& ks = c.kernel("attention_store", 5, 2, {a16, c16, y16});
   // (attention_split.glsl's tiles and merge, specialized on the head dim)
-  const Kernel& ka = c.kernel("attention", 6, 7, {a16, c16, y16}, u32(hd));
+  const Kernel& ka = c.kernel("attention", 6, 8, {a16, c16, y16}, u32(hd));
   const Kernel& kc = c.kernel("attention_combine", 2, 3, {0, 0, y16}, u32(hd));
   // Forwards of several tokens: the prefill kernel (none: the split kernel below, S = 1).
   const PrefillAttention pa = prefill_attention(c.env.ctx, hd, a16, c16, H / Hkv);
-  const Kernel* kp = pa.kernel(c, hd, {a16, c16, y16}, false);
+  const Kernel* kp = win && pa.coopmat ? nullptr : pa.kernel(c, hd, {a16, c16, y16}, false);
   const uint32_t bq = pa.bq, gq = pa.gq;
   // A decode step splits the context into S parts of C keys (C a multiple of the kernel's 64-key
   // tile, S <= 64; parts past the current position stay empty) and merges them in a second pass:
@@ -475,12 +483,12 @@ std::unique_ptr<PreparedOp> prep_attention(Ctx c) {
         dispatch_flat(cb, ks, ss, {u32(T), u32(W)}, ceil_div(uint64_t(T) * W, 64));
         compute_barrier(cb);
         if (T > 1 && kp) {
-          dispatch(cb, *kp, sp, {u32(T), u32(H), u32(Hkv), fbits(scale)}, u32(H) / gq,
+          dispatch(cb, *kp, sp, {u32(T), u32(H), u32(Hkv), fbits(scale), win}, u32(H) / gq,
                    ceil_div(u32(T), bq));
           return;
         }
         const uint32_t s = T == 1 ? S : 1, keys = T == 1 ? C : ctx;
-        dispatch_flat(cb, ka, sa, {u32(T), u32(H), u32(Hkv), u32(hd), fbits(scale), s, keys},
+        dispatch_flat(cb, ka, sa, {u32(T), u32(H), u32(Hkv), u32(hd), fbits(scale), s, keys, win},
                       uint64_t(T) * H * s);
         if (s > 1) {
           compute_barrier(cb);
@@ -590,6 +598,24 @@ std::unique_ptr<PreparedOp> prep_bias_add(Ctx c) {
       [=, &k](VkCommandBuffer cb, int T) {
         const uint64_t n = uint64_t(c.rows(x, T)) * N;
         dispatch_flat(cb, k, set, {u32(n), u32(N)}, ceil_div(n, 64));
+      },
+      nullptr);
+}
+
+// scale.comp: y = x * factor (Gemma's embedding scale).
+std::unique_ptr<PreparedOp> prep_scale(Ctx c) {
+  const int32_t x = c.op.inputs[0], y = c.op.outputs[0];
+  c.need_float(x);
+  c.need_float(y);
+  const int64_t N = c.width(x);
+  c.need(c.width(y) == N && c.per_token(x) == c.per_token(y), "output must have x's shape");
+  const float s = c.attr_f("factor");
+  const Kernel& k = c.kernel("scale", 2, 2, {c.f16(x), c.f16(y)});
+  VkDescriptorSet set = c.env.kernels.make_set(k, std::vector<BufRange>{c.whole(x), c.whole(y)});
+  return std::make_unique<PreparedOp>(
+      [=, &k](VkCommandBuffer cb, int T) {
+        const uint64_t n = uint64_t(c.rows(x, T)) * N;
+        dispatch_flat(cb, k, set, {u32(n), fbits(s)}, ceil_div(n, 64));
       },
       nullptr);
 }
@@ -718,8 +744,9 @@ std::unique_ptr<PreparedOp> prepare_op_kernels(OpEnv& env, const Op& op) {
   if (f == "linear" || f == "linear_q4w" || f == "linear_8da4w") return prep_linear(c);
   if (f == "rope") return prep_rope(c);
   if (f == "attention") return prep_attention(c);
-  if (f == "swiglu" || f == "add" || f == "last_row") return prep_elementwise(c);
+  if (f == "swiglu" || f == "geglu" || f == "add" || f == "last_row") return prep_elementwise(c);
   if (f == "bias_add") return prep_bias_add(c);
+  if (f == "scale") return prep_scale(c);
   if (f == "argmax") return prep_argmax(c);
   fail("vulkan backend: op family '{}' is not implemented", f);
 }

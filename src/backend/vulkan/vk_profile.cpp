@@ -20,7 +20,7 @@ std::string profile_key(const Program& p, size_t k, bool fused_into_next) {
   const Op& op = p.ops[k];
   const std::string family = op.family + (fused_into_next ? " (fused)" : "");
   if (op.family.rfind("linear", 0) == 0 || op.family == "rms_norm" || op.family == "swiglu" ||
-      op.family == "add" || op.family == "bias_add")
+      op.family == "add" || op.family == "bias_add" || op.family == "geglu" || op.family == "scale")
     return fmt::format("{} {}", family, profile_widths(p, k, k));
   return family;
 }

@@ -15,6 +15,8 @@
 // buffer brow holds per row t (position, its block table's offset in brow, -, cache row of the
 // position), so row t stores at its own cache row and attends to positions 0..pos of its
 // sequence, key j at cache row table[j / BT] * BT + j % BT.
+// Push constant win > 0 (the default and batch variants): query position p attends to keys
+// max(0, p - win + 1)..p only (Gemma's sliding-window layers).
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
 #ifdef VKLLM_KV_STORE
@@ -99,12 +101,12 @@ DECL_FBUF(3, o, writeonly)
 layout(std430, binding = 4) writeonly buffer P { float part[]; };
 #ifdef VKLLM_BATCH
 layout(std430, binding = 5) readonly buffer ROWS { uint brow[]; };
-layout(push_constant) uniform PC { uint T, H, Hkv, hd; float scale; uint S, C, BT; } pc;
+layout(push_constant) uniform PC { uint T, H, Hkv, hd; float scale; uint S, C, BT, win; } pc;
 uint att_tb;  // this row's block table offset in brow
 #define ATT_ROW(j) (brow[att_tb + (j) / pc.BT] * pc.BT + (j) % pc.BT)
 #else
 DECL_STEP(5)
-layout(push_constant) uniform PC { uint T, H, Hkv, hd; float scale; uint S, C; } pc;
+layout(push_constant) uniform PC { uint T, H, Hkv, hd; float scale; uint S, C, win; } pc;
 #endif
 shared float qs[HD];
 #include "attention_split.glsl"
@@ -117,10 +119,14 @@ void main() {
   const uint kvh = h / (pc.H / pc.Hkv), W = pc.Hkv * HD, koff = kvh * HD;
 #ifdef VKLLM_BATCH
   att_tb = brow[t * 4u + 1u];
-  const uint first = c * pc.C, n = min(brow[t * 4u] + 1u, first + pc.C);
+  const uint p = brow[t * 4u];
 #else
-  const uint first = c * pc.C, n = min(step_pos + t + 1u, first + pc.C);  // empty past the keys
+  const uint p = step_pos + t;
 #endif
+  // Keys lo..p (a sliding window of win keys; win 0: all), this split's share of them (empty past
+  // the keys or before the window).
+  const uint lo = pc.win > 0u && p + 1u > pc.win ? p + 1u - pc.win : 0u;
+  const uint first = max(c * pc.C, lo), n = min(p + 1u, c * pc.C + pc.C);
   att_fetch(first, n, W, koff, ATT_NONE);  // the first tile's loads beside q's
   if (tid < HD) qs[tid] = LOADF(q, A16, th * HD + tid);
   barrier();

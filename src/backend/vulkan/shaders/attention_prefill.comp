@@ -27,6 +27,8 @@
 //   before its rope op (and its per-head norm), rotated (and normed) as it is staged
 //   (attention_run.glsl); the KV store (attention.comp VKLLM_KV_STORE VKLLM_ROPE) did the same to
 //   the keys.
+// Push constant win (not with VKLLM_ROPE): a sliding window, the tiles before every row's window
+// skipped, the keys before a row's window masked like those past it.
 // Needs subgroups of at least 8 lanes (a row group's lanes in one subgroup), HD % 8 == 0, BK 32 or
 // 64. The KV store (attention.comp VKLLM_KV_STORE) has written this forward's keys before it runs.
 #extension GL_KHR_shader_subgroup_basic : require
@@ -63,9 +65,14 @@ shared vec4 kv[HD * BKQ];                // a tile's K (transposed, swizzled), t
 layout(push_constant) uniform PC { uint T, H, Hkv; float scale; uint R, orig, ctx; float eps; } pc;
 #define RUN_LOAD(i) LOADF(q, X16, i)
 #include "attention_run.glsl"
+#define ATT_WIN 0u
 #else
-layout(push_constant) uniform PC { uint T, H, Hkv; float scale; } pc;
+// win > 0: a query at position p sees keys max(0, p - win + 1)..p only (Gemma's sliding layers).
+layout(push_constant) uniform PC { uint T, H, Hkv; float scale; uint win; } pc;
+#define ATT_WIN pc.win
 #endif
+// Whether the query at position p sees key j (causal, within the window).
+bool seen_key(uint j, uint p) { return j <= p && (ATT_WIN == 0u || j + ATT_WIN > p); }
 
 // Four consecutive values of a cache row (i % 4 == 0).
 vec4 load4_k(uint i) {
@@ -119,7 +126,10 @@ void main() {
   const uint sg_rows = (gl_SubgroupID + 1u) * (gl_SubgroupSize / TX) * RQ;
   const uint sg_last = step_pos + min(t0 + sg_rows, pc.T) - 1u;
   const uint lane0 = gl_SubgroupInvocationID & ~(TX - 1u);  // the row group's first lane
-  for (uint base = 0; base <= last; base += BK) {
+  // The first tile any row of the block sees (a multiple of BK: tiles line up as without window).
+  const uint first_pos = step_pos + t0;
+  const uint base0 = ATT_WIN > 0u && first_pos + 1u > ATT_WIN ? (first_pos + 1u - ATT_WIN) / BK * BK : 0u;
+  for (uint base = base0; base <= last; base += BK) {
     const bool skip = base > sg_last;  // (subgroup-uniform: the tile adds nothing to its rows)
     barrier();  // the previous tile's V (the first tile: the q staging, the norms) read
     // K: four keys (e % 4) by dims 4 dq .. 4 dq + 3 a thread a step.
@@ -154,7 +164,7 @@ void main() {
         float mx = m[i];
         [[unroll]] for (uint k = 0; k < KT; ++k) {
           p[i][k] *= pc.scale;
-          if (base + 4u * (tx + 8u * (k / 4u)) + k % 4u <= pos[i]) mx = max(mx, p[i][k]);
+          if (seen_key(base + 4u * (tx + 8u * (k / 4u)) + k % 4u, pos[i])) mx = max(mx, p[i][k]);
         }
         mx = max(mx, subgroupShuffleXor(mx, 1u));
         mx = max(mx, subgroupShuffleXor(mx, 2u));
@@ -164,7 +174,7 @@ void main() {
         [[unroll]] for (uint d = 0; d < DP; ++d) acc[i][d] *= corr;
         m[i] = mx;
         [[unroll]] for (uint k = 0; k < KT; ++k) {
-          const bool seen = base + 4u * (tx + 8u * (k / 4u)) + k % 4u <= pos[i];
+          const bool seen = seen_key(base + 4u * (tx + 8u * (k / 4u)) + k % 4u, pos[i]);
           p[i][k] = seen ? exp(p[i][k] - mx) : 0.0;
           l[i] += p[i][k];
         }

@@ -1,0 +1,185 @@
+// Gemma 3's sliding-window attention on Vulkan against the CPU reference, on the tiny-gemma3 twin
+// (window 8, layers alternating windowed / global): prefill chunks ending below, at and past the
+// window and one crossing its edge, decode steps from below the window to past it, and the
+// batched executor's paged attention (the CPU's batched forward first checked against one
+// single-sequence forward per sequence); and the attention op alone over a long context.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <random>
+
+#include "artifact/reader.h"
+#include "backend/cpu/kernels.h"
+#include "backend/executor.h"
+#include "backend/vulkan/vulkan_executor.h"
+#include "core/mapped_file.h"
+#include "export/exporter.h"
+#include "hf/synth.h"
+#include "runtime/agreement.h"
+#include "testutil/batch_scenario.h"
+#include "testutil/tiny_checkpoint.h"
+#include "vk_harness.h"
+
+namespace vkllm::test::gemma3 {
+namespace {
+
+// The non-quantized artifact of the twin (a small tokenizer in place of the fixture's), written
+// once per process and removed at its exit.
+struct Artifact {
+  std::string root = testutil::temp_dir("vkgemma3"), path = root + "/tiny-gemma3.vkllm";
+  Artifact() {
+    SynthOptions so;
+    so.preset = "tiny-gemma3";
+    so.out_dir = root + "/twin";
+    so.no_tokenizer = true;
+    synth_write(so);
+    write_text_file(so.out_dir + "/tokenizer.json", testutil::tiny_tokenizer_json());
+    RecipeOptions o;
+    o.recipe = "non-quantized";
+    o.max_context = 64;
+    export_checkpoint(so.out_dir, path, o);
+  }
+  ~Artifact() {
+    std::error_code ec;
+    std::filesystem::remove_all(root, ec);
+  }
+};
+const std::string& artifact() {
+  static const Artifact a;
+  return a.path;
+}
+
+// A prompt in chunks of max_tokens, then greedy decode steps: the same ids on both backends,
+// logits within the recipe's bound at every step.
+void agree(const std::vector<int32_t>& prompt, int max_tokens, int steps) {
+  ArtifactReader r(artifact());
+  ASSERT_EQ(r.desc().layer_window, (std::vector<int>{8, 0, 8, 0}));
+  const int vocab = r.desc().vocab;
+  const double bound = agreement_bounds("non-quantized").max_nmse;
+  const uint64_t msgs = vk::validation_message_count();
+  VulkanOptions opt = validated();
+  opt.max_tokens = max_tokens;
+  auto gpu = make_vulkan_executor(r.program(), r, opt);
+  auto cpu = make_cpu_executor(r.program(), r);
+  std::vector<float> lc(static_cast<size_t>(vocab)), lg(lc.size());
+  int32_t c = cpu->forward(prompt.data(), static_cast<int>(prompt.size()), 0, lc.data());
+  int32_t g = gpu->forward(prompt.data(), static_cast<int>(prompt.size()), 0, lg.data());
+  ASSERT_EQ(g, c);
+  EXPECT_LE(nmse(lg, lc), bound);
+  int pos = static_cast<int>(prompt.size());
+  for (int i = 0; i < steps; ++i, ++pos) {
+    c = cpu->forward(&c, 1, pos, lc.data());
+    g = gpu->forward(&g, 1, pos, lg.data());
+    ASSERT_EQ(g, c) << "position " << pos;
+    EXPECT_LE(nmse(lg, lc), bound) << "position " << pos;
+  }
+  gpu.reset();
+  EXPECT_EQ(vk::validation_message_count(), msgs) << "Vulkan validation reported messages";
+}
+
+}  // namespace
+
+// Chunks of 5: positions 0-4 (below the window), 5-9 (crossing its edge: position 7 sees exactly
+// 8 keys, 8 and 9 drop the first ones), 10; then decode steps at 11-16.
+TEST(VulkanGemma3, ChunkedPrefillAcrossTheWindowEdge) {
+  agree({5, 17, 299, 0, 42, 262143, 7, 100, 3, 2, 11}, 5, 6);
+}
+
+// One chunk of exactly the window (positions 0-7), then decode steps from 8 to 13.
+TEST(VulkanGemma3, PrefillAtTheWindowThenDecodePastIt) {
+  agree({9, 8, 7, 6, 5, 4, 3, 2}, 8, 6);
+}
+
+// A two-token prompt, then decode steps from below the window (2-7) to past it (8-13).
+TEST(VulkanGemma3, DecodeFromBelowToPastTheWindow) {
+  agree({1000, 2}, 8, 12);
+}
+
+// The batched forward (paged KV blocks, rows of several sequences; positions up to 15): the CPU's
+// batched forward equals one CPU forward per sequence, and Vulkan's batched forward agrees with it.
+TEST(VulkanGemma3, BatchedForwardWithWindows) {
+  ArtifactReader r(artifact());
+  const int vocab = r.desc().vocab;
+  const testutil::BatchScenario sc;
+  auto cpu = make_cpu_batch_executor(r.program(), r, sc.kBlocks, sc.kBlockTokens, 32);
+  const auto want = sc.run_batched(*cpu, vocab);
+  const auto single = sc.run_single([&] { return make_cpu_executor(r.program(), r); }, vocab);
+  ASSERT_EQ(single.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(want[i].token, single[i].token) << i;
+    EXPECT_LE(nmse(want[i].logits, single[i].logits), 1e-10) << i;
+  }
+  const double bound = agreement_bounds("non-quantized").max_nmse;
+  const uint64_t msgs = vk::validation_message_count();
+  {
+    auto loaded = load_vulkan_program(r.program(), r, validated());
+    auto gpu = loaded->make_batch_executor(sc.kBlocks, sc.kBlockTokens, 32);
+    const auto got = sc.run_batched(*gpu, vocab);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      SCOPED_TRACE(::testing::Message() << "step " << got[i].step << " seq " << got[i].seq);
+      EXPECT_LE(nmse(got[i].logits, want[i].logits), bound);
+      auto sorted = want[i].logits;
+      std::sort(sorted.rbegin(), sorted.rend());
+      if (sorted[0] - sorted[1] > 1e-3f) {
+        EXPECT_EQ(got[i].token, want[i].token);
+      }
+    }
+  }
+  EXPECT_EQ(vk::validation_message_count(), msgs) << "Vulkan validation reported messages";
+}
+
+// The attention op with a window alone, against the CPU reference's: a long context (the decode
+// step's keys in several parts, some wholly before the window), a window that is no multiple of
+// the 64-key tiles, prefill rows below, at and past it, grouped-query heads, fp32 and fp16 caches.
+TEST(VulkanGemma3, WindowedAttentionOp) {
+  const int H = 4, Hkv = 2, hd = 64, ctx = 512, win = 37;
+  const int64_t W = int64_t(Hkv) * hd;
+  for (const DType cache : {DType::F32, DType::F16})
+    for (const auto& [T, pos] :
+         {std::pair{1, 20}, {1, 36}, {1, 37}, {1, 300}, {1, 511}, {40, 0}, {30, 100}}) {
+      SCOPED_TRACE(::testing::Message()
+                   << "T " << T << " pos " << pos << " cache " << dtype_name(cache));
+      std::mt19937 rng(static_cast<unsigned>(T * 1000 + pos));
+      Case c;
+      c.p.max_ctx = ctx;
+      auto q = rand_vec(rng, static_cast<size_t>(T * H * hd)),
+           k = rand_vec(rng, static_cast<size_t>(T * W)),
+           v = rand_vec(rng, static_cast<size_t>(T * W));
+      auto kc = rand_vec(rng, static_cast<size_t>(ctx * W)),
+           vc = rand_vec(rng, static_cast<size_t>(ctx * W));
+      if (cache == DType::F16) kc = round_f16(kc), vc = round_f16(vc);
+      auto enc = [&](const std::vector<float>& f) {
+        return cache == DType::F16 ? bytes_f16(f) : bytes_f32(f);
+      };
+      const int32_t tq = c.add("q", DType::F32, TensorKind::Activation, {-1, H * hd}, bytes_f32(q));
+      const int32_t tk = c.add("k", DType::F32, TensorKind::Activation, {-1, W}, bytes_f32(k));
+      const int32_t tv = c.add("v", DType::F32, TensorKind::Activation, {-1, W}, bytes_f32(v));
+      const int32_t tkc = c.add("kc", cache, TensorKind::KVCache, {ctx, W}, enc(kc));
+      const int32_t tvc = c.add("vc", cache, TensorKind::KVCache, {ctx, W}, enc(vc));
+      const int32_t ty = c.add("o", DType::F32, TensorKind::Activation, {-1, H * hd});
+      const float scale = 0.125f;
+      c.op("attention", {tq, tk, tv, tkc, tvc}, ty,
+           {{"n_heads", H},
+            {"n_kv_heads", Hkv},
+            {"head_dim", hd},
+            {"scale", scale},
+            {"window", win}});
+      std::vector<float> want(q.size()), full(q.size());
+      auto kc2 = kc, vc2 = vc;
+      cpu::attention(q.data(), k.data(), v.data(), T, pos, kc.data(), vc.data(),
+                     cache == DType::F16, H, Hkv, hd, scale, want.data(), win);
+      cpu::attention(q.data(), k.data(), v.data(), T, pos, kc2.data(), vc2.data(),
+                     cache == DType::F16, H, Hkv, hd, scale, full.data());
+      OpRun r(c, T, validated());
+      r.forward(T, pos);
+      const std::vector<float> got = r.read(ty, T);
+      EXPECT_LE(nmse(got, want), 1e-10);
+      if (pos + T > win) {
+        EXPECT_GT(nmse(got, full), 1e-4);  // the window cut something off
+      }
+    }
+}
+
+}  // namespace vkllm::test::gemma3
