@@ -358,7 +358,10 @@ void install_globals(Env& env) {
       }));
   env.set("raise_exception", Value::function([](Interp&, Args& args, Object*) -> Value {
             std::string msg;
-            for (size_t k = 0; k < args.size(); ++k) msg += (k ? "," : "") + to_string(args[k]);
+            for (size_t k = 0; k < args.size(); ++k) {
+              if (k) msg += ',';
+              msg += to_string(args[k]);
+            }
             throw RenderError{msg, true};
           }));
   env.set("range", Value::function([](Interp& in, Args& args, Object*) {

@@ -1,5 +1,5 @@
-// The CPU reference engine against Hugging Face transformers (fp32) on the three tiny twins.
-// Goldens: tests/goldens/<twin>.json + .logits.f32, written on the GPU machine by
+// The CPU reference engine against Hugging Face transformers (fp32) on the tiny twins of every
+// family. Goldens: tests/goldens/<twin>.json + .logits.f32, written on the GPU machine by
 // tools/goldens/make_goldens.py (see docs/synth.md). The twin is regenerated here with
 // `vkllm synth` and must be byte-identical to the one the goldens were computed from.
 #include <gtest/gtest.h>
@@ -88,7 +88,8 @@ TEST_P(GoldenTest, CpuReferenceEqualsTransformers) {
 
 INSTANTIATE_TEST_SUITE_P(Twins, GoldenTest,
                          ::testing::Values("tiny-qwen3", "tiny-llama3.2", "tiny-phi4mini",
-                                           "tiny-qwen2.5"),
+                                           "tiny-qwen2.5", "tiny-mistral", "tiny-smollm3",
+                                           "tiny-gemma3"),
                          [](const auto& p) {
                            std::string s = p.param;
                            for (char& c : s)

@@ -54,6 +54,20 @@ FAMILIES = {
         "add_special_tokens": False,
         "first_id": 200021,  # <|user|>
     },
+    # Mistral v0.2 (the Llama 2 SentencePiece tokenizer): [INST] turns; <s> added by the
+    # tokenizer's post-processor.
+    "mistral": {
+        "text": "[INST] " + QUESTION + " [/INST]",
+        "add_special_tokens": True,
+        "first_id": 1,  # <s>
+    },
+    # SmolLM3 (the twin carries the Llama 3.2 tokenizer): Llama 3's turns.
+    "smollm3": {
+        "text": "<|start_header_id|>user<|end_header_id|>\n\n" + QUESTION
+        + "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n",
+        "add_special_tokens": True,
+        "first_id": 128000,  # <|begin_of_text|>
+    },
     # Gemma 3 (Gemma3ForCausalLM, model_type gemma3_text): the chat template's turns, <bos> written
     # in the text (whether the tokenizer's post-processor adds one does not matter then).
     "gemma3_text": {
@@ -130,8 +144,12 @@ def load_model(d, arch, torch):
         if p.dtype != torch.float32:
             sys.exit(f"{d}: parameter {n} is {p.dtype}, expected float32")
     emb, out = model.get_input_embeddings().weight, model.get_output_embeddings().weight
-    if not torch.equal(emb, out):
+    with open(os.path.join(d, "config.json")) as f:
+        tied = json.load(f).get("tie_word_embeddings", True)
+    if tied and not torch.equal(emb, out):
         sys.exit(f"{d}: lm_head is not tied to embed_tokens (tie_word_embeddings ignored?)")
+    if not tied and torch.equal(emb, out):
+        sys.exit(f"{d}: lm_head equals embed_tokens though tie_word_embeddings is false")
     # Every tensor of the checkpoint reached the model unchanged (bf16 -> fp32 is exact).
     from safetensors.torch import load_file
 
@@ -170,7 +188,7 @@ def family_of(config):
     mt = config.get("model_type")
     if mt in FAMILIES:
         return mt
-    sys.exit(f"unsupported model_type {mt!r} (expected qwen3, qwen2, llama, phi3 or gemma3_text)")
+    sys.exit(f"unsupported model_type {mt!r} (expected qwen3, qwen2, llama, phi3, mistral, smollm3 or gemma3_text)")
 
 
 def run_twin(d, out_dir, torch, transformers):

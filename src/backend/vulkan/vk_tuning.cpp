@@ -56,9 +56,7 @@ void set_choice(const char* name, uint32_t& field, std::initializer_list<uint32_
         field = a;
         return;
       }
-    std::string list;
-    for (uint32_t a : allowed) list += (list.empty() ? "" : "|") + std::to_string(a);
-    fail("{}={}: must be one of {}", name, *x, list);
+    fail("{}={}: must be one of {}", name, *x, fmt::format("{}", fmt::join(allowed, "|")));
   }
 }
 
