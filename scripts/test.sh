@@ -7,10 +7,11 @@
 # - in the dev build (g++, which scripts/setup.sh builds): the package tests, which build their own
 #   producer and consumers with the normal compiler, so there is no sanitized code of ours in them;
 #   and the tests labelled `e2e` and `heavy` (the twin e2e matrix and its gate proofs, the quality table of
-#   every recipe, the perturbation table, the serve load test: long runs over the twins, 4-17x
-#   slower sanitized (and the load test's memory figure is meaningless under ASan's quarantine),
-#   through code the sanitized cli, api, bad-input and fuzz tests reach on smaller inputs;
-#   docs/robustness.md, "The sanitizer job").
+#   every recipe, the perturbation table, the serve load test, tool calling through the openai SDK,
+#   bench's model runs on Vulkan, the whole selftest runs: long runs over the twins,
+#   4-30x slower sanitized (and the load test's memory figure is meaningless under ASan's
+#   quarantine), through code the sanitized cli, api, serve, bad-input and fuzz tests reach on
+#   smaller inputs; docs/robustness.md, "The sanitizer job").
 # Running the dev suite a second time unsanitized would add about 4 minutes to CI and check
 # nothing more (docs/robustness.md, "The sanitizer job", has the measured figures).
 # VKLLM_SKIP_ASAN=1: no sanitizer job; the dev build runs the whole suite instead (quick local

@@ -1,51 +1,16 @@
 // `vkllm bench` end to end on the tiny Qwen3 twin: the JSON report has every figure, the rates
 // are positive and consistent with the repetitions, the other formats carry the same tests, and
 // bad arguments fail with one line. (Speed itself is measured on the GPU machine, never here.)
+// The model runs on Vulkan are in test_bench_vulkan.cpp (label heavy).
 #include <gtest/gtest.h>
 
-#include <array>
-#include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "testutil/tiny_checkpoint.h"
+#include "bench_fixture.h"
 
-namespace {
-
-struct Out {
-  int rc;
-  std::string out;
-};
-
-Out sh(const std::string& cmd) {
-  Out o{0, ""};
-  FILE* f = popen((cmd + " 2>/dev/null").c_str(), "r");
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), f)) > 0) o.out.append(buf.data(), n);
-  o.rc = pclose(f);
-  return o;
-}
-
-const std::string& artifact() {
-  static const std::string path = [] {
-    const std::string dir = vkllm::testutil::temp_dir("bench");
-    const std::string exe = VKLLM_EXE;
-    EXPECT_EQ(sh(exe + " synth --preset tiny-qwen3 -q -o " + dir + "/twin --tokenizer-dir " +
-                 VKLLM_SOURCE_DIR + "/.fixtures/qwen3")
-                  .rc,
-              0);
-    EXPECT_EQ(sh(exe + " export " + dir + "/twin --recipe quantized-int4-weight-only -q -o " + dir +
-                 "/m.vkllm")
-                  .rc,
-              0);
-    return dir + "/m.vkllm";
-  }();
-  return path;
-}
-
-}  // namespace
+using namespace bench_test;
 
 TEST(Bench, JsonReportOnTheCpuBackend) {
   const Out o = sh(std::string(VKLLM_EXE) + " bench -m " + artifact() +
@@ -84,51 +49,6 @@ TEST(Bench, DepthDecodesAfterALongerPrompt) {
   EXPECT_NE(md.out.find("| tg3 @ d20 |"), std::string::npos) << md.out;
   const Out bad = sh(base + " -p 4 -n 3 -d 100000 -r 1");
   EXPECT_NE(bad.rc, 0);
-}
-
-// --parallel: one row per batch size on both backends, each with its repetitions' rates; a batch
-// whose prompt and steps pass the context fails with one line.
-TEST(Bench, ParallelAggregateDecode) {
-  for (const char* backend : {"cpu", "vulkan"}) {
-    SCOPED_TRACE(backend);
-    const std::string base =
-        std::string(VKLLM_EXE) + " bench -m " + artifact() + " --backend " + backend;
-    const Out js = sh(base + " -p 6 -n 3 -r 2 --parallel 1,3 --output json");
-    ASSERT_EQ(js.rc, 0) << js.out;
-    const auto j = nlohmann::json::parse(js.out);
-    EXPECT_EQ(j["backend"], backend);
-    ASSERT_EQ(j["parallel"].size(), 2u) << js.out;
-    for (size_t i = 0; i < 2; ++i) {
-      const auto& r = j["parallel"][i];
-      EXPECT_EQ(r["sequences"], i == 0 ? 1 : 3);
-      EXPECT_EQ(r["prompt_tokens"], 6);
-      EXPECT_EQ(r["gen_tokens"], 3);
-      ASSERT_EQ(r["runs_tok_s"].size(), 2u);
-      for (double v : r["runs_tok_s"]) EXPECT_GT(v, 0);
-    }
-  }
-  const std::string base = std::string(VKLLM_EXE) + " bench -m " + artifact();
-  const Out md = sh(base + " -p 6 -n 2 -r 1 --parallel 2");
-  ASSERT_EQ(md.rc, 0);
-  EXPECT_NE(md.out.find("| 2 | tg2 after pp6 |"), std::string::npos) << md.out;
-  EXPECT_NE(sh(base + " -p 6 -n 100000 -r 1 --parallel 2").rc, 0);
-}
-
-TEST(Bench, MarkdownAndCsvOnVulkan) {
-  const std::string base = std::string(VKLLM_EXE) + " bench -m " + artifact() + " -p 6 -n 2 -r 1";
-  const Out md = sh(base);
-  ASSERT_EQ(md.rc, 0);
-  EXPECT_NE(md.out.find("| pp6 |"), std::string::npos) << md.out;
-  EXPECT_NE(md.out.find("| tg2 |"), std::string::npos) << md.out;
-  const Out csv = sh(base + " --output csv");
-  ASSERT_EQ(csv.rc, 0);
-  EXPECT_NE(csv.out.find("qwen3,quantized-int4-weight-only,vulkan,"), std::string::npos) << csv.out;
-  // On Vulkan the JSON also has the device memory: the weights live there, so at least their size.
-  const Out js = sh(base + " --output json");
-  ASSERT_EQ(js.rc, 0);
-  const auto j = nlohmann::json::parse(js.out);
-  EXPECT_GE(j["peak_gpu_mb"].get<double>(), j["weight_mib"].get<double>()) << js.out;
-  EXPECT_FALSE(j["driver"].get<std::string>().empty()) << js.out;
 }
 
 // --physics: the device's fixed costs, measured on lavapipe here (the figures are the H200's in

@@ -69,21 +69,6 @@ TEST(Serve, OpenAISdkAgainstTheServer) {
   EXPECT_NE(err.find("SIGTERM"), std::string::npos);
 }
 
-// Tool calling with the openai SDK (tools.test.mjs): the long-context twin, since the tool
-// instructions alone outgrow 64 tokens.
-TEST(Serve, ToolCallingWithTheOpenAISdk) {
-  const SharedTwin& t = shared_twin();
-  ServeProc s(t.artifact_long);
-  const NodeResult r = run_node(
-      "tools.test.mjs", {{"VKLLM_URL", s.url()},
-                         {"VKLLM_MODEL", std::filesystem::path(t.artifact_long).stem().string()},
-                         {"VKLLM_TWIN", t.dir}});
-  EXPECT_EQ(r.code, 0) << r.out << r.err;
-  std::printf("%s", r.out.c_str());
-  EXPECT_EQ(r.out.find("FAIL"), std::string::npos);
-  EXPECT_EQ(s.stop(SIGTERM), 0) << s.err();
-}
-
 // /tokenize, /detokenize, /props and /metrics (endpoints.test.mjs).
 TEST(Serve, TokenizePropsAndMetrics) {
   const std::string art = shared_twin().artifact;
