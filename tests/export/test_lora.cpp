@@ -13,6 +13,7 @@
 #include "hf/synth.h"
 #include "lora_fixture.h"
 #include "runtime/reference.h"
+#include "testutil/nmse.h"
 #include "testutil/tiny_checkpoint.h"
 #include "tiny_ckpt.h"
 
@@ -37,14 +38,7 @@ std::string error_of(const std::function<void()>& fn) {
   return "";
 }
 
-double nmse(const std::vector<float>& ref, const std::vector<float>& got) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < ref.size(); ++i) {
-    num += (double(ref[i]) - got[i]) * (double(ref[i]) - got[i]);
-    den += double(ref[i]) * ref[i];
-  }
-  return num / den;
-}
+using testutil::nmse;
 
 // Greedy decode of `steps` tokens after `prompt`; every step's logits.
 std::vector<std::vector<float>> decode(Executor& ex, std::vector<int32_t> prompt, int steps, int V,

@@ -15,6 +15,7 @@
 #include "export/exporter.h"
 #include "export/lora.h"
 #include "hf/synth.h"
+#include "testutil/nmse.h"
 #include "testutil/tiny_checkpoint.h"
 
 using namespace vkllm;
@@ -26,14 +27,7 @@ std::string golden_dir() {
   return std::string(VKLLM_SOURCE_DIR) + "/tests/goldens/lora";
 }
 
-double nmse(const float* ref, const float* got, size_t n) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < n; ++i) {
-    num += (double(ref[i]) - got[i]) * (double(ref[i]) - got[i]);
-    den += double(ref[i]) * ref[i];
-  }
-  return num / den;
-}
+using testutil::nmse;
 
 std::vector<json> cases() {
   const json m = json::parse(read_text_file(golden_dir() + "/manifest.json"));

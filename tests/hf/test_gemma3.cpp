@@ -22,6 +22,7 @@
 #include "hf/checkpoint.h"
 #include "hf/synth.h"
 #include "runtime/reference.h"
+#include "testutil/nmse.h"
 #include "testutil/tiny_checkpoint.h"
 
 using namespace vkllm;
@@ -31,14 +32,7 @@ using nlohmann::json;
 namespace gemma3_test {
 namespace {
 
-double nmse(const std::vector<float>& ref, const std::vector<float>& got) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < ref.size(); ++i) {
-    num += (double(ref[i]) - got[i]) * (double(ref[i]) - got[i]);
-    den += double(ref[i]) * ref[i];
-  }
-  return num / den;
-}
+using testutil::nmse;
 
 // google/gemma-3-1b-it's config.json key set (transformers 4.50).
 json gemma_cfg() {

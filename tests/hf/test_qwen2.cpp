@@ -2,6 +2,7 @@
 // tiny-qwen2.5 twin: its config and bias tensors, a CPU forward whose bias_add ops give x + b with
 // the checkpoint's biases and whose logits change when the biases are zeroed, and its export with
 // the biases kept fp32.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -17,6 +18,7 @@
 #include "hf/checkpoint.h"
 #include "hf/synth.h"
 #include "runtime/reference.h"
+#include "testutil/nmse.h"
 #include "testutil/tiny_checkpoint.h"
 
 using namespace vkllm;
@@ -24,14 +26,7 @@ using nlohmann::json;
 
 namespace {
 
-double nmse(const std::vector<float>& ref, const std::vector<float>& got) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < ref.size(); ++i) {
-    num += (double(ref[i]) - got[i]) * (double(ref[i]) - got[i]);
-    den += double(ref[i]) * ref[i];
-  }
-  return num / den;
-}
+using testutil::nmse;
 
 // The twin without its fixture tokenizer, plus a small tokenizer that loads (only ids are used);
 // written once per process and removed at exit.

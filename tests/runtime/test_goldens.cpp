@@ -11,6 +11,7 @@
 #include "core/mapped_file.h"
 #include "hf/synth.h"
 #include "runtime/reference.h"
+#include "testutil/nmse.h"
 #include "testutil/tiny_checkpoint.h"
 #include "tokenizer/tokenizer.h"
 
@@ -23,14 +24,7 @@ std::string golden_dir() {
   return std::string(VKLLM_SOURCE_DIR) + "/tests/goldens";
 }
 
-double nmse(const float* ref, const float* got, size_t n) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < n; ++i) {
-    num += (double(ref[i]) - got[i]) * (double(ref[i]) - got[i]);
-    den += double(ref[i]) * ref[i];
-  }
-  return num / den;
-}
+using testutil::nmse;
 
 class GoldenTest : public ::testing::TestWithParam<std::string> {};
 

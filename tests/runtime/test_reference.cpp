@@ -7,20 +7,14 @@
 #include "core/error.h"
 #include "runtime/generate.h"
 #include "runtime/reference.h"
+#include "testutil/nmse.h"
 #include "testutil/tiny_checkpoint.h"
 
 using namespace vkllm;
 
 namespace {
 
-double nmse(const std::vector<float>& ref, const std::vector<float>& got) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < ref.size(); ++i) {
-    num += (double(ref[i]) - got[i]) * (double(ref[i]) - got[i]);
-    den += double(ref[i]) * ref[i];
-  }
-  return num / den;
-}
+using testutil::nmse;
 
 class ReferenceTest : public ::testing::TestWithParam<Arch> {};
 
