@@ -35,4 +35,11 @@ std::string scratch_dir();
 // The Vulkan environment of the tests: the Khronos validation layer on (docs/design.md section 3).
 std::map<std::string, std::optional<std::string>> validated_env();
 
+// validated_env() with the selftest's verdict cache under `cache` (XDG_CACHE_HOME).
+inline std::map<std::string, std::optional<std::string>> selftest_env(const std::string& cache) {
+  auto env = validated_env();
+  env["XDG_CACHE_HOME"] = cache;
+  return env;
+}
+
 }  // namespace vkllm::test

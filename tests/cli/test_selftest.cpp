@@ -11,16 +11,6 @@ using namespace vkllm;
 using namespace vkllm::test;
 using nlohmann::json;
 
-namespace {
-
-std::map<std::string, std::optional<std::string>> selftest_env(const std::string& cache) {
-  auto env = validated_env();
-  env["XDG_CACHE_HOME"] = cache;
-  return env;
-}
-
-}  // namespace
-
 TEST(SelftestCli, RejectsTheCallersPathSwitches) {
   auto env = selftest_env(scratch_dir());
   env["VKLLM_NO_INT_DOT"] = "1";

@@ -17,16 +17,6 @@
 using namespace vkllm::test;
 using nlohmann::json;
 
-namespace {
-
-std::map<std::string, std::optional<std::string>> selftest_env(const std::string& cache) {
-  auto env = validated_env();
-  env["XDG_CACHE_HOME"] = cache;
-  return env;
-}
-
-}  // namespace
-
 TEST(SelftestCli, PassesOnThisDeviceListsEveryVariantAndCachesTheVerdict) {
   const std::string cache = scratch_dir();
   const Proc p = run_vkllm({"selftest", "--json", "--steps", "4"}, selftest_env(cache));
