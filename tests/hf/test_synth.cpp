@@ -416,7 +416,7 @@ TEST(Synth, Cli) {
   std::string out = run_cli("synth --list --json", &rc);
   ASSERT_EQ(rc, 0) << out;
   json j = json::parse(out);
-  ASSERT_EQ(j.size(), 12u);
+  ASSERT_EQ(j.size(), 18u);
   EXPECT_EQ(j[9]["name"], "phi-4-mini");
   EXPECT_EQ(j[9]["bf16_bytes"].get<uint64_t>(), 3836021760ull * 2);
   out = run_cli("synth --list", &rc);
