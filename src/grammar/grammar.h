@@ -13,7 +13,6 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "vkllm/vkllm.h"
@@ -144,18 +143,6 @@ class Matcher {
   std::vector<State> scratch_;    // one state per trie depth for the mask walk
   std::vector<uint8_t> allowed_;  // apply_mask's mask
   bool ended_ = false;            // eos accepted
-  // Masks this matcher computed, by state: the mask without the budget rule and `need`, the most
-  // distance to completion a token it allows leaves (so the budget rule cuts nothing from it
-  // while the bound is at least `need`). A generation meets the same states again and again (a
-  // value's start in one object, the text after a key).
-  struct CachedMask {
-    std::vector<uint8_t> allowed;
-    int64_t need = 0;
-  };
-  std::unordered_map<std::string, CachedMask> masks_;
-  static constexpr size_t kCachedMasks = 32;  // at most (the vocabulary's bytes each)
-  // The mask for bound `bound` (need: set to the most distance an allowed token leaves).
-  void walk_mask(std::vector<uint8_t>& allowed, int64_t bound, int64_t* need);
 };
 
 }  // namespace vkllm::grammar

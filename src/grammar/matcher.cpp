@@ -640,66 +640,16 @@ int Matcher::distance() const {
   return ended_ ? 0 : state_distance(Machine(g_->compiled()), *state_);
 }
 
-namespace {
-
-// A state as bytes, field by field (a Frame has padding): the mask cache's key.
-std::string state_key(const State& s) {
-  std::string k;
-  k.reserve(s.frames.size() * 40 + s.ends.size() * 4);
-  const auto put = [&k](const auto& v) { k.append(reinterpret_cast<const char*>(&v), sizeof(v)); };
-  for (const Frame& f : s.frames) {
-    put(f.node);
-    put(f.phase);
-    put(f.ws);
-    put(f.utf8_left);
-    put(f.utf8_code);
-    put(f.esc);
-    put(f.nint);
-    put(f.nfrac);
-    put(f.neg);
-    put(f.count);
-    put(f.aux);
-    put(f.used);
-    put(f.frac);
-  }
-  for (uint32_t e : s.ends) put(e);
-  return k;
-}
-
-}  // namespace
-
 void Matcher::fill_mask(std::vector<uint8_t>& allowed, int tokens_left) {
   const TokenIndex& ix = *index_;
-  if (ended_) {
-    allowed.assign(static_cast<size_t>(ix.size()), 0);
-    return;
-  }
-  const Machine m(g_->compiled());
-  const int64_t left = tokens_left >= 1 ? tokens_left : int64_t{kInf} * 4;
-  const int64_t bound = std::max(left - 1, int64_t{state_distance(m, *state_)} - 1);  // budget rule
-  std::string key = state_key(*state_);
-  if (const auto it = masks_.find(key); it != masks_.end() && bound >= it->second.need) {
-    allowed = it->second.allowed;
-    return;
-  }
-  // The mask without the budget rule, kept; where the rule cuts some of it, the mask again with it.
-  CachedMask c;
-  walk_mask(c.allowed, int64_t{kInf} * 4, &c.need);
-  if (bound >= c.need)
-    allowed = c.allowed;
-  else
-    walk_mask(allowed, bound, nullptr);
-  if (masks_.size() >= kCachedMasks) masks_.clear();
-  masks_[std::move(key)] = std::move(c);
-}
-
-void Matcher::walk_mask(std::vector<uint8_t>& allowed, int64_t bound, int64_t* need) {
-  const TokenIndex& ix = *index_;
   allowed.assign(static_cast<size_t>(ix.size()), 0);
-  int64_t most = 0;
+  if (ended_) return;
   const Machine m(g_->compiled());
   const Compiled& c = g_->compiled();
   const State& cur = *state_;
+  const int64_t left = tokens_left >= 1 ? tokens_left : int64_t{kInf} * 4;
+  const int64_t dcur = state_distance(m, cur);
+  const int64_t bound = std::max(left - 1, dcur - 1);  // the budget rule
   if (complete())
     for (int32_t e : ix.eos) allowed[static_cast<size_t>(e)] = 1;
 
@@ -727,7 +677,6 @@ void Matcher::walk_mask(std::vector<uint8_t>& allowed, int64_t bound, int64_t* n
       }
       const int64_t hi = key ? int64_t{kInf} : int64_t{n.max_len} - t.count;
       if (hi < lo) continue;
-      most = std::max(most, ds);  // a bound below ds would raise lo
       const auto b = std::lower_bound(ix.plain_chars.begin(), ix.plain_chars.end(), lo);
       const auto e = std::upper_bound(b, ix.plain_chars.end(), hi);
       for (auto it = b; it != e; ++it)
@@ -759,13 +708,8 @@ void Matcher::walk_mask(std::vector<uint8_t>& allowed, int64_t bound, int64_t* n
       while (i + 1 < n && walk.lcp[i + 1] > d) ++i;
       continue;
     }
-    const int64_t after = state_distance(m, scratch_[d]);
-    if (after <= bound) {
-      allowed[static_cast<size_t>(walk.ids[i])] = 1;
-      most = std::max(most, after);
-    }
+    if (state_distance(m, scratch_[d]) <= bound) allowed[static_cast<size_t>(walk.ids[i])] = 1;
   }
-  if (need) *need = most;
 }
 
 bool Matcher::allows(int32_t id, int tokens_left) {

@@ -181,13 +181,7 @@ TEST(Grammar, MaskMatchesBruteForceOverARealVocabulary) {
     const auto g = compile(c.schema);
     Matcher m(g, ix);
     ASSERT_TRUE(m.accept_bytes(c.prefix)) << c.prefix;
-    // The mask walked, then (after the mask without a budget is cached) the same state's mask
-    // again: from the cache where the budget cuts nothing from it, walked again where it does.
-    std::vector<uint8_t> walked, unbounded;
-    m.fill_mask(walked, c.left);
-    m.fill_mask(unbounded, 0);
     m.fill_mask(mask, c.left);
-    EXPECT_EQ(mask, walked) << c.prefix << " (left " << c.left << ")";
     ASSERT_EQ(mask.size(), static_cast<size_t>(ix->size()));
     const int bound = c.left > 0 ? std::max(c.left - 1, m.distance() - 1) : 1 << 29;
     int allowed = 0, mismatches = 0;
@@ -292,21 +286,15 @@ TEST(Grammar, MaskCostPerStep) {
     for (const auto& [gr, prefix] : states) {
       Matcher m(gr, ix);
       ASSERT_TRUE(m.accept_bytes(prefix));
-      // The first mask of a state walks the vocabulary; the state's next ones come from the cache.
-      const auto a = std::chrono::steady_clock::now();
-      m.fill_mask(mask, 100);
-      const auto b = std::chrono::steady_clock::now();
       const int reps = 5;
+      const auto a = std::chrono::steady_clock::now();
       for (int i = 0; i < reps; ++i) m.fill_mask(mask, 100);
-      const double walk_ms = std::chrono::duration<double, std::milli>(b - a).count(),
-                   cached_ms = std::chrono::duration<double, std::milli>(
-                                   std::chrono::steady_clock::now() - b)
-                                   .count() /
-                               reps;
+      const double ms =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - a).count() /
+          reps;
       size_t n = 0;
       for (uint8_t x : mask) n += x;
-      std::printf("  after '%s': %.2f ms a mask walked, %.3f ms cached, %zu tokens allowed\n",
-                  prefix, walk_ms, cached_ms, n);
+      std::printf("  after '%s': %.2f ms a mask, %zu tokens allowed\n", prefix, ms, n);
       EXPECT_GT(n, 0u);
     }
   }
