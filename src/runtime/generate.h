@@ -83,7 +83,7 @@ struct GenerateStats {
   double decode_ms = 0;   // the rest
   bool stopped_by_eos = false;
   bool stopped_by_callback = false;
-  int end_pos = 0;       // KV cache rows filled after the call (the next call's start position)
+  int end_pos = 0;        // KV cache rows filled after the call (the next call's start position)
   int masked_steps = 0;   // constrained steps that masked the whole vocabulary
   int refused_steps = 0;  // constrained greedy steps whose argmax the constraint refused
   // Host time of the constraint: its checks, searches, masks and accepts (constraint_ms), and

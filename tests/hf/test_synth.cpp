@@ -105,12 +105,11 @@ std::string run_cli(const std::string& args, int* rc) {
 TEST(Synth, PresetsAndSizes) {
   std::set<std::string> names;
   for (auto& p : synth_presets()) names.insert(p.name);
-  EXPECT_EQ(names,
-            (std::set<std::string>{"tiny-qwen3", "tiny-llama3.2", "tiny-phi4mini", "tiny-mistral",
-                                   "tiny-smollm3", "tiny-qwen2.5", "tiny-gemma3", "qwen3-0.6b",
-                                   "llama-3.2-1b", "phi-4-mini", "qwen2.5-0.5b", "gemma-3-1b",
-                                   "qwen2.5-1.5b", "qwen3-1.7b", "llama-3.2-3b", "smollm3-3b",
-                                   "qwen3-4b", "llama-3.1-8b"}));
+  EXPECT_EQ(names, (std::set<std::string>{
+                       "tiny-qwen3", "tiny-llama3.2", "tiny-phi4mini", "tiny-mistral",
+                       "tiny-smollm3", "tiny-qwen2.5", "tiny-gemma3", "qwen3-0.6b", "llama-3.2-1b",
+                       "phi-4-mini", "qwen2.5-0.5b", "gemma-3-1b", "qwen2.5-1.5b", "qwen3-1.7b",
+                       "llama-3.2-3b", "smollm3-3b", "qwen3-4b", "llama-3.1-8b"}));
   // Real vocab rows and head_dim in every twin; twins stay small.
   EXPECT_EQ(find_synth_preset("tiny-qwen3").vocab, 151936);
   EXPECT_EQ(find_synth_preset("tiny-llama3.2").vocab, 128256);
