@@ -71,16 +71,20 @@ TEST(Constrained, RunningAheadPicksTheTokensOfMaskingEveryStep) {
     EXPECT_TRUE(c.complete());
     return out;
   };
-  // The reference: each step's logits masked (Matcher::apply_mask) and their argmax.
+  // The reference: each step's logits masked (Matcher::apply_mask) and their argmax; `refused`
+  // counts the steps whose unmasked argmax the mask changed.
   std::vector<int32_t> ref;
+  int refused = 0;
   {
     grammar::Matcher c(schema, index);
     auto ex = m->make_executor();
     std::vector<float> l(static_cast<size_t>(vocab));
     ex->forward(prompt.data(), static_cast<int>(prompt.size()), 0, l.data());
     for (int i = 0, pos = static_cast<int>(prompt.size()); i < 95; ++i, ++pos) {
+      const auto raw = std::max_element(l.begin(), l.end()) - l.begin();
       c.apply_mask(l.data(), vocab, 95 - i);
       const int32_t t = static_cast<int32_t>(std::max_element(l.begin(), l.end()) - l.begin());
+      refused += t != raw;  // the unconstrained argmax was not allowed
       if (c.is_eos(t) && c.complete()) break;
       ASSERT_TRUE(c.accept_token(t));
       ref.push_back(t);
@@ -97,6 +101,9 @@ TEST(Constrained, RunningAheadPicksTheTokensOfMaskingEveryStep) {
   EXPECT_EQ(run(*every_step, true, &st), ref);
   // (the refused argmaxes were replaced by the best allowed logit, not by a whole mask)
   EXPECT_LT(st.masked_steps, 5) << st.masked_steps;
+  EXPECT_EQ(st.refused_steps, refused);
+  EXPECT_GT(refused, st.masked_steps);
+  EXPECT_GE(st.constraint_ms, 0.0);
   RunsAhead ahead(m->make_executor());
   EXPECT_EQ(run(ahead, false, nullptr), ref);
   EXPECT_GT(ahead.batches, 0);         // it ran ahead
