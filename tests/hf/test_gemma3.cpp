@@ -254,24 +254,8 @@ TEST(Gemma3Kernels, SlidingWindowAttentionAgainstNaive) {
 
 namespace {
 
-struct Twin {
-  std::string root = testutil::temp_dir("gemma3"), dir = root + "/tiny-gemma3";
-  Twin() {
-    SynthOptions so;
-    so.preset = "tiny-gemma3";
-    so.out_dir = dir;
-    so.no_tokenizer = true;
-    synth_write(so);
-    write_text_file(dir + "/tokenizer.json", testutil::tiny_tokenizer_json());
-  }
-  ~Twin() {
-    std::error_code ec;
-    std::filesystem::remove_all(root, ec);
-  }
-};
 const std::string& twin_dir() {
-  static const Twin twin;
-  return twin.dir;
+  return testutil::tokenless_twin("tiny-gemma3");
 }
 
 // 11 tokens: past the twin's window of 8.

@@ -28,26 +28,8 @@ namespace {
 
 using testutil::nmse;
 
-// The twin without its fixture tokenizer, plus a small tokenizer that loads (only ids are used);
-// written once per process and removed at exit.
-struct Twin {
-  std::string root = testutil::temp_dir("qwen2"), dir = root + "/tiny-qwen2.5";
-  Twin() {
-    SynthOptions so;
-    so.preset = "tiny-qwen2.5";
-    so.out_dir = dir;
-    so.no_tokenizer = true;
-    synth_write(so);
-    write_text_file(dir + "/tokenizer.json", testutil::tiny_tokenizer_json());
-  }
-  ~Twin() {
-    std::error_code ec;
-    std::filesystem::remove_all(root, ec);
-  }
-};
 const std::string& twin_dir() {
-  static const Twin twin;
-  return twin.dir;
+  return testutil::tokenless_twin("tiny-qwen2.5");
 }
 
 const std::vector<int32_t> kPrompt = {5, 17, 299, 0, 42, 151643, 7, 100, 3, 151935, 11};

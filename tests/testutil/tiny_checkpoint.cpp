@@ -7,11 +7,15 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 
 #include "core/half.h"
 #include "core/mapped_file.h"
 #include "hf/safetensors.h"
+#include "hf/synth.h"
 #include "tokenizer/utf8.h"
 
 namespace vkllm::testutil {
@@ -26,6 +30,36 @@ std::string temp_dir(const std::string& tag) {
   fs::remove_all(d);
   fs::create_directories(d);
   return d.string();
+}
+
+namespace {
+
+struct TokenlessTwin {
+  std::string root, dir;
+  explicit TokenlessTwin(const std::string& preset)
+      : root(temp_dir("twin")), dir(root + "/" + preset) {
+    SynthOptions so;
+    so.preset = preset;
+    so.out_dir = dir;
+    so.no_tokenizer = true;
+    synth_write(so);
+    write_text_file(dir + "/tokenizer.json", tiny_tokenizer_json());
+  }
+  ~TokenlessTwin() {
+    std::error_code ec;
+    fs::remove_all(root, ec);
+  }
+};
+
+}  // namespace
+
+const std::string& tokenless_twin(const std::string& preset) {
+  static std::mutex mu;
+  static std::map<std::string, std::unique_ptr<TokenlessTwin>> twins;
+  std::lock_guard<std::mutex> lock(mu);
+  auto& t = twins[preset];
+  if (!t) t = std::make_unique<TokenlessTwin>(preset);
+  return t->dir;
 }
 
 std::string sha256_file_hex(const std::string& path) {

@@ -26,4 +26,9 @@ std::string sha256_file_hex(const std::string& path);
 // A fresh empty temporary directory under the system temp dir.
 std::string temp_dir(const std::string& tag);
 
+// A `vkllm synth` preset's twin with tiny_tokenizer_json() in place of its fixture tokenizer (for
+// tests that use ids only): written on the first call for that preset in the process, removed at
+// exit. Returns its directory.
+const std::string& tokenless_twin(const std::string& preset);
+
 }  // namespace vkllm::testutil
