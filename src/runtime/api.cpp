@@ -298,7 +298,7 @@ std::vector<int32_t> Session::Impl::run(int keep, std::vector<int32_t> input,
   stats.masked_steps = st.masked_steps;
   stats.refused_steps = st.refused_steps;
   stats.constraint_ms = st.constraint_ms;
-  stats.constraint_logits_ms = st.logits_ms;
+  stats.constraint_logits_ms = st.constraint_logits_ms;
   return out;
 }
 

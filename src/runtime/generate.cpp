@@ -233,7 +233,7 @@ std::vector<int32_t> generate(Executor& ex, const Program& program,
       ex.forward(&out.back(), 1, pos - 1, logits.data());  // the step that produced `greedy`
     else if (!logits_out)
       ex.last_logits(logits.data());
-    st.logits_ms += std::chrono::duration<double, std::milli>(clock::now() - l0).count();
+    st.constraint_logits_ms += std::chrono::duration<double, std::milli>(clock::now() - l0).count();
     return logits.data();
   };
   st.prompt_tokens = static_cast<int>(prompt.size());
@@ -249,7 +249,7 @@ std::vector<int32_t> generate(Executor& ex, const Program& program,
       const int left = std::max(
           1, std::min(max_new_tokens - static_cast<int>(out.size()), program.max_ctx - pos + 1));
       const auto c0 = clock::now();
-      const double logits_before = st.logits_ms;
+      const double logits_before = st.constraint_logits_ms;
       next = pick_constrained(sampler, *constraint, greedy, constrained_logits, vocab, left,
                               &st.masked_steps);
       // (a greedy sampler's pick is the argmax exactly when the constraint allows it)
@@ -262,7 +262,7 @@ std::vector<int32_t> generate(Executor& ex, const Program& program,
       if (!constraint->accept_token(next))
         fail("the constraint refused token {} that its own mask allowed (a bug)", next);
       st.constraint_ms += std::chrono::duration<double, std::milli>(clock::now() - c0).count() -
-                          (st.logits_ms - logits_before);
+                          (st.constraint_logits_ms - logits_before);
     } else {
       next = sampler.pick(greedy, logits_out, vocab);
     }

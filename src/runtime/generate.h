@@ -87,8 +87,8 @@ struct GenerateStats {
   int masked_steps = 0;   // constrained steps that masked the whole vocabulary
   int refused_steps = 0;  // constrained greedy steps whose argmax the constraint refused
   // Host time of the constraint: its checks, searches, masks and accepts (constraint_ms), and
-  // the logits its refused steps read back or computed again (logits_ms).
-  double constraint_ms = 0, logits_ms = 0;
+  // the logits its refused steps read back or computed again (constraint_logits_ms).
+  double constraint_ms = 0, constraint_logits_ms = 0;
 };
 
 // A constrained step's token (generate() and the batch engine): the backend's greedy token where

@@ -32,26 +32,17 @@ TEST_P(VulkanBatch, EqualsTheCpuReference) {
   const ToyConfig& cfg = GetParam().cfg;
   const Toy toy = toy::build_toy(cfg, 31);
   const testutil::BatchScenario sc;
-  const int V = static_cast<int>(toy::kVocab);
+  const int vocab = static_cast<int>(toy::kVocab);
   const uint64_t msgs = vk::validation_message_count();
   const double bound = agreement_bounds(toy::toy_recipe(cfg)).max_nmse;
   auto cpu = make_cpu_batch_executor(toy.p, toy.w, sc.kBlocks, sc.kBlockTokens, 32);
-  const auto want = sc.run_batched(*cpu, V);
+  const auto want = sc.run_batched(*cpu, vocab);
   {
     auto loaded = load_vulkan_program(toy.p, toy.w, validated());
     auto gpu = loaded->make_batch_executor(sc.kBlocks, sc.kBlockTokens, 32);
     EXPECT_STREQ(gpu->name(), "vulkan");
-    const auto got = sc.run_batched(*gpu, V);
-    ASSERT_EQ(got.size(), want.size());
-    for (size_t i = 0; i < got.size(); ++i) {
-      SCOPED_TRACE(::testing::Message() << "step " << got[i].step << " seq " << got[i].seq);
-      EXPECT_LE(nmse(got[i].logits, want[i].logits), bound);
-      auto sorted = want[i].logits;
-      std::sort(sorted.rbegin(), sorted.rend());
-      if (sorted[0] - sorted[1] > 1e-3f) {
-        EXPECT_EQ(got[i].token, want[i].token);
-      }
-    }
+    const auto got = sc.run_batched(*gpu, vocab);
+    expect_batch_agrees(got, want, bound);
   }
   EXPECT_EQ(vk::validation_message_count(), msgs) << "Vulkan validation reported messages";
 }

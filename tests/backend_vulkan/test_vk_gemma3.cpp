@@ -116,16 +116,7 @@ TEST(VulkanGemma3, BatchedForwardWithWindows) {
     auto loaded = load_vulkan_program(r.program(), r, validated());
     auto gpu = loaded->make_batch_executor(sc.kBlocks, sc.kBlockTokens, 32);
     const auto got = sc.run_batched(*gpu, vocab);
-    ASSERT_EQ(got.size(), want.size());
-    for (size_t i = 0; i < got.size(); ++i) {
-      SCOPED_TRACE(::testing::Message() << "step " << got[i].step << " seq " << got[i].seq);
-      EXPECT_LE(nmse(got[i].logits, want[i].logits), bound);
-      auto sorted = want[i].logits;
-      std::sort(sorted.rbegin(), sorted.rend());
-      if (sorted[0] - sorted[1] > 1e-3f) {
-        EXPECT_EQ(got[i].token, want[i].token);
-      }
-    }
+    expect_batch_agrees(got, want, bound);
   }
   EXPECT_EQ(vk::validation_message_count(), msgs) << "Vulkan validation reported messages";
 }

@@ -1,5 +1,6 @@
 #include "vk_harness.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 
@@ -9,6 +10,20 @@ VulkanOptions validated(VulkanOptions o) {
   o.validation = true;
   o.sync_validation = true;
   return o;
+}
+
+void expect_batch_agrees(const std::vector<testutil::BatchOutput>& got,
+                         const std::vector<testutil::BatchOutput>& want, double bound) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    SCOPED_TRACE(::testing::Message() << "step " << got[i].step << " seq " << got[i].seq);
+    EXPECT_LE(nmse(got[i].logits, want[i].logits), bound);
+    auto sorted = want[i].logits;
+    std::sort(sorted.rbegin(), sorted.rend());
+    if (sorted[0] - sorted[1] > 1e-3f) {
+      EXPECT_EQ(got[i].token, want[i].token);
+    }
+  }
 }
 
 double nmse(const std::vector<float>& got, const std::vector<float>& want) {

@@ -18,6 +18,7 @@
 #include "core/half.h"
 #include "ir/program.h"
 #include "selftest/toy_model.h"
+#include "testutil/batch_scenario.h"
 
 namespace vkllm::test {
 
@@ -35,6 +36,11 @@ VulkanOptions validated(VulkanOptions o = {});
 double nmse(const std::vector<float>& got, const std::vector<float>& want);
 
 std::vector<float> round_f16(std::vector<float> v);
+
+// A batched forward's rows (testutil/batch_scenario.h) against the reference's: each row's logits
+// within NMSE `bound`, and its token the reference's where the best logit leads by over 1e-3.
+void expect_batch_agrees(const std::vector<testutil::BatchOutput>& got,
+                         const std::vector<testutil::BatchOutput>& want, double bound);
 
 // A program fragment with host data for its weights, inputs and pre-filled tensors.
 struct Case {

@@ -181,13 +181,13 @@ TEST(Serve, NonStreamingClientThatLeavesStopsItsGeneration) {
 // log line shows several active), and afterwards no KV block is held and nothing runs.
 TEST(Serve, ConcurrentClientsGetTheRepliesTheyGetAlone) {
   const std::string art = shared_twin().artifact;
-  constexpr int kN = 6;
+  constexpr int kReplyTokens = 6;
   json want;
   want["questions"] = {"What is the capital of France?", "Name a color.", "Say hello."};
   want["answers"] = json::array();
   for (const auto& q : want["questions"])
-    want["answers"].push_back(greedy_chat_reply(art, q.get<std::string>(), kN));
-  want["n"] = kN;
+    want["answers"].push_back(greedy_chat_reply(art, q.get<std::string>(), kReplyTokens));
+  want["n"] = kReplyTokens;
   ServeProc s(art, {"--parallel", "4", "--queue", "8"});
   const NodeResult r = run_node("load.test.mjs", {{"VKLLM_URL", s.url()},
                                                   {"VKLLM_EXPECT", want.dump()},

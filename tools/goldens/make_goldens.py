@@ -61,13 +61,6 @@ FAMILIES = {
         "add_special_tokens": True,
         "first_id": 1,  # <s>
     },
-    # SmolLM3 (the twin carries the Llama 3.2 tokenizer): Llama 3's turns.
-    "smollm3": {
-        "text": "<|start_header_id|>user<|end_header_id|>\n\n" + QUESTION
-        + "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n",
-        "add_special_tokens": True,
-        "first_id": 128000,  # <|begin_of_text|>
-    },
     # Gemma 3 (Gemma3ForCausalLM, model_type gemma3_text): the chat template's turns, <bos> written
     # in the text (whether the tokenizer's post-processor adds one does not matter then).
     "gemma3_text": {
@@ -76,6 +69,8 @@ FAMILIES = {
         "first_id": 2,  # <bos>
     },
 }
+# SmolLM3's twin carries the Llama 3.2 tokenizer: Llama 3's turns.
+FAMILIES["smollm3"] = FAMILIES["llama"]
 
 
 def sha256_file(path):

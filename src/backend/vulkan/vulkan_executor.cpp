@@ -152,6 +152,9 @@ class VulkanExecutor final : public Executor {
         max_t_(ld_->max_t) {
     const auto t_start = std::chrono::steady_clock::now();
     corrupt_family_ = ctx_->tuning().corrupt_op;
+    // Tuning::fence_spin's rule: poll on GPUs, sleep on CPU devices (whose cores do the work).
+    spin_fences_ = ctx_->tuning().fence_spin == 1 ||
+                   (ctx_->tuning().fence_spin < 0 && ctx_->info().type != "cpu");
     unfused_ = corrupt_family_;
     if (batch) {
       batch_geo_ = *batch;
@@ -571,11 +574,10 @@ class VulkanExecutor final : public Executor {
     wait_fence(fence_);
     VK_CHECK(vkResetFences(ctx_->device(), 1, &fence_));
   }
-  // Tuning::fence_spin: polls the fence (falling back to a sleeping wait after a second) or
-  // sleeps.
+  // Polls the fence where spin_fences_ says so (falling back to a sleeping wait after a second),
+  // else sleeps.
   void wait_fence(VkFence f) {
-    const int spin = ctx_->tuning().fence_spin;
-    if (spin == 1 || (spin < 0 && ctx_->info().type != "cpu")) {
+    if (spin_fences_) {
       const auto t0 = std::chrono::steady_clock::now();
       for (;;) {
         const VkResult r = vkGetFenceStatus(ctx_->device(), f);
@@ -748,10 +750,11 @@ class VulkanExecutor final : public Executor {
   VkQueryPool queries_ = VK_NULL_HANDLE;
   uint64_t held_ = 0;
   std::string corrupt_family_;
-  std::string unfused_;      // OpEnv::unfused_family
-  BatchGeometry batch_geo_;  // a batched executor's (max_rows 0: a single sequence's)
-  Buffer batch_rows_;        // OpEnv::batch_rows
-  Buffer logits_rb_;         // a batched forward's logits readback (made on first use)
+  std::string unfused_;       // OpEnv::unfused_family
+  bool spin_fences_ = false;  // wait_fence polls
+  BatchGeometry batch_geo_;   // a batched executor's (max_rows 0: a single sequence's)
+  Buffer batch_rows_;         // OpEnv::batch_rows
+  Buffer logits_rb_;          // a batched forward's logits readback (made on first use)
   // Recorded batched forwards by shape (batch_command_buffer), most recently used first.
   std::list<std::pair<uint64_t, VkCommandBuffer>> batch_cbs_;
   size_t n_corrupted_ = 0;  // ops whose outputs the switch zeroed, over every recording
