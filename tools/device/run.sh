@@ -162,30 +162,35 @@ for k in v:
 PY
       ;;
     parallel)
-      # Many streams (issue 50): Llama-3.2-1B quantized-8da4w-fp16, 4,096-token context: vkllm
+      # Many streams (issue 50): the three models' target recipes, 4,096-token context: vkllm
       # bench --parallel (B sequences a batched forward, -p 128 -n 128) and the single-stream tg128,
       # then the peer's BENCH_PARALLEL (needs .peer) in the same call, and the ratios.
-      # PARALLEL (default 1,4,16,64): the batch sizes.
+      # PARALLEL (default 1,4,16,64): the batch sizes; PARALLEL_MODELS (default "llama qwen phi").
       rc=0; : >"$OUT/parallel.txt"
       par=${PARALLEL:-1,4,16,64}
-      [ -d /tmp/full-llama-3.2-1b ] || "$BIN" synth --preset llama-3.2-1b -o /tmp/full-llama-3.2-1b --tokenizer-dir /tmp/fixtures/llama3.2 -q >/dev/null
-      a=/tmp/llama-3.2-1b.quantized-8da4w-fp16.vkllm
-      [ -f "$a" ] || "$BIN" export /tmp/full-llama-3.2-1b --recipe quantized-8da4w-fp16 --max-context 4096 -o "$a" -q 2>&1 | tail -1
-      "$BIN" bench -m "$a" -p 128 -n 128 -r 3 --parallel "$par" --output json > /tmp/par.json 2>"$OUT/par.err" || rc=1
-      python3 -c "
+      for cell in llama-3.2-1b:llama3.2:quantized-8da4w-fp16:llama qwen3-0.6b:qwen3:quantized-8da4w-fp16-embedding:qwen \
+                  phi-4-mini:phi4mini:quantized-8da4w-embedding:phi; do
+        IFS=: read -r preset fam recipe peer <<<"$cell"
+        [[ " ${PARALLEL_MODELS:-llama qwen phi} " == *" $peer "* ]] || continue
+        [ -d /tmp/full-$preset ] || "$BIN" synth --preset "$preset" -o /tmp/full-$preset --tokenizer-dir /tmp/fixtures/$fam -q >/dev/null
+        a=/tmp/$preset.$recipe.vkllm
+        [ -f "$a" ] || "$BIN" export /tmp/full-$preset --recipe "$recipe" --max-context 4096 -o "$a" -q 2>&1 | tail -1
+        "$BIN" bench -m "$a" -p 128 -n 128 -r 3 --parallel "$par" --output json > /tmp/par.json 2>"$OUT/par-$peer.err" || rc=1
+        python3 -c "
 import json,sys
-for r in json.load(open(sys.argv[1]))['parallel']: print('VKLLM llama parallel%d aggregate_tg128 %.1f' % (r['sequences'], r['median_tok_s']))" /tmp/par.json | tee -a "$OUT/parallel.txt"
-      "$BIN" bench -m "$a" -p 128 -n 128 -r 3 --output json > /tmp/bench.json 2>/dev/null || rc=1
-      python3 -c "import json,sys; print('VKLLM llama single tg128 %.1f' % json.load(open(sys.argv[1]))['tg']['median_tok_s'])" /tmp/bench.json | tee -a "$OUT/parallel.txt"
-      if [ -d .peer ]; then BENCH_PARALLEL="${par//,/ }" bash .peer/run.sh llama 2>&1 | tee -a "$OUT/parallel.txt"; fi
+for r in json.load(open(sys.argv[1]))['parallel']: print('VKLLM %s parallel%d aggregate_tg128 %.1f' % (sys.argv[2], r['sequences'], r['median_tok_s']))" /tmp/par.json "$peer" | tee -a "$OUT/parallel.txt"
+        "$BIN" bench -m "$a" -p 128 -n 128 -r 3 --output json > /tmp/bench.json 2>/dev/null || rc=1
+        python3 -c "import json,sys; print('VKLLM %s single tg128 %.1f' % (sys.argv[2], json.load(open(sys.argv[1]))['tg']['median_tok_s']))" /tmp/bench.json "$peer" | tee -a "$OUT/parallel.txt"
+      done
+      if [ -d .peer ]; then BENCH_PARALLEL="${par//,/ }" bash .peer/run.sh ${PARALLEL_MODELS:-llama qwen phi} 2>&1 | tee -a "$OUT/parallel.txt"; fi
       python3 - "$OUT/parallel.txt" <<'PY' | tee -a "$OUT/parallel.txt"
 import sys, re
 v, p = {}, {}
 for line in open(sys.argv[1]):
-    m = re.match(r'(VKLLM|PEER) llama parallel(\d+) aggregate_tg128 ([0-9.]+)', line)
-    if m: (v if m[1] == 'VKLLM' else p)[int(m[2])] = float(m[3])
-for b in sorted(v):
-    if b in p and p[b] > 0: print('RATIO parallel%-3d %.2fx  (vkllm %.0f, peer %.0f tok/s)' % (b, v[b] / p[b], v[b], p[b]))
+    m = re.match(r'(VKLLM|PEER) (\w+) parallel(\d+) aggregate_tg128 ([0-9.]+)', line)
+    if m: (v if m[1] == 'VKLLM' else p)[(m[2], int(m[3]))] = float(m[4])
+for k in sorted(v):
+    if k in p and p[k] > 0: print('RATIO %-5s parallel%-3d %.2fx  (vkllm %.0f, peer %.0f tok/s)' % (k[0], k[1], v[k] / p[k], v[k], p[k]))
 PY
       ;;
     parallel-profile)

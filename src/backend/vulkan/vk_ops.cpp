@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <array>
+#include <bit>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -202,8 +204,10 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
       rb.push_back(static_cast<uint64_t>(K / G) * 4);
     }
   }
-  // Two variants of the mat-vec: one token per workgroup (decode) and kPrefillTT tokens per
-  // workgroup, so that a prefill reads each weight once per kPrefillTT tokens.
+  // The mat-vec's variants by tokens a workgroup (TT): one (decode), and kPrefillTT for forwards
+  // of more, so that a prefill reads each weight once per kPrefillTT tokens; forwards of 2-15
+  // tokens (a batched decode step's rows) take the variant of the next power of two, which holds
+  // only those tokens' sums (made on first use).
   constexpr uint32_t kPrefillTT = 16;
   // The decode variant of linear_8da4w (G % 32 == 0): wg threads a workgroup, each row's blocks
   // in split.parts parts of split.bpl blocks per lane, one subgroup per part (decode_split,
@@ -211,14 +215,16 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
   const DecodeSplit split =
       f == "linear_8da4w" && G % 32 == 0 ? decode_split(c.env.ctx, K, N) : DecodeSplit{1, 0};
   const uint32_t wg = split.bpl ? decode_matvec_wg(c.env.ctx) : 64;
-  auto variant = [&](uint32_t tt) -> const Kernel& {
-    if (f == "linear") return c.kernel("linear", 3, 6, {c.f16(x), c.f16(W), c.f16(y)}, tt);
-    if (f == "linear_q4w") return c.kernel("linear_q4w", 4, 7, {c.f16(x), c.f16(y)}, tt);
-    return c.kernel(std::string(G % 32 == 0 ? "linear_8da4w_b32" : "linear_8da4w") +
-                        (c.env.ctx.use_int_dot() ? "_idot" : ""),
-                    6, 7, {c.f16(y)}, tt, tt == 1 ? split.bpl : 0, tt == 1 ? split.parts : 0, wg);
+  auto variant = [&](uint32_t tt) -> KernelId {
+    if (f == "linear") return c.kernel_id("linear", 3, 6, {c.f16(x), c.f16(W), c.f16(y)}, tt);
+    if (f == "linear_q4w") return c.kernel_id("linear_q4w", 4, 7, {c.f16(x), c.f16(y)}, tt);
+    return c.kernel_id(std::string(G % 32 == 0 ? "linear_8da4w_b32" : "linear_8da4w") +
+                           (c.env.ctx.use_int_dot() ? "_idot" : ""),
+                       6, 7, {c.f16(y)}, tt, tt == 1 ? split.bpl : 0, tt == 1 ? split.parts : 0,
+                       wg);
   };
-  const Kernel *k = &variant(kPrefillTT), *k1 = &variant(1);
+  const Kernel *k = &variant(kPrefillTT).get(c.env.kernels), *k1 = &variant(1).get(c.env.kernels);
+  const std::array<KernelId, 3> k_small = {variant(2), variant(4), variant(8)};
   // One-token forwards of linear_8da4w and linear_q4w take their streamed mat-vecs
   // (linear_8da4w_mv, linear_q4w_mv) where those apply (MatvecPlan).
   const bool q4w = f == "linear_q4w";
@@ -291,7 +297,7 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
           dispatch_flat(cb, *kq, qset, {u32(K), Tr, gemm_order(for_gemm, Tr)}, Tr);
           compute_barrier(cb);
         }
-        const uint32_t tt = Tr == 1 ? 1 : kPrefillTT;
+        const uint32_t tt = Tr == 1 ? 1 : Tr >= kPrefillTT ? kPrefillTT : std::bit_ceil(Tr);
         for (const Part& pt : parts) {  // R rows x tt tokens per workgroup
           std::vector<uint32_t> push = {u32(K), u32(pt.ch.rows), u32(pt.ch.r0), u32(N), Tr};
           if (G) push.push_back(u32(G));
@@ -313,7 +319,10 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
           }
           const uint32_t R = tt == 1 ? pt.R1 : pt.R;
           push.push_back(R);
-          dispatch_flat(cb, tt == 1 ? *k1 : *k, pt.set, push,
+          const Kernel& kt = tt == 1            ? *k1
+                             : tt == kPrefillTT ? *k
+                                                : k_small[std::countr_zero(tt) - 1].get(*kernels);
+          dispatch_flat(cb, kt, pt.set, push,
                         static_cast<uint64_t>(ceil_div(pt.ch.rows, R)) * ceil_div(Tr, tt));
         }
       },

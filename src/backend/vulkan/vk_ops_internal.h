@@ -44,6 +44,16 @@ inline uint32_t ceil_div(uint64_t a, uint64_t b) {
   return static_cast<uint32_t>((a + b - 1) / b);
 }
 
+// A kernel variant's module, layout and specialization: made (or found) by get.
+struct KernelId {
+  std::string shader;
+  uint32_t bindings = 0, push_bytes = 0;
+  std::vector<uint32_t> spec;
+  const Kernel& get(Kernels& kernels) const {
+    return kernels.get(shader, bindings, push_bytes, spec);
+  }
+};
+
 // The specialization constants of a kernel variant: the per-binding fp16 flags at constants
 // 1..7, then (when nonzero) the tokens per workgroup tt at 8 and bpl at 9 (the mat-vec kernels'
 // TT and blocks per lane; the prefill GEMM's KC and BT), then parts at 16 and the workgroup size
@@ -263,6 +273,14 @@ struct Ctx {
                        const std::vector<uint32_t>& flags, uint32_t tt = 0, uint32_t bpl = 0,
                        uint32_t parts = 0, uint32_t wg = 64,
                        const std::vector<uint32_t>& more = {}) {
+    return kernel_id(std::move(name), bindings, push_words, flags, tt, bpl, parts, wg, more)
+        .get(env.kernels);
+  }
+  // The same variant's identity, for a record function that makes it on first use.
+  KernelId kernel_id(std::string name, uint32_t bindings, uint32_t push_words,
+                     const std::vector<uint32_t>& flags, uint32_t tt = 0, uint32_t bpl = 0,
+                     uint32_t parts = 0, uint32_t wg = 64,
+                     const std::vector<uint32_t>& more = {}) {
     bool any16 = false;
     for (uint32_t f : flags) any16 = any16 || f;
     if (any16) {
@@ -280,7 +298,7 @@ struct Ctx {
       if (parts || !bpl) fail("kernel {}: constants after 9 need tt and bpl and no parts", name);
       spec.insert(spec.end(), more.begin(), more.end());
     }
-    return env.kernels.get(name, bindings, push_words * 4, spec);
+    return {name, bindings, push_words * 4, spec};
   }
   int64_t attr_i(const char* k) const {
     need(op.attrs.contains(k) && op.attrs[k].is_number(), k);
