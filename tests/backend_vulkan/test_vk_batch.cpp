@@ -100,3 +100,66 @@ TEST(VulkanBatchChecks, OneRowForwardsAndRefusals) {
   EXPECT_THROW(gpu->forward(b), Error);  // 5 rows, the executor takes 4
   EXPECT_THROW(loaded->make_batch_executor(4, 8, 1 << 20), Error);
 }
+
+// A batched executor's one-row forwards take the decode plan's fused runs (the mat-vec runs as
+// decode chains here, forced: lavapipe has none by default) around its batched attention: the
+// same logits, bit for bit, as the unfused batched executor's, over a prompt and decode steps
+// that cross KV blocks; the profile shows the chains.
+TEST(VulkanBatchChecks, OneRowForwardsTakeTheDecodeChains) {
+  for (const ToyConfig& cfg :
+       {ToyConfig{Lin::A8W4, Emb::Q4, DType::F16, DType::F16, true, false},
+        ToyConfig{Lin::Q4W, Emb::F16, DType::F32, DType::F16, false, true}}) {
+    const Toy toy = toy::build_toy(cfg, 9);
+    const int vocab = static_cast<int>(toy::kVocab);
+    auto run = [&](bool fused, std::string* profile) {
+      VulkanOptions o = validated();
+      o.no_fusion = !fused;
+      o.tuning.chain_groups = 1;
+      o.profile = true;
+      std::vector<float> all;
+      ::testing::internal::CaptureStderr();
+      {
+        auto gpu = load_vulkan_program(toy.p, toy.w, o)->make_batch_executor(4, 8, 8);
+        const int32_t table[4] = {2, 0, 3, 1}, seq[6] = {}, row = 0;
+        std::vector<float> l(static_cast<size_t>(vocab));
+        const int32_t prompt[6] = {3, 9, 4, 1, 7, 2}, pos0[6] = {0, 1, 2, 3, 4, 5};
+        int32_t next = -1, last = 5;
+        BatchForward b;
+        b.T = 6;
+        b.ids = prompt;
+        b.pos = pos0;
+        b.seq = seq;
+        b.n_seqs = 1;
+        b.block_table = table;
+        b.table_stride = 4;
+        b.out_rows = &last;
+        b.n_out = 1;
+        b.next_tokens = &next;
+        b.logits = l.data();
+        gpu->forward(b);
+        all.insert(all.end(), l.begin(), l.end());
+        for (int32_t p = 6; p < 20; ++p) {
+          int32_t id = next;
+          b.T = 1;
+          b.ids = &id;
+          b.pos = &p;
+          b.out_rows = &row;
+          gpu->forward(b);
+          all.insert(all.end(), l.begin(), l.end());
+          all.push_back(static_cast<float>(next));
+        }
+      }
+      *profile = ::testing::internal::GetCapturedStderr();
+      return all;
+    };
+    std::string pu, pf;
+    const std::vector<float> unfused = run(false, &pu), fused = run(true, &pf);
+    ASSERT_EQ(fused.size(), unfused.size());
+    size_t differ = 0;
+    for (size_t i = 0; i < fused.size(); ++i) differ += fused[i] != unfused[i];
+    EXPECT_EQ(differ, 0u) << "of " << fused.size() << " logits and tokens";
+    EXPECT_NE(pf.find("decode: "), std::string::npos) << pf;
+    EXPECT_NE(pf.find(" chain: "), std::string::npos) << pf;
+    EXPECT_EQ(pu.find(" chain: "), std::string::npos) << pu;
+  }
+}

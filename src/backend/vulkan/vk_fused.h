@@ -34,9 +34,11 @@ uint32_t chain_groups(const DeviceInfo& dev, const Tuning& tune);
 // Needs only the program: the executor plans buffer liveness from the runs before preparing them.
 // dev: the device's smallest subgroup size (the mat-vec kernels' lane layout needs it) and its
 // shared memory (tail runs need kTailShared). attention_stages = false: no attention run is a
-// chain's stage (the plan for long positions, chain_attention_until).
+// chain's stage (the plan for long positions, chain_attention_until). paged: the KV caches are a
+// pool of blocks (a batched executor's one-row forwards): no attention and no head runs (their
+// kernels read one sequence's contiguous cache and the forward's last row).
 std::vector<FusedRun> find_fused_runs(const Program& p, const DeviceInfo& dev, const Tuning& tune,
-                                      bool attention_stages = true);
+                                      bool attention_stages = true, bool paged = false);
 // The program's fused runs for forwards of several tokens (prefill), in program order: the ropes
 // of q and k in the prefill attention (vk_fused.cpp kPrefillPatterns), where the device has a
 // prefill attention kernel for the run. Tuning::no_fuse applies as to the decode runs.

@@ -109,7 +109,7 @@ int chain_attention_until(const Program& p, const DeviceInfo& dev, const Tuning&
 }
 
 std::vector<FusedRun> find_fused_runs(const Program& p, const DeviceInfo& dev, const Tuning& tune,
-                                      bool attention_stages) {
+                                      bool attention_stages, bool paged) {
   const std::string& unfused_family = tune.corrupt_op;
   Matcher matcher(p, dev.subgroup_min, unfused_family);
   const bool chain = chain_groups(dev, tune) > 0;
@@ -119,6 +119,7 @@ std::vector<FusedRun> find_fused_runs(const Program& p, const DeviceInfo& dev, c
     for (const Pattern& pat : kPatterns)
       if (!disabled(pat, chain, tune) &&
           (pat.kind != Kind::Tail || dev.max_shared >= kTailShared) &&
+          !(paged && (pat.kind == Kind::Attention || pat.kind == Kind::Head)) &&
           (m = matcher.at(k, pat, unfused_family))) {
         // A mat-vec run that is on only to be a chain's stage stays unfused where it cannot be;
         // a head run where its mat-vec is not streamed.

@@ -279,8 +279,7 @@ struct Ctx {
   // The same variant's identity, for a record function that makes it on first use.
   KernelId kernel_id(std::string name, uint32_t bindings, uint32_t push_words,
                      const std::vector<uint32_t>& flags, uint32_t tt = 0, uint32_t bpl = 0,
-                     uint32_t parts = 0, uint32_t wg = 64,
-                     const std::vector<uint32_t>& more = {}) {
+                     uint32_t parts = 0, uint32_t wg = 64, const std::vector<uint32_t>& more = {}) {
     bool any16 = false;
     for (uint32_t f : flags) any16 = any16 || f;
     if (any16) {

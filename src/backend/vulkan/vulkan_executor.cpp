@@ -28,17 +28,6 @@ namespace {
 
 using namespace vk;
 
-uint64_t elem_bytes(DType t) {
-  switch (t) {
-    case DType::F16:
-      return 2;
-    case DType::I8:
-      return 1;
-    default:
-      return 4;
-  }
-}
-
 // Device selection and opening; its failures are DeviceErrors (callers tell them apart from
 // problems of the model file).
 std::unique_ptr<Context> open_device(const VulkanOptions& opt) {
@@ -124,8 +113,7 @@ class VulkanLoaded final : public LoadedProgram, public std::enable_shared_from_
     };
     for (const TensorDecl& t : p.tensors)
       if ((t.kind == TensorKind::Activation || t.kind == TensorKind::Input) && t.shape[0] < 0)
-        limit(static_cast<uint64_t>(t.shape.size() > 1 ? t.shape.back() : 1) * elem_bytes(t.dtype),
-              t.name);
+        limit(dtype_nbytes(t.dtype, {1, t.shape.size() > 1 ? t.shape.back() : 1}), t.name);
     for (const Op& op : p.ops)
       if (uint64_t b = act_quant_bytes_per_token(p, op)) limit(b, "the int8 activation scratch");
   }
@@ -138,8 +126,9 @@ struct BatchGeometry {
 
 class VulkanExecutor final : public Executor {
  public:
-  // batch: a batched executor (forward_batch only; its ops unfused, the KV caches a pool of
-  // blocks), else a single sequence's.
+  // batch: a batched executor (forward_batch only; the KV caches a pool of blocks; forwards of
+  // several rows unfused, of one row the decode plan's mat-vec runs and chains around the batched
+  // attention), else a single sequence's.
   explicit VulkanExecutor(std::shared_ptr<VulkanLoaded> loaded,
                           const BatchGeometry* batch = nullptr)
       : ld_(std::move(loaded)),
@@ -175,8 +164,10 @@ class VulkanExecutor final : public Executor {
     // on its first use: most generations never reach it, and its pipelines would add seconds to
     // a load on a cold driver cache).
     const Tuning& tune = ctx_->tuning();
-    const std::vector<FusedRun> runs =
-        fusion ? find_fused_runs(p_, ctx_->info(), tune) : std::vector<FusedRun>{};
+    const std::vector<FusedRun> runs = fusion ? find_fused_runs(p_, ctx_->info(), tune)
+                                       : batch && !ctx_->options().no_fusion
+                                           ? find_fused_runs(p_, ctx_->info(), tune, false, true)
+                                           : std::vector<FusedRun>{};
     runs_long_ = fusion ? find_fused_runs(p_, ctx_->info(), tune, false) : std::vector<FusedRun>{};
     if (runs_long_.size() == runs.size()) runs_long_.clear();  // no attention stage: one plan
     const std::vector<FusedRun> prefill_runs =
@@ -213,7 +204,7 @@ class VulkanExecutor final : public Executor {
     // forwards of several tokens, the decode step's for one-token forwards) and the other ops
     // alone.
     plan_steps(prefill_, prefill_runs, false);
-    if (!batch) plan_steps(decode_[0], runs, true);
+    if (!batch || !runs.empty()) plan_steps(decode_[0], runs, true);
     if (!runs_long_.empty()) short_until_ = chain_attention_until(p_, ctx_->info(), tune);
     chain_clock_ = env.chain_clock;
     chain_sync_ = env.chain_sync;
@@ -341,10 +332,14 @@ class VulkanExecutor final : public Executor {
       logits_rb_ = alloc_.create(static_cast<uint64_t>(max_t_) * logits_n_ * 4, true,
                                  "batch logits readback", true);
     submit_and_wait(batch_command_buffer(b.T, b.n_out, b.logits != nullptr));
-    if (queries_) collect_plan_profile(prefill_, *ctx_, queries_);
+    if (&batch_plan(b.T) == &decode_[0]) check_chains();
+    if (queries_) collect_plan_profile(batch_plan(b.T), *ctx_, queries_);
     std::memcpy(b.next_tokens, readback_.mapped, static_cast<size_t>(b.n_out) * 4);
     if (b.logits) std::memcpy(b.logits, logits_rb_.mapped, logits_bytes);
   }
+  // A batched forward's plan: the decode plan for one row where it has fused runs, else the
+  // unfused plan.
+  Plan& batch_plan(int T) { return T == 1 && !decode_[0].steps.empty() ? decode_[0] : prefill_; }
   // The command buffer of a batched forward of T rows and n_out output rows (with or without the
   // logits copy), recorded on its first use and replayed: everything that changes between
   // forwards reaches the shaders through the rows and ids buffers. The last 16 shapes are kept.
@@ -376,17 +371,19 @@ class VulkanExecutor final : public Executor {
     mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT;
     vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_HOST_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1,
                          &mb, 0, nullptr, 0, nullptr);
+    Plan& plan = batch_plan(T);
     if (queries_) {
-      vkCmdResetQueryPool(cb, queries_, 0, static_cast<uint32_t>(prefill_.steps.size() + 1));
+      vkCmdResetQueryPool(cb, queries_, 0, static_cast<uint32_t>(plan.steps.size() + 1));
       vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, queries_, 0);
     }
-    record_steps(cb, prefill_, T);
+    record_steps(cb, plan, T);
     mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
     mb.dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT;
     vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT,
                          0, 1, &mb, 0, nullptr, 0, nullptr);
     VkBufferCopy ids{0, 0, static_cast<VkDeviceSize>(n_out) * 4};
     vkCmdCopyBuffer(cb, bufs_[p_.next_token].buf, readback_.buf, 1, &ids);
+    if (&plan == &decode_[0]) copy_chain_flag(cb);  // (one output row: word 1 is free)
     if (logits) {
       VkBufferCopy lg{0, 0, static_cast<VkDeviceSize>(n_out) * logits_n_ * 4};
       vkCmdCopyBuffer(cb, bufs_[p_.logits].buf, logits_rb_.buf, 1, &lg);
@@ -412,8 +409,8 @@ class VulkanExecutor final : public Executor {
     if (batch_geo_.max_rows > 0 && t.kind == TensorKind::Activation && t.shape[0] == 1)
       rows = static_cast<uint64_t>(max_t_);
     for (size_t d = 1; d + 1 < t.shape.size(); ++d) rows *= static_cast<uint64_t>(t.shape[d]);
-    return rows * static_cast<uint64_t>(t.shape.size() > 1 ? t.shape.back() : 1) *
-           elem_bytes(t.dtype);
+    return dtype_nbytes(t.dtype,
+                        {static_cast<int64_t>(rows), t.shape.size() > 1 ? t.shape.back() : 1});
   }
 
   // The activations share buffers as the memory planner says (vk_memory_plan.h); caches and the
