@@ -55,27 +55,6 @@ INSTANTIATE_TEST_SUITE_P(
         Named{"q4w_long_rope", {Lin::Q4W, Emb::F16, DType::F32, DType::F16, false, true}}),
     [](const auto& p) { return std::string(p.param.name); });
 
-// The token count from which linear_8da4w runs the tiled GEMM (its quantizers storing the int8
-// rows in the GEMM's order from there) set for every tensor: GEMMs from two rows, and never; both
-// agree with the CPU reference as the default rule does.
-TEST(VulkanBatchChecks, GemmFromAnyTokenCountAgrees) {
-  const ToyConfig cfg{Lin::A8W4, Emb::Q4, DType::F16, DType::F16, true, false};
-  const Toy toy = toy::build_toy(cfg, 17);
-  const testutil::BatchScenario sc;
-  const int vocab = static_cast<int>(toy::kVocab);
-  auto cpu = make_cpu_batch_executor(toy.p, toy.w, sc.kBlocks, sc.kBlockTokens, 32);
-  const auto want = sc.run_batched(*cpu, vocab);
-  for (uint32_t from : {2u, 1000u}) {
-    SCOPED_TRACE(::testing::Message() << "gemm_tokens " << from);
-    VulkanOptions o = validated();
-    o.tuning.gemm_tokens = from;
-    auto gpu =
-        load_vulkan_program(toy.p, toy.w, o)->make_batch_executor(sc.kBlocks, sc.kBlockTokens, 32);
-    expect_batch_agrees(sc.run_batched(*gpu, vocab), want,
-                        agreement_bounds(toy::toy_recipe(cfg)).max_nmse);
-  }
-}
-
 // One sequence alone, one row a forward (the batch of one): the same tokens as the CPU's.
 TEST(VulkanBatchChecks, OneRowForwardsAndRefusals) {
   const Toy toy = toy::build_toy({Lin::A8W4, Emb::Q4}, 5);

@@ -31,23 +31,9 @@ bool scratch_for_gemm(const Ctx& c, int32_t x) {
   }
   return any;
 }
-// The tokens from which forwards run the linear_8da4w readers of x as the GEMM: GemmPlan::kTokens,
-// or twice that where the readers' 32-token x 128-row tiles (the GEMM's at those token counts)
-// are fewer than half the compute units, so that the GEMM would leave most of the GPU idle and the
-// mat-vec, a workgroup every two rows, runs instead (H100, batched steps of 16 rows: the k/v
-// projections 18.0 -> 12.5 us, Llama-3.2-1B's down projection 62.4 -> 51.7, Phi-4-mini's 26.7 ->
-// 16.3 and 62.3 -> 54.1; the gate/up projections, 16,384 rows, and the lm_heads stay GEMMs, at
-// 20.8 against 38.9 us). Tuning::gemm_tokens forces one value for every tensor.
-uint32_t gemm_tokens(const Ctx& c, int32_t x) {
-  const Context& ctx = c.env.ctx;
-  if (ctx.tuning().gemm_tokens) return ctx.tuning().gemm_tokens;
-  uint64_t tiles = 0;
-  for (const Op& o : c.p.ops)
-    if (o.family == "linear_8da4w" && o.inputs.size() >= 2 && o.inputs[0] == x)
-      tiles +=
-          ceil_div(static_cast<uint64_t>(std::max<int64_t>(0, c.decl(o.inputs[1]).shape[0])), 128);
-  const uint64_t cu = ctx.info().compute_units;
-  return cu > 0 && 2 * tiles < cu ? 2 * GemmPlan::kTokens : GemmPlan::kTokens;
+// The tokens from which forwards run linear_8da4w as the GEMM (Tuning::gemm_tokens).
+uint32_t gemm_tokens(const Context& ctx) {
+  return ctx.tuning().gemm_tokens ? ctx.tuning().gemm_tokens : GemmPlan::kTokens;
 }
 // The quantizers' push constant for a forward of Tr tokens (1: store in gemm_order), the GEMMs
 // running from `from` tokens (gemm_tokens).

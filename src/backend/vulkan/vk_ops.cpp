@@ -133,7 +133,7 @@ std::unique_ptr<PreparedOp> prep_rms_norm(Ctx c) {
     flags.insert(flags.end(), {c.f16(add->inputs[1]), c.f16(x)});
   }
   const bool for_gemm = quant && scratch_for_gemm(c, y);
-  const uint32_t from = gemm_tokens(c, y);
+  const uint32_t from = gemm_tokens(c.env.ctx);
   if (quant) {
     auto [q, qp] = act_scratch(c, N);
     r.insert(r.end(), {q, qp});
@@ -247,7 +247,7 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
   GemmPlan gemm;
   Kernels* kernels = &c.env.kernels;
   const bool for_gemm = f == "linear_8da4w" && scratch_for_gemm(c, x);
-  const uint32_t from = gemm_tokens(c, x);
+  const uint32_t from = gemm_tokens(c.env.ctx);
   if (for_gemm) gemm = plan_gemm_8da4w(c.env.ctx, G, N, c.f16(y));
   // The float-activation linears (linear, linear_q4w) run a tiled GEMM there instead
   // (float_gemm_module; VKLLM_LINEAR_MM=0 measures the mat-vec kernels).
@@ -566,7 +566,7 @@ std::unique_ptr<PreparedOp> prep_elementwise(Ctx c) {
     const Kernel& k =
         c.kernel("swiglu_quant", 5, 3, {c.f16(I[0]), c.f16(I[1]), c.f16(y)}, quant_hold(N));
     const bool for_gemm = scratch_for_gemm(c, y);
-    const uint32_t from = gemm_tokens(c, y);
+    const uint32_t from = gemm_tokens(c.env.ctx);
     VkDescriptorSet set = c.env.kernels.make_set(
         k, std::vector<BufRange>{c.whole(I[0]), c.whole(I[1]), c.whole(y), q, qp});
     c.env.quant_src = y;

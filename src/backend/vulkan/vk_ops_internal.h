@@ -406,7 +406,7 @@ bool feeds_only_8da4w(const Ctx& c, int32_t y);
 bool scratch_for_gemm(const Ctx& c, int32_t x);
 // The tokens from which forwards run linear_8da4w as the tiled GEMM (GemmPlan::kTokens, or
 // Tuning::gemm_tokens), fewer as the mat-vec.
-uint32_t gemm_tokens(const Ctx& c, int32_t x);
+uint32_t gemm_tokens(const Context& ctx);
 // The quantizers' push constant for a forward of Tr tokens (1: store in that order).
 uint32_t gemm_order(uint32_t from, bool for_gemm, uint32_t Tr);
 // The tiled GEMM of the float-activation linears (linear, linear_q4w) in forwards of at least
