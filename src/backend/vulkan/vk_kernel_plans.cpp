@@ -31,14 +31,9 @@ bool scratch_for_gemm(const Ctx& c, int32_t x) {
   }
   return any;
 }
-// The tokens from which forwards run linear_8da4w as the GEMM (Tuning::gemm_tokens).
-uint32_t gemm_tokens(const Context& ctx) {
-  return ctx.tuning().gemm_tokens ? ctx.tuning().gemm_tokens : GemmPlan::kTokens;
-}
-// The quantizers' push constant for a forward of Tr tokens (1: store in gemm_order), the GEMMs
-// running from `from` tokens (gemm_tokens).
-uint32_t gemm_order(uint32_t from, bool for_gemm, uint32_t Tr) {
-  return for_gemm && Tr >= from;
+// The quantizers' push constant for a forward of Tr tokens (1: store in gemm_order).
+uint32_t gemm_order(bool for_gemm, uint32_t Tr) {
+  return for_gemm && Tr >= GemmPlan::kTokens;
 }
 
 // Does the norm's output go only to linear_8da4w ops (as their input), so that the norm can

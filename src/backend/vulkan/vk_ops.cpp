@@ -133,7 +133,6 @@ std::unique_ptr<PreparedOp> prep_rms_norm(Ctx c) {
     flags.insert(flags.end(), {c.f16(add->inputs[1]), c.f16(x)});
   }
   const bool for_gemm = quant && scratch_for_gemm(c, y);
-  const uint32_t from = gemm_tokens(c.env.ctx);
   if (quant) {
     auto [q, qp] = act_scratch(c, N);
     r.insert(r.end(), {q, qp});
@@ -159,8 +158,8 @@ std::unique_ptr<PreparedOp> prep_rms_norm(Ctx c) {
   auto prepared = std::make_unique<PreparedOp>(
       [=, &kern](VkCommandBuffer cb, int T) {
         const uint32_t Tr = c.rows(x, T), rows = Tr * u32(N / G);
-        const std::vector<uint32_t> push = {
-            u32(G), rows, fbits(eps), gemm_order(from, for_gemm, Tr), last ? u32((T - 1) * N) : 0u};
+        const std::vector<uint32_t> push = {u32(G), rows, fbits(eps), gemm_order(for_gemm, Tr),
+                                            last ? u32((T - 1) * N) : 0u};
         if (kern_sg && Tr > 1)
           dispatch_flat(cb, *kern_sg, set_sg, push, ceil_div(rows, 256 / sg));
         else
@@ -247,7 +246,6 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
   GemmPlan gemm;
   Kernels* kernels = &c.env.kernels;
   const bool for_gemm = f == "linear_8da4w" && scratch_for_gemm(c, x);
-  const uint32_t from = gemm_tokens(c.env.ctx);
   if (for_gemm) gemm = plan_gemm_8da4w(c.env.ctx, G, N, c.f16(y));
   // The float-activation linears (linear, linear_q4w) run a tiled GEMM there instead
   // (float_gemm_module; VKLLM_LINEAR_MM=0 measures the mat-vec kernels).
@@ -296,14 +294,14 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
       [=](VkCommandBuffer cb, int T) {
         const uint32_t Tr = c.rows(x, T);
         if (kq) {
-          dispatch_flat(cb, *kq, qset, {u32(K), Tr, gemm_order(from, for_gemm, Tr)}, Tr);
+          dispatch_flat(cb, *kq, qset, {u32(K), Tr, gemm_order(for_gemm, Tr)}, Tr);
           compute_barrier(cb);
         }
         const uint32_t tt = Tr == 1 ? 1 : Tr >= kPrefillTT ? kPrefillTT : std::bit_ceil(Tr);
         for (const Part& pt : parts) {  // R rows x tt tokens per workgroup
           std::vector<uint32_t> push = {u32(K), u32(pt.ch.rows), u32(pt.ch.r0), u32(N), Tr};
           if (G) push.push_back(u32(G));
-          if (!gemm.module.empty() && Tr >= from) {
+          if (!gemm.module.empty() && Tr >= GemmPlan::kTokens) {
             gemm.record(cb, *kernels, pt.set, u32(K), pt.ch.rows, pt.ch.r0, u32(N), Tr, u32(G));
             continue;
           }
@@ -566,14 +564,13 @@ std::unique_ptr<PreparedOp> prep_elementwise(Ctx c) {
     const Kernel& k =
         c.kernel("swiglu_quant", 5, 3, {c.f16(I[0]), c.f16(I[1]), c.f16(y)}, quant_hold(N));
     const bool for_gemm = scratch_for_gemm(c, y);
-    const uint32_t from = gemm_tokens(c.env.ctx);
     VkDescriptorSet set = c.env.kernels.make_set(
         k, std::vector<BufRange>{c.whole(I[0]), c.whole(I[1]), c.whole(y), q, qp});
     c.env.quant_src = y;
     auto prepared = std::make_unique<PreparedOp>(
         [=, &k](VkCommandBuffer cb, int T) {
           const uint32_t Tr = c.rows(I[0], T);
-          dispatch_flat(cb, k, set, {u32(N), Tr, gemm_order(from, for_gemm, Tr)}, Tr);
+          dispatch_flat(cb, k, set, {u32(N), Tr, gemm_order(for_gemm, Tr)}, Tr);
         },
         nullptr);
     prepared->phases = {

@@ -402,13 +402,10 @@ std::pair<BufRange, BufRange> act_scratch(Ctx& c, int64_t K);
 // it for them?
 bool feeds_only_8da4w(const Ctx& c, int32_t y);
 // Whether every linear_8da4w that reads x has a tiled GEMM, so that in forwards of at least
-// gemm_tokens tokens x's int8 scratch is stored in the GEMMs' order (vk_ops.cpp).
+// GemmPlan::kTokens tokens x's int8 scratch is stored in the GEMMs' order (vk_ops.cpp).
 bool scratch_for_gemm(const Ctx& c, int32_t x);
-// The tokens from which forwards run linear_8da4w as the tiled GEMM (GemmPlan::kTokens, or
-// Tuning::gemm_tokens), fewer as the mat-vec.
-uint32_t gemm_tokens(const Context& ctx);
 // The quantizers' push constant for a forward of Tr tokens (1: store in that order).
-uint32_t gemm_order(uint32_t from, bool for_gemm, uint32_t Tr);
+uint32_t gemm_order(bool for_gemm, uint32_t Tr);
 // The tiled GEMM of the float-activation linears (linear, linear_q4w) in forwards of at least
 // GemmPlan::kTokens tokens: its module (before the _f16 suffix) and its workgroups, kFloatGemmTile
 // tokens x kFloatGemmTile rows each. fp16 activations and weights (the fp16 recipe) run on fp16

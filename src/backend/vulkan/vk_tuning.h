@@ -28,9 +28,6 @@ struct Tuning {
   // Prefill GEMM of linear_8da4w (GemmPlan): forced tile tokens and rows (0: the rule).
   uint32_t gemm_tile = 0, gemm_rows = 0;
   bool gemm_wide = false;  // 64 x 128 tiles first
-  // Forwards of at least this many tokens run linear_8da4w as the GEMM, fewer the mat-vec
-  // (0: GemmPlan::kTokens).
-  uint32_t gemm_tokens = 0;
 
   // Prefill attention: forced keys a tile (32|64), rows a thread (1|2).
   uint32_t attn_bk = 0, attn_rq = 0;
