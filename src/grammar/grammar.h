@@ -92,6 +92,7 @@ class TokenIndex {
   // whose length permits), sorted by their character count; plain_chars[i] is plain_by_chars[i]'s.
   std::vector<int32_t> plain_by_chars;
   std::vector<int32_t> plain_chars;
+  std::vector<int32_t> plain_chars_of;  // per id: its character count where plain, -1 otherwise
   std::vector<int32_t> eos;
   std::vector<uint8_t> usable;  // per id: may ever be allowed (in `all`)
   size_t max_token_bytes = 0;
@@ -121,10 +122,14 @@ class Matcher {
   // ids past size() are set to -infinity too).
   void apply_mask(float* logits, int64_t vocab, int tokens_left);
   // fill_mask's verdict on one token, without the whole vocabulary's walk (a greedy step checks
-  // the unconstrained argmax first: where it is allowed it is the masked argmax too).
+  // the unconstrained argmax first: where it is allowed it is the masked argmax too). Inside a
+  // string a plain token's verdict is its character count's (as the mask's); any other token's
+  // bytes are stepped over a copy of the state, kept for accept_token of the same id.
   bool allows(int32_t id, int tokens_left);
   // Advances with a token; false (state unchanged) if the grammar does not allow it. An eos id is
-  // accepted where complete() (and ends the match).
+  // accepted where complete() (and ends the match). Allocates nothing once warm: a plain token
+  // inside a string adds its characters, the token allows() last stepped takes that state, any
+  // other steps its bytes in scratch states.
   bool accept_token(int32_t id);
   // Advances with bytes; false (state unchanged) if they are not a prefix of an accepted text.
   bool accept_bytes(std::string_view bytes);
@@ -142,7 +147,16 @@ class Matcher {
   std::unique_ptr<State> state_;
   std::vector<State> scratch_;    // one state per trie depth for the mask walk
   std::vector<uint8_t> allowed_;  // apply_mask's mask
+  std::unique_ptr<State> after_;  // the state after the bytes of token after_id_ (allows)
+  int32_t after_id_ = -1;         // -1: after_ holds nothing
+  int after_distance_ = 0;        // after_'s distance
+  int distance_ = -1;             // distance() of state_, -1: not yet computed
   bool ended_ = false;            // eos accepted
+
+  int cur_distance();
+  bool step_token(const std::string& bytes);  // over a copy of state_ into scratch_[0]
+  bool accept_plain(int32_t chars);           // a plain token inside a string, one stack
+  void moved();                               // state_ changed: drop what was derived from it
 };
 
 }  // namespace vkllm::grammar
