@@ -82,9 +82,20 @@ class TokenIndex {
   // Token ids sorted by their bytes, with lcp[i] the bytes sorted[i] shares with sorted[i - 1]:
   // the mask walks this order as a depth-first walk of the trie of token bytes, stepping the
   // grammar once per trie edge and skipping every token below an edge the grammar refuses.
+  // The walk reads each token's bytes from `text` in this order (off: n + 1 offsets), and skips a
+  // refused edge's subtree a block of kBlock positions at a time where lcp_min (each block's
+  // smallest lcp) says no position of the block leaves it.
   struct Sorted {
+    static constexpr size_t kBlock = 64;
     std::vector<int32_t> ids;
     std::vector<uint16_t> lcp;
+    std::string text;
+    std::vector<uint32_t> off;
+    std::vector<uint16_t> lcp_min;
+    // The first position after i whose lcp is at most d (size() where none): where the subtree
+    // below sorted[i]'s first d + 1 bytes ends.
+    size_t subtree_end(size_t i, size_t d) const;
+    size_t size() const { return ids.size(); }
   };
   Sorted all;        // every token that may ever be allowed (no special, empty or overlong ones)
   Sorted not_plain;  // those of `all` that are not plain (below)
@@ -121,6 +132,9 @@ class Matcher {
   // Sets logits of the tokens fill_mask disallows to -infinity (logits: `vocab` >= size() floats;
   // ids past size() are set to -infinity too).
   void apply_mask(float* logits, int64_t vocab, int tokens_left);
+  // The argmax of the logits apply_mask would leave (the first of the highest, as std::max_element
+  // finds it), without writing them: a greedy step's masked pick. vocab >= 1.
+  int32_t masked_argmax(const float* logits, int64_t vocab, int tokens_left);
   // fill_mask's verdict on one token, without the whole vocabulary's walk (a greedy step checks
   // the unconstrained argmax first: where it is allowed it is the masked argmax too). Inside a
   // string a plain token's verdict is its character count's (as the mask's); any other token's

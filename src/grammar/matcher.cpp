@@ -5,8 +5,8 @@
 // vocabulary) are allowed by their character count alone, without a walk; the greedy path's
 // one-token checks (allows, accept_token) use the same shortcut and step other tokens in place.
 #include <algorithm>
-#include <array>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "grammar/internal.h"
@@ -23,45 +23,6 @@ bool is_digit(uint8_t b) {
 }
 bool is_hex(uint8_t b) {
   return is_digit(b) || (b >= 'a' && b <= 'f') || (b >= 'A' && b <= 'F');
-}
-
-// kPow10[k] = 10^k.
-constexpr std::array<int64_t, 19> kPow10 = [] {
-  std::array<int64_t, 19> p{};
-  p[0] = 1;
-  for (size_t k = 1; k < p.size(); ++k) p[k] = p[k - 1] * 10;
-  return p;
-}();
-
-// Whether some completion of the number prefix f lies in [n.lo, n.hi] (values scaled by 10^F).
-bool num_feasible(const Node& n, const Frame& f) {
-  const int64_t S = kPow10[n.frac_digits];
-  bool pos = !f.neg, neg = f.neg;
-  if (f.phase == kNumStart) pos = neg = true;
-  const auto hit = [&](int64_t a, int64_t b) {  // magnitudes [a, b]
-    return (pos && a <= n.hi && b >= n.lo) || (neg && -b <= n.hi && -a >= n.lo);
-  };
-  const int64_t v = static_cast<int64_t>(f.used);
-  switch (f.phase) {
-    case kNumStart:
-    case kNumSign:
-      return hit(0, kPow10[n.int_digits] * S - 1);
-    case kNumInt: {
-      const int more = v == 0 ? 0 : n.int_digits - f.nint;
-      for (int k = 0; k <= more; ++k)
-        if (hit(v * kPow10[k] * S, (v + 1) * kPow10[k] * S - 1)) return true;
-      return false;
-    }
-    case kNumDot:
-      return hit(v * S, (v + 1) * S - 1);
-    case kNumFrac: {
-      const int64_t unit = kPow10[n.frac_digits - f.nfrac];
-      const int64_t a = v * S + f.frac * unit;
-      return hit(a, a + unit - 1);
-    }
-    default:
-      return false;
-  }
 }
 
 enum class Str { Bad, Ok, Closed };
@@ -435,70 +396,6 @@ bool stack_complete(const Compiled& c, const Frame* f, size_t n) {
 
 }  // namespace
 
-bool num_step(const Node& n, Frame& f, uint8_t x) {
-  Frame g = f;
-  const int d = x - '0';
-  switch (g.phase) {
-    case kNumStart:
-      if (x == '-') {
-        g.phase = kNumSign;
-        g.neg = true;
-        break;
-      }
-      [[fallthrough]];
-    case kNumSign:
-      if (!is_digit(x)) return false;
-      g.phase = kNumInt;
-      g.used = static_cast<uint64_t>(d);
-      g.nint = 1;
-      break;
-    case kNumInt:
-      if (x == '.') {
-        if (n.frac_digits == 0) return false;
-        g.phase = kNumDot;
-        break;
-      }
-      if (!is_digit(x) || g.used == 0 || g.nint >= n.int_digits) return false;
-      g.used = g.used * 10 + static_cast<uint64_t>(d);
-      ++g.nint;
-      break;
-    case kNumDot:
-    case kNumFrac:
-      if (!is_digit(x) || g.nfrac >= n.frac_digits) return false;
-      g.frac = g.frac * 10 + d;
-      ++g.nfrac;
-      g.phase = kNumFrac;
-      break;
-    default:
-      return false;
-  }
-  if (!num_feasible(n, g)) return false;
-  f = g;
-  return true;
-}
-
-bool num_complete(const Node& n, const Frame& f) {
-  if (f.phase != kNumInt && f.phase != kNumFrac) return false;
-  const int64_t S = kPow10[n.frac_digits];
-  int64_t v = static_cast<int64_t>(f.used) * S;
-  if (f.phase == kNumFrac) v += f.frac * kPow10[n.frac_digits - f.nfrac];
-  if (f.neg) v = -v;
-  return v >= n.lo && v <= n.hi;
-}
-
-int num_distance(const Node& n, const Frame& f0) {
-  static const char kOrder[] = "0123456789.-";
-  Frame f = f0;
-  int d = 0;
-  while (!num_complete(n, f)) {
-    bool moved = false;
-    for (const char* c = kOrder; *c && !moved; ++c)
-      moved = num_step(n, f, static_cast<uint8_t>(*c));
-    if (!moved || ++d > 64) return kInf;
-  }
-  return d;
-}
-
 bool plain_text(const std::string& bytes, int32_t* chars) {
   Frame f;
   for (char ch : bytes) {
@@ -718,6 +615,12 @@ void Matcher::fill_mask(std::vector<uint8_t>& allowed, int tokens_left) {
       if (!plain_range(c, cur, i, stack_distance(m, cur, i), bound, &lo, &hi)) continue;
       const auto b = std::lower_bound(ix.plain_chars.begin(), ix.plain_chars.end(), lo);
       const auto e = std::upper_bound(b, ix.plain_chars.end(), hi);
+      if ((e - b) * 8 > ix.size()) {  // most of the vocabulary: one pass in id order
+        const uint64_t span = static_cast<uint64_t>(hi - lo);
+        for (size_t id = 0; id < allowed.size(); ++id)
+          allowed[id] |= static_cast<uint64_t>(ix.plain_chars_of[id] - lo) <= span;
+        continue;
+      }
       for (auto it = b; it != e; ++it)
         allowed[static_cast<size_t>(
             ix.plain_by_chars[static_cast<size_t>(it - ix.plain_chars.begin())])] = 1;
@@ -729,12 +632,13 @@ void Matcher::fill_mask(std::vector<uint8_t>& allowed, int tokens_left) {
   if (scratch_.size() < ix.max_token_bytes + 1) scratch_.resize(ix.max_token_bytes + 1);
   scratch_[0] = cur;
   size_t valid = 0;  // scratch_[0..valid] hold the current token's prefixes
-  const size_t n = walk.ids.size();
+  const size_t n = walk.size();
   for (size_t i = 0; i < n; ++i) {
-    const std::string& tok = ix.bytes(walk.ids[i]);
+    const char* tok = walk.text.data() + walk.off[i];
+    const size_t len = walk.off[i + 1] - walk.off[i];
     size_t d = std::min<size_t>(walk.lcp[i], valid);
     bool alive = true;
-    while (d < tok.size()) {
+    while (d < len) {
       m.step(scratch_[d], static_cast<uint8_t>(tok[d]), scratch_[d + 1]);
       if (scratch_[d + 1].stacks() == 0) {
         alive = false;
@@ -744,7 +648,7 @@ void Matcher::fill_mask(std::vector<uint8_t>& allowed, int tokens_left) {
     }
     valid = d;
     if (!alive) {  // every later token through this edge dies too
-      while (i + 1 < n && walk.lcp[i + 1] > d) ++i;
+      i = walk.subtree_end(i, d) - 1;
       continue;
     }
     if (state_distance(m, scratch_[d]) <= bound) allowed[static_cast<size_t>(walk.ids[i])] = 1;
@@ -786,6 +690,30 @@ void Matcher::apply_mask(float* logits, int64_t vocab, int tokens_left) {
   const float ninf = -std::numeric_limits<float>::infinity();
   for (int64_t i = 0; i < vocab; ++i)
     if (i >= index_->size() || !allowed_[static_cast<size_t>(i)]) logits[i] = ninf;
+}
+
+int32_t Matcher::masked_argmax(const float* logits, int64_t vocab, int tokens_left) {
+  fill_mask(allowed_, tokens_left);
+  const size_t n = static_cast<size_t>(std::min<int64_t>(vocab, index_->size()));
+  const float ninf = -std::numeric_limits<float>::infinity();
+  // std::max_element's comparison (v < x) over the masked logits: a disallowed one (-infinity)
+  // never replaces the best so far, so only allowed ids are visited, eight mask bytes at a time.
+  size_t best = 0;
+  float v = n > 0 && allowed_[0] ? logits[0] : ninf;
+  const uint8_t* a = allowed_.data();
+  for (size_t i = 1; i < n;) {
+    if (i % 8 == 0 && i + 8 <= n) {
+      uint64_t word = 0;
+      std::memcpy(&word, a + i, 8);
+      if (word == 0) {
+        i += 8;
+        continue;
+      }
+    }
+    if (a[i] && v < logits[i]) best = i, v = logits[i];
+    ++i;
+  }
+  return static_cast<int32_t>(best);
 }
 
 }  // namespace vkllm::grammar

@@ -23,10 +23,32 @@ TokenIndex::Sorted sort_tokens(std::vector<int32_t> ids, const std::vector<std::
     s.lcp[i] = static_cast<uint16_t>(k);
   }
   s.ids = std::move(ids);
+  s.off.reserve(s.ids.size() + 1);
+  for (int32_t id : s.ids) {
+    s.off.push_back(static_cast<uint32_t>(s.text.size()));
+    s.text += bytes[static_cast<size_t>(id)];
+  }
+  s.off.push_back(static_cast<uint32_t>(s.text.size()));
+  for (size_t b = 0; b < s.lcp.size(); b += TokenIndex::Sorted::kBlock)
+    s.lcp_min.push_back(*std::min_element(
+        s.lcp.begin() + static_cast<std::ptrdiff_t>(b),
+        s.lcp.begin() +
+            static_cast<std::ptrdiff_t>(std::min(s.lcp.size(), b + TokenIndex::Sorted::kBlock))));
   return s;
 }
 
 }  // namespace
+
+size_t TokenIndex::Sorted::subtree_end(size_t i, size_t d) const {
+  const size_t n = ids.size();
+  size_t j = i + 1;
+  for (; j < n && j % kBlock != 0; ++j)  // to a block's start
+    if (lcp[j] <= d) return j;
+  while (j < n && lcp_min[j / kBlock] > d) j += kBlock;  // whole blocks inside the subtree
+  for (; j < n; ++j)
+    if (lcp[j] <= d) return j;
+  return n;
+}
 
 TokenIndex::TokenIndex(const std::vector<std::string>& bytes, const std::vector<bool>& special,
                        std::vector<int32_t> eos_ids, int32_t n_ids)
