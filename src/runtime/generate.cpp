@@ -170,10 +170,11 @@ int32_t best_allowed(grammar::Matcher& constraint, const float* l, int64_t vocab
   };
   for (int64_t b0 = 0; b0 < vocab; b0 += kBlock) {
     const int64_t b1 = std::min(vocab, b0 + kBlock);
-    if (n == kCandidates) {
+    if (n == kCandidates && b1 - b0 == kBlock) {  // (a fixed count: the loop vectorizes)
       const float last = top[kCandidates - 1].first;
+      const float* x = l + b0;
       int over = 0;
-      for (int64_t i = b0; i < b1; ++i) over += (l[i] > last) | (l[i] != l[i]);
+      for (int64_t i = 0; i < kBlock; ++i) over += (x[i] > last) | (x[i] != x[i]);
       if (over == 0) continue;
     }
     for (int64_t i = b0; i < b1; ++i) {
