@@ -3,11 +3,13 @@
 // against the mask's and their cost per token (printed for docs/serve.md), over Llama 3.2's
 // vocabulary and two kinds of token sequences: a JSON document as the tokenizer encodes it (a
 // trained model's reply) and a random-argmax walk (each step's candidate an id drawn uniformly,
-// taken where allowed, else one drawn from the mask: the synthetic twins' replies).
+// taken where allowed, else one drawn from the mask: the synthetic twins' replies); and the
+// one-token paths against the definition over random vocabularies.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -184,4 +186,88 @@ TEST(GrammarCost, GreedyChecksPerToken) {
     std::printf("%-44s %3zu tokens, %3d refused: %4.0f ns a token\n", r.what, r.steps.size(),
                 refused, us * 1000);
   }
+}
+
+// The one-token paths against the definition over random vocabularies of JSON-ish byte strings
+// (and every single byte), along random walks with and without a budget: allows() and the mask
+// against a copy advanced with accept_bytes and its distance under the budget; accept_token (after
+// allows of the same id or not) against accept_bytes; masked_argmax against apply_mask and
+// std::max_element over quarter-unit logits (ties).
+TEST(GrammarCost, OneTokenPathsMatchTheDefinition) {
+  std::mt19937 rng(5);
+  const std::string alpha = "{}[]\":, \n0123456789.-abcnultrfse\\\xc3\xa9\xe2\x82\xac";
+  const std::vector<std::shared_ptr<const Grammar>> grammars = {
+      any_json_object(),
+      compile_json_schema(json::parse(
+          R"({"type":"object","properties":{"name":{"type":"string","minLength":2,"maxLength":5},
+              "n":{"type":"integer","minimum":-5,"maximum":300},"l":{"type":"array","items":
+              {"anyOf":[{"type":"string","maxLength":3},{"type":"number"},{"type":"null"}]},
+              "maxItems":3}},"required":["name","n"]})")),
+      compile_json_schema(json::parse(
+          R"({"type":"object","additionalProperties":{"type":"string","minLength":3}})")),
+      compile_json_schema(json::parse(
+          R"({"anyOf":[{"type":"string","maxLength":4},{"type":"string","minLength":6}]})")),
+  };
+  int checks = 0, bad = 0;
+  for (int v = 0; v < 3; ++v) {
+    std::vector<std::string> bytes;
+    for (int i = 0; i < 3000; ++i) {
+      std::string t;
+      for (int k = 0, len = 1 + static_cast<int>(rng() % 6); k < len; ++k)
+        t += alpha[rng() % alpha.size()];
+      bytes.push_back(t);
+    }
+    for (int b = 0; b < 256; ++b) bytes.emplace_back(1, static_cast<char>(b));
+    bytes.push_back("<eos>");
+    std::vector<bool> special(bytes.size(), false);
+    special.back() = true;
+    const auto eos = static_cast<int32_t>(bytes.size() - 1);
+    const auto ix = std::make_shared<TokenIndex>(bytes, special, std::vector<int32_t>{eos},
+                                                 static_cast<int32_t>(bytes.size() + 3));
+    for (const auto& g : grammars) {
+      for (int walk = 0; walk < 4; ++walk) {
+        Matcher m(g, ix);
+        std::vector<uint8_t> mask;
+        for (int left = 10 + static_cast<int>(rng() % 40); left >= 1 && !m.finished(); --left) {
+          const int budget = walk % 2 ? left : 0;
+          m.fill_mask(mask, budget);
+          const int bound = budget > 0 ? std::max(budget - 1, m.distance() - 1) : 1 << 29;
+          for (int k = 0; k < 60; ++k) {
+            const auto id = static_cast<int32_t>(rng() % static_cast<uint32_t>(ix->size()));
+            bool want = false;
+            if (id < eos) {
+              Matcher b(m);
+              want = b.accept_bytes(bytes[static_cast<size_t>(id)]) && b.distance() <= bound;
+              Matcher a(m);
+              if (k % 2) a.allows(id, budget);
+              const bool ra = a.accept_token(id), rb = Matcher(m).accept_bytes(bytes[id]);
+              bad += ra != rb ||
+                     (ra && (a.distance() != b.distance() || a.complete() != b.complete()));
+            } else if (id == eos) {
+              want = m.complete();
+            }
+            ++checks;
+            bad += m.allows(id, budget) != want;
+            bad += static_cast<bool>(mask[static_cast<size_t>(id)]) != want;
+          }
+          std::vector<float> l(static_cast<size_t>(ix->size()) + 2);
+          for (float& x : l) x = std::round(std::normal_distribution<float>(0, 2)(rng) * 4) / 4;
+          std::vector<float> masked = l;
+          Matcher(m).apply_mask(masked.data(), static_cast<int64_t>(masked.size()), budget);
+          const auto want = std::max_element(masked.begin(), masked.end()) - masked.begin();
+          bad += m.masked_argmax(l.data(), static_cast<int64_t>(l.size()), budget) != want;
+          std::vector<int32_t> ok;
+          for (size_t i = 0; i < mask.size(); ++i)
+            if (mask[i]) ok.push_back(static_cast<int32_t>(i));
+          ASSERT_FALSE(ok.empty());
+          const int32_t pick = ok[rng() % ok.size()];
+          if (m.is_eos(pick)) break;
+          m.allows(pick, budget);
+          ASSERT_TRUE(m.accept_token(pick));
+        }
+      }
+    }
+  }
+  EXPECT_EQ(bad, 0) << "of " << checks << " checks";
+  EXPECT_GT(checks, 20000);
 }
