@@ -82,9 +82,20 @@ class TokenIndex {
   // Token ids sorted by their bytes, with lcp[i] the bytes sorted[i] shares with sorted[i - 1]:
   // the mask walks this order as a depth-first walk of the trie of token bytes, stepping the
   // grammar once per trie edge and skipping every token below an edge the grammar refuses.
+  // The walk reads each token's bytes from `text` in this order (off: n + 1 offsets), and skips a
+  // refused edge's subtree a block of kBlock positions at a time where lcp_min (each block's
+  // smallest lcp) says no position of the block leaves it.
   struct Sorted {
+    static constexpr size_t kBlock = 64;
     std::vector<int32_t> ids;
     std::vector<uint16_t> lcp;
+    std::string text;
+    std::vector<uint32_t> off;
+    std::vector<uint16_t> lcp_min;
+    // The first position after i whose lcp is at most d (size() where none): where the subtree
+    // below sorted[i]'s first d + 1 bytes ends.
+    size_t subtree_end(size_t i, size_t d) const;
+    size_t size() const { return ids.size(); }
   };
   Sorted all;        // every token that may ever be allowed (no special, empty or overlong ones)
   Sorted not_plain;  // those of `all` that are not plain (below)
@@ -92,6 +103,7 @@ class TokenIndex {
   // whose length permits), sorted by their character count; plain_chars[i] is plain_by_chars[i]'s.
   std::vector<int32_t> plain_by_chars;
   std::vector<int32_t> plain_chars;
+  std::vector<int32_t> plain_chars_of;  // per id: its character count where plain, -1 otherwise
   std::vector<int32_t> eos;
   std::vector<uint8_t> usable;  // per id: may ever be allowed (in `all`)
   size_t max_token_bytes = 0;
@@ -120,11 +132,18 @@ class Matcher {
   // Sets logits of the tokens fill_mask disallows to -infinity (logits: `vocab` >= size() floats;
   // ids past size() are set to -infinity too).
   void apply_mask(float* logits, int64_t vocab, int tokens_left);
+  // The argmax of the logits apply_mask would leave (the first of the highest, as std::max_element
+  // finds it), without writing them: a greedy step's masked pick. vocab >= 1.
+  int32_t masked_argmax(const float* logits, int64_t vocab, int tokens_left);
   // fill_mask's verdict on one token, without the whole vocabulary's walk (a greedy step checks
-  // the unconstrained argmax first: where it is allowed it is the masked argmax too).
+  // the unconstrained argmax first: where it is allowed it is the masked argmax too). Inside a
+  // string a plain token's verdict is its character count's (as the mask's); any other token's
+  // bytes are stepped over a copy of the state, kept for accept_token of the same id.
   bool allows(int32_t id, int tokens_left);
   // Advances with a token; false (state unchanged) if the grammar does not allow it. An eos id is
-  // accepted where complete() (and ends the match).
+  // accepted where complete() (and ends the match). Allocates nothing once warm: a plain token
+  // inside a string adds its characters, the token allows() last stepped takes that state, any
+  // other steps its bytes in scratch states.
   bool accept_token(int32_t id);
   // Advances with bytes; false (state unchanged) if they are not a prefix of an accepted text.
   bool accept_bytes(std::string_view bytes);
@@ -142,7 +161,16 @@ class Matcher {
   std::unique_ptr<State> state_;
   std::vector<State> scratch_;    // one state per trie depth for the mask walk
   std::vector<uint8_t> allowed_;  // apply_mask's mask
+  std::unique_ptr<State> after_;  // the state after the bytes of token after_id_ (allows)
+  int32_t after_id_ = -1;         // -1: after_ holds nothing
+  int after_distance_ = 0;        // after_'s distance
+  int distance_ = -1;             // distance() of state_, -1: not yet computed
   bool ended_ = false;            // eos accepted
+
+  int cur_distance();
+  bool step_token(const std::string& bytes);  // over a copy of state_ into scratch_[0]
+  bool accept_plain(int32_t chars);           // a plain token inside a string, one stack
+  void moved();                               // state_ changed: drop what was derived from it
 };
 
 }  // namespace vkllm::grammar

@@ -2,9 +2,11 @@
 // to completion of a state (the budget rule's measure), and the token mask: a depth-first walk of
 // the vocabulary's byte trie (TokenIndex's sorted order) that steps the grammar once per edge
 // and skips whole subtrees the grammar refuses. Inside a string, the plain tokens (most of the
-// vocabulary) are allowed by their character count alone, without a walk.
+// vocabulary) are allowed by their character count alone, without a walk; the greedy path's
+// one-token checks (allows, accept_token) use the same shortcut and step other tokens in place.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "grammar/internal.h"
@@ -21,57 +23,6 @@ bool is_digit(uint8_t b) {
 }
 bool is_hex(uint8_t b) {
   return is_digit(b) || (b >= 'a' && b <= 'f') || (b >= 'A' && b <= 'F');
-}
-
-constexpr int64_t kPow10[19] = {1,
-                                10,
-                                100,
-                                1000,
-                                10000,
-                                100000,
-                                1000000,
-                                10000000,
-                                100000000,
-                                1000000000,
-                                10000000000,
-                                100000000000,
-                                1000000000000,
-                                10000000000000,
-                                100000000000000,
-                                1000000000000000,
-                                10000000000000000,
-                                100000000000000000,
-                                1000000000000000000};
-
-// Whether some completion of the number prefix f lies in [n.lo, n.hi] (values scaled by 10^F).
-bool num_feasible(const Node& n, const Frame& f) {
-  const int64_t S = kPow10[n.frac_digits];
-  bool pos = !f.neg, neg = f.neg;
-  if (f.phase == kNumStart) pos = neg = true;
-  const auto hit = [&](int64_t a, int64_t b) {  // magnitudes [a, b]
-    return (pos && a <= n.hi && b >= n.lo) || (neg && -b <= n.hi && -a >= n.lo);
-  };
-  const int64_t v = static_cast<int64_t>(f.used);
-  switch (f.phase) {
-    case kNumStart:
-    case kNumSign:
-      return hit(0, kPow10[n.int_digits] * S - 1);
-    case kNumInt: {
-      const int more = v == 0 ? 0 : n.int_digits - f.nint;
-      for (int k = 0; k <= more; ++k)
-        if (hit(v * kPow10[k] * S, (v + 1) * kPow10[k] * S - 1)) return true;
-      return false;
-    }
-    case kNumDot:
-      return hit(v * S, (v + 1) * S - 1);
-    case kNumFrac: {
-      const int64_t unit = kPow10[n.frac_digits - f.nfrac];
-      const int64_t a = v * S + f.frac * unit;
-      return hit(a, a + unit - 1);
-    }
-    default:
-      return false;
-  }
 }
 
 enum class Str { Bad, Ok, Closed };
@@ -149,6 +100,12 @@ class Machine {
                         in.frames.begin() + in.ends[i]);
       run(out, base, x);
     }
+  }
+
+  // step() for a state of one stack, in place (no copy of its frames).
+  void step_one(State& s, uint8_t x) const {
+    s.ends.clear();
+    run(s, 0, x);
   }
 
   int64_t stack_distance(const Frame* f, size_t n) const {
@@ -358,6 +315,12 @@ class Machine {
     return m;
   }
 
+  // Property i's bytes in missing(n, used, -1): 0 unless it is required and not yet present.
+  int64_t required_share(const Node& n, uint64_t used, size_t i) const {
+    if (!(((n.required & ~used) >> i) & 1)) return 0;
+    return 1 + static_cast<int64_t>(n.props[i].key.size()) + 3 + node(n.props[i].node).min_bytes;
+  }
+
   // The fewest bytes that finish frame f once the frame above it (if any) is finished.
   int64_t frame_rem(const Frame& f) const {
     if (f.node < 0) return f.phase == kRootDone ? 0 : node(c_.root).min_bytes;
@@ -382,11 +345,12 @@ class Machine {
         if (f.aux >= 0) {
           const LiteralTrie& tr = trie(n.keys);
           const LiteralTrie::N& at = tr.n[static_cast<size_t>(f.aux)];
+          const int64_t all = missing(n, f.used, -1);  // less property i's share where it is one
           for (size_t i = 0; i < n.props.size(); ++i)
             if (((at.props & ~f.used) >> i) & 1)
               best = std::min<int64_t>(best, tr.n[static_cast<size_t>(n.props[i].end)].depth -
                                                  at.depth + 2 + node(n.props[i].node).min_bytes +
-                                                 missing(n, f.used, static_cast<int>(i)) + 1);
+                                                 all - required_share(n, f.used, i) + 1);
         }
         if (n.additional >= 0)
           best =
@@ -432,70 +396,6 @@ bool stack_complete(const Compiled& c, const Frame* f, size_t n) {
 
 }  // namespace
 
-bool num_step(const Node& n, Frame& f, uint8_t x) {
-  Frame g = f;
-  const int d = x - '0';
-  switch (g.phase) {
-    case kNumStart:
-      if (x == '-') {
-        g.phase = kNumSign;
-        g.neg = true;
-        break;
-      }
-      [[fallthrough]];
-    case kNumSign:
-      if (!is_digit(x)) return false;
-      g.phase = kNumInt;
-      g.used = static_cast<uint64_t>(d);
-      g.nint = 1;
-      break;
-    case kNumInt:
-      if (x == '.') {
-        if (n.frac_digits == 0) return false;
-        g.phase = kNumDot;
-        break;
-      }
-      if (!is_digit(x) || g.used == 0 || g.nint >= n.int_digits) return false;
-      g.used = g.used * 10 + static_cast<uint64_t>(d);
-      ++g.nint;
-      break;
-    case kNumDot:
-    case kNumFrac:
-      if (!is_digit(x) || g.nfrac >= n.frac_digits) return false;
-      g.frac = g.frac * 10 + d;
-      ++g.nfrac;
-      g.phase = kNumFrac;
-      break;
-    default:
-      return false;
-  }
-  if (!num_feasible(n, g)) return false;
-  f = g;
-  return true;
-}
-
-bool num_complete(const Node& n, const Frame& f) {
-  if (f.phase != kNumInt && f.phase != kNumFrac) return false;
-  const int64_t S = kPow10[n.frac_digits];
-  int64_t v = static_cast<int64_t>(f.used) * S;
-  if (f.phase == kNumFrac) v += f.frac * kPow10[n.frac_digits - f.nfrac];
-  if (f.neg) v = -v;
-  return v >= n.lo && v <= n.hi;
-}
-
-int num_distance(const Node& n, const Frame& f0) {
-  static const char kOrder[] = "0123456789.-";
-  Frame f = f0;
-  int d = 0;
-  while (!num_complete(n, f)) {
-    bool moved = false;
-    for (const char* c = kOrder; *c && !moved; ++c)
-      moved = num_step(n, f, static_cast<uint8_t>(*c));
-    if (!moved || ++d > 64) return kInf;
-  }
-  return d;
-}
-
 bool plain_text(const std::string& bytes, int32_t* chars) {
   Frame f;
   for (char ch : bytes) {
@@ -506,74 +406,89 @@ bool plain_text(const std::string& bytes, int32_t* chars) {
   return f.utf8_left == 0 && !bytes.empty();
 }
 
-// ---- TokenIndex ----
+// ---- Matcher ----
 
 namespace {
 
-TokenIndex::Sorted sort_tokens(std::vector<int32_t> ids, const std::vector<std::string>& bytes) {
-  std::sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) {
-    return bytes[static_cast<size_t>(a)] < bytes[static_cast<size_t>(b)];
-  });
-  TokenIndex::Sorted s;
-  s.lcp.resize(ids.size(), 0);
-  for (size_t i = 1; i < ids.size(); ++i) {
-    const std::string& a = bytes[static_cast<size_t>(ids[i - 1])];
-    const std::string& b = bytes[static_cast<size_t>(ids[i])];
-    size_t k = 0;
-    while (k < a.size() && k < b.size() && a[k] == b[k]) ++k;
-    s.lcp[i] = static_cast<uint16_t>(k);
+int state_distance(const Machine& m, const State& s) {
+  int64_t best = kInf;
+  for (size_t i = 0; i < s.stacks(); ++i)
+    best = std::min(best, m.stack_distance(s.frames.data() + s.begin(i), s.ends[i] - s.begin(i)));
+  return static_cast<int>(best);
+}
+
+// Every stack's top frame inside a string at a character boundary (a value, or a key that is no
+// property's prefix where any key may come): there a plain token is allowed by its character count
+// alone, and stepping its bytes adds that count to the frame.
+bool in_string(const Compiled& c, const State& s) {
+  if (s.stacks() == 0) return false;
+  for (size_t i = 0; i < s.stacks(); ++i) {
+    const Frame& t = s.frames[s.ends[i] - 1];
+    const bool free_key =
+        t.phase == kObjKey && t.aux < 0 && c.nodes[static_cast<size_t>(t.node)].additional >= 0;
+    if (!((t.phase == kStrIn || free_key) && t.esc == 0 && t.utf8_left == 0)) return false;
   }
-  s.ids = std::move(ids);
-  return s;
+  return true;
+}
+
+// The character counts [lo, hi] of the plain tokens stack i of an in_string state takes under the
+// budget rule's bound (ds: the stack's distance); false where it takes none.
+bool plain_range(const Compiled& c, const State& s, size_t i, int64_t ds, int64_t bound,
+                 int64_t* lo, int64_t* hi) {
+  const Frame& t = s.frames[s.ends[i] - 1];
+  const Node& n = c.nodes[static_cast<size_t>(t.node)];
+  const bool key = t.phase == kObjKey;
+  const int64_t below_min = key ? 0 : std::max(0, n.min_len - t.count);
+  *lo = 1;
+  if (ds - bound > 0) {  // only tokens that bring completion closer
+    if (below_min < ds - bound) return false;
+    *lo = ds - bound;
+  }
+  *hi = key ? int64_t{kInf} : int64_t{n.max_len} - t.count;
+  return *hi >= *lo;
+}
+
+int64_t stack_distance(const Machine& m, const State& s, size_t i) {
+  return m.stack_distance(s.frames.data() + s.begin(i), s.ends[i] - s.begin(i));
+}
+
+int64_t budget_bound(int tokens_left, int distance) {
+  const int64_t left = tokens_left >= 1 ? tokens_left : int64_t{kInf} * 4;
+  return std::max(left - 1, int64_t{distance} - 1);
 }
 
 }  // namespace
 
-TokenIndex::TokenIndex(const std::vector<std::string>& bytes, const std::vector<bool>& special,
-                       std::vector<int32_t> eos_ids, int32_t n_ids)
-    : bytes_(bytes), n_ids_(std::max<int32_t>(n_ids, static_cast<int32_t>(bytes.size()))) {
-  usable.assign(static_cast<size_t>(n_ids_), 0);
-  std::vector<int32_t> all_ids, np_ids;
-  std::vector<std::pair<int32_t, int32_t>> plain;  // chars, id
-  for (size_t i = 0; i < bytes_.size(); ++i) {
-    const std::string& b = bytes_[i];
-    if (b.empty() || b.size() > 1024 || (i < special.size() && special[i])) continue;
-    usable[i] = 1;
-    const int32_t id = static_cast<int32_t>(i);
-    all_ids.push_back(id);
-    max_token_bytes = std::max(max_token_bytes, b.size());
-    int32_t chars = 0;
-    if (plain_text(b, &chars))
-      plain.emplace_back(chars, id);
-    else
-      np_ids.push_back(id);
-  }
-  all = sort_tokens(std::move(all_ids), bytes_);
-  not_plain = sort_tokens(std::move(np_ids), bytes_);
-  std::sort(plain.begin(), plain.end());
-  for (const auto& [c, id] : plain) {
-    plain_chars.push_back(c);
-    plain_by_chars.push_back(id);
-  }
-  for (int32_t e : eos_ids)
-    if (e >= 0 && e < n_ids_) eos.push_back(e);
-}
-
-// ---- Matcher ----
-
 Matcher::Matcher(std::shared_ptr<const Grammar> g, std::shared_ptr<const TokenIndex> index)
-    : g_(std::move(g)), index_(std::move(index)), state_(std::make_unique<State>()) {
+    : g_(std::move(g)),
+      index_(std::move(index)),
+      state_(std::make_unique<State>()),
+      after_(std::make_unique<State>()) {
   state_->frames.push_back(Frame{});
   state_->ends.push_back(1);
 }
 Matcher::Matcher(const Matcher& o)
-    : g_(o.g_), index_(o.index_), state_(std::make_unique<State>(*o.state_)), ended_(o.ended_) {}
+    : g_(o.g_),
+      index_(o.index_),
+      state_(std::make_unique<State>(*o.state_)),
+      after_(std::make_unique<State>()),
+      ended_(o.ended_) {}
 Matcher::~Matcher() = default;
 Matcher::Matcher(Matcher&&) noexcept = default;
 Matcher& Matcher::operator=(Matcher&&) noexcept = default;
 
 bool Matcher::is_eos(int32_t id) const {
   return std::find(index_->eos.begin(), index_->eos.end(), id) != index_->eos.end();
+}
+
+void Matcher::moved() {
+  after_id_ = -1;
+  distance_ = -1;
+}
+
+int Matcher::cur_distance() {
+  if (distance_ < 0) distance_ = state_distance(Machine(g_->compiled()), *state_);
+  return distance_;
 }
 
 bool Matcher::accept_bytes(std::string_view bytes) {
@@ -586,6 +501,43 @@ bool Matcher::accept_bytes(std::string_view bytes) {
     std::swap(cur, next);
   }
   *state_ = std::move(cur);
+  moved();
+  return true;
+}
+
+bool Matcher::step_token(const std::string& bytes) {
+  const Machine m(g_->compiled());
+  if (scratch_.size() < 2) scratch_.resize(2);
+  scratch_[0] = *state_;
+  for (char ch : bytes) {
+    if (scratch_[0].stacks() == 1) {
+      m.step_one(scratch_[0], static_cast<uint8_t>(ch));
+      if (scratch_[0].stacks() == 0) return false;
+      continue;
+    }
+    m.step(scratch_[0], static_cast<uint8_t>(ch), scratch_[1]);
+    if (scratch_[1].stacks() == 0) return false;
+    std::swap(scratch_[0], scratch_[1]);
+  }
+  return true;
+}
+
+bool Matcher::accept_plain(int32_t chars) {
+  Frame& t = state_->frames.back();
+  const int known = distance_;
+  if (t.phase == kObjKey) {  // a free key: its remainder does not depend on its length
+    t.count += chars;
+    moved();
+    distance_ = known;
+    return true;
+  }
+  const Node& n = g_->compiled().nodes[static_cast<size_t>(t.node)];
+  if (int64_t{t.count} + chars > n.max_len) return false;
+  // Of the distance only the string's own remainder changes: the characters below minLength.
+  const int before = std::max(0, n.min_len - t.count);
+  t.count += chars;
+  moved();
+  if (known >= 0 && known < kInf) distance_ = known - before + std::max(0, n.min_len - t.count);
   return true;
 }
 
@@ -596,8 +548,21 @@ bool Matcher::accept_token(int32_t id) {
     ended_ = true;
     return true;
   }
-  if (!index_->usable[static_cast<size_t>(id)]) return false;
-  return accept_bytes(index_->bytes(id));
+  const TokenIndex& ix = *index_;
+  if (!ix.usable[static_cast<size_t>(id)]) return false;
+  if (id == after_id_) {
+    std::swap(*state_, *after_);
+    moved();
+    distance_ = after_distance_;
+    return true;
+  }
+  const int32_t chars = ix.plain_chars_of[static_cast<size_t>(id)];
+  if (chars > 0 && state_->stacks() == 1 && in_string(g_->compiled(), *state_))
+    return accept_plain(chars);
+  if (!step_token(ix.bytes(id))) return false;
+  std::swap(*state_, scratch_[0]);
+  moved();
+  return true;
 }
 
 bool Matcher::complete() const {
@@ -627,15 +592,6 @@ bool Matcher::finished() const {
   return true;
 }
 
-namespace {
-int state_distance(const Machine& m, const State& s) {
-  int64_t best = kInf;
-  for (size_t i = 0; i < s.stacks(); ++i)
-    best = std::min(best, m.stack_distance(s.frames.data() + s.begin(i), s.ends[i] - s.begin(i)));
-  return static_cast<int>(best);
-}
-}  // namespace
-
 int Matcher::distance() const {
   return ended_ ? 0 : state_distance(Machine(g_->compiled()), *state_);
 }
@@ -647,55 +603,42 @@ void Matcher::fill_mask(std::vector<uint8_t>& allowed, int tokens_left) {
   const Machine m(g_->compiled());
   const Compiled& c = g_->compiled();
   const State& cur = *state_;
-  const int64_t left = tokens_left >= 1 ? tokens_left : int64_t{kInf} * 4;
-  const int64_t dcur = state_distance(m, cur);
-  const int64_t bound = std::max(left - 1, dcur - 1);  // the budget rule
+  const int64_t bound = budget_bound(tokens_left, cur_distance());
   if (complete())
     for (int32_t e : ix.eos) allowed[static_cast<size_t>(e)] = 1;
 
-  // Inside a string at a character boundary (every stack; a value, or a key that is no property's
-  // prefix where any key may come): plain tokens by length alone.
-  bool in_string = cur.stacks() > 0;
-  for (size_t i = 0; i < cur.stacks() && in_string; ++i) {
-    const Frame& t = cur.frames[cur.ends[i] - 1];
-    const bool free_key =
-        t.phase == kObjKey && t.aux < 0 && c.nodes[static_cast<size_t>(t.node)].additional >= 0;
-    in_string = (t.phase == kStrIn || free_key) && t.esc == 0 && t.utf8_left == 0;
-  }
-  if (in_string) {
+  // Inside a string at a character boundary: plain tokens by length alone.
+  const bool strings = in_string(c, cur);
+  if (strings) {
     for (size_t i = 0; i < cur.stacks(); ++i) {
-      const Frame& t = cur.frames[cur.ends[i] - 1];
-      const Node& n = c.nodes[static_cast<size_t>(t.node)];
-      const bool key = t.phase == kObjKey;
-      const int64_t ds =
-          m.stack_distance(cur.frames.data() + cur.begin(i), cur.ends[i] - cur.begin(i));
-      const int64_t below_min = key ? 0 : std::max(0, n.min_len - t.count);
-      int64_t lo = 1;
-      if (ds - bound > 0) {  // only tokens that bring completion closer
-        if (below_min < ds - bound) continue;
-        lo = ds - bound;
-      }
-      const int64_t hi = key ? int64_t{kInf} : int64_t{n.max_len} - t.count;
-      if (hi < lo) continue;
+      int64_t lo = 0, hi = 0;
+      if (!plain_range(c, cur, i, stack_distance(m, cur, i), bound, &lo, &hi)) continue;
       const auto b = std::lower_bound(ix.plain_chars.begin(), ix.plain_chars.end(), lo);
       const auto e = std::upper_bound(b, ix.plain_chars.end(), hi);
+      if ((e - b) * 8 > ix.size()) {  // most of the vocabulary: one pass in id order
+        const uint64_t span = static_cast<uint64_t>(hi - lo);
+        for (size_t id = 0; id < allowed.size(); ++id)
+          allowed[id] |= static_cast<uint64_t>(ix.plain_chars_of[id] - lo) <= span;
+        continue;
+      }
       for (auto it = b; it != e; ++it)
         allowed[static_cast<size_t>(
             ix.plain_by_chars[static_cast<size_t>(it - ix.plain_chars.begin())])] = 1;
     }
   }
-  const TokenIndex::Sorted& walk = in_string ? ix.not_plain : ix.all;
+  const TokenIndex::Sorted& walk = strings ? ix.not_plain : ix.all;
 
   // Depth-first over the trie: scratch_[d] is the state after the first d bytes of the token.
   if (scratch_.size() < ix.max_token_bytes + 1) scratch_.resize(ix.max_token_bytes + 1);
   scratch_[0] = cur;
   size_t valid = 0;  // scratch_[0..valid] hold the current token's prefixes
-  const size_t n = walk.ids.size();
+  const size_t n = walk.size();
   for (size_t i = 0; i < n; ++i) {
-    const std::string& tok = ix.bytes(walk.ids[i]);
+    const char* tok = walk.text.data() + walk.off[i];
+    const size_t len = walk.off[i + 1] - walk.off[i];
     size_t d = std::min<size_t>(walk.lcp[i], valid);
     bool alive = true;
-    while (d < tok.size()) {
+    while (d < len) {
       m.step(scratch_[d], static_cast<uint8_t>(tok[d]), scratch_[d + 1]);
       if (scratch_[d + 1].stacks() == 0) {
         alive = false;
@@ -705,7 +648,7 @@ void Matcher::fill_mask(std::vector<uint8_t>& allowed, int tokens_left) {
     }
     valid = d;
     if (!alive) {  // every later token through this edge dies too
-      while (i + 1 < n && walk.lcp[i + 1] > d) ++i;
+      i = walk.subtree_end(i, d) - 1;
       continue;
     }
     if (state_distance(m, scratch_[d]) <= bound) allowed[static_cast<size_t>(walk.ids[i])] = 1;
@@ -719,17 +662,27 @@ bool Matcher::allows(int32_t id, int tokens_left) {
   if (static_cast<size_t>(id) >= ix.usable.size() || !ix.usable[static_cast<size_t>(id)])
     return false;
   const Machine m(g_->compiled());
-  const int64_t left = tokens_left >= 1 ? tokens_left : int64_t{kInf} * 4;
-  const int64_t bound = std::max(left - 1, int64_t{state_distance(m, *state_)} - 1);
-  const std::string& tok = ix.bytes(id);
-  if (scratch_.size() < 2) scratch_.resize(2);
-  scratch_[0] = *state_;
-  for (char ch : tok) {
-    m.step(scratch_[0], static_cast<uint8_t>(ch), scratch_[1]);
-    if (scratch_[1].stacks() == 0) return false;
-    std::swap(scratch_[0], scratch_[1]);
+  const Compiled& c = g_->compiled();
+  const int64_t bound = budget_bound(tokens_left, cur_distance());
+  const int32_t chars = ix.plain_chars_of[static_cast<size_t>(id)];
+  if (chars > 0 && in_string(c, *state_)) {  // the mask's verdict by character count
+    const size_t n = state_->stacks();
+    for (size_t i = 0; i < n; ++i) {
+      const int64_t ds = n == 1 ? cur_distance() : stack_distance(m, *state_, i);
+      int64_t lo = 0, hi = 0;
+      if (plain_range(c, *state_, i, ds, bound, &lo, &hi) && chars >= lo && chars <= hi)
+        return true;
+    }
+    return false;
   }
-  return state_distance(m, scratch_[0]) <= bound;
+  if (id != after_id_) {
+    after_id_ = -1;
+    if (!step_token(ix.bytes(id))) return false;
+    std::swap(*after_, scratch_[0]);
+    after_id_ = id;
+    after_distance_ = state_distance(m, *after_);
+  }
+  return after_distance_ <= bound;
 }
 
 void Matcher::apply_mask(float* logits, int64_t vocab, int tokens_left) {
@@ -737,6 +690,30 @@ void Matcher::apply_mask(float* logits, int64_t vocab, int tokens_left) {
   const float ninf = -std::numeric_limits<float>::infinity();
   for (int64_t i = 0; i < vocab; ++i)
     if (i >= index_->size() || !allowed_[static_cast<size_t>(i)]) logits[i] = ninf;
+}
+
+int32_t Matcher::masked_argmax(const float* logits, int64_t vocab, int tokens_left) {
+  fill_mask(allowed_, tokens_left);
+  const size_t n = static_cast<size_t>(std::min<int64_t>(vocab, index_->size()));
+  const float ninf = -std::numeric_limits<float>::infinity();
+  // std::max_element's comparison (v < x) over the masked logits: a disallowed one (-infinity)
+  // never replaces the best so far, so only allowed ids are visited, eight mask bytes at a time.
+  size_t best = 0;
+  float v = n > 0 && allowed_[0] ? logits[0] : ninf;
+  const uint8_t* a = allowed_.data();
+  for (size_t i = 1; i < n;) {
+    if (i % 8 == 0 && i + 8 <= n) {
+      uint64_t word = 0;
+      std::memcpy(&word, a + i, 8);
+      if (word == 0) {
+        i += 8;
+        continue;
+      }
+    }
+    if (a[i] && v < logits[i]) best = i, v = logits[i];
+    ++i;
+  }
+  return static_cast<int32_t>(best);
 }
 
 }  // namespace vkllm::grammar

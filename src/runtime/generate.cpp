@@ -157,22 +157,35 @@ namespace {
 // (a higher logit first, then a lower id, as the argmax of the masked logits breaks ties), each
 // asked with allows() in that order; the first allowed one is the argmax of the masked logits.
 // -1 when none of them is allowed, or a logit is NaN or the candidate -infinity (the mask decides).
+// Once kCandidates are held, a block of logits none of which is above the last one held (nor NaN)
+// is passed over whole: its ids are higher, so a logit equal to that one's does not displace it.
 int32_t best_allowed(grammar::Matcher& constraint, const float* l, int64_t vocab, int32_t refused,
                      int tokens_left) {
   constexpr int kCandidates = 32;
+  constexpr int64_t kBlock = 64;
   std::array<std::pair<float, int32_t>, kCandidates> top;
   int n = 0;
   const auto better = [](const std::pair<float, int32_t>& a, const std::pair<float, int32_t>& b) {
     return a.first > b.first || (a.first == b.first && a.second < b.second);
   };
-  for (int64_t i = 0; i < vocab; ++i) {
-    const std::pair<float, int32_t> c{l[i], static_cast<int32_t>(i)};
-    if (std::isnan(c.first)) return -1;
-    if (n == kCandidates && !better(c, top[kCandidates - 1])) continue;
-    int at = n < kCandidates ? n++ : kCandidates - 1;
-    for (; at > 0 && better(c, top[static_cast<size_t>(at - 1)]); --at)
-      top[static_cast<size_t>(at)] = top[static_cast<size_t>(at - 1)];
-    top[static_cast<size_t>(at)] = c;
+  for (int64_t b0 = 0; b0 < vocab; b0 += kBlock) {
+    const int64_t b1 = std::min(vocab, b0 + kBlock);
+    if (n == kCandidates && b1 - b0 == kBlock) {  // (a fixed count: the loop vectorizes)
+      const float last = top[kCandidates - 1].first;
+      const float* x = l + b0;
+      int over = 0;
+      for (int64_t i = 0; i < kBlock; ++i) over += (x[i] > last) | (x[i] != x[i]);
+      if (over == 0) continue;
+    }
+    for (int64_t i = b0; i < b1; ++i) {
+      const std::pair<float, int32_t> c{l[i], static_cast<int32_t>(i)};
+      if (std::isnan(c.first)) return -1;
+      if (n == kCandidates && !better(c, top[kCandidates - 1])) continue;
+      int at = n < kCandidates ? n++ : kCandidates - 1;
+      for (; at > 0 && better(c, top[static_cast<size_t>(at - 1)]); --at)
+        top[static_cast<size_t>(at)] = top[static_cast<size_t>(at - 1)];
+      top[static_cast<size_t>(at)] = c;
+    }
   }
   for (int k = 0; k < n; ++k) {
     const auto [v, id] = top[static_cast<size_t>(k)];
@@ -191,8 +204,12 @@ int32_t pick_constrained(Sampler& sampler, grammar::Matcher& constraint, int32_t
     return sampler.pick(greedy, nullptr, vocab);
   float* l = logits();
   if (sampler.greedy()) {
-    const int32_t best = best_allowed(constraint, l, vocab, greedy, tokens_left);
-    if (best >= 0) return sampler.pick(best, nullptr, vocab);
+    int32_t best = best_allowed(constraint, l, vocab, greedy, tokens_left);
+    if (best < 0) {
+      if (masked) ++*masked;
+      best = constraint.masked_argmax(l, vocab, tokens_left);
+    }
+    return sampler.pick(best, nullptr, vocab);
   }
   if (masked) ++*masked;
   constraint.apply_mask(l, vocab, tokens_left);

@@ -94,8 +94,9 @@ struct GenerateStats {
 // A constrained step's token (generate() and the batch engine): the backend's greedy token where
 // the sampler is greedy and the constraint allows it (it is then the masked argmax too), else the
 // sampler's pick over the logits (from `logits`, called only then) masked with the constraint
-// (modified in place; a greedy sampler first tries the best logits one by one, and masks only when
-// none of them is allowed: `masked`, if not null, counts those steps). Does not advance the
+// (a sampler's logits are masked in place; a greedy sampler first tries the best logits one by one,
+// and only when none of them is allowed takes the argmax of the allowed ones, leaving the logits as
+// they are: `masked`, if not null, counts the steps that computed a mask). Does not advance the
 // constraint.
 int32_t pick_constrained(Sampler& sampler, grammar::Matcher& constraint, int32_t greedy,
                          const std::function<float*()>& logits, int64_t vocab, int tokens_left,

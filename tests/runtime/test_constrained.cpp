@@ -1,14 +1,20 @@
 // Constrained greedy generation (generate() with a grammar::Matcher) on a backend that runs greedy
 // steps ahead, several a submit: the tokens must be those of reading the logits every step and
-// masking them (the reference), whether the run ahead is used or dropped at a refused token.
+// masking them (the reference), whether the run ahead is used or dropped at a refused token; and
+// one refused greedy step against the masked logits' argmax over a real vocabulary.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <string>
 #include <vector>
 
+#include "../tokenizer/fixtures.h"
 #include "grammar/grammar.h"
 #include "runtime/generate.h"
 #include "runtime/reference.h"
@@ -108,4 +114,68 @@ TEST(Constrained, RunningAheadPicksTheTokensOfMaskingEveryStep) {
   EXPECT_EQ(run(ahead, false, nullptr), ref);
   EXPECT_GT(ahead.batches, 0);         // it ran ahead
   EXPECT_GT(ahead.logit_forwards, 0);  // and dropped a batch at a refused token
+}
+
+// A greedy step whose argmax the grammar refuses (pick_constrained: the best logits one by one,
+// else a masked argmax without writing the mask) against the reference: the logits masked with
+// apply_mask and their std::max_element. Llama 3.2's vocabulary, random logits rounded to quarter
+// units (ties everywhere, broken by the lower id), some rows with a NaN; the cost of such a step is
+// printed (docs/serve.md).
+TEST(Constrained, RefusedGreedyStepPicksTheMaskedArgmax) {
+  const Tokenizer* t = test::fixture("llama3.2");
+  ASSERT_TRUE(t);
+  std::vector<std::string> bytes(static_cast<size_t>(t->vocab_size()));
+  std::vector<bool> special(bytes.size());
+  for (int32_t i = 0; i < t->vocab_size(); ++i) {
+    bytes[static_cast<size_t>(i)] = t->token_bytes(i);
+    special[static_cast<size_t>(i)] = t->is_special(i);
+  }
+  const int64_t vocab = t->vocab_size() + 5;  // logits rows past the tokenizer's ids
+  auto index = std::make_shared<grammar::TokenIndex>(
+      bytes, special, std::vector<int32_t>{*t->eos_id()}, static_cast<int32_t>(vocab));
+  const auto person = grammar::compile_json_schema(nlohmann::json::parse(
+      R"({"type":"object","properties":{"name":{"type":"string","maxLength":12},
+          "age":{"type":"integer","minimum":0,"maximum":120}},"required":["name","age"]})"));
+  const std::vector<std::pair<std::shared_ptr<const grammar::Grammar>, std::string>> states = {
+      {grammar::any_json_object(), "{"},
+      {grammar::any_json_object(), "{\"a\": "},
+      {grammar::any_json_object(), "{\"a\": [1, \"xy"},
+      {person, "{\"name\": \"Jo\", "},
+      {person, "{\"name\": \"Jo\", \"age\": 1"},
+  };
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  std::vector<float> l(static_cast<size_t>(vocab)), masked(l.size());
+  double new_ms = 0, ref_ms = 0;
+  int steps = 0, masks = 0;
+  using clock = std::chrono::steady_clock;
+  for (const auto& [g, prefix] : states) {
+    for (int trial = 0; trial < 12; ++trial) {
+      for (float& x : l) x = std::round(normal(rng) * 4.0f) / 4.0f;
+      if (trial % 6 == 5) l[rng() % l.size()] = std::nanf("");
+      const auto greedy = static_cast<int32_t>(std::max_element(l.begin(), l.end()) - l.begin());
+      const int left = trial % 2 ? 3 : 100;  // a tight budget too
+      grammar::Matcher m(g, index), ref(g, index);
+      ASSERT_TRUE(m.accept_bytes(prefix) && ref.accept_bytes(prefix)) << prefix;
+      // (the two in turn first, so that neither always finds the caches warm)
+      const auto reference = [&] {
+        masked = l;
+        const auto r0 = clock::now();
+        ref.apply_mask(masked.data(), vocab, left);
+        const auto id = std::max_element(masked.begin(), masked.end()) - masked.begin();
+        ref_ms += std::chrono::duration<double, std::milli>(clock::now() - r0).count();
+        return static_cast<int32_t>(id);
+      };
+      const int32_t want = trial % 2 ? reference() : -2;
+      Sampler sampler{SamplingParams{}};
+      const auto r1 = clock::now();
+      const int32_t got = pick_constrained(
+          sampler, m, greedy, [&] { return l.data(); }, vocab, left, &masks);
+      new_ms += std::chrono::duration<double, std::milli>(clock::now() - r1).count();
+      EXPECT_EQ(got, trial % 2 ? want : reference()) << "after '" << prefix << "', trial " << trial;
+      ++steps;
+    }
+  }
+  std::printf("refused greedy step: %.3f ms (%d of %d masked); masking the logits: %.3f ms\n",
+              new_ms / steps, masks, steps, ref_ms / steps);
 }
