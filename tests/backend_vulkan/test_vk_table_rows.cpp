@@ -1,7 +1,7 @@
 // The op table's row-wise families (op_table.h): embedding (f32, f16 and int4 tables, f32 or
-// f16 rows; exact: a gather), rms_norm (whole rows and per-head groups), add, swiglu, bias_add
-// (its output read by the next op: the barrier), last_row and argmax (exact; ties to the lowest
-// index). Tables larger than a binding's range or forced into row chunks of the binding limit.
+// f16 rows; exact: a gather), rms_norm (whole rows and per-head groups), add, swiglu, geglu,
+// scale, bias_add (its output read by the next op: the barrier), last_row and argmax (exact; ties
+// to the lowest index). Tables larger than a binding's range or forced into row chunks of the binding limit.
 #include "op_table.h"
 
 namespace vkllm::test::table {
@@ -131,8 +131,9 @@ INSTANTIATE_TEST_SUITE_P(Table, VulkanOpsRmsNorm,
                                            NormCase{200, 40, 7, DType::F16, DType::F16}),
                          [](const auto& p) { return p.param.name(); });
 
-// add and swiglu of two T x N operands; bias_add of a row of N, its output then read by an add in
-// the same forward (the barrier between them; bias_add is one fp32 add: exact).
+// add, swiglu and geglu of two T x N operands; scale of one (by 1.7); bias_add of a row of N, its
+// output then read by an add in the same forward (the barrier between them; bias_add is one fp32
+// add: exact).
 struct ElemCase {
   std::string family;
   DType dt;
@@ -154,7 +155,8 @@ TEST_P(VulkanOpsElementwise, MatchesTheCpu) {
   const int T = e.T;
   const int64_t N = e.N;
   const DType dt = e.dt;
-  const bool bias = e.family == "bias_add";
+  const bool bias = e.family == "bias_add", unary = e.family == "scale";
+  const float factor = 1.7f;
   std::mt19937 rng(bias ? static_cast<unsigned>(N) : 5u);
   Case c;
   auto a = rand_vec(rng, static_cast<size_t>(T * N), -4, 4),
@@ -166,7 +168,10 @@ TEST_P(VulkanOpsElementwise, MatchesTheCpu) {
   const int32_t tb = bias ? c.add("b", DType::F32, TK::Weight, {N}, bytes_f32(b))
                           : c.add("b", dt, TK::Activation, {-1, N}, enc(dt, b));
   const int32_t ty = c.add("y", dt, TK::Activation, {-1, N});
-  c.op(e.family, {ta, tb}, ty);
+  if (unary)
+    c.op(e.family, {ta}, ty, {{"factor", factor}});
+  else
+    c.op(e.family, {ta, tb}, ty);
   int32_t tz = -1;
   if (bias) {
     tz = c.add("z", dt, TK::Activation, {-1, N});
@@ -177,6 +182,10 @@ TEST_P(VulkanOpsElementwise, MatchesTheCpu) {
     cpu::add(a.data(), b.data(), T * N, want.data());
   else if (e.family == "swiglu")
     cpu::swiglu(a.data(), b.data(), T * N, want.data());
+  else if (e.family == "geglu")
+    cpu::geglu(a.data(), b.data(), T * N, want.data());
+  else if (unary)
+    cpu::scale(a.data(), T * N, factor, want.data());
   else
     cpu::bias_add(a.data(), T, N, b.data(), want.data());
   if (dt == DType::F16) want = round_f16(want);
@@ -196,7 +205,7 @@ TEST_P(VulkanOpsElementwise, MatchesTheCpu) {
 
 std::vector<ElemCase> elementwise_cases() {
   std::vector<ElemCase> v;
-  for (const char* f : {"add", "swiglu"})
+  for (const char* f : {"add", "swiglu", "geglu", "scale"})
     for (DType dt : {DType::F32, DType::F16}) v.push_back({f, dt, 133, 7});
   for (int T : {1, 9}) {
     v.push_back({"bias_add", DType::F32, 133, T});
