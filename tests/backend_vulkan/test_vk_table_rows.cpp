@@ -1,7 +1,10 @@
 // The op table's row-wise families (op_table.h): embedding (f32, f16 and int4 tables, f32 or
 // f16 rows; exact: a gather), rms_norm (whole rows and per-head groups), add, swiglu, geglu,
 // scale, bias_add (its output read by the next op: the barrier), last_row and argmax (exact; ties
-// to the lowest index). Tables larger than a binding's range or forced into row chunks of the binding limit.
+// to the lowest index). Tables larger than a binding's range or forced into row chunks of the
+// binding limit.
+#include <cstring>
+
 #include "op_table.h"
 
 namespace vkllm::test::table {
@@ -42,16 +45,29 @@ TEST_P(VulkanOpsEmbedding, MatchesTheCpu) {
     const int32_t tq = c.add("tab", DType::Q4, TK::Weight, {V, D}, q);
     const int32_t ts = c.add("scales", DType::F32, TK::Weight, {V, D / G}, bytes_f32(s));
     c.op("embedding_q4", {c.p.input_ids, tq, ts}, y, {{"group", G}});
-  } else {
+  } else if (e.table == DType::F16) {
     auto tab = rand_vec(rng, static_cast<size_t>(V * D));
-    if (e.table == DType::F16) {
-      std::vector<uint16_t> h(tab.size());
-      for (size_t i = 0; i < h.size(); ++i) h[i] = f32_to_f16(tab[i]);
-      cpu::embedding_f16(ids.data(), T, h.data(), V, D, want.data());
-    } else {
-      cpu::embedding_f32(ids.data(), T, tab.data(), V, D, want.data());
+    std::vector<uint16_t> h(tab.size());
+    for (size_t i = 0; i < h.size(); ++i) h[i] = f32_to_f16(tab[i]);
+    cpu::embedding_f16(ids.data(), T, h.data(), V, D, want.data());
+    c.op("embedding", {c.p.input_ids, c.add("tab", e.table, TK::Weight, {V, D}, bytes_f16(tab))},
+         y);
+  } else {
+    // The table written once, in place, in the bytes the harness uploads (594 MiB for the largest
+    // case): non-zero values in [-1, 1) from a xorshift generator (mt19937 and a second copy of
+    // the table took most of the case's time).
+    std::vector<uint8_t> bytes(static_cast<size_t>(V * D) * sizeof(float));
+    uint64_t st = 0x9e3779b97f4a7c15ull;
+    for (size_t i = 0; i < bytes.size(); i += sizeof(float)) {
+      st ^= st << 13, st ^= st >> 7, st ^= st << 17;
+      const float v = static_cast<float>((static_cast<int32_t>(st >> 40) - (1 << 23)) | 1) /
+                      static_cast<float>(1 << 23);
+      std::memcpy(bytes.data() + i, &v, sizeof v);
     }
-    c.op("embedding", {c.p.input_ids, c.add("tab", e.table, TK::Weight, {V, D}, enc(e.table, tab))},
+    // (operator new's storage is aligned for float)
+    cpu::embedding_f32(ids.data(), T, reinterpret_cast<const float*>(bytes.data()), V, D,
+                       want.data());
+    c.op("embedding", {c.p.input_ids, c.add("tab", e.table, TK::Weight, {V, D}, std::move(bytes))},
          y);
   }
   if (e.out == DType::F16) want = round_f16(want);
