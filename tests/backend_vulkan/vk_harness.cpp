@@ -1,8 +1,13 @@
 #include "vk_harness.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
+#include <list>
+#include <string>
+#include <utility>
 
 namespace vkllm::test {
 
@@ -24,6 +29,22 @@ void expect_batch_agrees(const std::vector<testutil::BatchOutput>& got,
       EXPECT_EQ(got[i].token, want[i].token);
     }
   }
+}
+
+int op_perf_reps() {
+  static const int reps = [] {
+    const char* v = std::getenv("VKLLM_OP_PERF");
+    if (!v || !*v) return 0;
+    char* end = nullptr;
+    const long n = std::strtol(v, &end, 10);
+    if (*end || n < 0 || n > 100000) {
+      ADD_FAILURE() << "VKLLM_OP_PERF: expected 0, 1 or a repetition count up to 100000, got '" << v
+                    << "'";
+      return 0;
+    }
+    return n == 1 ? 100 : static_cast<int>(n);
+  }();
+  return reps;
 }
 
 double nmse(const std::vector<float>& got, const std::vector<float>& want) {
@@ -61,11 +82,62 @@ void Case::op(const std::string& family, std::vector<int32_t> in, int32_t out,
   p.ops.push_back(Op{family, std::move(in), {out}, std::move(attrs), BackendKind::Vulkan});
 }
 
+Device::~Device() {
+  kernels.reset();
+  ctx.reset();
+}
+
+std::string options_key(const VulkanOptions& o) {
+  return o.device + "|" + std::to_string(o.validation) + std::to_string(o.sync_validation) + "|" +
+         std::to_string(o.max_tokens) + "|" + std::to_string(o.max_binding_bytes) + "|" +
+         std::to_string(o.staging_bytes) + "|" + std::to_string(o.no_int_dot) +
+         std::to_string(o.no_coopmat) + std::to_string(o.no_fp16) + std::to_string(o.no_fusion) +
+         std::to_string(o.selftest_verdict) + std::to_string(o.profile) +
+         std::to_string(o.environment) + "|" + o.tuning.describe() + "|" +
+         std::to_string(o.tuning.chose_int_dot) + std::to_string(o.tuning.chose_coopmat) +
+         std::to_string(o.tuning.chose_fusion);
+}
+
+namespace {
+
+// Most recently used first.
+std::list<std::pair<std::string, std::shared_ptr<Device>>>& devices() {
+  static std::list<std::pair<std::string, std::shared_ptr<Device>>> d;
+  return d;
+}
+
+// Releases the shared devices after the last test, before the process exits (while the driver is
+// still loaded).
+class ReleaseDevices : public ::testing::Environment {
+ public:
+  void TearDown() override { devices().clear(); }
+};
+[[maybe_unused]] ::testing::Environment* const release_devices =
+    ::testing::AddGlobalTestEnvironment(new ReleaseDevices);
+
+}  // namespace
+
+std::shared_ptr<Device> shared_device(const VulkanOptions& opt) {
+  auto& d = devices();
+  const std::string key = options_key(opt);
+  for (auto it = d.begin(); it != d.end(); ++it)
+    if (it->first == key) {
+      d.splice(d.begin(), d, it);
+      return d.front().second;
+    }
+  auto dev = std::make_shared<Device>();
+  dev->ctx = std::make_unique<vk::Context>(opt);
+  dev->kernels = std::make_unique<vk::Kernels>(*dev->ctx);
+  d.emplace_front(key, dev);
+  while (d.size() > 3) d.pop_back();
+  return dev;
+}
+
 OpRun::OpRun(Case& c, int max_tokens, VulkanOptions opt, bool prefill_runs)
     : c_(c), messages_at_start_(vk::validation_message_count()), max_t_(max_tokens) {
-  ctx_ = std::make_unique<vk::Context>(validated(opt));
+  dev_ = shared_device(op_perf_reps() > 0 ? opt : validated(opt));
+  ctx_ = dev_->ctx.get();
   alloc_ = std::make_unique<vk::Allocator>(*ctx_);
-  kernels_ = std::make_unique<vk::Kernels>(*ctx_);
   bufs_.resize(c.p.tensors.size());
   for (size_t i = 0; i < c.p.tensors.size(); ++i) {
     const TensorDecl& t = c.p.tensors[i];
@@ -81,7 +153,7 @@ OpRun::OpRun(Case& c, int max_tokens, VulkanOptions opt, bool prefill_runs)
       alloc_->fill(bufs_[i], t.dtype == DType::F16 ? 0x7e007e00u : 0x7fc00000u);  // NaN poison
     }
   }
-  env_.reset(new vk::OpEnv{*ctx_, *kernels_, *alloc_, c.p, max_tokens,
+  env_.reset(new vk::OpEnv{*ctx_, *dev_->kernels, *alloc_, c.p, max_tokens,
                            [this](int32_t t) -> const vk::Buffer& { return bufs_[t]; },
                            [this](int32_t t) {
                              const auto& v = c_.host.at(t);
@@ -101,9 +173,8 @@ OpRun::~OpRun() {
   fused_.clear();
   ops_.clear();
   env_.reset();
-  kernels_.reset();
   alloc_.reset();
-  ctx_.reset();
+  dev_.reset();
   EXPECT_EQ(vk::validation_message_count(), messages_at_start_)
       << "Vulkan validation reported messages";
 }
@@ -119,6 +190,11 @@ void OpRun::forward(int T, int pos) {
   const uint32_t pos32 = static_cast<uint32_t>(pos);
   alloc_->upload(env_->step, 0, &pos32, 4);
   VkCommandBuffer cb = ctx_->begin_once();
+  record(cb, T);
+  ctx_->submit_and_wait(cb);
+}
+
+void OpRun::record(VkCommandBuffer cb, int T) {
   for (size_t k = 0, r = 0; k < ops_.size(); ++k) {
     if (k) vk::compute_barrier(cb);
     if (r < runs_.size() && runs_[r].first == k) {
@@ -128,7 +204,44 @@ void OpRun::forward(int T, int pos) {
       ops_[k]->record(cb, T);
     }
   }
-  ctx_->submit_and_wait(cb);
+}
+
+double OpRun::time_us(int T, int pos, int reps) {
+  forward(T, pos);  // warm-up (and the step parameters for `pos`)
+  const bool ts = ctx_->info().timestamps && ctx_->info().timestamp_period > 0;
+  VkQueryPool pool = VK_NULL_HANDLE;
+  if (ts) {
+    VkQueryPoolCreateInfo qi{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
+    qi.queryType = VK_QUERY_TYPE_TIMESTAMP;
+    qi.queryCount = 2;
+    VK_CHECK(vkCreateQueryPool(ctx_->device(), &qi, nullptr, &pool));
+  }
+  double best = std::numeric_limits<double>::infinity();
+  for (int round = 0; round < 3; ++round) {
+    VkCommandBuffer cb = ctx_->begin_once();
+    if (ts) {
+      vkCmdResetQueryPool(cb, pool, 0, 2);
+      vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, pool, 0);
+    }
+    for (int i = 0; i < reps; ++i) {
+      if (i) vk::compute_barrier(cb);
+      record(cb, T);
+    }
+    if (ts) vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, pool, 1);
+    const auto t0 = std::chrono::steady_clock::now();
+    ctx_->submit_and_wait(cb);
+    double us =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+    if (ts) {
+      uint64_t t[2] = {0, 0};
+      VK_CHECK(vkGetQueryPoolResults(ctx_->device(), pool, 0, 2, sizeof t, t, 8,
+                                     VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT));
+      us = static_cast<double>(t[1] - t[0]) * ctx_->info().timestamp_period / 1e3;
+    }
+    best = std::min(best, us / reps);
+  }
+  if (pool) vkDestroyQueryPool(ctx_->device(), pool, nullptr);
+  return best;
 }
 
 void OpRun::write(int32_t t, const std::vector<uint8_t>& data) {

@@ -32,6 +32,12 @@ using toy::rand_vec;
 
 VulkanOptions validated(VulkanOptions o = {});
 
+// The op table's perf mode (docs/vulkan.md, "Tests"): VKLLM_OP_PERF=1 times every case's forward
+// 100 times, VKLLM_OP_PERF=N (2..100000) N times; unset or 0: off. In perf mode OpRun's contexts
+// run without the validation layer (whose host work would be timed by the host-clock fallback).
+// Read here only, once; never in src/. Fails the test on a malformed value.
+int op_perf_reps();
+
 // Normalized mean squared error sum((a-b)^2) / sum(b^2); fails the test on NaN or size mismatch.
 double nmse(const std::vector<float>& got, const std::vector<float>& want);
 
@@ -53,6 +59,19 @@ struct Case {
           nlohmann::json attrs = nlohmann::json::object());
 };
 
+// A context and its pipelines for `opt`, shared by the OpRuns of a process: the op table's cases
+// compile each pipeline once a process, and a process makes one context per distinct options
+// rather than one per case (NVIDIA's driver refuses instances after ~30 validated ones). The
+// three used last stay alive (the rest are released when no OpRun holds them).
+struct Device {
+  std::unique_ptr<vk::Context> ctx;
+  std::unique_ptr<vk::Kernels> kernels;
+  ~Device();
+};
+std::shared_ptr<Device> shared_device(const VulkanOptions& opt);
+// Every field of the options as one string (the key of a shared device).
+std::string options_key(const VulkanOptions& o);
+
 // Runs the ops of a Case on the device: buffers for every tensor (host data uploaded, every
 // other tensor poisoned with NaN), the ops prepared once and recorded per forward. prefill_runs:
 // the program's prefill runs (vk_fused.h find_prefill_runs) recorded as one step each.
@@ -61,20 +80,25 @@ class OpRun {
   OpRun(Case& c, int max_tokens, VulkanOptions opt = {}, bool prefill_runs = false);
   ~OpRun();
   void forward(int T, int pos);
+  // Microseconds a forward of T tokens at `pos` takes on the device: `reps` forwards recorded in
+  // one command buffer (a barrier between them) between two timestamps (the host clock around
+  // the submit where the device has none), the best of three submits after a warm-up.
+  double time_us(int T, int pos, int reps);
   void write(int32_t t, const std::vector<uint8_t>& data);
   std::vector<float> read(int32_t t, int rows);  // F32 / F16 as float, I32 as float
   std::vector<uint8_t> read_bytes(const vk::Buffer& b, size_t n);
-  vk::Context& ctx() { return *ctx_; }
+  vk::Context& ctx() { return *dev_->ctx; }
   vk::OpEnv& env() { return *env_; }
   const vk::PreparedOp& op(size_t k) const { return *ops_[k]; }
   const std::vector<vk::FusedRun>& runs() const { return runs_; }
 
  private:
+  void record(VkCommandBuffer cb, int T);
   Case& c_;
   uint64_t messages_at_start_;
-  std::unique_ptr<vk::Context> ctx_;
+  std::shared_ptr<Device> dev_;
+  vk::Context* ctx_;
   std::unique_ptr<vk::Allocator> alloc_;
-  std::unique_ptr<vk::Kernels> kernels_;
   std::vector<vk::Buffer> bufs_;
   std::unique_ptr<vk::OpEnv> env_;
   std::vector<std::unique_ptr<vk::PreparedOp>> ops_;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Run THERE (the GPU machine, through the device tool, carry [".gl", ".dev"]):
-#   tools/device/run.sh TASK...   with TASK one of: info goldens vulkan-tests twins e2e perf profile bench side parallel parallel-profile schema sizes profile-all physics gemm matvec
+#   tools/device/run.sh TASK...   with TASK one of: info goldens vulkan-tests op-perf twins e2e perf profile bench side parallel parallel-profile schema sizes profile-all physics gemm matvec
 # Brings the Vulkan loader, points at the NVIDIA ICD, unpacks the fixtures, runs the tasks and
 # prints a short table last. Results go to $OUT.
 set -uo pipefail
@@ -56,10 +56,25 @@ for task in "$@"; do
       # about 17 validated instances in one process: VK_ERROR_INCOMPATIBLE_DRIVER).
       rc=0; pass=0; failed=()
       # VULKAN_TESTS_FILTER (a gtest filter, default every test) narrows the list.
-      for t in $(.dev/test_vulkan --gtest_list_tests --gtest_filter="${VULKAN_TESTS_FILTER:-*}" | awk '/^[^ ]/ {s=$1} /^  / {print s $1}'); do
-        if VKLLM_EXE=$BIN .dev/test_vulkan --gtest_filter="$t" >>"$OUT/vulkan-tests.log" 2>&1; then pass=$((pass + 1)); else rc=1; failed+=("$t"); fi
+      # test_vulkan_ops (the op case table) travels when VKLLM_DEVICE_TARGETS names it.
+      for exe in .dev/test_vulkan .dev/test_vulkan_ops; do
+        [ -x "$exe" ] || continue
+        for t in $($exe --gtest_list_tests --gtest_filter="${VULKAN_TESTS_FILTER:-*}" | awk '/^[^ ]/ {s=$1} /^  / {print s $1}'); do
+          if VKLLM_EXE=$BIN $exe --gtest_filter="$t" >>"$OUT/vulkan-tests.log" 2>&1; then pass=$((pass + 1)); else rc=1; failed+=("$t"); fi
+        done
       done
       echo "vulkan tests: $pass passed, ${#failed[@]} failed ${failed[*]}" | tee -a "$OUT/vulkan-tests.log" ;;
+    op-perf)
+      # The op case table's perf mode (docs/vulkan.md, "Tests"): every case checked, then its
+      # forward timed (VKLLM_OP_PERF repetitions, default 100; validation off), one "[perf]" line
+      # a case in $OUT/op-perf.txt. One process per case (the validated-instance limit above).
+      # VULKAN_TESTS_FILTER narrows the cases.
+      rc=0; : >"$OUT/op-perf.txt"
+      for t in $(.dev/test_vulkan_ops --gtest_list_tests --gtest_filter="${VULKAN_TESTS_FILTER:-*}" | awk '/^[^ ]/ {s=$1} /^  / {print s $1}'); do
+        VKLLM_OP_PERF=${VKLLM_OP_PERF:-1} .dev/test_vulkan_ops --gtest_filter="$t" >/tmp/op-perf.log 2>&1 || { rc=1; echo "FAILED $t" >>"$OUT/op-perf.txt"; }
+        grep '^\[perf\]' /tmp/op-perf.log >>"$OUT/op-perf.txt"
+      done
+      sort -k3 -n -r "$OUT/op-perf.txt" | head -20 ;;
     twins)
       # Every recipe on every twin: Vulkan's greedy decoding against the CPU reference on the same
       # artifact (vkllm verify --agree: logits NMSE per step, same token or a near tie). TWINS
