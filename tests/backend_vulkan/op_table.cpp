@@ -44,21 +44,6 @@ std::vector<int32_t> q4_group_sums(const std::vector<uint8_t>& q, int64_t N, int
   return ws;
 }
 
-const char* dt_name(DType dt) {
-  switch (dt) {
-    case DType::F32:
-      return "f32";
-    case DType::F16:
-      return "f16";
-    case DType::Q4:
-      return "q4";
-    case DType::I32:
-      return "i32";
-    default:
-      return "other";
-  }
-}
-
 std::string case_name(const std::string& s) {
   std::string out = s;
   for (char& ch : out)

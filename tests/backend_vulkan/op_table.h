@@ -43,7 +43,6 @@ std::vector<uint8_t> rand_q4(std::mt19937& rng, int64_t rows, int64_t cols);
 // Per-group sums of the int4 codes (linear_8da4w's weight sums).
 std::vector<int32_t> q4_group_sums(const std::vector<uint8_t>& q, int64_t N, int64_t K, int64_t G);
 
-const char* dt_name(DType dt);  // "f32", "f16", "q4", "i32"
 // A gtest-safe case name: every character other than [A-Za-z0-9] becomes '_'.
 std::string case_name(const std::string& s);
 

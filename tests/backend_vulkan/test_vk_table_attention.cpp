@@ -19,8 +19,8 @@ struct AttCase {
   AttVar var = AttVar::Default;
   std::string name() const {
     return case_name("attention_H" + std::to_string(H) + "_KV" + std::to_string(Hkv) + "_hd" +
-                     std::to_string(hd) + "_" + dt_name(act) + "_cache" + dt_name(cache) + "_T" +
-                     std::to_string(T) + "_pos" + std::to_string(pos) + "_ctx" +
+                     std::to_string(hd) + "_" + dtype_name(act) + "_cache" + dtype_name(cache) +
+                     "_T" + std::to_string(T) + "_pos" + std::to_string(pos) + "_ctx" +
                      std::to_string(max_ctx) + att_var_name(var));
   }
 };
@@ -124,7 +124,7 @@ struct RopeCase {
   bool long_table;  // longrope's second table, used from original_max_pos = 12 on
   DType dt;
   std::string name() const {
-    return case_name(std::string("rope_H3_hd16_R12_") + dt_name(dt) + "_T" + std::to_string(T) +
+    return case_name(std::string("rope_H3_hd16_R12_") + dtype_name(dt) + "_T" + std::to_string(T) +
                      "_pos" + std::to_string(pos) + (long_table ? "_longrope" : ""));
   }
 };

@@ -24,8 +24,8 @@ struct ProducerCase {
   int T;
   std::string name() const {
     static const char* n[] = {"rms_norm_quant", "add_rms_norm_quant", "swiglu_quant"};
-    return case_name(std::string(n[static_cast<int>(pr)]) + "_2x_linear_8da4w_G32_" + dt_name(act) +
-                     "_K256_N40_T" + std::to_string(T));
+    return case_name(std::string(n[static_cast<int>(pr)]) + "_2x_linear_8da4w_G32_" +
+                     dtype_name(act) + "_K256_N40_T" + std::to_string(T));
   }
 };
 void PrintTo(const ProducerCase& c, std::ostream* os) {
@@ -141,7 +141,7 @@ struct LastRowCase {
   DType dt;
   int T;
   std::string name() const {
-    return case_name(std::string("last_row_rms_norm_") + dt_name(dt) + "_N1000_T" +
+    return case_name(std::string("last_row_rms_norm_") + dtype_name(dt) + "_N1000_T" +
                      std::to_string(T));
   }
 };
@@ -194,8 +194,8 @@ struct RunCase {
   std::string name() const {
     return case_name(std::string(qk_norm ? "rms_norm_x2_" : "") + "rope_x2_attention_H" +
                      std::to_string(H) + "_KV" + std::to_string(Hkv) + "_hd" + std::to_string(hd) +
-                     "_R" + std::to_string(R) + "_" + dt_name(act) + "_cache" + dt_name(cache) +
-                     "_T" + std::to_string(T) + "_pos" + std::to_string(pos) +
+                     "_R" + std::to_string(R) + "_" + dtype_name(act) + "_cache" +
+                     dtype_name(cache) + "_T" + std::to_string(T) + "_pos" + std::to_string(pos) +
                      (long_table ? "_longrope" : "") + att_var_name(var));
   }
 };

@@ -44,7 +44,7 @@ struct LinCase {
     static const char* kinds[] = {"linear_f32w", "linear_f16w", "linear_q4w", "linear_8da4w"};
     std::string s = kinds[static_cast<int>(kind)];
     if (kind == Lin::Q4W || kind == Lin::A8W4) s += "_G" + std::to_string(G);
-    s += std::string("_") + dt_name(act) + "_K" + std::to_string(K) + "_N" + std::to_string(N) +
+    s += std::string("_") + dtype_name(act) + "_K" + std::to_string(K) + "_N" + std::to_string(N) +
          "_T" + std::to_string(T);
     if (dist == XDist::Wide) s += "_wide";
     if (dist == XDist::Halfway) s += "_halfway";

@@ -17,8 +17,9 @@ struct EmbCase {
   int T;
   uint64_t max_binding = 0;  // VulkanOptions::max_binding_bytes (0: the device's)
   std::string name() const {
-    return case_name(std::string("embedding_") + dt_name(table) + "_to_" + dt_name(out) + "_V" +
-                     std::to_string(V) + "_D" + std::to_string(D) + "_T" + std::to_string(T) +
+    return case_name(std::string("embedding_") + dtype_name(table) + "_to_" + dtype_name(out) +
+                     "_V" + std::to_string(V) + "_D" + std::to_string(D) + "_T" +
+                     std::to_string(T) +
                      (max_binding ? "_chunked" + std::to_string(max_binding) : ""));
   }
 };
@@ -103,7 +104,7 @@ struct NormCase {
   int T;
   DType x, y;
   std::string name() const {
-    return case_name(std::string("rms_norm_") + dt_name(x) + "_to_" + dt_name(y) + "_N" +
+    return case_name(std::string("rms_norm_") + dtype_name(x) + "_to_" + dtype_name(y) + "_N" +
                      std::to_string(N) + "_G" + std::to_string(G) + "_T" + std::to_string(T));
   }
 };
@@ -157,7 +158,7 @@ struct ElemCase {
   int64_t N;
   int T;
   std::string name() const {
-    return case_name(family + "_" + dt_name(dt) + "_N" + std::to_string(N) + "_T" +
+    return case_name(family + "_" + dtype_name(dt) + "_N" + std::to_string(N) + "_T" +
                      std::to_string(T));
   }
 };

@@ -11,6 +11,7 @@
 
 #include "../tokenizer/fixtures.h"
 #include "grammar/grammar.h"
+#include "token_index_of.h"
 
 using namespace vkllm;
 using namespace vkllm::grammar;
@@ -41,16 +42,9 @@ const Tokenizer* qwen() {
   return test::fixture("qwen3");
 }
 
+// (7 logits past the tokenizer's: padded heads have ids no token string has)
 std::shared_ptr<const TokenIndex> index_of(const Tokenizer& t) {
-  std::vector<std::string> bytes(static_cast<size_t>(t.vocab_size()));
-  std::vector<bool> special(bytes.size());
-  for (int32_t i = 0; i < t.vocab_size(); ++i) {
-    bytes[static_cast<size_t>(i)] = t.token_bytes(i);
-    special[static_cast<size_t>(i)] = t.is_special(i);
-  }
-  std::vector<int32_t> eos;
-  if (auto e = t.eos_id()) eos.push_back(*e);
-  return std::make_shared<TokenIndex>(bytes, special, eos, t.vocab_size() + 7);
+  return test::token_index_of(t, t.vocab_size() + 7);
 }
 
 }  // namespace

@@ -16,24 +16,13 @@
 
 #include "../tokenizer/fixtures.h"
 #include "grammar/grammar.h"
+#include "token_index_of.h"
 
 using namespace vkllm;
 using namespace vkllm::grammar;
 using nlohmann::json;
 
 namespace {
-
-std::shared_ptr<const TokenIndex> llama_index(const Tokenizer& t) {
-  std::vector<std::string> bytes(static_cast<size_t>(t.vocab_size()));
-  std::vector<bool> special(bytes.size());
-  for (int32_t i = 0; i < t.vocab_size(); ++i) {
-    bytes[static_cast<size_t>(i)] = t.token_bytes(i);
-    special[static_cast<size_t>(i)] = t.is_special(i);
-  }
-  std::vector<int32_t> eos;
-  if (auto e = t.eos_id()) eos.push_back(*e);
-  return std::make_shared<TokenIndex>(bytes, special, eos, t.vocab_size());
-}
 
 // One step of a greedy reply: the backend's argmax (`candidate`), the token taken (`id`: the
 // candidate where the grammar allows it) and the tokens left, this one included.
@@ -160,7 +149,7 @@ double replay_us(const std::shared_ptr<const Grammar>& g,
 TEST(GrammarCost, GreedyChecksPerToken) {
   const Tokenizer* t = test::fixture("llama3.2");
   ASSERT_TRUE(t);
-  const auto ix = llama_index(*t);
+  const auto ix = test::token_index_of(*t, t->vocab_size());
   const auto schema = compile_json_schema(json::parse(kDocumentSchema));
   const auto long_string = compile_json_schema(json::parse(
       R"({"type": "object", "properties": {"text": {"type": "string", "minLength": 2000}},
