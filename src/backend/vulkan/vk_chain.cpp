@@ -123,7 +123,7 @@ std::unique_ptr<PreparedOp> prepare_chain(OpEnv& env, const std::vector<Match>& 
       continue;
     }
     const int64_t K = c.width(m.x), G = m.mv[0]->attrs["group"].get<int64_t>();
-    const bool q4w = m.pat->linear == kQ4w;
+    const bool q4w = m.pat->q4w();
     all_q4w = all_q4w && q4w;
     any_int8 = any_int8 || !q4w;
     const DecodeSplit split = decode_split(ctx, K, p.tensors[m.mv[0]->inputs[1]].shape[0]);

@@ -315,7 +315,7 @@ std::unique_ptr<PreparedOp> prepare_head(OpEnv& env, const Match& m) {
   Ctx c{env, l, p};
   const int64_t K = c.width(m.x), N = p.tensors[l.inputs[1]].shape[0],
                 G = l.attrs["group"].get<int64_t>();
-  const bool q4w = m.pat->linear == kQ4w;
+  const bool q4w = m.pat->q4w();
   const MatvecPlan mv = head_matvec(p, m, env.ctx.info(), env.ctx.tuning());
   c.need(mv.on, "the head run's mat-vec is not streamed");
   const bool x16 = c.f16(m.x), y16 = c.f16(m.y), h16 = c.f16(m.norm->outputs[0]);
@@ -369,7 +369,7 @@ std::unique_ptr<PreparedOp> prepare(OpEnv& env, const Match& m, bool quantize_ou
   if (m.pat->kind == Kind::Head) return prepare_head(env, m);
   const Program& p = env.program;
   Ctx c{env, *m.mv[0], p};
-  c.need(m.pat->linear != kQ4w, "int4 weight-only runs fuse only as decode chain stages");
+  c.need(!m.pat->q4w(), "int4 weight-only runs fuse only as decode chain stages");
   const bool f16x = c.f16(m.x);
   // The mat-vecs' own outputs (Epi::Add, Swiglu: rounded as the unfused ops store them) and the
   // norm's output dtype (the prologue rounds the normalized row as rms_norm stores it).

@@ -6,6 +6,7 @@
 #pragma once
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "backend/vulkan/vk_fused.h"
@@ -49,8 +50,14 @@ struct Pattern {
   // Mat-vec runs: the linear family. linear_q4w runs (int4 weight-only: the row kept in floats)
   // are decode chain stages only (linear_8da4w_fused.comp has no float dot).
   const char* linear = "linear_8da4w";
+  // Whether the run's linears are int4 weight-only. (By the name's text: each translation unit
+  // has its own copy of the table's string literals, so their addresses differ across units.)
+  bool q4w() const;
 };
 constexpr const char* kQ4w = "linear_q4w";
+inline bool Pattern::q4w() const {
+  return std::string_view(linear) == kQ4w;
+}
 constexpr Pattern kPatterns[] = {
     {"linear_8da4w+add+rms_norm tail", Kind::Tail, Pro::Quant, 1, Epi::Store, false, false, false,
      Tail::Norm},

@@ -17,7 +17,7 @@ MatvecPlan head_matvec(const Program& p, const Match& m, const DeviceInfo& dev,
   const Op& l = *m.mv[0];
   const int64_t K = p.tensors[l.inputs[0]].shape.back(), N = p.tensors[l.inputs[1]].shape[0],
                 G = l.attrs["group"].get<int64_t>();
-  if (m.pat->linear == kQ4w) return plan_matvec(dev, tune, K, N, G, {1, 0}, true);
+  if (m.pat->q4w()) return plan_matvec(dev, tune, K, N, G, {1, 0}, true);
   const DecodeSplit split = decode_split(dev, tune, K, N);
   return split.parts == 1 ? plan_matvec(dev, tune, K, N, G, split) : MatvecPlan{};
 }
@@ -45,7 +45,7 @@ bool chainable(const Program& p, const Match& m, uint32_t max_shared) {
   if (K > kChainMaxK || K % 32 != 0 || m.mv.empty() || m.mv.size() > 3) return false;
   // A q4w stage's float row must fit the device's shared memory (the H200's 48 KiB holds 8,192
   // values; lavapipe's 32 KiB 4,096).
-  if (m.pat->linear == kQ4w && chain_shared(chain_xv(K), 0, false) > max_shared) return false;
+  if (m.pat->q4w() && chain_shared(chain_xv(K), 0, false) > max_shared) return false;
   int64_t rows = 0;
   for (const Op* l : m.mv) rows += p.tensors[l->inputs[1]].shape[0];
   if (rows > kChainMaxRows) return false;
@@ -55,7 +55,7 @@ bool chainable(const Program& p, const Match& m, uint32_t max_shared) {
 // Tuning::no_fuse: patterns whose names contain one of its parts are not used (measurement);
 // Tuning::fuse_all: the patterns off by default are used too.
 bool disabled(const Pattern& pat, bool chain, const Tuning& tune) {
-  if (pat.linear == kQ4w && pat.kind == Kind::Matvec && !chain) return true;  // chain stages only
+  if (pat.q4w() && pat.kind == Kind::Matvec && !chain) return true;  // chain stages only
   // Mat-vec runs are on where they chain (one persistent dispatch for consecutive runs).
   if (!pat.by_default && !tune.fuse_all && !(chain && pat.kind == Kind::Matvec)) return true;
   for (const std::string& part : tune.no_fuse)
@@ -214,9 +214,8 @@ std::vector<FusedRun> find_fused_runs(const Program& p, const DeviceInfo& dev, c
     matches.push_back(r.tail ? std::nullopt : rematch(matcher, r, unfused_family));
     const std::optional<Match>& m = matches.back();
     if (!r.private_scratch || !m || !chainable(p, *m, dev.max_shared)) continue;
-    if (m->norm || m->pat->linear == kQ4w)
-      xv = std::max(xv, chain_xv(p.tensors[m->x].shape.back()));
-    int8 = int8 || m->pat->linear != kQ4w;
+    if (m->norm || m->pat->q4w()) xv = std::max(xv, chain_xv(p.tensors[m->x].shape.back()));
+    int8 = int8 || !m->pat->q4w();
   }
   auto stage = [&](const FusedRun& r, const Match& m) {
     if (!m.attn) return r.private_scratch && chainable(p, m, dev.max_shared);
