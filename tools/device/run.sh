@@ -26,6 +26,15 @@ synth_twins() {
   done
 }
 
+# full_artifact PRESET FAMILY RECIPE: the artifact of the preset's full-shape synth checkpoint at
+# a 4,096-token context, made once a machine under /tmp; prints its path.
+full_artifact() {
+  local d=/tmp/full-$1 a=/tmp/$1.$3.vkllm
+  [ -d "$d" ] || "$BIN" synth --preset "$1" -o "$d" --tokenizer-dir /tmp/fixtures/$2 -q >/dev/null
+  [ -f "$a" ] || "$BIN" export "$d" --recipe "$3" --max-context 4096 -o "$a" -q 2>&1 | tail -1 >&2
+  echo "$a"
+}
+
 llama1b() {
   [ -f /tmp/llama1b.vkllm ] && return
   "$BIN" synth --preset llama-3.2-1b -o /tmp/llama1b --tokenizer-dir /tmp/fixtures/llama3.2 -q
@@ -142,9 +151,7 @@ for task in "$@"; do
                   phi-4-mini:phi4mini:quantized-8da4w-embedding:phi; do
         IFS=: read -r preset fam recipe peer <<<"$cell"
         [[ " ${SIDE_MODELS:-llama qwen phi} " == *" $peer "* ]] || continue
-        [ -d /tmp/full-$preset ] || "$BIN" synth --preset "$preset" -o /tmp/full-$preset --tokenizer-dir /tmp/fixtures/$fam -q >/dev/null
-        a=/tmp/$preset.$recipe.vkllm
-        [ -f "$a" ] || "$BIN" export /tmp/full-$preset --recipe "$recipe" --max-context 4096 -o "$a" -q 2>&1 | tail -1
+        a=$(full_artifact "$preset" "$fam" "$recipe")
         "$BIN" bench -m "$a" -p 512 -n 128 -r 5 --output json > /tmp/bench.json 2>/dev/null || rc=1
         python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print('VKLLM', sys.argv[2], 'pp512', round(j['pp']['median_tok_s']), '| tg128', round(j['tg']['median_tok_s'],1), '| gpu_mib', round(j.get('peak_gpu_mb',0)), '| load_ms', round(j['load_ms']))" /tmp/bench.json "$peer" | tee -a "$OUT/side.txt"
       done
@@ -158,9 +165,7 @@ for task in "$@"; do
           l16) recipe=fp16 ;;
           *) echo "side: unknown recipe key $key" >&2; continue ;;
         esac
-        [ -d /tmp/full-llama-3.2-1b ] || "$BIN" synth --preset llama-3.2-1b -o /tmp/full-llama-3.2-1b --tokenizer-dir /tmp/fixtures/llama3.2 -q >/dev/null
-        a=/tmp/llama-3.2-1b.$recipe.vkllm
-        [ -f "$a" ] || "$BIN" export /tmp/full-llama-3.2-1b --recipe "$recipe" --max-context 4096 -o "$a" -q 2>&1 | tail -1
+        a=$(full_artifact llama-3.2-1b llama3.2 "$recipe")
         "$BIN" bench -m "$a" -p 512 -n 128 -r 5 --output json > /tmp/bench.json 2>/dev/null || rc=1
         python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print('VKLLM', sys.argv[2], 'pp512', round(j['pp']['median_tok_s']), '| tg128', round(j['tg']['median_tok_s'],1), '| gpu_mib', round(j.get('peak_gpu_mb',0)), '| load_ms', round(j['load_ms']))" /tmp/bench.json "$key" | tee -a "$OUT/side.txt"
       done
@@ -187,9 +192,7 @@ PY
                   phi-4-mini:phi4mini:quantized-8da4w-embedding:phi; do
         IFS=: read -r preset fam recipe peer <<<"$cell"
         [[ " ${PARALLEL_MODELS:-llama qwen phi} " == *" $peer "* ]] || continue
-        [ -d /tmp/full-$preset ] || "$BIN" synth --preset "$preset" -o /tmp/full-$preset --tokenizer-dir /tmp/fixtures/$fam -q >/dev/null
-        a=/tmp/$preset.$recipe.vkllm
-        [ -f "$a" ] || "$BIN" export /tmp/full-$preset --recipe "$recipe" --max-context 4096 -o "$a" -q 2>&1 | tail -1
+        a=$(full_artifact "$preset" "$fam" "$recipe")
         "$BIN" bench -m "$a" -p 128 -n 128 -r 3 --parallel "$par" --output json > /tmp/par.json 2>"$OUT/par-$peer.err" || rc=1
         python3 -c "
 import json,sys
@@ -213,9 +216,7 @@ PY
       # (8-token prompts, 256 steps: the steps dominate) for each B of PARALLEL (default 1,4,16,64),
       # on the artifact `parallel` makes; the per-op table of each.
       rc=0
-      [ -d /tmp/full-llama-3.2-1b ] || "$BIN" synth --preset llama-3.2-1b -o /tmp/full-llama-3.2-1b --tokenizer-dir /tmp/fixtures/llama3.2 -q >/dev/null
-      a=/tmp/llama-3.2-1b.quantized-8da4w-fp16.vkllm
-      [ -f "$a" ] || "$BIN" export /tmp/full-llama-3.2-1b --recipe quantized-8da4w-fp16 --max-context 4096 -o "$a" -q 2>&1 | tail -1
+      a=$(full_artifact llama-3.2-1b llama3.2 quantized-8da4w-fp16)
       par=${PARALLEL:-1,4,16,64}
       for b in ${par//,/ }; do
         VKLLM_PROFILE=1 "$BIN" bench -m "$a" -p 8 -n 256 -r 1 --parallel "$b" >/dev/null 2>"$OUT/parallel-profile-$b.txt" || rc=1
@@ -227,9 +228,7 @@ PY
       # with --json-object, interleaved over 3 rounds; the stats line's decode_tok_s. The -1 variants
       # one step a submit (VKLLM_DECODE_BATCH=1), the -sleep ones waiting on fences asleep.
       rc=0; : >"$OUT/schema.txt"
-      [ -d /tmp/full-llama-3.2-1b ] || "$BIN" synth --preset llama-3.2-1b -o /tmp/full-llama-3.2-1b --tokenizer-dir /tmp/fixtures/llama3.2 -q >/dev/null
-      a=/tmp/llama-3.2-1b.quantized-8da4w-fp16.vkllm
-      [ -f "$a" ] || "$BIN" export /tmp/full-llama-3.2-1b --recipe quantized-8da4w-fp16 --max-context 4096 -o "$a" -q 2>&1 | tail -1
+      a=$(full_artifact llama-3.2-1b llama3.2 quantized-8da4w-fp16)
       echo '{"type": "object", "properties": {"text": {"type": "string", "minLength": 2000}}, "required": ["text"]}' > /tmp/schema.json
       for round in 1 2 3; do
         for v in plain plain-1 schema object; do

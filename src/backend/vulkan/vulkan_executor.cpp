@@ -164,10 +164,10 @@ class VulkanExecutor final : public Executor {
     // on its first use: most generations never reach it, and its pipelines would add seconds to
     // a load on a cold driver cache).
     const Tuning& tune = ctx_->tuning();
-    const std::vector<FusedRun> runs = fusion ? find_fused_runs(p_, ctx_->info(), tune)
-                                       : batch && !ctx_->options().no_fusion
-                                           ? find_fused_runs(p_, ctx_->info(), tune, false, true)
-                                           : std::vector<FusedRun>{};
+    const std::vector<FusedRun> runs =
+        ctx_->options().no_fusion
+            ? std::vector<FusedRun>{}
+            : find_fused_runs(p_, ctx_->info(), tune, true, /*paged=*/batch != nullptr);
     runs_long_ = fusion ? find_fused_runs(p_, ctx_->info(), tune, false) : std::vector<FusedRun>{};
     if (runs_long_.size() == runs.size()) runs_long_.clear();  // no attention stage: one plan
     const std::vector<FusedRun> prefill_runs =
@@ -332,8 +332,9 @@ class VulkanExecutor final : public Executor {
       logits_rb_ = alloc_.create(static_cast<uint64_t>(max_t_) * logits_n_ * 4, true,
                                  "batch logits readback", true);
     submit_and_wait(batch_command_buffer(b.T, b.n_out, b.logits != nullptr));
-    if (&batch_plan(b.T) == &decode_[0]) check_chains();
-    if (queries_) collect_plan_profile(batch_plan(b.T), *ctx_, queries_);
+    Plan& plan = batch_plan(b.T);
+    if (&plan == &decode_[0]) check_chains();
+    if (queries_) collect_plan_profile(plan, *ctx_, queries_);
     std::memcpy(b.next_tokens, readback_.mapped, static_cast<size_t>(b.n_out) * 4);
     if (b.logits) std::memcpy(b.logits, logits_rb_.mapped, logits_bytes);
   }
