@@ -24,9 +24,8 @@ namespace {
 // a few ulp of a rounding boundary k + 0.5 (the case a fast reciprocal path could get wrong).
 enum class XDist { Normal, Wide, Halfway };
 // How a variant's output relates to its base run's: not compared; bit-identical; different (the
-// variant's kernel sums in another order, which shows it ran; fp32 outputs only); each token's
-// row bit-identical with a one-token forward of that token alone under the base options.
-enum class Rel { None, Same, Differs, RowsAsOne };
+// variant's kernel sums in another order, which shows it ran; fp32 outputs only).
+enum class Rel { None, Same, Differs };
 
 struct LinCase {
   Lin kind;
@@ -40,7 +39,6 @@ struct LinCase {
   std::string base_var;
   VulkanOptions base;
   bool exact = false;  // the output bit-identical with the CPU's
-  std::string kernel;  // a shader the forward under opt must have made a pipeline of
 
   std::string name() const {
     static const char* kinds[] = {"linear_f32w", "linear_f16w", "linear_q4w", "linear_8da4w"};
@@ -88,17 +86,13 @@ std::vector<float> make_x(const LinCase& c, std::mt19937& rng) {
 
 // One run of the case under `opt`: the output against the CPU's within the linear bound (exactly
 // where c.exact), linear_8da4w's int8 scratch against the CPU's quantization bit for bit. Returns
-// the output. only >= 0: the case's token `only` alone, in a one-token forward (the same weights).
-std::vector<float> run_linear(const LinCase& c, const VulkanOptions& opt, bool timed,
-                              int only = -1) {
+// the output.
+std::vector<float> run_linear(const LinCase& c, const VulkanOptions& opt, bool timed) {
+  const int T = c.T;
   const int64_t K = c.K, N = c.N, G = c.G;
-  std::mt19937 rng(static_cast<unsigned>(K * 31 + N + c.T));
+  std::mt19937 rng(static_cast<unsigned>(K * 31 + N + T));
   Case cs;
-  const auto x_all = make_x(c, rng);
-  const int T = only >= 0 ? 1 : c.T;
-  const std::vector<float> x =
-      only >= 0 ? std::vector<float>(x_all.begin() + only * K, x_all.begin() + (only + 1) * K)
-                : x_all;
+  const auto x = make_x(c, rng);
   const int32_t tx = cs.add("x", c.act, TK::Activation, {-1, K}, enc(c.act, x));
   const int32_t ty = cs.add("y", c.act, TK::Activation, {-1, N});
   std::vector<float> want(static_cast<size_t>(T * N));
@@ -140,9 +134,6 @@ std::vector<float> run_linear(const LinCase& c, const VulkanOptions& opt, bool t
                                              ? "fp16 cooperative matrix"
                                              : "portable float");
   r.forward(T, 0);
-  if (!c.kernel.empty() && &opt == &c.opt) {
-    EXPECT_GT(r.env().kernels.made(c.kernel), 0u) << "no " << c.kernel << " pipeline was made";
-  }
   auto got = r.read(ty, T);
   const double bound = bound_for(kMat, c.act);
   EXPECT_LE(logged(nmse(got, want), bound), bound);
@@ -185,15 +176,6 @@ class VulkanOpsLinear : public ::testing::TestWithParam<LinCase> {};
 TEST_P(VulkanOpsLinear, MatchesTheCpu) {
   const LinCase& c = GetParam();
   const auto got = run_linear(c, c.opt, true);
-  if (c.rel == Rel::RowsAsOne) {
-    ASSERT_EQ(got.size(), static_cast<size_t>(c.T * c.N));
-    for (int t = 0; t < c.T; ++t) {
-      const auto one = run_linear(c, c.base, false, t);
-      EXPECT_TRUE(std::equal(one.begin(), one.end(), got.begin() + t * c.N))
-          << "token " << t << "'s row differs from its one-token forward (" << c.base_var << ")";
-    }
-    return;
-  }
   if (c.base_var.empty()) return;
   const auto base = run_linear(c, c.base, false);  // (within the CPU's bound too)
   if (c.rel == Rel::Same) {
@@ -372,35 +354,6 @@ std::vector<LinCase> linear_cases() {
         add(c);
       }
   }
-  // The streamed mat-vec of 2-15 tokens (Tuning::mv_rows: linear_8da4w_mv with TT of 2, 4 or 8
-  // tokens a workgroup, fewer where the rows fill the device's shared memory, then several token
-  // blocks): each token's row is the bits of the one-token streamed mat-vec (mv 1) of that token
-  // alone, and the bits of the older mat-vec of TT tokens (mv_rows 0), which adds each row's
-  // groups in the same order. Groups of one to eight blocks, rows that do not fill a row set,
-  // fp16 outputs, weights in row chunks, 8,192-wide rows.
-  for (const PartsShape& sh :
-       {PartsShape{256, 45, 128, DType::F32, 0}, PartsShape{1024, 301, 32, DType::F32, 0},
-        PartsShape{768, 203, 256, DType::F16, 0}, PartsShape{384, 200, 128, DType::F32, 24576},
-        PartsShape{8192, 9, 128, DType::F32, 0}})
-    for (int T : {2, 3, 5, 13}) {
-      LinCase c = lin(Lin::A8W4, sh.K, sh.N, T, sh.act, sh.G);
-      c.opt.max_binding_bytes = c.base.max_binding_bytes = sh.max_binding;
-      c.opt.tuning.mv_rows = 1;
-      c.kernel = "linear_8da4w_mv";
-      c.base.tuning.mv = 1;
-      c.var = "mv_rows";
-      c.base_var = "one-token mv 1";
-      c.rel = Rel::RowsAsOne;
-      add(c);
-      if (T == 5) {
-        c.base = c.opt;
-        c.base.tuning.mv_rows = 0;
-        c.var = "mv_rows_vs_0";
-        c.base_var = "mv_rows 0";
-        c.rel = Rel::Same;
-        add(c);
-      }
-    }
   // In order of their options, so that a process makes each context once (shared_device).
   std::stable_sort(v.begin(), v.end(), [](const LinCase& a, const LinCase& b) {
     return std::make_pair(options_key(a.opt), options_key(a.base)) <

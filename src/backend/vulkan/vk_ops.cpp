@@ -238,17 +238,6 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
                                    (c.env.ctx.use_int_dot() ? "_idot" : "") +
                                    (c.f16(y) ? "_f16" : ""),
                                6, 32, mv.spec(c.f16(y)));
-  // Forwards of 2-15 tokens of linear_8da4w take linear_8da4w_mv with TT tokens a workgroup where
-  // it applies (plan_matvec_rows; each token count's plan and pipeline made on first use).
-  const std::string mv_name = std::string("linear_8da4w_mv") +
-                              (c.env.ctx.use_int_dot() ? "_idot" : "") + (c.f16(y) ? "_f16" : "");
-  const bool y16 = c.f16(y);
-  const DeviceInfo dev = c.env.ctx.info();
-  const Tuning tune = c.env.ctx.tuning();
-  auto mv_rows = [=](uint32_t T) {
-    return f == "linear_8da4w" && G % 32 == 0 ? plan_matvec_rows(dev, tune, K, N, G, T)
-                                              : MatvecPlan{};
-  };
   const uint32_t sg_size = std::max<uint32_t>(1, c.env.ctx.info().subgroup_size);
   // Forwards of at least GemmPlan::kTokens tokens run linear_8da4w as a tiled GEMM (GemmPlan).
   // Each tile size's pipeline is made on first use (at recording), so a model compiles only the
@@ -326,14 +315,6 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
             push.push_back(0);            // R
             if (!q4w) push.push_back(0);  // eps (linear_8da4w_mv_norm's)
             dispatch_flat(cb, *kmv, pt.mv_set, push, mv.grid(pt.ch.rows, sg_size));
-            continue;
-          }
-          if (const MatvecPlan mr = Tr > 1 ? mv_rows(Tr) : MatvecPlan{}; mr.on) {
-            const uint32_t rg = mr.grid(pt.ch.rows, sg_size);
-            push.push_back(rg);  // R: the row workgroups of a token block
-            push.push_back(0);   // eps (linear_8da4w_mv_norm's)
-            dispatch_flat(cb, kernels->get(mv_name, 6, 32, mr.spec(y16)), pt.set, push,
-                          static_cast<uint64_t>(rg) * ceil_div(Tr, mr.tt));
             continue;
           }
           const uint32_t R = tt == 1 ? pt.R1 : pt.R;

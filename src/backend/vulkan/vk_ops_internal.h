@@ -170,13 +170,9 @@ struct MatvecPlan {
   uint32_t shared_vec4 = 0;  // linear_q4w_mv: the row's vec4s in shared memory (XN)
   // linear_8da4w_mv: a group's weight sum from its nibbles, not from memory (WSUM_NIBBLES).
   uint32_t wsum_nibbles = 0;
-  // linear_8da4w_mv: tokens a workgroup (TT) and a token row's blocks in shared memory (XB).
-  uint32_t tt = 1, xb = 256;
   std::vector<uint32_t> spec(bool y16, bool x16 = false) const {
     std::vector<uint32_t> s(17, 0);
     s[12] = wsum_nibbles;
-    s[14] = tt;
-    s[15] = xb;
     s[0] = y16;
     s[1] = x16;
     s[8] = depth;
@@ -232,24 +228,6 @@ inline MatvecPlan plan_matvec(const DeviceInfo& dev, const Tuning& tune, int64_t
 inline MatvecPlan plan_matvec(const Context& ctx, int64_t K, int64_t N, int64_t G,
                               DecodeSplit split, bool q4w = false, int want = -2) {
   return plan_matvec(ctx.info(), ctx.tuning(), K, N, G, split, q4w, want);
-}
-
-// linear_8da4w_mv for forwards of 2-15 tokens (a batched decode step's rows): TT tokens a
-// workgroup, the largest power of two up to 8 and T's next whose rows (K / 32 blocks of 36 bytes
-// each: the codes and the block sums) fit the device's shared memory; the grid's row workgroups
-// as one-token plan_matvec's, for each block of TT tokens. Off (tt 0) where the streamed mat-vec
-// does not take the shape or two rows do not fit. Tuning::mv_rows 0 keeps linear_8da4w.comp's
-// mat-vec of TT tokens (measurement), 1 (or the rule, -1) takes it.
-inline MatvecPlan plan_matvec_rows(const DeviceInfo& dev, const Tuning& tune, int64_t K, int64_t N,
-                                   int64_t G, uint32_t T) {
-  MatvecPlan p = plan_matvec(dev, tune, K, N, G, DecodeSplit{1, 0}, false, 1);
-  const uint64_t row_bytes = static_cast<uint64_t>(K / 32) * 36;
-  uint32_t tt = 1;
-  while (tt < 8 && tt < T && 2 * tt * row_bytes <= dev.max_shared) tt *= 2;
-  if (!p.on || tune.mv_rows == 0 || tt < 2) return MatvecPlan{};
-  p.tt = tt;
-  p.xb = static_cast<uint32_t>(K / 32);
-  return p;
 }
 
 struct Ctx {

@@ -169,14 +169,6 @@ void Kernels::print_statistics(const std::string& key, VkPipeline pipeline) cons
   }
 }
 
-size_t Kernels::made(const std::string& prefix) const {
-  size_t n = 0;
-  for (auto it = cache_.lower_bound(prefix); it != cache_.end() && it->first.starts_with(prefix);
-       ++it)
-    ++n;
-  return n;
-}
-
 VkDescriptorSet Kernels::make_set(const Kernel& k, std::span<const BufRange> ranges) {
   if (ranges.size() != k.bindings)
     fail("vulkan: kernel needs {} bindings, got {}", k.bindings, ranges.size());

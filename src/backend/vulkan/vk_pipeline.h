@@ -49,8 +49,6 @@ class Kernels {
   // A descriptor set of `k`'s layout bound to `ranges` (one per binding, in order).
   VkDescriptorSet make_set(const Kernel& k, std::span<const BufRange> ranges);
   Context& context() { return ctx_; }
-  // Pipelines made so far whose shader's name starts with `prefix` (any specialization).
-  size_t made(const std::string& prefix) const;
 
  private:
   void print_statistics(const std::string& key, VkPipeline pipeline) const;

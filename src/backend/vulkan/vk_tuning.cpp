@@ -104,7 +104,6 @@ void read_environment(VulkanOptions& opt) {
     }();
   set_u32("VKLLM_MATVEC_WG", t.matvec_wg, 0, 1024);
   if (const auto x = integer("VKLLM_MV")) t.mv = *x == 0 ? 0 : *x == 1 ? 1 : -1;
-  if (const auto x = integer("VKLLM_MV_ROWS")) t.mv_rows = *x == 0 ? 0 : *x == 1 ? 1 : -1;
   set_u32("VKLLM_MV_DEPTH", t.mv_depth, 0, 16);
   set_choice("VKLLM_MV_BATCHES", t.mv_batches, {1, 2});
   set_u32("VKLLM_MV_GROUPS", t.mv_groups, 0, 65535);

@@ -24,7 +24,6 @@ struct Tuning {
   uint32_t mv_batches = 0;       // batches in flight (0: 2 on GPUs, 1 on CPUs)
   uint32_t mv_groups = 0;        // workgroups a compute unit (0: 4)
   bool mv_wsum_nibbles = false;  // group weight sums from the nibbles
-  int mv_rows = -1;  // streamed mat-vec of 2-15 tokens: -1 default rule, 0 never, 1 where it fits
 
   // Prefill GEMM of linear_8da4w (GemmPlan): forced tile tokens and rows (0: the rule).
   uint32_t gemm_tile = 0, gemm_rows = 0;

@@ -19,11 +19,6 @@
 //  - a unit is one group of each lane (BPG 16-byte loads, its scale and weight sum); a subgroup
 //    walks its row sets (strided by the grid) as a stream of units, in batches of DEPTH units
 //    (BATCHES 2: one batch's loads are issued before the other's are summed).
-// TT tokens a workgroup (a batched decode step's 2-8 rows): the workgroup lays out its tokens'
-// int8 rows one after the other in shared memory (XB blocks apart, XB >= K / 32) and each unit's
-// weights are summed with every row, TT sums a lane; so each weight is read once for TT tokens and
-// each token's outputs are the bits of the one-token kernel. Token blocks of TT follow each other
-// on the grid: pc.R workgroups a block (0: one block, the whole grid).
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
 #define WG_SPEC
@@ -32,11 +27,6 @@ layout(local_size_x = 256, local_size_x_id = 17) in;
 #include "common.glsl"
 #include "quant.glsl"
 #include "idot.glsl"
-layout(constant_id = 15) const uint TT = 1;   // tokens a workgroup (VKLLM_MV_NORM: 1)
-layout(constant_id = 16) const uint XB = 256; // a token row's 32-code blocks in shared memory
-#define SRD_HALF XB
-#define SRD_QXS (2u * XB * TT)
-#define SRD_XSUM (XB * TT)
 #include "shared_row_dot.glsl"
 layout(constant_id = 1) const bool Y16 = false;
 layout(constant_id = 9) const uint DEPTH = 2;   // units a batch
@@ -101,36 +91,29 @@ int za[16], zb[16];
     WZ[D] = ok && WSUM_NIBBLES == 0u ? wsum[n * ng + g] : 0;                \
   }
 
-// Unit c's sums into acc (one a token); the row set's last unit reduces and stores its BPG rows.
+// Unit c's sum into acc; the row set's last unit reduces and stores its BPG rows.
 #define CONSUME(W, SC, WZ, D, C, K0, STEP)                                        \
   {                                                                              \
     const uint lane = gl_SubgroupInvocationID, r = lane / A, j = lane - r * A;    \
     const uint n = ((K0) + (C).k * (STEP)) * BPG + r, g = j + (C).i * A;           \
     if (n < pc.Nc && g < ng) {                                                   \
-      int gd[TT], gn = 0; /* the group's integer dots, its nibbles' sum */       \
-      [[unroll]] for (uint t = 0; t < TT; ++t) gd[t] = 0;                        \
+      int gd = 0, gn = 0; /* the group's integer dot, its nibbles' sum */        \
       [[unroll]] for (uint bb = 0; bb < BPG; ++bb) {                             \
-        const uint blk = g * BPG + ((bb + j / QS) & (BPG - 1u));                  \
-        [[unroll]] for (uint t = 0; t < TT; ++t)                                 \
-          gd[t] += block_dot_row(W[(D) * BPG + bb], blk, t);                     \
+        gd += block_dot(W[(D) * BPG + bb], g * BPG + ((bb + j / QS) & (BPG - 1u)));   \
         if (WSUM_NIBBLES != 0u) gn += nibble_sum(W[(D) * BPG + bb]);             \
       }                                                                          \
       const int wz = WSUM_NIBBLES != 0u ? gn - 8 * int(pc.G) : WZ[D];            \
-      [[unroll]] for (uint t = 0; t < TT; ++t)                                   \
-        acc[t] += SC[D] * sx[t] * float(gd[t] - zp[t] * wz);                     \
+      acc += SC[D] * sx * float(gd - zp * wz);                                   \
     }                                                                            \
     if ((C).i + 1u == ngl) {                                                     \
       const uint base = ((K0) + (C).k * (STEP)) * BPG;                            \
-      [[unroll]] for (uint t = 0; t < TT; ++t) {                                 \
-        [[unroll]] for (uint rr = 0; rr < BPG; ++rr) {                           \
-          float v = subgroupShuffle(acc[t], rr * A + lane / BPG);                \
-          v = (lane & (BPG - 1u)) == 0u ? v : 0.0;                               \
-          const float sum = subgroupAdd(v);                                      \
-          if (lane == 0u && base + rr < pc.Nc && t0 + t < pc.T)                  \
-            STOREF(y, Y16, (t0 + t) * pc.N + pc.n0 + base + rr, sum)             \
-        }                                                                        \
-        acc[t] = 0.0;                                                            \
+      [[unroll]] for (uint rr = 0; rr < BPG; ++rr) {                             \
+        float v = subgroupShuffle(acc, rr * A + lane / BPG);                     \
+        v = (lane & (BPG - 1u)) == 0u ? v : 0.0;                                 \
+        const float sum = subgroupAdd(v);                                        \
+        if (lane == 0u && base + rr < pc.Nc) STOREF(y, Y16, pc.n0 + base + rr, sum) \
       }                                                                          \
+      acc = 0.0;                                                                 \
     }                                                                            \
   }
 
@@ -140,11 +123,8 @@ void main() {
   ng = K / pc.G;
   A = gl_SubgroupSize / BPG;
   ngl = (ng + A - 1u) / A;
-  // This workgroup's token block and its place among the block's RG workgroups.
-  const uint RG = pc.R != 0u ? pc.R : gl_NumWorkGroups.x, wgi = flat_group();
-  const uint t0 = (wgi / RG) * TT;
-  const uint NS = gl_NumSubgroups, step = RG * NS;
-  const uint k0 = (wgi % RG) * NS + gl_SubgroupID;
+  const uint NS = gl_NumSubgroups, step = gl_NumWorkGroups.x * NS;
+  const uint k0 = gl_WorkGroupID.x * NS + gl_SubgroupID;
   const uint sets = (pc.Nc + BPG - 1u) / BPG;
   const uint mine = k0 < sets ? (sets - k0 + step - 1u) / step : 0u;
   const uint total = mine * ngl;
@@ -161,32 +141,26 @@ void main() {
       FETCH(wb, sb, zb, d, f, k0, step, mine)
       advance(f);
     }
-  float sx[TT];
-  int zp[TT];
 #ifdef VKLLM_MV_NORM
-  prologue(sx[0], zp[0]);
+  float sx;
+  int zp;
+  prologue(sx, zp);
 #else
-  const uint rows = min(TT, pc.T - t0), P = K / 8u;  // this block's tokens; word pairs a row
-  for (uint i = tid; i < rows * P; i += gl_WorkGroupSize.x) {
-    const uint t = i / P, p = i - t * P;
-    const uvec2 w = qx[(t0 + t) * P + p];  // codes 8p .. 8p + 7 of token t0 + t, a byte each
+  for (uint p = tid; p < K / 8u; p += gl_WorkGroupSize.x) {
+    const uvec2 w = qx[p];  // codes 8p .. 8p + 7, a byte each
     const uint ev = (w.x & 0xFFu) | ((w.x >> 8) & 0xFF00u) | ((w.y & 0xFFu) << 16) |
                     ((w.y << 8) & 0xFF000000u);
     const uint od = ((w.x >> 8) & 0xFFu) | ((w.x >> 16) & 0xFF00u) | (((w.y >> 8) & 0xFFu) << 16) |
                     (w.y & 0xFF000000u);
-    store_pair_row(t, p, ev, od);
+    store_pair(p, ev, od);
   }
   barrier();
-  block_sums_rows(K, rows, tid, gl_WorkGroupSize.x);
+  block_sums(K, tid, gl_WorkGroupSize.x);
   barrier();
-  [[unroll]] for (uint t = 0; t < TT; ++t) {  // (a block's missing tokens: the last one's)
-    const uint tk = min(t0 + t, pc.T - 1u);
-    sx[t] = uintBitsToFloat(qp[2u * tk]);
-    zp[t] = int(qp[2u * tk + 1u]);
-  }
+  const float sx = uintBitsToFloat(qp[0]);
+  const int zp = int(qp[1]);
 #endif
-  float acc[TT];
-  [[unroll]] for (uint t = 0; t < TT; ++t) acc[t] = 0.0;
+  float acc = 0.0;
   Cur c;
   c.k = 0u;
   c.i = 0u;

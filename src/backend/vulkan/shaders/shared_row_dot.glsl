@@ -9,13 +9,7 @@
 // at qxs[QX_HALF + b], so that lanes reading neighbouring blocks read 16 bytes apart (every bank
 // once a quarter subgroup) rather than 32 (a two-way bank conflict on every load).
 // (An includer whose dispatch may hold no int8 row sizes the arrays with SRD_QXS and SRD_XSUM.)
-// Several rows (linear_8da4w_mv.comp's TT tokens): row r's blocks from 2 r QX_HALF on and its
-// block sums from r QX_HALF on, QX_HALF then the includer's SRD_HALF (at least K / 32).
-#ifdef SRD_HALF
-const uint QX_HALF = SRD_HALF;
-#else
 const uint QX_HALF = 8192u / 32u;
-#endif
 #ifndef SRD_QXS
 #define SRD_QXS (2u * QX_HALF)
 #define SRD_XSUM (8192u / 32u)
@@ -32,12 +26,11 @@ void pack_code(uint t, uint c, inout uint ev, inout uint od) {
   else
     od |= c << (4u * (t - 1u));
 }
-void store_pair_row(uint r, uint p, uint ev, uint od) {
-  const uint at = 2u * r * QX_HALF + ((p >> 1) & 1u) * QX_HALF + (p >> 2);
+void store_pair(uint p, uint ev, uint od) {
+  const uint at = ((p >> 1) & 1u) * QX_HALF + (p >> 2);
   qxs[at][(p & 1u) * 2u] = ev;
   qxs[at][(p & 1u) * 2u + 1u] = od;
 }
-void store_pair(uint p, uint ev, uint od) { store_pair_row(0u, p, ev, od); }
 // Word pair (ev, od) of eight values, quant_value's code each (quant.glsl, included first), with
 // one exact division in the code however many of the eight lie near a rounding boundary, and no
 // arrays of codes: the unrolled callers stay small in code and registers.
@@ -64,21 +57,18 @@ void quant_pair(float v[8], float sc, float rcp, int zp, out uint ev, out uint o
   }
 }
 
-// Each 32-code block's sum of rows 0 .. rows - 1, after the rows' words are stored (and a
-// barrier); threads tid of n.
-void block_sums_rows(uint K, uint rows, uint tid, uint n) {
-  for (uint i = tid; i < rows * (K / 32u); i += n) {
-    const uint r = i / (K / 32u), b = i - r * (K / 32u), at = 2u * r * QX_HALF + b;
+// Each 32-code block's sum, after the row's words are stored (and a barrier); threads tid of n.
+void block_sums(uint K, uint tid, uint n) {
+  for (uint b = tid; b < K / 32u; b += n) {
     int sum = 0;
-    const uvec4 a = qxs[at], c = qxs[at + QX_HALF];
+    const uvec4 a = qx_lo(b), c = qx_hi(b);
     [[unroll]] for (uint w = 0; w < 4u; ++w) {
       sum = dot4(int(a[w]), 0x01010101, sum);
       sum = dot4(int(c[w]), 0x01010101, sum);
     }
-    xsum[r * QX_HALF + b] = sum;
+    xsum[b] = sum;
   }
 }
-void block_sums(uint K, uint tid, uint n) { block_sums_rows(K, 1u, tid, n); }
 
 // The sum of a block's 32 nibbles (each q + 8): the two masks of block_dot, a byte of each word
 // then at most 30 and of their sum 120, added up by one four-way dot.
@@ -89,10 +79,10 @@ int nibble_sum(uvec4 w) {
 }
 
 // The integer dot of 32-weight block b (nibbles w: byte i holds weights 2i and 2i + 1, each as
-// q + 8, linear_8da4w's layout) with row r's codes: two masks a word, then the 8 taken back out.
-int block_dot_row(uvec4 w, uint b, uint r) {
-  const uint MASK = 0x0F0F0F0Fu, at = 2u * r * QX_HALF + b;
-  const uvec4 xa = qxs[at], xc = qxs[at + QX_HALF];
+// q + 8, linear_8da4w's layout) with the row's codes: two masks a word, then the 8 taken back out.
+int block_dot(uvec4 w, uint b) {
+  const uint MASK = 0x0F0F0F0Fu;
+  const uvec4 xa = qx_lo(b), xc = qx_hi(b);
   int d = 0, e = 0;
   d = dot4(int(xa.x), int(w.x & MASK), d);
   e = dot4(int(xa.y), int((w.x >> 4) & MASK), e);
@@ -102,6 +92,5 @@ int block_dot_row(uvec4 w, uint b, uint r) {
   e = dot4(int(xc.y), int((w.z >> 4) & MASK), e);
   d = dot4(int(xc.z), int(w.w & MASK), d);
   e = dot4(int(xc.w), int((w.w >> 4) & MASK), e);
-  return d + e - 8 * xsum[r * QX_HALF + b];
+  return d + e - 8 * xsum[b];
 }
-int block_dot(uvec4 w, uint b) { return block_dot_row(w, b, 0u); }
