@@ -3,7 +3,7 @@
 # binary, packs them with the tokenizer fixtures into .dev/ (git-ignored) for the GPU machine.
 # Then call the device tool with carry [".gl", ".dev"] and command `tools/device/run.sh TASK...`.
 # VKLLM_DEVICE_PRESET=device-measure builds with the measurement switches (chain clocks, ablations:
-# docs/perf.md "Environment switches"), which the release preset `device` refuses.
+# docs/tuning.md), which the release preset `device` refuses.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 [ -d .gl ] || { echo "missing .gl/: (mkdir .gl && cd .gl && apt-get download libvulkan1 vulkan-validationlayers) and the GL libraries ../.library/device/README.md lists" >&2; exit 1; }

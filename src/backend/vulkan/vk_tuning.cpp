@@ -74,14 +74,14 @@ bool measure_switch(const char* name) {
 }  // namespace
 
 void read_environment(VulkanOptions& opt) {
-  // Switches that measured no gain and are gone (docs/perf.md has their figures): refused, so that
+  // Switches that measured no gain and are gone (docs/tuning.md has their figures): refused, so that
   // an old script does not measure the default while believing otherwise.
   for (const char* gone :
        {"VKLLM_ATT_KEYS", "VKLLM_GEMM_KC", "VKLLM_GEMM_W16", "VKLLM_LINEAR_MM", "VKLLM_ATTN_BQ",
         "VKLLM_ATT_ORDER", "VKLLM_FUSED_RPS", "VKLLM_FUSED_GROUPS", "VKLLM_CHAIN_MAXK",
         "VKLLM_CHAIN_PIPE", "VKLLM_CHAIN_DEPTH", "VKLLM_CHAIN_SPECIALIZE", "VKLLM_CHAIN_STAGES"})
     if (get(gone))
-      fail("{} is no longer a switch (it measured no gain over the default: docs/perf.md)", gone);
+      fail("{} is no longer a switch (it measured no gain over the default: docs/tuning.md)", gone);
   opt.validation = opt.validation || flag("VKLLM_VALIDATION");
   opt.sync_validation = opt.validation && (opt.sync_validation || flag("VKLLM_SYNC_VALIDATION"));
   opt.no_int_dot = opt.no_int_dot || flag("VKLLM_NO_INT_DOT");

@@ -1,6 +1,6 @@
 // Every knob of the Vulkan backend in one typed struct. The defaults are the release behaviour;
 // each field is either a user-facing switch (documented in docs/vulkan.md) or a measurement knob
-// that forces one of the planner's choices (docs/perf.md lists what each one measured).
+// that forces one of the planner's choices (docs/tuning.md lists what each one measured).
 //
 // The environment is read in one place, read_environment() (vk_tuning.cpp), once when a Context
 // is made with VulkanOptions::environment on; tests and tools set the fields directly. Switches
