@@ -29,4 +29,7 @@ mv .dev/vkllm .dev/bin/
 for t in ${VKLLM_DEVICE_TARGETS:-}; do [ -f ".dev/$t" ] && mv ".dev/$t" .dev/bin/; done
 tar -C .dev/bin -cJf .dev/bin.tar.xz . && rm -rf .dev/bin
 tar -C .fixtures -cJf .dev/fixtures.tar.xz .
+# VKLLM_DEVICE_NODE=1: this machine's node (the setup script's) travels too, for run.sh serve-load's
+# HTTP clients (tools/serve_load.mjs); ~24 MB packed, so leave .peer out of that call's carry.
+if [ "${VKLLM_DEVICE_NODE:-0}" = 1 ]; then tar -C "$(dirname "$(readlink -f "$(command -v node)")")" -cJf .dev/node.tar.xz node; fi
 du -sh .dev .dev/*

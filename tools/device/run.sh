@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Run THERE (the GPU machine, through the device tool, carry [".gl", ".dev"]):
-#   tools/device/run.sh TASK...   with TASK one of: info goldens vulkan-tests op-perf twins e2e perf profile bench side parallel parallel-profile schema sizes profile-all physics gemm matvec
+#   tools/device/run.sh TASK...   with TASK one of: info goldens vulkan-tests op-perf twins e2e perf profile bench side parallel parallel-profile serve-load schema sizes profile-all physics gemm matvec
 # Brings the Vulkan loader, points at the NVIDIA ICD, unpacks the fixtures, runs the tasks and
 # prints a short table last. Results go to $OUT.
 set -uo pipefail
@@ -221,6 +221,26 @@ PY
       for b in ${par//,/ }; do
         VKLLM_PROFILE=1 "$BIN" bench -m "$a" -p 8 -n 256 -r 1 --parallel "$b" >/dev/null 2>"$OUT/parallel-profile-$b.txt" || rc=1
         echo "== parallel $b"; grep -A40 "prefill" "$OUT/parallel-profile-$b.txt" | head -45
+      done ;;
+    serve-load)
+      # Many clients through HTTP (issue 50): `vkllm serve --parallel C` on Llama-3.2-1B
+      # quantized-8da4w-fp16, then tools/serve_load.mjs with C concurrent streaming clients, 4 C
+      # requests of ~100-word prompts and 128 generated tokens each (needs .dev/node:
+      # VKLLM_DEVICE_NODE=1 tools/device/build.sh); beside it the engine's `bench --parallel C`
+      # (128-token prompts, 128 steps). LOAD_C (default "4 16 64"): the concurrencies.
+      rc=0; : >"$OUT/serve-load.txt"
+      [ -x .dev/node ] || { echo "serve-load: no .dev/node (VKLLM_DEVICE_NODE=1 tools/device/build.sh)"; rc=1; continue; }
+      a=$(full_artifact llama-3.2-1b llama3.2 quantized-8da4w-fp16)
+      for C in ${LOAD_C:-4 16 64}; do
+        "$BIN" serve -m "$a" --port 8091 --parallel "$C" --queue "$C" -q 2>"$OUT/serve-$C.err" &
+        pid=$!
+        for _ in $(seq 120); do .dev/node -e "fetch(\"http://127.0.0.1:8091/health\").then(r => process.exit(r.ok ? 0 : 1), () => process.exit(1))" && break; sleep 0.5; done
+        .dev/node tools/serve_load.mjs --url http://127.0.0.1:8091 --concurrency "$C" --requests $((4 * C)) \
+          --prompt-words 100 --max-tokens 128 | sed "s/^/HTTP C=$C /" | tee -a "$OUT/serve-load.txt" || rc=1
+        kill -INT $pid; wait $pid
+        "$BIN" bench -m "$a" -p 128 -n 128 -r 3 --parallel "$C" --output json 2>/dev/null | python3 -c "
+import json,sys
+for r in json.load(sys.stdin)['parallel']: print('ENGINE C=%d aggregate_tg128 %.1f' % (r['sequences'], r['median_tok_s']))" | tee -a "$OUT/serve-load.txt" || rc=1
       done ;;
     schema)
       # Structured output's cost (issue 52): greedy decode tok/s of `vkllm run` on Llama-3.2-1B
