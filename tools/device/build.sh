@@ -28,8 +28,13 @@ ldd .dev/vkllm | awk '/=> \// {print $3}' | grep -Ev 'libc\.so|libm\.so|libvulka
 mv .dev/vkllm .dev/bin/
 for t in ${VKLLM_DEVICE_TARGETS:-}; do [ -f ".dev/$t" ] && mv ".dev/$t" .dev/bin/; done
 tar -C .dev/bin -cJf .dev/bin.tar.xz . && rm -rf .dev/bin
-tar -C .fixtures -cJf .dev/fixtures.tar.xz .
-# VKLLM_DEVICE_NODE=1: this machine's node (the setup script's) travels too, for run.sh serve-load's
-# HTTP clients (tools/serve_load.mjs); ~24 MB packed, so leave .peer out of that call's carry.
-if [ "${VKLLM_DEVICE_NODE:-0}" = 1 ]; then tar -C "$(dirname "$(readlink -f "$(command -v node)")")" -cJf .dev/node.tar.xz node; fi
+# VKLLM_DEVICE_FIXTURES: the tokenizer fixtures that travel (default all; e.g. "llama3.2").
+(cd .fixtures && tar -cJf ../.dev/fixtures.tar.xz ${VKLLM_DEVICE_FIXTURES:-.})
+# VKLLM_DEVICE_NODE=1: this machine's node (the setup script's), stripped, travels too, for run.sh
+# serve-load's HTTP clients (tools/serve_load.mjs): ~22 MB packed, so such a call carries no .peer
+# and only the fixtures it needs (VKLLM_DEVICE_FIXTURES=llama3.2).
+if [ "${VKLLM_DEVICE_NODE:-0}" = 1 ]; then
+  rm -rf .dev/nodebin && mkdir .dev/nodebin && cp "$(readlink -f "$(command -v node)")" .dev/nodebin/node
+  strip .dev/nodebin/node && XZ_OPT=-9e tar -C .dev/nodebin -cJf .dev/node.tar.xz node && rm -rf .dev/nodebin
+fi
 du -sh .dev .dev/*
