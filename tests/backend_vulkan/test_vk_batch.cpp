@@ -102,9 +102,10 @@ TEST(VulkanBatchChecks, OneRowForwardsAndRefusals) {
 }
 
 // A batched executor's one-row forwards take the decode plan's fused runs (the mat-vec runs as
-// decode chains here, forced: lavapipe has none by default) around its batched attention: the
-// same logits, bit for bit, as the unfused batched executor's, over a prompt and decode steps
-// that cross KV blocks; the profile shows the chains.
+// decode chains here, forced: lavapipe has none by default), and every forward the attention runs
+// (the q/k norms and ropes in the batched KV store and attention): the same logits, bit for bit,
+// as the unfused batched executor's, over a prompt, decode steps that cross KV blocks and a
+// forward of two sequences at other positions; the profile shows the chains and attention runs.
 TEST(VulkanBatchChecks, OneRowForwardsTakeTheDecodeChains) {
   for (const ToyConfig& cfg :
        {ToyConfig{Lin::A8W4, Emb::Q4, DType::F16, DType::F16, true, false},
@@ -148,6 +149,23 @@ TEST(VulkanBatchChecks, OneRowForwardsTakeTheDecodeChains) {
           all.insert(all.end(), l.begin(), l.end());
           all.push_back(static_cast<float>(next));
         }
+        // Sequence 0's next step beside sequence 1's three-token prompt (block 1).
+        const int32_t ids2[4] = {next, 5, 6, 8}, pos2[4] = {20, 0, 1, 2}, seq2[4] = {0, 1, 1, 1};
+        const int32_t table2[8] = {2, 0, 3, 1, 1, 0, 0, 0}, outs[2] = {0, 3};
+        int32_t next2[2] = {-1, -1};
+        std::vector<float> l2(static_cast<size_t>(2 * vocab));
+        b.T = 4;
+        b.ids = ids2;
+        b.pos = pos2;
+        b.seq = seq2;
+        b.n_seqs = 2;
+        b.block_table = table2;
+        b.out_rows = outs;
+        b.n_out = 2;
+        b.next_tokens = next2;
+        b.logits = l2.data();
+        gpu->forward(b);
+        all.insert(all.end(), l2.begin(), l2.end());
       }
       *profile = ::testing::internal::GetCapturedStderr();
       return all;
@@ -161,5 +179,7 @@ TEST(VulkanBatchChecks, OneRowForwardsTakeTheDecodeChains) {
     EXPECT_NE(pf.find("decode: "), std::string::npos) << pf;
     EXPECT_NE(pf.find(" chain: "), std::string::npos) << pf;
     EXPECT_EQ(pu.find(" chain: "), std::string::npos) << pu;
+    EXPECT_NE(pf.find("rope x2+attention, prefill"), std::string::npos) << pf;
+    EXPECT_EQ(pu.find("rope x2+attention, prefill"), std::string::npos) << pu;
   }
 }

@@ -142,6 +142,48 @@ std::unique_ptr<PreparedOp> prepare_attention(OpEnv& env, const Match& m, bool q
   return prepared;
 }
 
+// A batched forward's attention run (the same ops): the batched KV store norms and rotates each
+// row's new keys at the row's position before storing them at its cache row, and the batched
+// attention (one split) its queries as it loads them (attention.comp VKLLM_BATCH VKLLM_ROPE); the
+// unfused ops' bits, as below.
+std::unique_ptr<PreparedOp> prepare_batch_attention(OpEnv& env, const Match& m,
+                                                    const AttentionSetup& a,
+                                                    const std::vector<uint32_t>& flags) {
+  Ctx c{env, *m.attn, env.program};
+  const auto& I = m.attn->inputs;
+  const uint32_t hd = u32(a.hd), H = u32(a.H), Hkv = u32(a.Hkv), W = Hkv * hd, qkn = flags[4];
+  const uint32_t sg = env.ctx.info().subgroup_size;
+  const Kernel& ks = c.kernel("attention_store_rope_batch", 7, 6,
+                              {c.f16(I[2]), flags[1], 0, c.f16(m.k), qkn, flags[5]}, hd);
+  const Kernel& ka = c.kernel("attention_batch_rope", 8, 13, flags, hd);
+  attention_splits(env, a.H, a.hd);  // (the partials binding: unused with one split)
+  const BufRange rows = c.batch_rows(), part = {env.attn_part.buf, 0, env.attn_part.size};
+  VkDescriptorSet ss =
+      env.kernels.make_set(ks, std::vector<BufRange>{c.whole(m.k), c.whole(I[2]), c.whole(I[3]),
+                                                     c.whole(I[4]), rows, a.table, a.nk});
+  VkDescriptorSet sa =
+      env.kernels.make_set(ka, std::vector<BufRange>{c.whole(m.q), c.whole(I[3]), c.whole(I[4]),
+                                                     c.whole(m.y), part, a.table, a.nq, rows});
+  const uint32_t R = a.R, orig = a.orig, ctx = a.ctx, bt = env.batch_block_tokens;
+  const float scale = a.scale, qeps = a.qeps, keps = a.keps;
+  auto prepared = std::make_unique<PreparedOp>(
+      [=, &ks, &ka](VkCommandBuffer cb, int T) {
+        const uint32_t groups =
+            qkn ? ceil_div(uint64_t(T) * Hkv, 64 / sg) : ceil_div(uint64_t(T) * W, 64);
+        dispatch_flat(cb, ks, ss, {u32(T), W, R, orig, ctx, fbits(keps)}, groups);
+        compute_barrier(cb);
+        dispatch_flat(
+            cb, ka, sa,
+            {u32(T), H, Hkv, hd, fbits(scale), 1u, ctx, bt, 0u, R, orig, ctx, fbits(qeps)},
+            uint64_t(T) * H);
+      },
+      nullptr);
+  const VkBuffer kc = c.buf(I[3]), vc = c.buf(I[4]);
+  prepared->phases = {{{c.buf(m.k), c.buf(I[2]), a.nk.buf, rows.buf}, {kc, vc}},
+                      {{c.buf(m.q), kc, vc, a.nq.buf, rows.buf}, {c.buf(m.y)}}};
+  return prepared;
+}
+
 // A prefill attention run ([norm, norm,] rope, rope, attention in forwards of several tokens):
 // the KV store norms and rotates the new keys, the prefill attention kernel its queries as it
 // loads them; each rounded as the unfused op stores it, so the result is the unfused ops' bit for
@@ -160,6 +202,7 @@ std::unique_ptr<PreparedOp> prepare_prefill_attention(OpEnv& env, const Match& m
   c.need(r16 == v16, "rotated q, k and v must share one dtype");
   const uint32_t sg = env.ctx.info().subgroup_size;
   c.need(!qkn || (sg > 0 && sg <= 64), "the run's key norms need subgroups of at most 64");
+  if (env.batched()) return prepare_batch_attention(env, m, a, {r16, a.c16, a.y16, q16, qkn, n16});
   const PrefillAttention pa = prefill_attention(env.ctx, hd, r16, a.c16, H / a.Hkv);
   const Kernel* kp = pa.kernel(c, hd, {r16, a.c16, a.y16, q16, qkn, n16}, true);
   c.need(kp != nullptr, "no prefill attention kernel for the run");

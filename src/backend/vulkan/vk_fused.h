@@ -41,8 +41,9 @@ std::vector<FusedRun> find_fused_runs(const Program& p, const DeviceInfo& dev, c
                                       bool attention_stages = true, bool paged = false);
 // The program's fused runs for forwards of several tokens (prefill), in program order: the ropes
 // of q and k in the prefill attention (vk_fused.cpp kPrefillPatterns), where the device has a
-// prefill attention kernel for the run. Tuning::no_fuse applies as to the decode runs.
-std::vector<FusedRun> find_prefill_runs(const Program& p, const Context& ctx);
+// prefill attention kernel for the run. Tuning::no_fuse applies as to the decode runs. batched:
+// a batched executor's forwards, whose attention runs take the batched kernels (every device).
+std::vector<FusedRun> find_prefill_runs(const Program& p, const Context& ctx, bool batched = false);
 // The first decode position at which a step's attention items would fill more than three
 // quarters of the chain's grid, past which the stage was measured to lose (a chain workgroup runs
 // its items one after the other, the attention's own dispatch has a workgroup an item): the

@@ -241,7 +241,7 @@ std::vector<FusedRun> find_fused_runs(const Program& p, const DeviceInfo& dev, c
   return out;
 }
 
-std::vector<FusedRun> find_prefill_runs(const Program& p, const Context& ctx) {
+std::vector<FusedRun> find_prefill_runs(const Program& p, const Context& ctx, bool batched) {
   const std::string& unfused_family = ctx.tuning().corrupt_op;
   Matcher matcher(p, ctx.info().subgroup_min, unfused_family);
   std::vector<FusedRun> runs;
@@ -256,7 +256,7 @@ std::vector<FusedRun> find_prefill_runs(const Program& p, const Context& ctx) {
                  c16 = p.tensors[m->attn->inputs[3]].dtype == DType::F16;
       const PrefillAttention pa = prefill_attention(ctx, static_cast<int>(hd), r16, c16);
       const uint32_t sg = ctx.info().subgroup_size;
-      if ((!pa.coopmat && !pa.tiled) || (pat.qk_norm && (sg == 0 || sg > 64))) continue;
+      if ((!batched && !pa.coopmat && !pa.tiled) || (pat.qk_norm && (sg == 0 || sg > 64))) continue;
       runs.push_back({m->first, m->last, pat.name});
       k = m->last;
       break;

@@ -164,14 +164,27 @@ class VulkanExecutor final : public Executor {
     // on its first use: most generations never reach it, and its pipelines would add seconds to
     // a load on a cold driver cache).
     const Tuning& tune = ctx_->tuning();
-    const std::vector<FusedRun> runs =
+    std::vector<FusedRun> runs =
         ctx_->options().no_fusion
             ? std::vector<FusedRun>{}
             : find_fused_runs(p_, ctx_->info(), tune, true, /*paged=*/batch != nullptr);
     runs_long_ = fusion ? find_fused_runs(p_, ctx_->info(), tune, false) : std::vector<FusedRun>{};
     if (runs_long_.size() == runs.size()) runs_long_.clear();  // no attention stage: one plan
-    const std::vector<FusedRun> prefill_runs =
-        fusion ? find_prefill_runs(p_, *ctx_) : std::vector<FusedRun>{};
+    // A batched executor's forwards take the attention runs (the batched kernels) whatever their
+    // rows: the unfused plan's, and the one-row plan's beside its mat-vec runs.
+    const std::vector<FusedRun> prefill_runs = ctx_->options().no_fusion ? std::vector<FusedRun>{}
+                                               : fusion || batch
+                                                   ? find_prefill_runs(p_, *ctx_, batch != nullptr)
+                                                   : std::vector<FusedRun>{};
+    if (batch && !runs.empty()) {
+      runs.insert(runs.end(), prefill_runs.begin(), prefill_runs.end());
+      std::sort(runs.begin(), runs.end(),
+                [](const FusedRun& a, const FusedRun& b) { return a.first < b.first; });
+      for (size_t i = 1; i < runs.size(); ++i)
+        if (runs[i].first <= runs[i - 1].last)
+          fail("batch executor: fused runs '{}' and '{}' overlap", runs[i - 1].pattern,
+               runs[i].pattern);
+    }
     allocate({&runs, &runs_long_, &prefill_runs});
     step_ = alloc_.create(16, false, "step parameters");
     step_host_ = alloc_.create(16, true, "step parameters (host)");

@@ -12,9 +12,12 @@
 //  VKLLM_COMBINE: merges the S partials of each (t, h) into the output (split-K, "flash
 //    decoding": a decode step has only H (t, h) pairs, too few workgroups for a GPU).
 // VKLLM_BATCH (with the store or the default variant): a batched forward (docs/ir.md): the rows
-// buffer brow holds per row t (position, its block table's offset in brow, -, cache row of the
-// position), so row t stores at its own cache row and attends to positions 0..pos of its
-// sequence, key j at cache row table[j / BT] * BT + j % BT.
+// buffer brow holds per row t (position, its block table's offset in brow, its sequence's last
+// position in the forward, cache row of the position), so row t stores at its own cache row and
+// attends to positions 0..pos of its sequence, key j at cache row table[j / BT] * BT + j % BT.
+// VKLLM_ROPE with VKLLM_BATCH (the batched attention run, vk_fused.cpp): the store's keys as
+// above, and the default variant's queries normed and rotated as it loads them (attention_run.glsl),
+// each at its row's position.
 // Push constant win > 0 (the default and batch variants): query position p attends to keys
 // max(0, p - win + 1)..p only (Gemma's sliding-window layers).
 #extension GL_KHR_shader_subgroup_arithmetic : require
@@ -35,12 +38,13 @@ DECL_FBUF(1, v, readonly)
 DECL_FBUF(2, kc, writeonly)
 DECL_FBUF(3, vc, writeonly)
 #ifdef VKLLM_BATCH
-#ifdef VKLLM_ROPE
-#error "the batched store takes k after its rope op"
-#endif
 layout(std430, binding = 4) readonly buffer ROWS { uint brow[]; };
+#define RUN_POS(t) brow[(t) * 4u]
+#define RUN_LAST(t) brow[(t) * 4u + 2u]
+#define CACHE_ROW(t) brow[(t) * 4u + 3u]
 #else
 DECL_STEP(4)
+#define CACHE_ROW(t) (step_pos + (t))
 #endif
 #ifdef VKLLM_ROPE
 layout(push_constant) uniform PC { uint T, W, R, orig, ctx; float eps; } pc;
@@ -55,22 +59,18 @@ void main() {
                  // a workgroup)
     const uint rr = flat_group() * gl_NumSubgroups + gl_SubgroupID, hkv = pc.W / HD;
     if (rr >= pc.T * hkv) return;  // (uniform per subgroup)
-    const uint row = rr * HD, t = rr / hkv;
+    const uint row = rr * HD, t = rr / hkv, dst = CACHE_ROW(t) * pc.W + row - t * pc.W;
     const float inv = run_inv(row);
     for (uint j = gl_SubgroupInvocationID; j < HD; j += gl_SubgroupSize) {
-      STOREF(kc, C16, step_pos * pc.W + row + j, run_out(row, j, t, inv));
-      STOREF(vc, C16, step_pos * pc.W + row + j, LOADF(v, A16, row + j));
+      STOREF(kc, C16, dst + j, run_out(row, j, t, inv));
+      STOREF(vc, C16, dst + j, LOADF(v, A16, row + j));
     }
     return;
   }
 #endif
   const uint idx = flat_group() * WG + gl_LocalInvocationID.x;
   if (idx >= pc.T * pc.W) return;
-#ifdef VKLLM_BATCH
-  const uint dst = brow[(idx / pc.W) * 4u + 3u] * pc.W + idx % pc.W;
-#else
-  const uint dst = step_pos * pc.W + idx;
-#endif
+  const uint dst = CACHE_ROW(idx / pc.W) * pc.W + idx % pc.W;
 #ifdef VKLLM_ROPE
   STOREF(kc, C16, dst, run_out(idx - idx % HD, idx % HD, idx / pc.W, 0.0));
 #else
@@ -100,8 +100,22 @@ layout(std430, binding = 2) readonly buffer VCN { uint vcn[]; };
 DECL_FBUF(3, o, writeonly)
 layout(std430, binding = 4) writeonly buffer P { float part[]; };
 #ifdef VKLLM_BATCH
+#ifdef VKLLM_ROPE  // (bindings 5 and 6: attention_run.glsl's)
+layout(std430, binding = 7) readonly buffer ROWS { uint brow[]; };
+layout(push_constant) uniform PC {
+  uint T, H, Hkv, hd;
+  float scale;
+  uint S, C, BT, win, R, orig, ctx;
+  float eps;
+} pc;
+#define RUN_LOAD(i) LOADF(q, X16, i)
+#define RUN_POS(t) brow[(t) * 4u]
+#define RUN_LAST(t) brow[(t) * 4u + 2u]
+#include "attention_run.glsl"
+#else
 layout(std430, binding = 5) readonly buffer ROWS { uint brow[]; };
 layout(push_constant) uniform PC { uint T, H, Hkv, hd; float scale; uint S, C, BT, win; } pc;
+#endif
 uint att_tb;  // this row's block table offset in brow
 #define ATT_ROW(j) (brow[att_tb + (j) / pc.BT] * pc.BT + (j) % pc.BT)
 #else
@@ -128,7 +142,12 @@ void main() {
   const uint lo = pc.win > 0u && p + 1u > pc.win ? p + 1u - pc.win : 0u;
   const uint first = max(c * pc.C, lo), n = min(p + 1u, c * pc.C + pc.C);
   att_fetch(first, n, W, koff, ATT_NONE);  // the first tile's loads beside q's
+#if defined(VKLLM_BATCH) && defined(VKLLM_ROPE)
+  const float inv = QKNORM ? run_inv(th * HD) : 0.0;  // (every subgroup the row's sum)
+  if (tid < HD) qs[tid] = run_out(th * HD, tid, t, inv);
+#else
   if (tid < HD) qs[tid] = LOADF(q, A16, th * HD + tid);
+#endif
   barrier();
   att_run(first, n, W, koff, pc.scale, ATT_NONE, true);
   if (pc.S == 1u) {

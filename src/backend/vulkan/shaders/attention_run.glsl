@@ -7,8 +7,13 @@
 // (attention_prefill.comp, and attention_prefill_coopmat.comp through attention_prefill_q.glsl: the
 // queries), so both sides of the attention see the unfused program's rows bit for bit. The includer
 // defines HD, A16, step_pos, the push constants pc (T, R, orig, ctx, eps) and RUN_LOAD(i): element
-// i of the row before norm and rope (of dtype X16), as float.
+// i of the row before norm and rope (of dtype X16), as float; a batched forward's includer also
+// RUN_POS(t) and RUN_LAST(t), row t's position and its forward's last position of its sequence.
 #include "rope.glsl"
+#ifndef RUN_POS
+#define RUN_POS(t) (step_pos + (t))
+#define RUN_LAST(t) (step_pos + pc.T - 1u)
+#endif
 layout(constant_id = 4) const bool X16 = false;     // the rows before norm and rope
 layout(constant_id = 5) const bool QKNORM = false;  // the per-head norm first
 layout(constant_id = 6) const bool N16 = false;     // the normed rows' dtype
@@ -34,7 +39,7 @@ float run_out(uint row, uint j, uint t, float inv) {
   float y = run_in(row, j, inv);
   if (j < pc.R) {
     const uint half_r = pc.R / 2u, i = j < half_r ? j : j - half_r;
-    const vec2 c = cs[rope_at(step_pos + t, step_pos + pc.T - 1u, pc.orig, pc.ctx, half_r, i)];
+    const vec2 c = cs[rope_at(RUN_POS(t), RUN_LAST(t), pc.orig, pc.ctx, half_r, i)];
     y = rope_dim(j < half_r, run_in(row, i, inv), run_in(row, i + half_r, inv), c);
   }
   return round_to(A16, y);
