@@ -172,10 +172,9 @@ class VulkanExecutor final : public Executor {
     if (runs_long_.size() == runs.size()) runs_long_.clear();  // no attention stage: one plan
     // A batched executor's forwards take the attention runs (the batched kernels) whatever their
     // rows: the unfused plan's, and the one-row plan's beside its mat-vec runs.
-    const std::vector<FusedRun> prefill_runs = ctx_->options().no_fusion ? std::vector<FusedRun>{}
-                                               : fusion || batch
-                                                   ? find_prefill_runs(p_, *ctx_, batch != nullptr)
-                                                   : std::vector<FusedRun>{};
+    const std::vector<FusedRun> prefill_runs = ctx_->options().no_fusion
+                                                   ? std::vector<FusedRun>{}
+                                                   : find_prefill_runs(p_, *ctx_, batch != nullptr);
     if (batch && !runs.empty()) {
       runs.insert(runs.end(), prefill_runs.begin(), prefill_runs.end());
       std::sort(runs.begin(), runs.end(),

@@ -28,6 +28,10 @@
 #define WG 256
 #endif
 #include "common.glsl"
+#ifdef VKLLM_BATCH  // (attention_run.glsl's positions: row t's, and its sequence's last)
+#define RUN_POS(t) brow[(t) * 4u]
+#define RUN_LAST(t) brow[(t) * 4u + 2u]
+#endif
 layout(constant_id = 1) const bool A16 = false;  // q / k / v activations
 layout(constant_id = 2) const bool C16 = false;  // caches
 layout(constant_id = 3) const bool Y16 = false;  // output
@@ -39,8 +43,6 @@ DECL_FBUF(2, kc, writeonly)
 DECL_FBUF(3, vc, writeonly)
 #ifdef VKLLM_BATCH
 layout(std430, binding = 4) readonly buffer ROWS { uint brow[]; };
-#define RUN_POS(t) brow[(t) * 4u]
-#define RUN_LAST(t) brow[(t) * 4u + 2u]
 #define CACHE_ROW(t) brow[(t) * 4u + 3u]
 #else
 DECL_STEP(4)
@@ -109,8 +111,6 @@ layout(push_constant) uniform PC {
   float eps;
 } pc;
 #define RUN_LOAD(i) LOADF(q, X16, i)
-#define RUN_POS(t) brow[(t) * 4u]
-#define RUN_LAST(t) brow[(t) * 4u + 2u]
 #include "attention_run.glsl"
 #else
 layout(std430, binding = 5) readonly buffer ROWS { uint brow[]; };
