@@ -238,15 +238,20 @@ INSTANTIATE_TEST_SUITE_P(Table, VulkanOpsElementwise, ::testing::ValuesIn(elemen
                          [](const auto& p) { return p.param.name(); });
 
 // argmax of a row of V (T = 1), or last_row then argmax of a forward of T rows (the gathered row
-// equal to the input's last). Ties: the maximum placed several times (in different workgroups'
-// chunks and inside one chunk), whose lowest index must win, as on the CPU.
+// equal to the input's last), or (rows > 0) a batched forward's argmax of `rows` output rows
+// (argmax_rows.comp). Ties: the maximum placed several times (in different workgroups' chunks
+// and inside one chunk), whose lowest index must win, as on the CPU.
 struct ArgmaxCase {
   int64_t V;
   int T;
   std::vector<int64_t> ties;  // indices of the maximum in the last row (empty: random values)
+  int rows = 0;
   std::string name() const {
-    return case_name(std::string(T > 1 ? "last_row_argmax" : "argmax") + "_V" + std::to_string(V) +
-                     "_T" + std::to_string(T) + (ties.empty() ? "" : "_ties"));
+    return case_name(std::string(rows    ? "argmax_rows" + std::to_string(rows)
+                                 : T > 1 ? "last_row_argmax"
+                                         : "argmax") +
+                     "_V" + std::to_string(V) + "_T" + std::to_string(T) +
+                     (ties.empty() ? "" : "_ties"));
   }
 };
 void PrintTo(const ArgmaxCase& c, std::ostream* os) {
@@ -260,6 +265,26 @@ TEST_P(VulkanOpsArgmax, MatchesTheCpu) {
   const int64_t V = a.V;
   const int T = a.T;
   std::mt19937 rng(static_cast<unsigned>(V + T));
+  if (a.rows > 0) {  // each output row's argmax, the ties in the last row
+    std::vector<float> x = rand_vec(rng, static_cast<size_t>(a.rows * V), -10, 10);
+    for (int64_t i : a.ties) x[static_cast<size_t>((a.rows - 1) * V + i)] = 20.0f;
+    Case c;
+    const int32_t tx = c.add("x", DType::F32, TK::Activation, {1, V}, bytes_f32(x));
+    const int32_t ti = c.add("id", DType::I32, TK::Activation, {1, 1});
+    c.op("argmax", {tx}, ti);
+    OpRun r(c, a.rows, {}, false, a.rows);
+    for (int rep = 0; rep < 2; ++rep) {  // (the second: the counters were reset)
+      r.forward(1, 0);
+      const std::vector<float> got = r.read(ti, a.rows);
+      for (int k = 0; k < a.rows; ++k)
+        EXPECT_EQ(got[static_cast<size_t>(k)], static_cast<float>(cpu::argmax(x.data() + k * V, V)))
+            << "row " << k << ", forward " << rep;
+      if (!a.ties.empty()) {
+        EXPECT_EQ(got.back(), static_cast<float>(*std::min_element(a.ties.begin(), a.ties.end())));
+      }
+    }
+    return;
+  }
   std::vector<float> x = rand_vec(rng, static_cast<size_t>(T * V), -10, 10);
   float peak = 0;
   for (float v : x) peak = std::max(peak, v);
@@ -291,7 +316,9 @@ INSTANTIATE_TEST_SUITE_P(Table, VulkanOpsArgmax,
                          ::testing::Values(ArgmaxCase{1, 1, {}}, ArgmaxCase{63, 1, {}},
                                            ArgmaxCase{151936, 1, {}},
                                            ArgmaxCase{128256, 1, {70001, 5000, 5001, 128255}},
-                                           ArgmaxCase{1000, 6, {417, 803}}),
+                                           ArgmaxCase{1000, 6, {417, 803}},
+                                           ArgmaxCase{97, 1, {}, 3},
+                                           ArgmaxCase{50000, 1, {49999, 20480, 2049, 2048}, 5}),
                          [](const auto& p) { return p.param.name(); });
 
 }  // namespace

@@ -133,7 +133,7 @@ std::shared_ptr<Device> shared_device(const VulkanOptions& opt) {
   return dev;
 }
 
-OpRun::OpRun(Case& c, int max_tokens, VulkanOptions opt, bool prefill_runs)
+OpRun::OpRun(Case& c, int max_tokens, VulkanOptions opt, bool prefill_runs, int batch_out)
     : c_(c), messages_at_start_(vk::validation_message_count()), max_t_(max_tokens) {
   dev_ = shared_device(op_perf_reps() > 0 ? opt : validated(opt));
   ctx_ = dev_->ctx.get();
@@ -143,6 +143,7 @@ OpRun::OpRun(Case& c, int max_tokens, VulkanOptions opt, bool prefill_runs)
     const TensorDecl& t = c.p.tensors[i];
     std::vector<int64_t> shape = t.shape;
     if (shape[0] < 0) shape[0] = max_tokens;
+    if (batch_out > 0 && t.kind == TensorKind::Activation && shape[0] == 1) shape[0] = batch_out;
     const uint64_t n = dtype_nbytes(t.dtype, shape);
     bufs_[i] = alloc_->create(n, t.kind == TensorKind::Input, t.name.c_str());
     auto it = c.host.find(static_cast<int32_t>(i));
@@ -161,6 +162,10 @@ OpRun::OpRun(Case& c, int max_tokens, VulkanOptions opt, bool prefill_runs)
                            }});
   env_->step = alloc_->create(16, false, "step parameters");
   env_->tokens = alloc_->create(4, true, "greedy batch tokens");
+  if (batch_out > 0) {
+    env_->batch_rows = alloc_->create(16, true, "batch rows");
+    env_->batch_out = static_cast<uint32_t>(batch_out);
+  }
   for (const Op& op : c.p.ops)
     env_->act_q_bytes =
         std::max(env_->act_q_bytes, vk::act_quant_bytes_per_token(c.p, op) * max_tokens);

@@ -77,7 +77,10 @@ std::string options_key(const VulkanOptions& o);
 // the program's prefill runs (vk_fused.h find_prefill_runs) recorded as one step each.
 class OpRun {
  public:
-  OpRun(Case& c, int max_tokens, VulkanOptions opt = {}, bool prefill_runs = false);
+  // batch_out > 0: the ops prepared as a batched executor's, its [1, N] activations holding
+  // batch_out output rows.
+  OpRun(Case& c, int max_tokens, VulkanOptions opt = {}, bool prefill_runs = false,
+        int batch_out = 0);
   ~OpRun();
   void forward(int T, int pos);
   // Microseconds a forward of T tokens at `pos` takes on the device: `reps` forwards recorded in

@@ -635,15 +635,25 @@ std::unique_ptr<PreparedOp> prep_argmax(Ctx c) {
   c.need(!c.per_token(x) && c.decl(x).shape[0] == 1 && c.decl(y).dtype == DType::I32,
          "argmax takes [1, V] to i32");
   const int64_t V = c.width(x);
-  if (c.env.batched()) {  // one token per output row (argmax_rows.comp)
-    const Kernel& k = c.kernel("argmax_rows", 2, 2, {c.f16(x)});
-    VkDescriptorSet set = c.env.kernels.make_set(k, std::vector<BufRange>{c.whole(x), c.whole(y)});
-    return std::make_unique<PreparedOp>(
+  if (c.env.batched()) {  // one token per output row (argmax_rows.comp): ~32 workgroups a row
+    const uint32_t chunk = std::max<uint32_t>(1024, ceil_div(ceil_div(V, 32), 1024) * 1024),
+                   P = ceil_div(V, chunk), max_rows = u32(c.env.max_tokens);
+    const Kernel& k = c.kernel("argmax_rows", 4, 4, {c.f16(x)});
+    const Buffer part = c.env.alloc.create(uint64_t(P) * max_rows * 8, false, "argmax partials");
+    const Buffer count = c.env.alloc.create(uint64_t(max_rows) * 4, false, "argmax counters");
+    c.env.alloc.fill(count, 0);
+    VkDescriptorSet set = c.env.kernels.make_set(
+        k, std::vector<BufRange>{
+               c.whole(x), c.whole(y), {part.buf, 0, part.size}, {count.buf, 0, count.size}});
+    auto prepared = std::make_unique<PreparedOp>(
         [=, &k](VkCommandBuffer cb, int) {
           const uint32_t n = c.rows(x, 1);
-          dispatch_flat(cb, k, set, {u32(V), n}, n);
+          if (n > max_rows) fail("argmax: {} rows, at most {}", n, max_rows);
+          dispatch_flat(cb, k, set, {u32(V), chunk, P, n}, n * P);
         },
         nullptr);
+    prepared->phases = {{{c.buf(x)}, {part.buf, c.buf(y), count.buf}}};
+    return prepared;
   }
   // Up to 128 workgroups of 1,024-value multiples each; the last to finish merges their partials
   // and ends the decode step (argmax.comp: the token into the next step's input ids and the
