@@ -74,8 +74,8 @@ bool measure_switch(const char* name) {
 }  // namespace
 
 void read_environment(VulkanOptions& opt) {
-  // Switches that measured no gain and are gone (docs/tuning.md has their figures): refused, so that
-  // an old script does not measure the default while believing otherwise.
+  // Switches that measured no gain and are gone (docs/tuning.md has their figures): refused, so
+  // that an old script does not measure the default while believing otherwise.
   for (const char* gone :
        {"VKLLM_ATT_KEYS", "VKLLM_GEMM_KC", "VKLLM_GEMM_W16", "VKLLM_LINEAR_MM", "VKLLM_ATTN_BQ",
         "VKLLM_ATT_ORDER", "VKLLM_FUSED_RPS", "VKLLM_FUSED_GROUPS", "VKLLM_CHAIN_MAXK",
@@ -135,6 +135,7 @@ void read_environment(VulkanOptions& opt) {
   if (const auto x = integer("VKLLM_CHAIN_ATT")) t.chain_att = *x == 0 ? 0 : *x == 1 ? 1 : -1;
   set_choice("VKLLM_CHAIN_UB", t.chain_ub, {1, 2});
   set_bool("VKLLM_CHAIN_DEAL", t.chain_deal);
+  set_u32("VKLLM_CHAIN_ROWS", t.chain_rows, 1, 8);
   if (const auto x = integer("VKLLM_CHAIN_SPLIT_SYNC"))
     t.chain_split_sync = *x == 0 ? 0 : *x == 1 ? 1 : -1;
   set_u32("VKLLM_DECODE_BATCH", t.decode_batch, 1, 256);
@@ -187,6 +188,7 @@ std::string Tuning::describe() const {
   num("chain_att", chain_att, d.chain_att);
   num("chain_ub", chain_ub, d.chain_ub);
   num("chain_deal", chain_deal, d.chain_deal);
+  num("chain_rows", chain_rows, d.chain_rows);
   num("chain_split_sync", chain_split_sync, d.chain_split_sync);
   num("decode_batch", decode_batch, d.decode_batch);
   if (fence_spin != d.fence_spin) add("fence_spin", std::to_string(fence_spin));

@@ -126,9 +126,9 @@ struct BatchGeometry {
 
 class VulkanExecutor final : public Executor {
  public:
-  // batch: a batched executor (forward_batch only; the KV caches a pool of blocks; forwards of
-  // several rows unfused, of one row the decode plan's mat-vec runs and chains around the batched
-  // attention), else a single sequence's.
+  // batch: a batched executor (forward_batch only; the KV caches a pool of blocks; forwards of up
+  // to chain_rows_ rows the decode plan's chains around the batched attention, of more rows
+  // unfused), else a single sequence's.
   explicit VulkanExecutor(std::shared_ptr<VulkanLoaded> loaded,
                           const BatchGeometry* batch = nullptr)
       : ld_(std::move(loaded)),
@@ -175,6 +175,10 @@ class VulkanExecutor final : public Executor {
     const std::vector<FusedRun> prefill_runs = ctx_->options().no_fusion
                                                    ? std::vector<FusedRun>{}
                                                    : find_prefill_runs(p_, *ctx_, batch != nullptr);
+    // A batched executor's forwards of up to kChainTokenRows rows take the decode plan where its
+    // mat-vec runs are all chains (each chain computes every row from one read of its weights).
+    const bool all_chains =
+        std::all_of(runs.begin(), runs.end(), [](const FusedRun& r) { return !r.stages.empty(); });
     if (batch && !runs.empty()) {
       runs.insert(runs.end(), prefill_runs.begin(), prefill_runs.end());
       std::sort(runs.begin(), runs.end(),
@@ -204,6 +208,9 @@ class VulkanExecutor final : public Executor {
     OpEnv& env = *env_;
     env.tokens = batch_tokens_;
     env.unfused_family = unfused_;
+    if (batch && all_chains)
+      env.chain_rows = std::min<uint32_t>(tune.chain_rows ? tune.chain_rows : kChainTokenRows,
+                                          static_cast<uint32_t>(max_t_));
     if (batch) {
       env.batch_rows = batch_rows_;
       env.batch_out_offset = static_cast<uint32_t>(4 * max_t_);
@@ -217,6 +224,9 @@ class VulkanExecutor final : public Executor {
     // alone.
     plan_steps(prefill_, prefill_runs, false);
     if (!batch || !runs.empty()) plan_steps(decode_[0], runs, true);
+    if (batch && !runs.empty())
+      chain_rows_ = static_cast<int>(std::min(env.chain_rows, env.chain_rows_taken));
+    chain_flag_at_ = batch ? 4 * static_cast<uint64_t>(max_t_) : 4;
     if (!runs_long_.empty()) short_until_ = chain_attention_until(p_, ctx_->info(), tune);
     chain_clock_ = env.chain_clock;
     chain_sync_ = env.chain_sync;
@@ -350,9 +360,11 @@ class VulkanExecutor final : public Executor {
     std::memcpy(b.next_tokens, readback_.mapped, static_cast<size_t>(b.n_out) * 4);
     if (b.logits) std::memcpy(b.logits, logits_rb_.mapped, logits_bytes);
   }
-  // A batched forward's plan: the decode plan for one row where it has fused runs, else the
-  // unfused plan.
-  Plan& batch_plan(int T) { return T == 1 && !decode_[0].steps.empty() ? decode_[0] : prefill_; }
+  // A batched forward's plan: the decode plan for up to chain_rows_ rows where it has fused runs,
+  // else the unfused plan.
+  Plan& batch_plan(int T) {
+    return T <= chain_rows_ && !decode_[0].steps.empty() ? decode_[0] : prefill_;
+  }
   // The command buffer of a batched forward of T rows and n_out output rows (with or without the
   // logits copy), recorded on its first use and replayed: everything that changes between
   // forwards reaches the shaders through the rows and ids buffers. The last 16 shapes are kept.
@@ -396,7 +408,7 @@ class VulkanExecutor final : public Executor {
                          0, 1, &mb, 0, nullptr, 0, nullptr);
     VkBufferCopy ids{0, 0, static_cast<VkDeviceSize>(n_out) * 4};
     vkCmdCopyBuffer(cb, bufs_[p_.next_token].buf, readback_.buf, 1, &ids);
-    if (&plan == &decode_[0]) copy_chain_flag(cb);  // (one output row: word 1 is free)
+    if (&plan == &decode_[0]) copy_chain_flag(cb);
     if (logits) {
       VkBufferCopy lg{0, 0, static_cast<VkDeviceSize>(n_out) * logits_n_ * 4};
       vkCmdCopyBuffer(cb, bufs_[p_.logits].buf, logits_rb_.buf, 1, &lg);
@@ -684,12 +696,13 @@ class VulkanExecutor final : public Executor {
   // check_chains reads it after the submit.
   void copy_chain_flag(VkCommandBuffer cb) {
     if (!chain_sync_.buf) return;
-    VkBufferCopy flag{8, 4, 4};
+    VkBufferCopy flag{8, chain_flag_at_, 4};
     vkCmdCopyBuffer(cb, chain_sync_.buf, readback_.buf, 1, &flag);
   }
   void check_chains() const {
     uint32_t flag = 0;
-    if (chain_sync_.buf) std::memcpy(&flag, static_cast<const uint8_t*>(readback_.mapped) + 4, 4);
+    if (chain_sync_.buf)
+      std::memcpy(&flag, static_cast<const uint8_t*>(readback_.mapped) + chain_flag_at_, 4);
     if (flag)
       fail(
           "vulkan backend: a decode chain's grid of {} workgroups was not resident on {} (its "
@@ -760,11 +773,13 @@ class VulkanExecutor final : public Executor {
   VkQueryPool queries_ = VK_NULL_HANDLE;
   uint64_t held_ = 0;
   std::string corrupt_family_;
-  std::string unfused_;       // OpEnv::unfused_family
-  bool spin_fences_ = false;  // wait_fence polls
-  BatchGeometry batch_geo_;   // a batched executor's (max_rows 0: a single sequence's)
-  Buffer batch_rows_;         // OpEnv::batch_rows
-  Buffer logits_rb_;          // a batched forward's logits readback (made on first use)
+  std::string unfused_;         // OpEnv::unfused_family
+  bool spin_fences_ = false;    // wait_fence polls
+  BatchGeometry batch_geo_;     // a batched executor's (max_rows 0: a single sequence's)
+  int chain_rows_ = 1;          // rows a batched forward takes the decode plan for, at most
+  uint64_t chain_flag_at_ = 4;  // the chains' error flag in the readback (after the tokens)
+  Buffer batch_rows_;           // OpEnv::batch_rows
+  Buffer logits_rb_;            // a batched forward's logits readback (made on first use)
   // Recorded batched forwards by shape (batch_command_buffer), most recently used first.
   std::list<std::pair<uint64_t, VkCommandBuffer>> batch_cbs_;
   size_t n_corrupted_ = 0;  // ops whose outputs the switch zeroed, over every recording
