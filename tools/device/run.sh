@@ -40,10 +40,16 @@ preset_family() {
   case $1 in llama*|smollm3*) echo llama3.2 ;; gemma*) echo gemma3 ;; phi*) echo phi4mini ;; *) echo qwen3 ;; esac
 }
 
-# peer_unpack: the peer's harness and libraries (carried in .peer) under /tmp/peer.
+# peer_unpack: the peer's harness, libraries and vocabularies (carried in .peer) under /tmp/peer,
+# where .peer/run.sh (task side) finds them too.
 peer_unpack() {
   W=/tmp/peer
-  [ -f $W/bench ] || { mkdir -p $W/lib $W/models; tar -xJf .peer/libs.tar.xz -C $W/lib; cp .peer/bench $W/bench; }
+  [ -f $W/bench ] || {
+    mkdir -p $W/lib $W/tok $W/models
+    tar -xJf .peer/libs.tar.xz -C $W/lib
+    [ ! -f .peer/tok.tar.xz ] || tar -xJf .peer/tok.tar.xz -C $W/tok
+    cp .peer/bench $W/bench
+  }
 }
 
 # peer_bench PRESET RUNS REPS: a Q4_0 GGUF of the preset's shapes and vocabulary
