@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Run THERE (the GPU machine, through the device tool, carry [".gl", ".dev"]):
+# Run THERE (the GPU machine, through the device tool, carry [".gl", ".dev"], and ".peer" for the
+# tasks beside the peer: side, families-side, parallel, sizes):
 #   tools/device/run.sh TASK...   with TASK one of: info goldens vulkan-tests op-perf twins e2e perf profile bench side families-side parallel parallel-profile serve-load schema sizes profile-all physics gemm matvec
 # Brings the Vulkan loader, points at the NVIDIA ICD, unpacks the fixtures, runs the tasks and
 # prints a short table last. Results go to $OUT.
