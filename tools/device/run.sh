@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Run THERE (the GPU machine, through the device tool, carry [".gl", ".dev"]):
-#   tools/device/run.sh TASK...   with TASK one of: info goldens vulkan-tests op-perf twins e2e perf profile bench side parallel parallel-profile serve-load schema sizes profile-all physics gemm matvec
+# Run THERE (the GPU machine, through the device tool, carry [".gl", ".dev"], and ".peer" for the
+# tasks beside the peer: side, families-side, parallel, sizes):
+#   tools/device/run.sh TASK...   with TASK one of: info goldens vulkan-tests op-perf twins e2e perf profile bench side families-side parallel parallel-profile serve-load schema sizes profile-all physics gemm matvec
 # Brings the Vulkan loader, points at the NVIDIA ICD, unpacks the fixtures, runs the tasks and
 # prints a short table last. Results go to $OUT.
 set -uo pipefail
@@ -33,6 +34,44 @@ full_artifact() {
   [ -d "$d" ] || "$BIN" synth --preset "$1" -o "$d" --tokenizer-dir /tmp/fixtures/$2 -q >/dev/null
   [ -f "$a" ] || "$BIN" export "$d" --recipe "$3" --max-context 4096 -o "$a" -q 2>&1 | tail -1 >&2
   echo "$a"
+}
+
+# preset_family PRESET: the tokenizer fixture of a synth preset's checkpoint.
+preset_family() {
+  case $1 in llama*|smollm3*) echo llama3.2 ;; gemma*) echo gemma3 ;; phi*) echo phi4mini ;; *) echo qwen3 ;; esac
+}
+
+# peer_unpack: the peer's harness, libraries and vocabularies (carried in .peer) under /tmp/peer,
+# where .peer/run.sh (task side) finds them too.
+peer_unpack() {
+  W=/tmp/peer
+  [ -f $W/bench ] || {
+    mkdir -p $W/lib $W/tok $W/models
+    tar -xJf .peer/libs.tar.xz -C $W/lib
+    [ ! -f .peer/tok.tar.xz ] || tar -xJf .peer/tok.tar.xz -C $W/tok
+    cp .peer/bench $W/bench
+  }
+}
+
+# peer_bench PRESET RUNS REPS: a Q4_0 GGUF of the preset's shapes and vocabulary
+# (tools/device/peer_gguf.py), the peer's harness on it RUNS times (REPS repetitions each, flash
+# attention on, 4,096-token context), then one line: PEER PRESET pp512 X | tg128 Y | gpu_mib Z,
+# the better median of the runs (the peer's first repetitions after a load are often slow).
+peer_bench() {
+  peer_unpack
+  local g=$W/models/$1.gguf
+  python3 tools/device/peer_gguf.py "$1" "/tmp/fixtures/$(preset_family "$1")/tokenizer.json" "$g" >/dev/null || return 1
+  : >/tmp/peer.txt
+  local r ok=0
+  for r in $(seq "$2"); do
+    BENCH_THREADS=8 timeout 300 $W/bench $W/lib "$g" 1 "$3" 4096 "$1" >>/tmp/peer.txt 2>/tmp/peer.err && ok=1 || tail -2 /tmp/peer.err
+  done
+  rm -f "$g"
+  best() { sed -n "s/.* $1 t\/s: median \([0-9.]*\).*/\1/p" /tmp/peer.txt | sort -g | tail -1; }
+  local mem
+  mem=$(sed -n 's/.*vk_mem_used_GiB: after_ctx [0-9.]* end \([0-9.]*\).*/\1/p' /tmp/peer.txt | tail -1)
+  echo "PEER $1 pp512 $(best pp512) | tg128 $(best tg128) | gpu_mib $(python3 -c "print(round(float('${mem:-0}') * 1024))")"
+  [ $ok = 1 ]
 }
 
 llama1b() {
@@ -181,6 +220,40 @@ for k in v:
     if q: print('RATIO %-6s pp512 %.2fx  tg128 %.2fx  (vkllm %.0f / %.1f, peer %s %.0f / %.1f)' % (k, v[k][0]/p[q][0], v[k][1]/p[q][1], *v[k], q, *p[q]))
 PY
       ;;
+    families-side)
+      # The new families beside the peer (issue 51): for each entry of FAMILIES (default
+      # "gemma-3-1b qwen2.5-1.5b"; also qwen2.5-0.5b, smollm3-3b and the other presets
+      # `python3 tools/device/peer_gguf.py --list` names; PRESET:RECIPE picks a recipe, else
+      # FAMILIES_RECIPE, default quantized-8da4w-fp16), vkllm bench -p 512 -n 128 -r 5 of the
+      # preset's full-shape synth checkpoint at a 4,096-token context, then the peer on a Q4_0 GGUF
+      # of the same shapes and vocabulary (two runs of 5 repetitions, the better median), then the
+      # ratios. Needs .peer carried (its harness and libraries) and the presets' tokenizer fixtures
+      # in .dev (gemma3, qwen3, llama3.2).
+      rc=0; : >"$OUT/families-side.txt"
+      [ -d .peer ] || { echo "families-side: no .peer carried"; rc=1; continue; }
+      for cell in ${FAMILIES:-gemma-3-1b qwen2.5-1.5b}; do
+        preset=${cell%%:*} recipe=${cell#*:}
+        [ "$recipe" != "$cell" ] || recipe=${FAMILIES_RECIPE:-quantized-8da4w-fp16}
+        a=$(full_artifact "$preset" "$(preset_family "$preset")" "$recipe")
+        if "$BIN" bench -m "$a" -p 512 -n 128 -r 5 --output json > /tmp/bench.json 2>/tmp/bench.err; then
+          python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print('VKLLM', sys.argv[2], 'pp512', round(j['pp']['median_tok_s']), '| tg128', round(j['tg']['median_tok_s'],1), '| gpu_mib', round(j.get('peak_gpu_mb',0)), '| load_ms', round(j['load_ms']), '|', sys.argv[3])" /tmp/bench.json "$preset" "$recipe" | tee -a "$OUT/families-side.txt"
+        else
+          rc=1; tail -2 /tmp/bench.err
+        fi
+        peer_bench "$preset" 2 5 | tee -a "$OUT/families-side.txt"
+        [ "${PIPESTATUS[0]}" = 0 ] || rc=1
+      done
+      python3 - "$OUT/families-side.txt" <<'PY' | tee -a "$OUT/families-side.txt"
+import sys, re
+v, p = {}, {}
+for line in open(sys.argv[1]):
+    m = re.match(r'(VKLLM|PEER) (\S+) pp512 ([0-9.]+) \| tg128 ([0-9.]+)', line)
+    if m: (v if m[1] == 'VKLLM' else p)[m[2]] = (float(m[3]), float(m[4]))
+for k in v:
+    if k in p and min(p[k]) > 0:
+        print('RATIO %-13s pp512 %.2fx  tg128 %.2fx  (vkllm %.0f / %.1f, peer %.0f / %.1f)' % (k, v[k][0] / p[k][0], v[k][1] / p[k][1], *v[k], *p[k]))
+PY
+      ;;
     parallel)
       # Many streams (issue 50): the three models' target recipes, 4,096-token context: vkllm
       # bench --parallel (B sequences a batched forward, -p 128 -n 128) and the single-stream tg128,
@@ -260,12 +333,12 @@ for r in json.load(sys.stdin)['parallel']: print('ENGINE C=%d aggregate_tg128 %.
       done ;;
     sizes)
       # The larger full shapes (issue 51): export time, load, pp512 / tg128 and GPU memory of
-      # quantized-8da4w-fp16 at 4,096 tokens of context, then the peer on the Llama and Qwen3 shapes
-      # it can write (tools/device/peer_sizes.py; the peer's GGUFs are tied: the same bytes a step).
+      # quantized-8da4w-fp16 at 4,096 tokens of context, then (with .peer carried) the peer on a
+      # Q4_0 GGUF of the same shapes (tools/device/peer_gguf.py; one run of 3 repetitions).
       # SIZES (default "gemma-3-1b qwen2.5-1.5b llama-3.2-3b qwen3-4b llama-3.1-8b").
       rc=0; : >"$OUT/sizes.txt"
       for preset in ${SIZES:-gemma-3-1b qwen2.5-1.5b llama-3.2-3b qwen3-4b llama-3.1-8b}; do
-        case $preset in llama*|smollm3*) fam=llama3.2 ;; gemma*) fam=gemma3 ;; *) fam=qwen3 ;; esac
+        fam=$(preset_family "$preset")
         d=/tmp/full-$preset a=/tmp/$preset.quantized-8da4w-fp16.vkllm
         [ -d $d ] || "$BIN" synth --preset "$preset" -o $d --tokenizer-dir /tmp/fixtures/$fam -q >/dev/null || { rc=1; continue; }
         t0=$(date +%s.%N)
@@ -274,13 +347,9 @@ for r in json.load(sys.stdin)['parallel']: print('ENGINE C=%d aggregate_tg128 %.
         "$BIN" bench -m "$a" -p 512 -n 128 -r 3 --output json > /tmp/bench.json 2>/tmp/bench.err || { rc=1; tail -2 /tmp/bench.err; continue; }
         python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print('VKLLM', sys.argv[2], 'pp512', round(j['pp']['median_tok_s']), '| tg128', round(j['tg']['median_tok_s'],1), '| gpu_mib', round(j.get('peak_gpu_mb',0)), '| load_ms', round(j['load_ms']), '| export_s', round(float(sys.argv[5])-float(sys.argv[3]),1), '| artifact_mib', round(__import__('os').path.getsize(sys.argv[4])/2**20))" /tmp/bench.json "$preset" "$t0" "$a" "$t1" | tee -a "$OUT/sizes.txt"
         rm -f "$a"
-        case $preset in llama-3.2-3b) g=llama32_3b tok=tokenizer-llama3_1 ;; llama-3.1-8b) g=llama31_8b tok=tokenizer-llama3_1 ;; qwen3-4b) g=qwen3_4b tok=tokenizer-qwen3 ;; *) continue ;; esac
-        W=/tmp/peer; [ -f $W/bench ] || { mkdir -p $W/lib $W/tok $W/models; tar -xJf .peer/libs.tar.xz -C $W/lib; tar -xJf .peer/tok.tar.xz -C $W/tok; cp .peer/bench $W/bench; }
-        python3 tools/device/peer_sizes.py .peer/mkgguf.py $g $W/tok/$tok/models/tokenizer.json $W/models/$g.gguf >/dev/null
-        pm=${g%%[0-9]*}; [ $pm = llama ] || pm=qwen
-        BENCH_THREADS=8 timeout 300 $W/bench $W/lib $W/models/$g.gguf 1 3 4096 $pm > /tmp/peer.txt 2>/tmp/peer.err || { tail -2 /tmp/peer.err; rc=1; }
-        echo "PEER $preset pp512 $(sed -n 's/.* pp512 t\/s: median \([0-9.]*\).*/\1/p' /tmp/peer.txt | tail -1) | tg128 $(sed -n 's/.* tg128 t\/s: median \([0-9.]*\).*/\1/p' /tmp/peer.txt | tail -1)" | tee -a "$OUT/sizes.txt"
-        rm -f $W/models/$g.gguf
+        [[ " $(python3 tools/device/peer_gguf.py --list) " == *" $preset "* ]] && [ -d .peer ] || continue
+        peer_bench "$preset" 1 3 | tee -a "$OUT/sizes.txt"
+        [ "${PIPESTATUS[0]}" = 0 ] || rc=1
       done ;;
     physics)
       # The device's dispatch, grid-sync and bandwidth costs (vkllm bench --physics).
