@@ -246,9 +246,11 @@ std::vector<int32_t> generate(Executor& ex, const Program& program,
   GenerateStats st;
   const auto constrained_logits = [&]() -> float* {
     const auto l0 = clock::now();
-    if (from_ahead)
+    if (from_ahead) {
       ex.forward(&out.back(), 1, pos - 1, logits.data());  // the step that produced `greedy`
-    else if (!logits_out)
+      ++st.decode_submits;
+      ++st.wasted_steps;
+    } else if (!logits_out)
       ex.last_logits(logits.data());
     st.constraint_logits_ms += std::chrono::duration<double, std::milli>(clock::now() - l0).count();
     return logits.data();
@@ -301,8 +303,10 @@ std::vector<int32_t> generate(Executor& ex, const Program& program,
         !needs_logits && (!constraint || (sampler.greedy() && allowed_run >= kSpeculateAfter));
     from_ahead = run_ahead;
     if (!run_ahead) {
+      st.wasted_steps += static_cast<int>(ahead.size() - ahead_at);
       ahead_at = ahead.size();
       greedy = ex.forward(&out.back(), 1, pos, logits_out);
+      ++st.decode_submits;
     } else {
       // Greedy: the backend's argmax, several steps per submit where the backend keeps the token
       // on the device and all of them can be used; consumed one at a time all the same.
@@ -312,12 +316,14 @@ std::vector<int32_t> generate(Executor& ex, const Program& program,
         const int n = want >= ex.greedy_batch() ? ex.greedy_batch() : 1;
         ahead.resize(static_cast<size_t>(n));
         ex.decode_greedy(out.back(), pos, n, ahead.data());
+        ++st.decode_submits;
         ahead_at = 0;
       }
       greedy = ahead[ahead_at++];
     }
     ++pos;
   }
+  st.wasted_steps += static_cast<int>(ahead.size() - ahead_at);
   st.generated_tokens = static_cast<int>(out.size());
   st.end_pos = pos;
   st.decode_ms = std::chrono::duration<double, std::milli>(clock::now() - t1).count();
