@@ -74,8 +74,8 @@ bool measure_switch(const char* name) {
 }  // namespace
 
 void read_environment(VulkanOptions& opt) {
-  // Switches that measured no gain and are gone (docs/tuning.md has their figures): refused, so that
-  // an old script does not measure the default while believing otherwise.
+  // Switches that measured no gain and are gone (docs/tuning.md has their figures): refused, so
+  // that an old script does not measure the default while believing otherwise.
   for (const char* gone :
        {"VKLLM_ATT_KEYS", "VKLLM_GEMM_KC", "VKLLM_GEMM_W16", "VKLLM_LINEAR_MM", "VKLLM_ATTN_BQ",
         "VKLLM_ATT_ORDER", "VKLLM_FUSED_RPS", "VKLLM_FUSED_GROUPS", "VKLLM_CHAIN_MAXK",
@@ -138,6 +138,7 @@ void read_environment(VulkanOptions& opt) {
   if (const auto x = integer("VKLLM_CHAIN_SPLIT_SYNC"))
     t.chain_split_sync = *x == 0 ? 0 : *x == 1 ? 1 : -1;
   set_u32("VKLLM_DECODE_BATCH", t.decode_batch, 1, 256);
+  set_u32("VKLLM_CONSTRAINED_AHEAD", t.constrained_ahead, 1, 65536);
   if (get("VKLLM_FENCE_SPIN")) {
     uint32_t spin = 0;
     set_choice("VKLLM_FENCE_SPIN", spin, {0, 1});
@@ -189,6 +190,7 @@ std::string Tuning::describe() const {
   num("chain_deal", chain_deal, d.chain_deal);
   num("chain_split_sync", chain_split_sync, d.chain_split_sync);
   num("decode_batch", decode_batch, d.decode_batch);
+  num("constrained_ahead", constrained_ahead, d.constrained_ahead);
   if (fence_spin != d.fence_spin) add("fence_spin", std::to_string(fence_spin));
   num("pipeline_stats", pipeline_stats, d.pipeline_stats);
   num("memory_budget", memory_budget, d.memory_budget);
