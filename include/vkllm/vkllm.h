@@ -166,6 +166,10 @@ struct GenerationStats {
   int masked_steps = 0;
   // Constrained greedy steps whose argmax the constraint refused (masked ones included).
   int refused_steps = 0;
+  // Decode submits (forwards and greedy batches after the prefill), and decode steps run whose
+  // token was not used (a greedy batch's steps after a refused token or the end, a refused
+  // token's step run again for its logits).
+  int decode_submits = 0, wasted_steps = 0;
   // Host time of the constraint (checks, searches, masks, accepts), and of the logits its refused
   // steps read back or computed again.
   double constraint_ms = 0, constraint_logits_ms = 0;

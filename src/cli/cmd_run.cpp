@@ -165,6 +165,8 @@ void run(const RunArgs& a) {
         {"stopped_by_stop", st.stopped_by_stop},
         {"masked_steps", st.masked_steps},
         {"refused_steps", st.refused_steps},
+        {"decode_submits", st.decode_submits},
+        {"wasted_steps", st.wasted_steps},
         {"constraint_ms", st.constraint_ms},
         {"constraint_logits_ms", st.constraint_logits_ms},
         {"peak_host_mb", peak_rss_mb()},

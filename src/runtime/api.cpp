@@ -297,6 +297,8 @@ std::vector<int32_t> Session::Impl::run(int keep, std::vector<int32_t> input,
   stats.reused_tokens = keep;
   stats.masked_steps = st.masked_steps;
   stats.refused_steps = st.refused_steps;
+  stats.decode_submits = st.decode_submits;
+  stats.wasted_steps = st.wasted_steps;
   stats.constraint_ms = st.constraint_ms;
   stats.constraint_logits_ms = st.constraint_logits_ms;
   return out;

@@ -230,26 +230,35 @@ std::vector<int32_t> generate(Executor& ex, const Program& program,
         prompt.size(), start_pos, program.max_ctx);
   const int64_t vocab = program.tensors[program.logits].shape.back();
   // A constrained greedy step reads the logits back only when the constraint refuses the argmax;
-  // every other sampler reads them every step. Constrained greedy decoding runs ahead as
-  // unconstrained greedy decoding does (several steps a submit) once kSpeculateAfter argmaxes in a
-  // row were allowed: each token of the batch is checked as it is consumed, and at the first one
-  // refused the rest of the batch is dropped (its KV rows lie past the position decoding continues
-  // from, as after an eos) and the step that produced it runs again for its logits.
-  constexpr int kSpeculateAfter = 32;
+  // every other sampler reads them every step. Greedy decoding without logits runs several steps a
+  // submit (Executor::decode_greedy: each step's argmax feeds the next on the device), a power of
+  // two up to greedy_batch() (or greedy_batch() itself), consumed one token at a time:
+  // unconstrained, as many as are left to generate; constrained, n > 1 steps only after
+  // constrained_ahead() * (n - 1) argmaxes in a row were allowed (so 1 step after a refusal, then
+  // 2, 4, ... as the run grows, and a refused argmax wastes at most 1 / constrained_ahead() of the
+  // steps before it, plus one). At the first token of a batch the constraint refuses, the rest of
+  // the batch is dropped (their KV rows lie past the position decoding continues from and are
+  // rewritten by the steps that follow, as after an eos) and the refused step's logits are read:
+  // last_logits where it was the batch's last step, else that step runs again.
+  const int batch = std::max(1, ex.greedy_batch());
+  const int ahead_ratio = std::max(1, ex.constrained_ahead());
   std::vector<float> logits(needs_logits || constraint ? static_cast<size_t>(vocab) : 0);
   float* logits_out = needs_logits ? logits.data() : nullptr;
   std::vector<int32_t> out, ahead;  // ahead: greedy tokens decoded but not yet consumed
   size_t ahead_at = 0;
-  int allowed_run = 0;      // consecutive constrained steps whose argmax the constraint allowed
-  bool from_ahead = false;  // `greedy` below came from `ahead` (a batch the device ran ahead)
+  int allowed_run = 0;  // consecutive constrained steps whose argmax the constraint allowed
   int pos = start_pos;
   GenerateStats st;
   const auto constrained_logits = [&]() -> float* {
+    if (logits_out) return logits.data();  // read back with the step
     const auto l0 = clock::now();
-    if (from_ahead)
-      ex.forward(&out.back(), 1, pos - 1, logits.data());  // the step that produced `greedy`
-    else if (!logits_out)
+    if (ahead_at < ahead.size()) {  // `greedy` came from a batch's step before its last
+      ex.forward(&out.back(), 1, pos - 1, logits.data());
+      ++st.decode_submits;
+      ++st.wasted_steps;
+    } else {
       ex.last_logits(logits.data());
+    }
     st.constraint_logits_ms += std::chrono::duration<double, std::milli>(clock::now() - l0).count();
     return logits.data();
   };
@@ -297,27 +306,33 @@ std::vector<int32_t> generate(Executor& ex, const Program& program,
       break;
     }
     if (static_cast<int>(out.size()) >= max_new_tokens || pos >= program.max_ctx) break;
-    const bool run_ahead =
-        !needs_logits && (!constraint || (sampler.greedy() && allowed_run >= kSpeculateAfter));
-    from_ahead = run_ahead;
-    if (!run_ahead) {
-      ahead_at = ahead.size();
+    if (needs_logits) {
       greedy = ex.forward(&out.back(), 1, pos, logits_out);
+      ++st.decode_submits;
     } else {
-      // Greedy: the backend's argmax, several steps per submit where the backend keeps the token
-      // on the device and all of them can be used; consumed one at a time all the same.
+      if (next != greedy) {  // refused: the batch's later steps followed the argmax, not `next`
+        st.wasted_steps += static_cast<int>(ahead.size() - ahead_at);
+        ahead_at = ahead.size();
+      }
       if (ahead_at == ahead.size()) {
-        const int want =
-            std::min(max_new_tokens - static_cast<int>(out.size()), program.max_ctx - pos);
-        const int n = want >= ex.greedy_batch() ? ex.greedy_batch() : 1;
+        const int cap =
+            std::min({max_new_tokens - static_cast<int>(out.size()), program.max_ctx - pos, batch});
+        const auto may = [&](int n) {
+          return n <= cap && (!constraint || ahead_ratio * (n - 1) <= allowed_run);
+        };
+        int n = 1;
+        while (may(2 * n)) n *= 2;
+        if (may(batch)) n = batch;
         ahead.resize(static_cast<size_t>(n));
         ex.decode_greedy(out.back(), pos, n, ahead.data());
+        ++st.decode_submits;
         ahead_at = 0;
       }
       greedy = ahead[ahead_at++];
     }
     ++pos;
   }
+  st.wasted_steps += static_cast<int>(ahead.size() - ahead_at);
   st.generated_tokens = static_cast<int>(out.size());
   st.end_pos = pos;
   st.decode_ms = std::chrono::duration<double, std::milli>(clock::now() - t1).count();

@@ -86,6 +86,10 @@ struct GenerateStats {
   int end_pos = 0;        // KV cache rows filled after the call (the next call's start position)
   int masked_steps = 0;   // constrained steps that masked the whole vocabulary
   int refused_steps = 0;  // constrained greedy steps whose argmax the constraint refused
+  // Decode submits: forwards and greedy batches after the prefill (a refused token's step run
+  // again for its logits included); and decode steps run whose token was not used: a greedy
+  // batch's steps after a refused token or the end, and the steps run again.
+  int decode_submits = 0, wasted_steps = 0;
   // Host time of the constraint: its checks, searches, masks and accepts (constraint_ms), and
   // the logits its refused steps read back or computed again (constraint_logits_ms).
   double constraint_ms = 0, constraint_logits_ms = 0;

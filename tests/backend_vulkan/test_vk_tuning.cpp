@@ -54,6 +54,7 @@ TEST(VulkanTuning, EachSwitchLandsInItsField) {
                                      {"VKLLM_CHAIN_GROUPS", "-1"},
                                      {"VKLLM_CHAIN_ATT_UNTIL", "40"},
                                      {"VKLLM_DECODE_BATCH", "1"},
+                                     {"VKLLM_CONSTRAINED_AHEAD", "3"},
                                      {"VKLLM_FENCE_SPIN", "0"},
                                      {"VKLLM_NO_INT_DOT", "0"},
                                      {"VKLLM_NO_FUSION", "1"}});
@@ -65,6 +66,7 @@ TEST(VulkanTuning, EachSwitchLandsInItsField) {
   EXPECT_EQ(*o.tuning.chain_groups, -1);
   EXPECT_EQ(o.tuning.chain_att_until.value_or(0), 40);
   EXPECT_EQ(o.tuning.decode_batch, 1u);
+  EXPECT_EQ(o.tuning.constrained_ahead, 3u);
   EXPECT_EQ(o.tuning.fence_spin, 0);
   // VKLLM_NO_INT_DOT=0 keeps the path on but records the user's choice (over a selftest verdict).
   EXPECT_FALSE(o.no_int_dot);
@@ -72,8 +74,9 @@ TEST(VulkanTuning, EachSwitchLandsInItsField) {
   EXPECT_TRUE(o.no_fusion);
   EXPECT_TRUE(o.tuning.chose_fusion);
   const std::string d = o.tuning.describe();
-  for (const char* f : {"matvec_parts=0", "mv=0", "gemm_tile=64", "no_fuse=tail,prefill",
-                        "chain_groups=-1", "chain_att_until=40", "decode_batch=1"})
+  for (const char* f :
+       {"matvec_parts=0", "mv=0", "gemm_tile=64", "no_fuse=tail,prefill", "chain_groups=-1",
+        "chain_att_until=40", "decode_batch=1", "constrained_ahead=3"})
     EXPECT_NE(d.find(f), std::string::npos) << f << " in " << d;
   EXPECT_EQ(d.find("chain_wg"), std::string::npos) << d;
 }
@@ -85,6 +88,7 @@ TEST(VulkanTuning, MalformedValuesFailWithOneLine) {
                                                         {"VKLLM_MATVEC_PARTS", "3"},
                                                         {"VKLLM_CHAIN_WG", "128"},
                                                         {"VKLLM_DECODE_BATCH", "0"},
+                                                        {"VKLLM_CONSTRAINED_AHEAD", "0"},
                                                         {"VKLLM_FENCE_SPIN", "2"},
                                                         {"VKLLM_CHAIN_DEAL", "2"},
                                                         {"VKLLM_VK_MEMORY_BUDGET", "lots"}}) {

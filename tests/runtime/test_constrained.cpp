@@ -24,8 +24,9 @@ using namespace vkllm;
 
 namespace {
 
-// A CPU executor that decodes greedy batches of 4 (as the Vulkan backend does with the token kept
-// on the device), counting its batches and the forwards that read logits back.
+// A CPU executor that decodes greedy batches of up to 4 (as the Vulkan backend does with the token
+// kept on the device), counting its batches and the forwards that read logits back; `ratio` is its
+// constrained_ahead() (1: a submit twice the last one whose argmaxes were all allowed).
 class RunsAhead final : public Executor {
  public:
   explicit RunsAhead(std::unique_ptr<Executor> e) : e_(std::move(e)) {}
@@ -36,11 +37,12 @@ class RunsAhead final : public Executor {
   void last_logits(float* out) override { e_->last_logits(out); }
   const char* name() const override { return "runs-ahead"; }
   int greedy_batch() const override { return 4; }
+  int constrained_ahead() const override { return ratio; }
   void decode_greedy(int32_t first, int pos, int n, int32_t* out) override {
     ++batches;
     for (int i = 0; i < n; ++i) first = out[i] = e_->forward(&first, 1, pos + i, nullptr);
   }
-  int batches = 0, logit_forwards = 0;
+  int batches = 0, logit_forwards = 0, ratio = 1;
 
  private:
   std::unique_ptr<Executor> e_;
@@ -111,9 +113,16 @@ TEST(Constrained, RunningAheadPicksTheTokensOfMaskingEveryStep) {
   EXPECT_GT(refused, st.masked_steps);
   EXPECT_GE(st.constraint_ms, 0.0);
   RunsAhead ahead(m->make_executor());
-  EXPECT_EQ(run(ahead, false, nullptr), ref);
+  GenerateStats ast;
+  EXPECT_EQ(run(ahead, false, &ast), ref);
   EXPECT_GT(ahead.batches, 0);         // it ran ahead
   EXPECT_GT(ahead.logit_forwards, 0);  // and dropped a batch at a refused token
+  EXPECT_EQ(ast.decode_submits, ahead.batches + ahead.logit_forwards);
+  EXPECT_LT(ast.decode_submits, static_cast<int>(ref.size()));
+  EXPECT_GE(ast.wasted_steps, ahead.logit_forwards);
+  RunsAhead cautious(m->make_executor());  // the default ratio
+  cautious.ratio = Executor::kConstrainedAhead;
+  EXPECT_EQ(run(cautious, false, nullptr), ref);
 }
 
 // A greedy step whose argmax the grammar refuses (pick_constrained: the best logits one by one,

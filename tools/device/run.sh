@@ -319,16 +319,19 @@ for r in json.load(sys.stdin)['parallel']: print('ENGINE C=%d aggregate_tg128 %.
       # Structured output's cost (issue 52): greedy decode tok/s of `vkllm run` on Llama-3.2-1B
       # quantized-8da4w-fp16 without a constraint, with --json-schema (a long string property) and
       # with --json-object, interleaved over 3 rounds; the stats line's decode_tok_s. The -1 variants
-      # one step a submit (VKLLM_DECODE_BATCH=1), the -sleep ones waiting on fences asleep.
+      # one step a submit (VKLLM_DECODE_BATCH=1), the -sleep ones waiting on fences asleep, the -aC
+      # ones VKLLM_CONSTRAINED_AHEAD=C (1: the submit doubles after each all-allowed one; 65536: one
+      # step a submit). SCHEMA_VARIANTS (default "plain plain-1 schema object object-a1 object-a65536").
       rc=0; : >"$OUT/schema.txt"
       a=$(full_artifact llama-3.2-1b llama3.2 quantized-8da4w-fp16)
       echo '{"type": "object", "properties": {"text": {"type": "string", "minLength": 2000}}, "required": ["text"]}' > /tmp/schema.json
       for round in 1 2 3; do
-        for v in plain plain-1 schema object; do
+        for v in ${SCHEMA_VARIANTS:-plain plain-1 schema object object-a1 object-a65536}; do
           case $v in plain*) f=(--ignore_eos) ;; schema*) f=(--json-schema /tmp/schema.json) ;; object*) f=(--json-object) ;; esac
           e=(); case $v in *-1*) e+=(VKLLM_DECODE_BATCH=1) ;; esac; case $v in *sleep) e+=(VKLLM_FENCE_SPIN=0) ;; esac
+          case $v in *-a[0-9]*) e+=(VKLLM_CONSTRAINED_AHEAD=${v##*-a}) ;; esac
           env "${e[@]}" "$BIN" run -m "$a" -p "Describe the weather in a long JSON document." -n 256 --warmup 1 "${f[@]}" 2>&1 >/dev/null |
-            sed -n 's/^vkllm-stats //p' | python3 -c "import json,sys; j=json.load(sys.stdin); print('SCHEMA %s round %s decode_tok_s %.1f generated %d masked_steps %d refused_steps %d constraint_ms %.1f logits_ms %.1f' % (sys.argv[1], sys.argv[2], j['decode_tok_s'], j['generated_tokens'], j.get('masked_steps', -1), j.get('refused_steps', -1), j.get('constraint_ms', -1), j.get('constraint_logits_ms', -1)))" "$v" "$round" | tee -a "$OUT/schema.txt" || rc=1
+            sed -n 's/^vkllm-stats //p' | python3 -c "import json,sys; j=json.load(sys.stdin); print('SCHEMA %s round %s decode_tok_s %.1f generated %d masked_steps %d refused_steps %d constraint_ms %.1f logits_ms %.1f submits %d wasted %d' % (sys.argv[1], sys.argv[2], j['decode_tok_s'], j['generated_tokens'], j.get('masked_steps', -1), j.get('refused_steps', -1), j.get('constraint_ms', -1), j.get('constraint_logits_ms', -1), j.get('decode_submits', -1), j.get('wasted_steps', -1)))" "$v" "$round" | tee -a "$OUT/schema.txt" || rc=1
         done
       done ;;
     sizes)

@@ -139,6 +139,7 @@ void read_environment(VulkanOptions& opt) {
   if (const auto x = integer("VKLLM_CHAIN_SPLIT_SYNC"))
     t.chain_split_sync = *x == 0 ? 0 : *x == 1 ? 1 : -1;
   set_u32("VKLLM_DECODE_BATCH", t.decode_batch, 1, 256);
+  set_u32("VKLLM_CONSTRAINED_AHEAD", t.constrained_ahead, 1, 65536);
   if (get("VKLLM_FENCE_SPIN")) {
     uint32_t spin = 0;
     set_choice("VKLLM_FENCE_SPIN", spin, {0, 1});
@@ -191,6 +192,7 @@ std::string Tuning::describe() const {
   num("chain_rows", chain_rows, d.chain_rows);
   num("chain_split_sync", chain_split_sync, d.chain_split_sync);
   num("decode_batch", decode_batch, d.decode_batch);
+  num("constrained_ahead", constrained_ahead, d.constrained_ahead);
   if (fence_spin != d.fence_spin) add("fence_spin", std::to_string(fence_spin));
   num("pipeline_stats", pipeline_stats, d.pipeline_stats);
   num("memory_budget", memory_budget, d.memory_budget);

@@ -48,6 +48,9 @@ struct Tuning {
   uint32_t chain_rows = 0;  // token rows a batched forward's chains take at most (0: the rule, 8)
 
   uint32_t decode_batch = 16;  // greedy decode steps a submit
+  // Constrained greedy decoding: a submit of n > 1 steps only after constrained_ahead * (n - 1)
+  // allowed argmaxes in a row (Executor::constrained_ahead); 0: its default.
+  uint32_t constrained_ahead = 0;
   // Waiting for a submit: 1 polls its fence (a busy host core, the result seen as it lands), 0
   // sleeps in vkWaitForFences; -1 the rule: poll on GPUs, sleep on CPU devices (whose cores run
   // the work being waited for).

@@ -196,6 +196,9 @@ class VulkanExecutor final : public Executor {
     batch_ = static_cast<int>(std::clamp<uint32_t>(tune.decode_batch, 1, 256));
     const bool profiling = ctx_->options().profile && ctx_->info().timestamps;
     if (profiling) batch_ = 1;
+    ahead_ = tune.constrained_ahead > 0
+                 ? static_cast<int>(std::min<uint32_t>(tune.constrained_ahead, 65536))
+                 : kConstrainedAhead;
     batch_tokens_ = alloc_.create(static_cast<uint64_t>(batch_) * 4, true, "greedy batch tokens");
     env_ = std::make_unique<OpEnv>(OpEnv{*ctx_, kernels_, alloc_, p_, max_t_,
                                          [this](int32_t t) -> const Buffer& {
@@ -249,7 +252,9 @@ class VulkanExecutor final : public Executor {
     for (int pl = 0; pl < 2; ++pl) {
       decode_cb_[pl][0] = cbs[1 + 3 * pl];
       decode_cb_[pl][1] = cbs[2 + 3 * pl];
-      batch_cb_[pl] = cbs[3 + 3 * pl];
+      batch_cb_[pl].assign(static_cast<size_t>(batch_) + 1, VK_NULL_HANDLE);
+      batch_cb_[pl][static_cast<size_t>(batch_)] = cbs[3 + 3 * pl];
+      batch_recorded_[pl].assign(static_cast<size_t>(batch_) + 1, false);
     }
     VkFenceCreateInfo fci{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
     VK_CHECK(vkCreateFence(ctx_->device(), &fci, nullptr, &fence_));
@@ -634,24 +639,33 @@ class VulkanExecutor final : public Executor {
     plan.dispatches = dispatch_count() - d0;
   }
 
-  // Greedy decode steps per submit (greedy_batch): the step's argmax stays on the device and
-  // feeds the next step's embedding (argmax.comp ends each step: the token into the input ids and
-  // the batch's tokens, the position advanced); the host reads the batch's tokens once. One
-  // command buffer, recorded on first use and replayed at any position.
+  // Greedy decode steps per submit (up to greedy_batch()): the step's argmax stays on the device
+  // and feeds the next step's embedding (argmax.comp ends each step: the token into the input ids
+  // and the batch's tokens, the position advanced); the host reads the batch's tokens once. One
+  // command buffer per plan and step count, recorded on first use and replayed at any position.
   int greedy_batch() const override { return batch_; }
+  int constrained_ahead() const override { return ahead_; }
 
   void decode_greedy(int32_t first, int pos, int n, int32_t* out) override {
-    if (n != batch_ || n < 2 || pos < 0 || pos + n > p_.max_ctx)
+    if (n > batch_ || n < 2 || pos < 0 || pos + n > p_.max_ctx)
       return Executor::decode_greedy(first, pos, n, out);
     for (auto& op : ops_) op->check(&first, 1);
     std::memcpy(bufs_[p_.input_ids].mapped, &first, 4);
     set_step(pos);
     const int pl = decode_plan(pos, n);
-    if (!batch_recorded_[pl]) {
-      record_batch(pl);
-      batch_recorded_[pl] = true;
+    VkCommandBuffer& cb = batch_cb_[pl][static_cast<size_t>(n)];
+    if (!cb) {
+      VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+      ai.commandPool = pool_;
+      ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+      ai.commandBufferCount = 1;
+      VK_CHECK(vkAllocateCommandBuffers(ctx_->device(), &ai, &cb));
     }
-    submit_and_wait(batch_cb_[pl]);
+    if (!batch_recorded_[pl][static_cast<size_t>(n)]) {
+      record_batch(cb, pl, n);
+      batch_recorded_[pl][static_cast<size_t>(n)] = true;
+    }
+    submit_and_wait(cb);
     check_chains();
     std::memcpy(out, batch_tokens_.mapped, static_cast<size_t>(n) * 4);
   }
@@ -662,8 +676,7 @@ class VulkanExecutor final : public Executor {
     std::memcpy(step_host_.mapped, words, sizeof(words));
   }
 
-  void record_batch(int pl) {
-    VkCommandBuffer cb = batch_cb_[pl];
+  void record_batch(VkCommandBuffer cb, int pl, int n) {
     VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
     VK_CHECK(vkBeginCommandBuffer(cb, &bi));
     VkBufferCopy step_copy{0, 0, 16};
@@ -673,7 +686,7 @@ class VulkanExecutor final : public Executor {
     mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
     vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
                          0, 1, &mb, 0, nullptr, 0, nullptr);
-    for (int i = 0; i < batch_; ++i) {
+    for (int i = 0; i < n; ++i) {
       record_steps(cb, decode_[pl], 1);
       compute_barrier(cb);
     }
@@ -762,13 +775,15 @@ class VulkanExecutor final : public Executor {
   // Per decode plan: one-token forwards without / with logits.
   VkCommandBuffer decode_cb_[2][2] = {};
   bool decode_recorded_[2][2] = {};
-  VkCommandBuffer batch_cb_[2] = {};            // per decode plan: greedy_batch() decode steps
+  // Per decode plan, by step count n (2..greedy_batch()): n greedy decode steps.
+  std::vector<VkCommandBuffer> batch_cb_[2];
   VkCommandBuffer logits_cb_ = VK_NULL_HANDLE;  // last_logits' copy
   bool logits_recorded_ = false;
-  bool batch_recorded_[2] = {};
+  std::vector<bool> batch_recorded_[2];
   int batch_ = 1;
-  Buffer batch_tokens_;      // host-visible: the batch's tokens
-  Buffer step_, step_host_;  // the forward's position: device, host copy
+  int ahead_ = kConstrainedAhead;  // constrained_ahead()
+  Buffer batch_tokens_;            // host-visible: the batch's tokens
+  Buffer step_, step_host_;        // the forward's position: device, host copy
   VkFence fence_ = VK_NULL_HANDLE;
   VkQueryPool queries_ = VK_NULL_HANDLE;
   uint64_t held_ = 0;
