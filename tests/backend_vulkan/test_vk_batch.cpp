@@ -112,9 +112,13 @@ TEST(VulkanBatchChecks, ForwardsOfFewRowsTakeTheDecodeChains) {
         ToyConfig{Lin::Q4W, Emb::F16, DType::F32, DType::F16, false, true}}) {
     const Toy toy = toy::build_toy(cfg, 9);
     const int vocab = static_cast<int>(toy::kVocab);
-    auto run = [&](bool fused, std::string* profile) {
+    auto run = [&](bool fused, std::string* profile, uint32_t rows = 0) {
       VulkanOptions o = validated();
       o.no_fusion = !fused;
+      if (rows) {  // the chains' rows in passes of `rows`
+        o.tuning.chain_rows = rows;
+        o.tuning.chain_passes = 8;
+      }
       o.tuning.chain_groups = 1;
       o.profile = true;
       std::vector<float> all;
@@ -170,12 +174,19 @@ TEST(VulkanBatchChecks, ForwardsOfFewRowsTakeTheDecodeChains) {
       *profile = ::testing::internal::GetCapturedStderr();
       return all;
     };
-    std::string pu, pf;
-    const std::vector<float> unfused = run(false, &pu), fused = run(true, &pf);
+    std::string pu, pf, pp;
+    const std::vector<float> unfused = run(false, &pu), fused = run(true, &pf),
+                             passes = run(true, &pp, 4);
     ASSERT_EQ(fused.size(), unfused.size());
-    size_t differ = 0;
-    for (size_t i = 0; i < fused.size(); ++i) differ += fused[i] != unfused[i];
+    ASSERT_EQ(passes.size(), unfused.size());
+    size_t differ = 0, differ_passes = 0;
+    for (size_t i = 0; i < fused.size(); ++i) {
+      differ += fused[i] != unfused[i];
+      differ_passes += passes[i] != unfused[i];
+    }
     EXPECT_EQ(differ, 0u) << "of " << fused.size() << " logits and tokens";
+    EXPECT_EQ(differ_passes, 0u) << "of " << fused.size()
+                                 << " logits and tokens (passes of 4 rows)";
     EXPECT_NE(pf.find("decode: "), std::string::npos) << pf;
     EXPECT_NE(pf.find(" chain: "), std::string::npos) << pf;
     EXPECT_EQ(pu.find(" chain: "), std::string::npos) << pu;
@@ -185,5 +196,6 @@ TEST(VulkanBatchChecks, ForwardsOfFewRowsTakeTheDecodeChains) {
     // one read of the weights), except where a stage is int4 weight-only (one row a chain).
     const bool q4w = cfg.lin == Lin::Q4W;
     EXPECT_EQ(pf.find("vulkan profile, prefill") == std::string::npos, !q4w) << pf;
+    EXPECT_EQ(pp.find("vulkan profile, prefill") == std::string::npos, !q4w) << pp;
   }
 }

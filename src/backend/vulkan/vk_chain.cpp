@@ -217,7 +217,7 @@ std::unique_ptr<PreparedOp> prepare_chain(OpEnv& env, const std::vector<Match>& 
                            (any16 ? "_f16" : "");
   const uint32_t ub = chain_ub(all_q4w, tune);
   const Kernel& k =
-      env.kernels.get(name, clock ? 3 : 2, 8,
+      env.kernels.get(name, clock ? 3 : 2, 12,
                       {chain_depth(ub), grid_spin_limit(ctx.info()), tune.chain_noload ? 1u : 0u,
                        kChainSpecialize, smem, any_q4w ? 1u : 0u, kChainPipe, chain_deal(tune), ub,
                        att_hd, att_flags, chain_split_sync(any_q4w, tune), rows});
@@ -227,8 +227,11 @@ std::unique_ptr<PreparedOp> prepare_chain(OpEnv& env, const std::vector<Match>& 
   const uint32_t n = u32(static_cast<int64_t>(stages.size()));
   auto prepared = std::make_unique<PreparedOp>(
       [set, &k, n, groups, rows](VkCommandBuffer cb, int T) {
-        if (T < 1 || u32(T) > rows) fail("decode chain: {} token rows, at most {}", T, rows);
-        dispatch_flat(cb, k, set, {n, u32(T)}, groups);
+        if (T < 1) fail("decode chain: {} token rows", T);
+        for (uint32_t r0 = 0; r0 < u32(T); r0 += rows) {  // (the grid-sync counters between)
+          if (r0 > 0) compute_barrier(cb);
+          dispatch_flat(cb, k, set, {n, std::min(rows, u32(T) - r0), r0}, groups);
+        }
       },
       nullptr);
   writes.push_back(env.chain_sync.buf);

@@ -94,4 +94,40 @@ MemoryPlan plan_activation_memory(const Program& p,
   return m;
 }
 
+uint64_t executor_tensor_bytes(const TensorDecl& t, uint64_t max_rows, uint64_t pool_rows) {
+  uint64_t rows = t.shape[0] < 0 ? max_rows : static_cast<uint64_t>(t.shape[0]);
+  if (pool_rows > 0 && t.kind == TensorKind::KVCache) rows = pool_rows;
+  if (pool_rows > 0 && t.kind == TensorKind::Activation && t.shape[0] == 1) rows = max_rows;
+  for (size_t d = 1; d + 1 < t.shape.size(); ++d) rows *= static_cast<uint64_t>(t.shape[d]);
+  return dtype_nbytes(t.dtype,
+                      {static_cast<int64_t>(rows), t.shape.size() > 1 ? t.shape.back() : 1});
+}
+
+size_t allocate_program_buffers(Allocator& alloc, const Program& p,
+                                const std::vector<const std::vector<FusedRun>*>& plans,
+                                const std::string& unfused_family, uint64_t max_rows,
+                                uint64_t pool_rows, std::vector<Buffer>& bufs) {
+  auto bytes = [&](const TensorDecl& t) { return executor_tensor_bytes(t, max_rows, pool_rows); };
+  const MemoryPlan m = plan_activation_memory(p, plans, unfused_family, bytes);
+  for (size_t i = 0; i < p.tensors.size(); ++i) {
+    const TensorDecl& t = p.tensors[i];
+    if (t.kind == TensorKind::KVCache) {
+      if (t.dtype != DType::F32 && t.dtype != DType::F16)
+        fail("program: KV cache {} must be f32 or f16", t.name);
+      bufs[i] = alloc.create(bytes(t), false, t.name.c_str());
+      alloc.fill(bufs[i], 0);
+    } else if (t.kind == TensorKind::Input) {
+      bufs[i] = alloc.create(bytes(t), true, t.name.c_str());
+    }
+  }
+  std::vector<Buffer> slots(m.slot_bytes.size());
+  for (size_t i = 0; i < p.tensors.size(); ++i) {
+    const int s = m.slot_of[i];
+    if (s < 0) continue;
+    if (!slots[s].buf) slots[s] = alloc.create(m.slot_bytes[s], false, p.tensors[i].name.c_str());
+    bufs[i] = slots[s];
+  }
+  return slots.size();
+}
+
 }  // namespace vkllm::vk

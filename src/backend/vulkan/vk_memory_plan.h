@@ -34,4 +34,17 @@ MemoryPlan plan_activation_memory(const Program& p,
                                   const std::string& unfused_family,
                                   const std::function<uint64_t(const TensorDecl&)>& bytes);
 
+// A tensor's device bytes: max_rows rows for a [-1, N] tensor; a batched executor's (pool_rows >
+// 0: its pool's blocks times their tokens) KV caches hold pool_rows rows and its [1, N]
+// activations max_rows (a row per output row).
+uint64_t executor_tensor_bytes(const TensorDecl& t, uint64_t max_rows, uint64_t pool_rows);
+
+// An executor's buffers (bufs[i] for tensor i): the activations in the slots of
+// plan_activation_memory over its plans, a buffer each for the KV caches (zeroed) and the input
+// (host-visible); executor_tensor_bytes sizes them. Returns the slots' count.
+size_t allocate_program_buffers(Allocator& alloc, const Program& p,
+                                const std::vector<const std::vector<FusedRun>*>& plans,
+                                const std::string& unfused_family, uint64_t max_rows,
+                                uint64_t pool_rows, std::vector<Buffer>& bufs);
+
 }  // namespace vkllm::vk

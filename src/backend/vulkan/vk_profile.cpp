@@ -93,4 +93,17 @@ void collect_plan_profile(Plan& plan, const Context& ctx, VkQueryPool queries) {
   ++plan.runs;
 }
 
+void record_zero_outputs(VkCommandBuffer cb, const Op& op, const std::vector<Buffer>& bufs) {
+  VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
+  mb.dstAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+  vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT, 0,
+                       1, &mb, 0, nullptr, 0, nullptr);
+  for (int32_t t : op.outputs) vkCmdFillBuffer(cb, bufs[t].buf, 0, VK_WHOLE_SIZE, 0);
+  mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+  mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+  vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0,
+                       1, &mb, 0, nullptr, 0, nullptr);
+}
+
 }  // namespace vkllm::vk

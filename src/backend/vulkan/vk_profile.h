@@ -50,4 +50,8 @@ void plan_barriers(Plan& plan, bool decode);
 // Adds one recorded forward's step times (timestamps 0..steps of `queries`) to the plan's sums.
 void collect_plan_profile(Plan& plan, const Context& ctx, VkQueryPool queries);
 
+// Records the zeroing of op's outputs (bufs[t] for tensor t) between barriers: the gates'
+// can-fail switch (VKLLM_TEST_CORRUPT_OP), as a broken kernel would leave them.
+void record_zero_outputs(VkCommandBuffer cb, const Op& op, const std::vector<Buffer>& bufs);
+
 }  // namespace vkllm::vk

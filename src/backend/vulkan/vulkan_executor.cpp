@@ -365,10 +365,12 @@ class VulkanExecutor final : public Executor {
     std::memcpy(b.next_tokens, readback_.mapped, static_cast<size_t>(b.n_out) * 4);
     if (b.logits) std::memcpy(b.logits, logits_rb_.mapped, logits_bytes);
   }
-  // A batched forward's plan: the decode plan for up to chain_rows_ rows where it has fused runs,
-  // else the unfused plan.
+  // A batched forward's plan: the decode plan for up to chain_rows_ rows (Tuning::chain_passes
+  // times that: each chain dispatched for every chain_rows_ of them) where it has fused runs, else
+  // the unfused plan.
   Plan& batch_plan(int T) {
-    return T <= chain_rows_ && !decode_[0].steps.empty() ? decode_[0] : prefill_;
+    const int most = chain_rows_ * static_cast<int>(ctx_->tuning().chain_passes);
+    return T <= (chain_rows_ > 1 ? most : 1) && !decode_[0].steps.empty() ? decode_[0] : prefill_;
   }
   // The command buffer of a batched forward of T rows and n_out output rows (with or without the
   // logits copy), recorded on its first use and replayed: everything that changes between
@@ -429,45 +431,13 @@ class VulkanExecutor final : public Executor {
   const BatchGeometry& batch_geometry() const { return batch_geo_; }
 
  private:
-  // A batched executor's caches hold the pool and its [1, N] activations a row per output row.
-  uint64_t tensor_bytes(const TensorDecl& t) const {
-    uint64_t rows =
-        t.shape[0] < 0 ? static_cast<uint64_t>(max_t_) : static_cast<uint64_t>(t.shape[0]);
-    if (batch_geo_.max_rows > 0 && t.kind == TensorKind::KVCache)
-      rows = static_cast<uint64_t>(batch_geo_.num_blocks) *
-             static_cast<uint64_t>(batch_geo_.block_tokens);
-    if (batch_geo_.max_rows > 0 && t.kind == TensorKind::Activation && t.shape[0] == 1)
-      rows = static_cast<uint64_t>(max_t_);
-    for (size_t d = 1; d + 1 < t.shape.size(); ++d) rows *= static_cast<uint64_t>(t.shape[d]);
-    return dtype_nbytes(t.dtype,
-                        {static_cast<int64_t>(rows), t.shape.size() > 1 ? t.shape.back() : 1});
-  }
-
   // The activations share buffers as the memory planner says (vk_memory_plan.h); caches and the
   // input have one each (the weights are the loaded program's).
   void allocate(const std::vector<const std::vector<FusedRun>*>& plans) {
-    const MemoryPlan m = plan_activation_memory(
-        p_, plans, unfused_, [this](const TensorDecl& t) { return tensor_bytes(t); });
-    for (size_t i = 0; i < p_.tensors.size(); ++i) {
-      const TensorDecl& t = p_.tensors[i];
-      if (t.kind == TensorKind::KVCache) {
-        if (t.dtype != DType::F32 && t.dtype != DType::F16)
-          fail("program: KV cache {} must be f32 or f16", t.name);
-        bufs_[i] = alloc_.create(tensor_bytes(t), false, t.name.c_str());
-        alloc_.fill(bufs_[i], 0);
-      } else if (t.kind == TensorKind::Input) {
-        bufs_[i] = alloc_.create(tensor_bytes(t), true, t.name.c_str());
-      }
-    }
-    std::vector<Buffer> slots(m.slot_bytes.size());
-    for (size_t i = 0; i < p_.tensors.size(); ++i) {
-      const int s = m.slot_of[i];
-      if (s < 0) continue;
-      if (!slots[s].buf)
-        slots[s] = alloc_.create(m.slot_bytes[s], false, p_.tensors[i].name.c_str());
-      bufs_[i] = slots[s];
-    }
-    n_slots_ = slots.size();
+    const uint64_t pool_rows = static_cast<uint64_t>(batch_geo_.num_blocks) *
+                               static_cast<uint64_t>(batch_geo_.block_tokens);
+    n_slots_ = allocate_program_buffers(alloc_, p_, plans, unfused_, static_cast<uint64_t>(max_t_),
+                                        pool_rows, bufs_);
     if (!bufs_[p_.next_token].buf)
       fail("program: no op writes next_token {}", p_.tensors[p_.next_token].name);
     if (!bufs_[p_.logits].buf) fail("program: no op writes logits {}", p_.tensors[p_.logits].name);
@@ -727,16 +697,7 @@ class VulkanExecutor final : public Executor {
   // zeroes every output of that family's ops after they run, like a broken kernel would.
   void corrupt_outputs(VkCommandBuffer cb, size_t k) {
     ++n_corrupted_;
-    VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
-    mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
-    mb.dstAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
-    vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT,
-                         0, 1, &mb, 0, nullptr, 0, nullptr);
-    for (int32_t t : p_.ops[k].outputs) vkCmdFillBuffer(cb, bufs_[t].buf, 0, VK_WHOLE_SIZE, 0);
-    mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
-    mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
-    vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-                         0, 1, &mb, 0, nullptr, 0, nullptr);
+    record_zero_outputs(cb, p_.ops[k], bufs_);
   }
 
   // VKLLM_PROFILE=1: GPU time per step from timestamps around every step, kept apart for prefill

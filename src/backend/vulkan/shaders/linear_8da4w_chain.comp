@@ -25,7 +25,8 @@
 // summed, so that a subgroup always has loads in flight and every stage reads its weights with
 // the same few registers whatever its width; the loads of a stage's first batch are issued before
 // the sync that precedes it.
-// A dispatch computes pc.rows token rows (at most ROWS; a batched forward's, else one): each stage
+// A dispatch computes pc.rows token rows (at most ROWS; a batched forward's, else one; a forward of
+// more rows dispatches the chain for each ROWS of them, pc.row0 the first): each stage
 // reads its weights once for all of them, every row's sums the one-row kernel's. The int8 rows sit
 // in shared memory as shared_row_dot.glsl lays a row out; a q4w stage's float row in sm too
 // (below; q4w stages take one row).
@@ -116,7 +117,8 @@ layout(constant_id = 11) const uint ATT_FLAGS = 0;
 // the whole sync (the host's, vk_fused.cpp chain_split_sync; measurement).
 layout(constant_id = 12) const uint SPLIT_SYNC = 1;
 layout(std430, binding = 1) readonly buffer Table { uint tab[]; };
-layout(push_constant) uniform PC { uint stages, rows; } pc;
+// The dispatch's token rows are rows row0 .. row0 + rows - 1 of the activations.
+layout(push_constant) uniform PC { uint stages, rows, row0; } pc;
 
 layout(buffer_reference, std430, buffer_reference_align = 16) readonly buffer QRef { uvec4 v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 4) readonly buffer FRef { float v[]; };
@@ -407,7 +409,7 @@ void fetch(Stage g, Cur u, uint set, uint k) {
 void finish(Stage g, uint m, uint n, uint r, float a, float u) {
   const uint epi = g.epi, fl = SW(g.par, 5u);
   const bool o16 = (fl & 4u) != 0u, r16 = (fl & 8u) != 0u, y16 = (fl & (16u << m)) != 0u;
-  n += r * SW(g.par, 16u + 10u * m);
+  n += (pc.row0 + r) * SW(g.par, 16u + 10u * m);
   float val = a;
   if (epi == 1u) {
     val = act_load(SA(g, 12u), r16, n) + round_to(o16, a);
@@ -537,7 +539,7 @@ void prologue_row(uint st, uint r) {
   [[unroll]] for (uint i = 0; i < NCH; ++i) {
     ck[i].a = uvec4(0u);
     ck[i].b = uvec4(0u);
-    if (tid + PWG * i < nch) ck[i] = load_chunk(xa, x16, r * nch + tid + PWG * i);
+    if (tid + PWG * i < nch) ck[i] = load_chunk(xa, x16, (pc.row0 + r) * nch + tid + PWG * i);
   }
   float lo = 0.0, hi = 0.0;
   [[unroll]] for (uint i = 0; i < NCH; ++i) {
