@@ -163,9 +163,9 @@ PrefillAttention prefill_attention(const Context& ctx, int hd, bool a16, bool c1
 const Kernel* PrefillAttention::kernel(Ctx& c, int hd, const std::vector<uint32_t>& flags,
                                        bool rope) const {
   const std::string r = rope ? "_rope" : "";
-  // (push: the plain kernels' fifth word is attention_prefill.comp's window; the coopmat one
-  // reads four)
-  const uint32_t bindings = rope ? 7 : 5, push = rope ? 8 : 5;
+  // (push: the last word is attention_prefill.comp's window, the fifth of the plain kernels and
+  // the ninth of the rope ones; the coopmat kernels read the words before it)
+  const uint32_t bindings = rope ? 7 : 5, push = rope ? 9 : 5;
   if (coopmat)
     return &c.kernel("attention_prefill_coopmat" + r, bindings, push, flags, u32(hd), cbk, 0, 64,
                      {cbq, 2 * cbq * gq, gq});
