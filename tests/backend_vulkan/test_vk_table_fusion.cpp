@@ -327,7 +327,8 @@ TEST_P(VulkanOpsFusedPrefillAttention, EqualsTheUnfusedOps) {
 // fp32, longrope's switch inside the forward), Qwen3's (head dim 128, fp16, the q/k norms), an
 // odd head dim; several query blocks after cached keys; the fp16 cases again in each
 // cooperative-matrix variant; Gemma 3's sliding windows (a forward below, across and past the
-// window's edge after cached keys; one from position 0 whose later rows drop the first keys).
+// window's edge after cached keys; one from position 0 whose later rows drop the first keys, with
+// one KV head: a key norm over the whole row, as Gemma 3's).
 std::vector<RunCase> prefill_run_cases() {
   const DType f32 = DType::F32, f16 = DType::F16;
   std::vector<RunCase> v = {{8, 2, 64, 64, 150, 30, f16, f16, false, false},
@@ -336,7 +337,7 @@ std::vector<RunCase> prefill_run_cases() {
                             {3, 3, 64, 32, 40, 5, f32, f32, false, true},
                             {4, 1, 24, 16, 9, 3, f32, f16, true, false}};
   v.push_back({4, 2, 64, 64, 40, 30, f32, f32, false, true, AttVar::Default, 37});
-  v.push_back({4, 1, 128, 128, 70, 0, f16, f32, false, true, AttVar::Default, 50});
+  v.push_back({4, 1, 128, 128, 70, 0, f32, f32, false, true, AttVar::Default, 50});
   for (AttVar var : {AttVar::Gqa, AttVar::Portable}) {
     v.push_back({8, 2, 64, 64, 150, 30, f16, f16, false, false, var});
     v.push_back({4, 2, 128, 128, 70, 0, f16, f16, false, true, var});
