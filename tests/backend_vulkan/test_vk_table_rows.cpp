@@ -97,9 +97,8 @@ INSTANTIATE_TEST_SUITE_P(Table, VulkanOpsEmbedding,
                                            EmbCase{DType::F32, DType::F32, 151936, 1024, 5}),
                          [](const auto& p) { return p.param.name(); });
 
-// rms_norm over groups of G (G = N: whole rows). Groups of at most 256 values (per-head norms) in
-// forwards of several tokens take a subgroup a group (rms_norm.comp ROWS_SG), one-token forwards
-// a workgroup.
+// rms_norm over groups of G (G = N: whole rows). Per-head norms of forwards of several tokens take
+// a subgroup a group (rms_norm.comp ROWS_SG), one-token forwards a workgroup.
 struct NormCase {
   int64_t N, G;
   int T;

@@ -38,15 +38,18 @@ uint32_t gemm_order(bool for_gemm, uint32_t Tr) {
 
 // Does the norm's output go only to linear_8da4w ops (as their input), so that the norm can
 // quantize it for them?
-bool feeds_only_8da4w(const Ctx& c, int32_t y) {
+bool feeds_only(const Ctx& c, int32_t y, std::string_view family) {
   bool any = false;
   for (const Op& o : c.p.ops)
     for (size_t i = 0; i < o.inputs.size(); ++i)
       if (o.inputs[i] == y) {
-        if (o.family != "linear_8da4w" || i != 0) return false;
+        if (o.family != family || i != 0) return false;
         any = true;
       }
   return any;
+}
+bool feeds_only_8da4w(const Ctx& c, int32_t y) {
+  return feeds_only(c, y, "linear_8da4w");
 }
 
 GemmPlan plan_gemm_8da4w(const Context& ctx, int64_t G, int64_t N, bool y16) {
