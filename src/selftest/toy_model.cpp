@@ -148,11 +148,12 @@ Toy build_toy(const ToyConfig& cfg, unsigned seed) {
         p.add_tensor({lp + "k_cache", cfg.cache, TK::KVCache, {p.max_ctx, Hkv * HD}, 0, 0});
     int32_t vc =
         p.add_tensor({lp + "v_cache", cfg.cache, TK::KVCache, {p.max_ctx, Hkv * HD}, 0, 0});
-    int32_t a = op("attention", {q, k, v, kc, vc}, act(lp + "attn", H * HD, A),
-                   {{"n_heads", H},
-                    {"n_kv_heads", Hkv},
-                    {"head_dim", HD},
-                    {"scale", 1.0 / std::sqrt(double(HD))}});
+    nlohmann::json attn_attrs = {{"n_heads", H},
+                                 {"n_kv_heads", Hkv},
+                                 {"head_dim", HD},
+                                 {"scale", 1.0 / std::sqrt(double(HD))}};
+    if (cfg.window > 0 && l == 0) attn_attrs["window"] = cfg.window;
+    int32_t a = op("attention", {q, k, v, kc, vc}, act(lp + "attn", H * HD, A), attn_attrs);
     int32_t o = linear(a, D, H * HD, act(lp + "attn_out", D, A), lp + "wo");
     x = op("add", {x, o}, act(lp + "x.attn", D, A));
     h = op("rms_norm", {x, fweight(lp + "ffn_norm", {D}, 0.8f, 1.2f)}, act(lp + "ffn_norm", D, A),

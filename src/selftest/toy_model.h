@@ -34,6 +34,9 @@ struct ToyConfig {
   // attention where the device has it.
   int64_t head_dim = 16;
   bool qkv_bias = false;  // Qwen2: a bias_add after each of the q, k and v projections
+  // Gemma 3's sliding-window layers: layer 0's attention sees only this many keys (its window
+  // attribute), layer 1's every key (0: both global).
+  int window = 0;
 };
 
 // Weights held in memory, by tensor id.

@@ -97,6 +97,7 @@ TEST(VulkanExecutor, Fp16WeightsQkNormPartialLongRope) {
 struct FusionCase {
   const char* name;
   ToyConfig cfg;
+  int chunk = 0;  // the prompt's tokens a forward (VulkanOptions::max_tokens; 0: the default)
 };
 class VulkanFusion : public ::testing::TestWithParam<FusionCase> {};
 
@@ -125,6 +126,7 @@ TEST_P(VulkanFusion, DecodeStepEqualsTheUnfusedProgram) {
     VulkanOptions o = validated();
     Tuning& tn = o.tuning;
     if (GetParam().cfg.parts) tn.matvec_parts = 0;  // the rule that splits rows in parts
+    if (GetParam().chunk) o.max_tokens = GetParam().chunk;
     if (mode == 0) o.no_fusion = true;
     if (mode >= 2) tn.fuse_all = true;
     if (mode >= 3) tn.no_fuse = {"tail"};
@@ -186,6 +188,17 @@ TEST_P(VulkanFusion, DecodeStepEqualsTheUnfusedProgram) {
     EXPECT_EQ(differ, 0u) << "mode " << mode << ": of " << fused.size() << " logits and tokens";
     EXPECT_GT(kernels(pf), 0) << pf;
     EXPECT_LT(kernels(pf), kernels(pu)) << "mode " << mode << "\n" << pf << pu;
+    // Every attention op fused, the windowed layer's too: no decode step runs one alone, and
+    // the runs of mode 1 take both layers' (in their own dispatches; their prefill runs where
+    // the unwindowed one has one).
+    EXPECT_EQ(profile_steps(pf, "decode", "attention"), 0) << "mode " << mode << "\n" << pf;
+    const std::string att =
+        GetParam().cfg.qk_norm ? "rms_norm x2+rope x2+attention" : "rope x2+attention";
+    if (mode == 1) {
+      EXPECT_EQ(profile_steps(pf, "decode", att), 2) << pf;
+      const int prefill = profile_steps(pf, "prefill", att + ", prefill");
+      EXPECT_TRUE(prefill == 0 || prefill == 2) << pf;
+    }
     if ((mode == 1 || mode == 5) && !GetParam().cfg.parts) {
       EXPECT_NE(pf.find(GetParam().cfg.lin == Lin::Q4W ? "last_row+rms_norm+linear_q4w"
                                                        : "last_row+rms_norm+linear_8da4w"),
@@ -230,7 +243,21 @@ INSTANTIATE_TEST_SUITE_P(
         // its rest, in an order that a prologue of other than 256 threads must keep.
         FusionCase{
             "f32_wide",
-            {Lin::A8W4, Emb::Q4, DType::F32, DType::F32, false, false, 48, 96, nullptr, 1280}}),
+            {Lin::A8W4, Emb::Q4, DType::F32, DType::F32, false, false, 48, 96, nullptr, 1280}},
+        // Gemma 3's sliding-window layers (layer 0 sees 8 keys, layer 1 every key): the prompt
+        // in chunks of 3 (positions 0-2, 3-4), then decode steps from below the window (5-6)
+        // through it (7) to past it (8-16).
+        FusionCase{"f32_window",
+                   {Lin::A8W4, Emb::Q4, DType::F32, DType::F32, false, false, 48, 96, nullptr, 64,
+                    16, false, 8},
+                   3},
+        // A window of 70 keys in 64-key decode splits: the prompt in chunks of 50 (below the
+        // window, across its edge, past it), then decode steps at 134-145, whose split 0 lies
+        // wholly below the window and split 1 partly.
+        FusionCase{"f16_qknorm_window_splits",
+                   {Lin::A8W4, Emb::F16, DType::F16, DType::F16, true, true, 200, 96, nullptr, 64,
+                    16, false, 70},
+                   50}),
     [](const auto& p) { return std::string(p.param.name); });
 
 // Greedy decode steps per submit (decode_greedy: the token stays on the device) give exactly the

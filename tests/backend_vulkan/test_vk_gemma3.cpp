@@ -2,7 +2,8 @@
 // (window 8, layers alternating windowed / global): prefill chunks ending below, at and past the
 // window and one crossing its edge, decode steps from below the window to past it, and the
 // batched executor's paged attention (the CPU's batched forward first checked against one
-// single-sequence forward per sequence); and the attention op alone over a long context.
+// single-sequence forward per sequence); the fused attention runs against the unfused program;
+// and the attention op alone over a long context.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -117,6 +118,80 @@ TEST(VulkanGemma3, BatchedForwardWithWindows) {
     auto gpu = loaded->make_batch_executor(sc.kBlocks, sc.kBlockTokens, 32);
     const auto got = sc.run_batched(*gpu, vocab);
     expect_batch_agrees(got, want, bound);
+  }
+  EXPECT_EQ(vk::validation_message_count(), msgs) << "Vulkan validation reported messages";
+}
+
+// The fused attention runs (each layer's q/k norms, ropes and attention, vk_fusion.h) against the
+// unfused program on the twin, bit for bit: the chunked prompt and decode steps of
+// ChunkedPrefillAcrossTheWindowEdge on the single-sequence executor, and the batched scenario on
+// the batched executor; every layer's attention fused, the sliding ones too (the profiles' plans).
+TEST(VulkanGemma3, FusedRunsEqualTheUnfusedProgram) {
+  ArtifactReader r(artifact());
+  const int vocab = r.desc().vocab, layers = 4;
+  const std::string run = "rms_norm x2+rope x2+attention";
+  const uint64_t msgs = vk::validation_message_count();
+  auto options = [](bool fused, int max_tokens) {
+    VulkanOptions o = validated();
+    o.no_fusion = !fused;
+    o.profile = true;
+    o.max_tokens = max_tokens;
+    return o;
+  };
+  auto single = [&](bool fused, std::string* profile) {
+    std::vector<float> all, l(static_cast<size_t>(vocab));
+    ::testing::internal::CaptureStderr();
+    {
+      auto gpu = make_vulkan_executor(r.program(), r, options(fused, 5));  // chunks of 5
+      const std::vector<int32_t> prompt = {5, 17, 299, 0, 42, 262143, 7, 100, 3, 2, 11};
+      int32_t t = gpu->forward(prompt.data(), static_cast<int>(prompt.size()), 0, l.data());
+      all = l;
+      for (int pos = static_cast<int>(prompt.size()); pos < 17; ++pos) {
+        t = gpu->forward(&t, 1, pos, l.data());
+        all.insert(all.end(), l.begin(), l.end());
+        all.push_back(static_cast<float>(t));
+      }
+    }
+    *profile = ::testing::internal::GetCapturedStderr();
+    return all;
+  };
+  auto batched = [&](bool fused, std::string* profile) {
+    const testutil::BatchScenario sc;
+    std::vector<float> all;
+    ::testing::internal::CaptureStderr();
+    {
+      auto gpu = load_vulkan_program(r.program(), r, options(fused, 32))
+                     ->make_batch_executor(sc.kBlocks, sc.kBlockTokens, 32);
+      for (const auto& o : sc.run_batched(*gpu, vocab)) {
+        all.insert(all.end(), o.logits.begin(), o.logits.end());
+        all.push_back(static_cast<float>(o.token));
+      }
+    }
+    *profile = ::testing::internal::GetCapturedStderr();
+    return all;
+  };
+  for (const bool batch : {false, true}) {
+    std::string pu, pf;
+    const std::vector<float> unfused = batch ? batched(false, &pu) : single(false, &pu);
+    const std::vector<float> fused = batch ? batched(true, &pf) : single(true, &pf);
+    ASSERT_EQ(fused.size(), unfused.size());
+    size_t differ = 0;
+    for (size_t i = 0; i < fused.size(); ++i) differ += fused[i] != unfused[i];
+    EXPECT_EQ(differ, 0u) << "of " << fused.size() << " logits and tokens";
+    // (The batched executor runs every forward on its prefill plan here: no decode runs.)
+    EXPECT_EQ(profile_steps(pu, "decode", "attention") + profile_steps(pu, "prefill", "attention"),
+              batch ? layers : 2 * layers)
+        << pu;
+    if (!batch) {
+      EXPECT_EQ(profile_steps(pf, "decode", run), layers) << pf;
+      EXPECT_EQ(profile_steps(pf, "decode", "attention"), 0) << pf;
+      // Prefill runs where the device has a prefill attention kernel for head dim 256.
+      const int prefill = profile_steps(pf, "prefill", run + ", prefill");
+      EXPECT_TRUE(prefill == 0 || prefill == layers) << pf;
+    } else {
+      EXPECT_EQ(profile_steps(pf, "prefill", run + ", prefill"), layers) << pf;
+      EXPECT_EQ(profile_steps(pf, "prefill", "attention"), 0) << pf;
+    }
   }
   EXPECT_EQ(vk::validation_message_count(), msgs) << "Vulkan validation reported messages";
 }

@@ -191,12 +191,14 @@ struct RunCase {
   DType act, cache;
   bool long_table, qk_norm;
   AttVar var = AttVar::Default;
+  int win = 0;  // the attention's sliding window (Gemma 3), 0: none
   std::string name() const {
     return case_name(std::string(qk_norm ? "rms_norm_x2_" : "") + "rope_x2_attention_H" +
                      std::to_string(H) + "_KV" + std::to_string(Hkv) + "_hd" + std::to_string(hd) +
                      "_R" + std::to_string(R) + "_" + dtype_name(act) + "_cache" +
                      dtype_name(cache) + "_T" + std::to_string(T) + "_pos" + std::to_string(pos) +
-                     (long_table ? "_longrope" : "") + att_var_name(var));
+                     (long_table ? "_longrope" : "") + att_var_name(var) +
+                     (win ? "_window" + std::to_string(win) : ""));
   }
 };
 void PrintTo(const RunCase& c, std::ostream* os) {
@@ -266,8 +268,9 @@ TEST_P(VulkanOpsFusedPrefillAttention, EqualsTheUnfusedOps) {
   c.op("rope", rope_in(q_in), tqr, rq);
   c.op("rope", rope_in(k_in), tkr, rk);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  c.op("attention", {tqr, tkr, tv, tkc, tvc}, ty,
-       {{"n_heads", H}, {"n_kv_heads", Hkv}, {"head_dim", hd}, {"scale", scale}});
+  nlohmann::json aa = {{"n_heads", H}, {"n_kv_heads", Hkv}, {"head_dim", hd}, {"scale", scale}};
+  if (rc.win) aa["window"] = rc.win;
+  c.op("attention", {tqr, tkr, tv, tkc, tvc}, ty, aa);
   // The CPU: rope (rounded as the rope op stores it), then the attention.
   const bool use_long = rc.long_table && pos + T > orig;
   std::vector<float> qn = q, kn = k, qr(q.size()), kr(k.size()), want(q.size());
@@ -280,14 +283,19 @@ TEST_P(VulkanOpsFusedPrefillAttention, EqualsTheUnfusedOps) {
   cpu::rope(kn.data(), T, Hkv, hd, R, use_long ? fl.data() : fs.data(), pos, a, kr.data());
   if (act == DType::F16) qr = round_f16(qr), kr = round_f16(kr);
   cpu::attention(qr.data(), kr.data(), v.data(), T, pos, kc.data(), vc.data(), cache == DType::F16,
-                 H, Hkv, hd, scale, want.data());
+                 H, Hkv, hd, scale, want.data(), rc.win);
   if (act == DType::F16) want = round_f16(want);
   std::vector<float> outs[2], kcs[2], vcs[2];
   for (int fused = 1; fused >= 0; --fused) {
     VulkanOptions o;
     o.tuning = att_tuning(rc.var);
     OpRun r(c, T, o, fused == 1);
-    EXPECT_EQ(r.runs().size(), size_t(fused)) << "the prefill attention run";
+    // (A windowed run is not planned where the cooperative-matrix kernel would run.)
+    const bool coopmat =
+        vk::detail::prefill_attention(r.ctx(), hd, act == DType::F16, cache == DType::F16, H / Hkv)
+            .coopmat;
+    EXPECT_EQ(r.runs().size(), size_t(fused && !(rc.win && coopmat)))
+        << "the prefill attention run";
     if (fused && rc.qk_norm && !r.runs().empty()) {
       EXPECT_EQ(r.runs()[0].first, 0u) << "the run takes the norms";
     }
@@ -318,7 +326,9 @@ TEST_P(VulkanOpsFusedPrefillAttention, EqualsTheUnfusedOps) {
 // Llama-3.2-1B's shapes (head dim 64, full rotary, fp16), Phi-4-mini's (head dim 128, rotary 96,
 // fp32, longrope's switch inside the forward), Qwen3's (head dim 128, fp16, the q/k norms), an
 // odd head dim; several query blocks after cached keys; the fp16 cases again in each
-// cooperative-matrix variant.
+// cooperative-matrix variant; Gemma 3's sliding windows (a forward below, across and past the
+// window's edge after cached keys; one from position 0 whose later rows drop the first keys, with
+// one KV head: a key norm over the whole row, as Gemma 3's).
 std::vector<RunCase> prefill_run_cases() {
   const DType f32 = DType::F32, f16 = DType::F16;
   std::vector<RunCase> v = {{8, 2, 64, 64, 150, 30, f16, f16, false, false},
@@ -326,6 +336,8 @@ std::vector<RunCase> prefill_run_cases() {
                             {4, 2, 128, 128, 70, 0, f16, f16, false, true},
                             {3, 3, 64, 32, 40, 5, f32, f32, false, true},
                             {4, 1, 24, 16, 9, 3, f32, f16, true, false}};
+  v.push_back({4, 2, 64, 64, 40, 30, f32, f32, false, true, AttVar::Default, 37});
+  v.push_back({4, 1, 128, 128, 70, 0, f32, f32, false, true, AttVar::Default, 50});
   for (AttVar var : {AttVar::Gqa, AttVar::Portable}) {
     v.push_back({8, 2, 64, 64, 150, 30, f16, f16, false, false, var});
     v.push_back({4, 2, 128, 128, 70, 0, f16, f16, false, true, var});

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <limits>
 #include <list>
+#include <sstream>
 #include <string>
 #include <utility>
 
@@ -15,6 +16,28 @@ VulkanOptions validated(VulkanOptions o) {
   o.validation = true;
   o.sync_validation = true;
   return o;
+}
+
+int profile_steps(const std::string& profile, const std::string& plan, const std::string& key) {
+  const std::string head = "vulkan profile, " + plan + ":";
+  const size_t at = profile.find(head);
+  if (at == std::string::npos) return 0;
+  std::istringstream in(profile.substr(profile.find('\n', at) + 1));
+  int n = 0;
+  for (std::string line; std::getline(in, line) && line.rfind("  ", 0) == 0;) {
+    // "  <key> <count> <ms> <us each> <GB/s>"; the total's row ends the plan.
+    std::vector<std::string> words;
+    std::istringstream ws(line);
+    for (std::string w; ws >> w;) words.push_back(w);
+    if (words.size() < 5 || words[0] == "total") break;
+    std::string k = words[0];
+    for (size_t i = 1; i + 4 < words.size(); ++i) k += " " + words[i];
+    const std::string widths = k.size() > key.size() ? k.substr(key.size() + 1) : "";
+    if (k == key || (k.rfind(key + " ", 0) == 0 && widths.find(' ') == std::string::npos &&
+                     widths.find("<-") != std::string::npos))
+      n += std::stoi(words[words.size() - 4]);
+  }
+  return n;
 }
 
 void expect_batch_agrees(const std::vector<testutil::BatchOutput>& got,

@@ -48,6 +48,11 @@ std::vector<float> round_f16(std::vector<float> v);
 void expect_batch_agrees(const std::vector<testutil::BatchOutput>& got,
                          const std::vector<testutil::BatchOutput>& want, double bound);
 
+// The steps a plan of an executor's profile (VulkanOptions::profile, printed to stderr when it
+// ends) records for `key`: the count column of section `plan`'s rows ("prefill", "decode") keyed
+// `key`, or `key` and its widths ("rope x2+attention 64<-64"); 0 where there are none.
+int profile_steps(const std::string& profile, const std::string& plan, const std::string& key);
+
 // A program fragment with host data for its weights, inputs and pre-filled tensors.
 struct Case {
   Program p;

@@ -115,8 +115,9 @@ std::unique_ptr<PreparedOp> prepare_chain(OpEnv& env, const std::vector<Match>& 
       put(at + 26, range(a.table));
       put(at + 28, range(a.nq));
       put(at + 30, range(a.nk));
-      const uint32_t words[] = {u32(a.H), u32(a.Hkv),     a.S,           a.C,          a.R, a.orig,
-                                a.ctx,    fbits(a.scale), fbits(a.qeps), fbits(a.keps)};
+      const uint32_t words[] = {u32(a.H),      u32(a.Hkv),    a.S,   a.C,
+                                a.R,           a.orig,        a.ctx, fbits(a.scale),
+                                fbits(a.qeps), fbits(a.keps), a.win};
       std::copy(std::begin(words), std::end(words),
                 table.begin() + static_cast<std::ptrdiff_t>(at + 32));
       const VkBuffer kc = c.buf(I[3]), vc = c.buf(I[4]);

@@ -48,6 +48,10 @@ AttentionSetup attention_setup(OpEnv& env, const Match& m) {
   a.Hkv = static_cast<int>(c.attr_i("n_kv_heads"));
   a.hd = static_cast<int>(c.attr_i("head_dim"));
   a.scale = c.attr_f("scale");
+  // (as prep_attention reads it: keys max(0, p - win + 1)..p of query position p)
+  a.win = m.attn->attrs.contains("window")
+              ? u32(std::min<int64_t>(c.attr_i("window"), int64_t(1) << 30))
+              : 0u;
   need_attention_shapes(c, a.H, a.Hkv, a.hd, m.q, m.k, I[2], I[3], I[4], m.y);
   c.need(c.f16(m.q) == c.f16(m.k) && c.f16(m.k) == c.f16(I[2]), "q, k and v must share one dtype");
   // The normed and rotated rows' dtypes (rounded to as the unfused ops store them).
@@ -107,7 +111,7 @@ std::unique_ptr<PreparedOp> prepare_attention(OpEnv& env, const Match& m, bool q
   const auto [qs, qps] = act_scratch(c, int64_t(H) * hd);
   const bool any16 = a.a16 || a.c16 || a.y16 || a.n16 || a.r16;
   const Kernel& k =
-      env.kernels.get(std::string("attention_decode") + (any16 ? "_f16" : ""), 16, 11 * 4,
+      env.kernels.get(std::string("attention_decode") + (any16 ? "_f16" : ""), 16, 12 * 4,
                       {a.a16, a.c16, a.y16, m.qnorm != nullptr, m.qrope != nullptr, a.n16, a.r16,
                        oquant, u32(hd), env.ctx.tuning().att_measure, 1u});
   const std::vector<BufRange> r = {c.whole(m.q),
@@ -127,8 +131,9 @@ std::unique_ptr<PreparedOp> prepare_attention(OpEnv& env, const Match& m, bool q
                                    qs,
                                    qps};
   VkDescriptorSet set = env.kernels.make_set(k, r);
-  const std::vector<uint32_t> push = {u32(H), u32(a.Hkv), u32(hd),       fbits(a.scale), S, C, a.R,
-                                      a.orig, a.ctx,      fbits(a.qeps), fbits(a.keps)};
+  const std::vector<uint32_t> push = {
+      u32(H), u32(a.Hkv), u32(hd),       fbits(a.scale), S,    C, a.R,
+      a.orig, a.ctx,      fbits(a.qeps), fbits(a.keps),  a.win};
   auto prepared = std::make_unique<PreparedOp>(
       [=, &k](VkCommandBuffer cb, int) { dispatch_flat(cb, k, set, push, uint64_t(H) * S); },
       nullptr);
@@ -164,7 +169,7 @@ std::unique_ptr<PreparedOp> prepare_batch_attention(OpEnv& env, const Match& m,
   VkDescriptorSet sa =
       env.kernels.make_set(ka, std::vector<BufRange>{c.whole(m.q), c.whole(I[3]), c.whole(I[4]),
                                                      c.whole(m.y), part, a.table, a.nq, rows});
-  const uint32_t R = a.R, orig = a.orig, ctx = a.ctx, bt = env.batch_block_tokens;
+  const uint32_t R = a.R, orig = a.orig, ctx = a.ctx, bt = env.batch_block_tokens, win = a.win;
   const float scale = a.scale, qeps = a.qeps, keps = a.keps;
   auto prepared = std::make_unique<PreparedOp>(
       [=, &ks, &ka](VkCommandBuffer cb, int T) {
@@ -174,7 +179,7 @@ std::unique_ptr<PreparedOp> prepare_batch_attention(OpEnv& env, const Match& m,
         compute_barrier(cb);
         dispatch_flat(
             cb, ka, sa,
-            {u32(T), H, Hkv, hd, fbits(scale), 1u, ctx, bt, 0u, R, orig, ctx, fbits(qeps)},
+            {u32(T), H, Hkv, hd, fbits(scale), 1u, ctx, bt, win, R, orig, ctx, fbits(qeps)},
             uint64_t(T) * H);
       },
       nullptr);
@@ -204,7 +209,9 @@ std::unique_ptr<PreparedOp> prepare_prefill_attention(OpEnv& env, const Match& m
   c.need(!qkn || (sg > 0 && sg <= 64), "the run's key norms need subgroups of at most 64");
   if (env.batched()) return prepare_batch_attention(env, m, a, {r16, a.c16, a.y16, q16, qkn, n16});
   const PrefillAttention pa = prefill_attention(env.ctx, hd, r16, a.c16, H / a.Hkv);
-  const Kernel* kp = pa.kernel(c, hd, {r16, a.c16, a.y16, q16, qkn, n16}, true);
+  // (The cooperative-matrix kernel takes no window: windowed runs are not planned there.)
+  const Kernel* kp =
+      a.win && pa.coopmat ? nullptr : pa.kernel(c, hd, {r16, a.c16, a.y16, q16, qkn, n16}, true);
   c.need(kp != nullptr, "no prefill attention kernel for the run");
   const Kernel& ks =
       c.kernel("attention_store_rope", 7, 6, {v16, a.c16, 0, k16, qkn, n16}, u32(hd));
@@ -215,7 +222,8 @@ std::unique_ptr<PreparedOp> prepare_prefill_attention(OpEnv& env, const Match& m
   VkDescriptorSet sp =
       env.kernels.make_set(*kp, std::vector<BufRange>{c.whole(m.q), c.whole(I[3]), c.whole(I[4]),
                                                       c.whole(m.y), step, a.table, a.nq});
-  const uint32_t R = a.R, orig = a.orig, ctx = a.ctx, bq = pa.bq, gq = pa.gq, Hkv = u32(a.Hkv);
+  const uint32_t R = a.R, orig = a.orig, ctx = a.ctx, bq = pa.bq, gq = pa.gq, Hkv = u32(a.Hkv),
+                 win = a.win;
   const float scale = a.scale, qeps = a.qeps, keps = a.keps;
   auto prepared = std::make_unique<PreparedOp>(
       [=, &ks](VkCommandBuffer cb, int T) {
@@ -224,7 +232,7 @@ std::unique_ptr<PreparedOp> prepare_prefill_attention(OpEnv& env, const Match& m
             qkn ? ceil_div(uint64_t(T) * Hkv, 64 / sg) : ceil_div(uint64_t(T) * W, 64);
         dispatch_flat(cb, ks, ss, {u32(T), u32(W), R, orig, ctx, fbits(keps)}, groups);
         compute_barrier(cb);
-        dispatch(cb, *kp, sp, {u32(T), u32(H), Hkv, fbits(scale), R, orig, ctx, fbits(qeps)},
+        dispatch(cb, *kp, sp, {u32(T), u32(H), Hkv, fbits(scale), R, orig, ctx, fbits(qeps), win},
                  u32(H) / gq, ceil_div(u32(T), bq));
       },
       nullptr);

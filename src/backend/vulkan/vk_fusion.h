@@ -22,7 +22,8 @@ enum class Epi : uint32_t { Store = 0, Add = 1, Swiglu = 2 };
 // The table: tried in order at every op; the first that matches takes the run. Mat-vec runs
 // (linear_8da4w_fused.comp): a prologue, 1-3 mat-vecs reading its row, an epilogue. Attention
 // runs (attention_decode.comp): the per-head q/k norms and rope before the attention, and its
-// KV store and split merge, in one dispatch.
+// KV store and split merge, in one dispatch; a sliding window (the attention's window attribute,
+// Gemma's sliding layers) is a parameter of every attention kernel, so windowed runs fuse alike.
 // Tail runs (linear_8da4w.comp's VKLLM_TAIL): the unfused decode mat-vecs reading the shared int8
 // scratch, and the one-row op after them (the residual add and the next norm, or SwiGLU) run by the
 // last workgroup to finish, which also quantizes that row into the scratch for its linear_8da4w
@@ -176,8 +177,6 @@ class Matcher {
     }
     m.attn = next();
     if (!m.attn || m.attn->family != "attention" || m.attn->inputs.size() != 5) return std::nullopt;
-    // Sliding-window attention runs unfused: only attention.comp's split kernel takes a window.
-    if (m.attn->attrs.contains("window")) return std::nullopt;
     if (pat.rope || pat.qk_norm) {
       if (m.attn->inputs[0] != q || m.attn->inputs[1] != kk) return std::nullopt;
     } else {
@@ -364,6 +363,7 @@ struct AttentionSetup {
   float scale = 0, qeps = 0, keps = 0;
   bool a16 = false, c16 = false, y16 = false, n16 = false, r16 = false;
   uint32_t R = 0, orig = UINT32_MAX, ctx = 0, C = 0, S = 0;
+  uint32_t win = 0;        // a sliding window's keys (the op's window attribute; 0: none)
   BufRange table, nq, nk;  // rope's cos/sin table, the q / k norm weights (placeholders: v)
   // attention_decode.glsl's flag bits (linear_8da4w_chain.comp ATT_FLAGS).
   uint32_t flags(const Match& m) const {

@@ -256,6 +256,9 @@ std::vector<FusedRun> find_prefill_runs(const Program& p, const Context& ctx, bo
       const PrefillAttention pa = prefill_attention(ctx, static_cast<int>(hd), r16, c16);
       const uint32_t sg = ctx.info().subgroup_size;
       if ((!batched && !pa.coopmat && !pa.tiled) || (pat.qk_norm && (sg == 0 || sg > 64))) continue;
+      // The cooperative-matrix kernel takes no window: there the unfused op runs windowed
+      // forwards on the split kernel, and so does the run's attention (unfused).
+      if (!batched && pa.coopmat && m->attn->attrs.contains("window")) continue;
       runs.push_back({m->first, m->last, pat.name});
       k = m->last;
       break;

@@ -38,15 +38,18 @@ uint32_t gemm_order(bool for_gemm, uint32_t Tr) {
 
 // Does the norm's output go only to linear_8da4w ops (as their input), so that the norm can
 // quantize it for them?
-bool feeds_only_8da4w(const Ctx& c, int32_t y) {
+bool feeds_only(const Ctx& c, int32_t y, std::string_view family) {
   bool any = false;
   for (const Op& o : c.p.ops)
     for (size_t i = 0; i < o.inputs.size(); ++i)
       if (o.inputs[i] == y) {
-        if (o.family != "linear_8da4w" || i != 0) return false;
+        if (o.family != family || i != 0) return false;
         any = true;
       }
   return any;
+}
+bool feeds_only_8da4w(const Ctx& c, int32_t y) {
+  return feeds_only(c, y, "linear_8da4w");
 }
 
 GemmPlan plan_gemm_8da4w(const Context& ctx, int64_t G, int64_t N, bool y16) {
@@ -163,9 +166,9 @@ PrefillAttention prefill_attention(const Context& ctx, int hd, bool a16, bool c1
 const Kernel* PrefillAttention::kernel(Ctx& c, int hd, const std::vector<uint32_t>& flags,
                                        bool rope) const {
   const std::string r = rope ? "_rope" : "";
-  // (push: the plain kernels' fifth word is attention_prefill.comp's window; the coopmat one
-  // reads four)
-  const uint32_t bindings = rope ? 7 : 5, push = rope ? 8 : 5;
+  // (push: the last word is attention_prefill.comp's window, the fifth of the plain kernels and
+  // the ninth of the rope ones; the coopmat kernels read the words before it)
+  const uint32_t bindings = rope ? 7 : 5, push = rope ? 9 : 5;
   if (coopmat)
     return &c.kernel("attention_prefill_coopmat" + r, bindings, push, flags, u32(hd), cbk, 0, 64,
                      {cbq, 2 * cbq * gq, gq});

@@ -143,12 +143,16 @@ std::unique_ptr<PreparedOp> prep_rms_norm(Ctx c) {
                static_cast<uint32_t>(r.size()), 5, flags);
   VkDescriptorSet set = c.env.kernels.make_set(kern, r);
   // Forwards of several tokens normalize groups of at most 256 values (per-head norms: no add, no
-  // quantizing) a subgroup a row (rms_norm.comp ROWS_SG) instead of a 256-thread workgroup a row.
-  // One-token forwards keep the workgroup a row: the fused decode kernels sum in its order.
+  // quantizing) a subgroup a row (rms_norm.comp ROWS_SG) instead of a 256-thread workgroup a row;
+  // a whole row that narrow too where ropes alone read it (a model of one KV head has a key norm
+  // over the whole row, as Gemma 3's): the prefill attention runs norm every head a subgroup a
+  // row (attention_run.glsl). Other whole rows keep the workgroup a row, as the norms fused with
+  // their quantization (rms_norm_quant) sum. One-token forwards keep the workgroup a row: the
+  // fused decode kernels sum in its order.
   const uint32_t sg = c.env.ctx.info().subgroup_size;
   const Kernel* kern_sg = nullptr;
   VkDescriptorSet set_sg = VK_NULL_HANDLE;
-  if (!quant && !add && G < N && G <= 256 && sg > 0 && sg <= 256) {
+  if (!quant && !add && G <= 256 && (G < N || feeds_only(c, y, "rope")) && sg > 0 && sg <= 256) {
     std::vector<uint32_t> f = flags;
     f.resize(4, 0);
     f.push_back(1);

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <numeric>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "backend/vulkan/vk_ops.h"
@@ -398,6 +399,8 @@ BufRange rope_table(Ctx& c, const std::vector<int32_t>& invs, int R, float a);
 
 // The int8 activation scratch of linear_8da4w (shared by all ops; allocated by the first user).
 std::pair<BufRange, BufRange> act_scratch(Ctx& c, int64_t K);
+// Does tensor y go only to ops of `family` (as their first input), and to at least one?
+bool feeds_only(const Ctx& c, int32_t y, std::string_view family);
 // Does tensor y go only to linear_8da4w ops (as their input), so that its producer can quantize
 // it for them?
 bool feeds_only_8da4w(const Ctx& c, int32_t y);

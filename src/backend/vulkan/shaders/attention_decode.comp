@@ -1,11 +1,12 @@
 #version 450
 // The decode step's fused attention (one token) in its own dispatch: workgroup g runs
-// attention_decode.glsl's item (head h, split c), g = c H + h (ORDER), which folds the q / k norms,
-// rope, the KV store and the split merge into attention.comp's split attention; and with OQUANT
-// (when the output's readers are linear_8da4w ops) the last head to be merged (one more counter,
-// after the heads') quantizes the whole output row for them, as linear_8da4w_quant. Every
-// intermediate is rounded to the dtype the unfused program stores it in, so the output is
-// bit-identical with the unfused ops on the same device.
+// attention_decode.glsl's item (head h, split c), g = (c - c0) H + h (ORDER; c0 the first split
+// with keys in a sliding window, 0 without one), which folds the q / k norms, rope, the KV store
+// and the split merge into attention.comp's split attention; and with OQUANT (when the output's
+// readers are linear_8da4w ops) the last head to be merged (one more counter, after the heads')
+// quantizes the whole output row for them, as linear_8da4w_quant. Every intermediate is rounded
+// to the dtype the unfused program stores it in, so the output is bit-identical with the unfused
+// ops on the same device.
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
 #define WG 256
@@ -48,6 +49,7 @@ layout(push_constant) uniform PC {
   float scale;
   uint S, C, R, orig, ctx;
   float qeps, keps;
+  uint win;  // a sliding window's keys (0: none)
 } pc;
 #define QUANT_ROW_BINDING 14
 #include "quant.glsl"
@@ -94,7 +96,10 @@ void quant_tail() {
 
 void main() {
   const uint g = flat_group();
-  const uint h = ORDER == 1u ? g % pc.H : g / pc.S, c = ORDER == 1u ? g / pc.H : g % pc.S;
-  const AttP p = AttP(pc.H, pc.Hkv, pc.S, pc.C, pc.R, pc.orig, pc.ctx, pc.scale, pc.qeps, pc.keps);
+  const AttP p =
+      AttP(pc.H, pc.Hkv, pc.S, pc.C, pc.R, pc.orig, pc.ctx, pc.scale, pc.qeps, pc.keps, pc.win);
+  // (ORDER 1: the splits below a window have no workgroup; the last ones find no keys)
+  const uint h = ORDER == 1u ? g % pc.H : g / pc.S,
+             c = ORDER == 1u ? att_c0(p, step_pos) + g / pc.H : g % pc.S;
   if (att_item(p, h, c, step_pos, false)) quant_tail();
 }

@@ -21,10 +21,13 @@
 
 #include "rope.glsl"
 
-// The item's parameters (attention_decode.comp's push constants).
+// The item's parameters (attention_decode.comp's push constants). win > 0: a sliding window, the
+// step at position pos attends to keys max(0, pos - win + 1)..pos only (Gemma's sliding layers;
+// attention.comp's window); 0: to every key.
 struct AttP {
   uint H, Hkv, S, C, R, orig, ctx;
   float scale, qeps, keps;
+  uint win;
 };
 
 // Rows r0 .. r0 + nr - 1 of tmp (0: q at tmp[0], 1: the new key at tmp[HD]) normed and rotated
@@ -73,23 +76,29 @@ void prepare(AttP p, uint r0, uint nr, uint pos, vec2 c) {
   barrier();
 }
 
-// The keys of item (h, c) at step position pos: [first, n).
-uint att_first(AttP p, uint c) { return c * p.C; }
+// The first key the step at position pos sees (its window's), and the first split holding any of
+// its keys: the splits before it are wholly below the window, and have no item.
+uint att_lo(AttP p, uint pos) { return p.win > 0u && pos + 1u > p.win ? pos + 1u - p.win : 0u; }
+uint att_c0(AttP p, uint pos) { return att_lo(p, pos) / p.C; }
+// The keys of item (h, c) at step position pos: [first, n) (attention.comp's split).
+uint att_first(AttP p, uint c, uint pos) { return max(c * p.C, att_lo(p, pos)); }
 uint att_end(AttP p, uint c, uint pos) { return min(pos + 1u, c * p.C + p.C); }
 // Issues the loads of item (h, c)'s first tile (what att_item does first with fetched = false).
 void att_item_fetch(AttP p, uint h, uint c, uint pos) {
   const uint kvh = h / (p.H / p.Hkv);
-  att_fetch(att_first(p, c), att_end(p, c, pos), p.Hkv * HD, kvh * HD, pos);
+  att_fetch(att_first(p, c, pos), att_end(p, c, pos), p.Hkv * HD, kvh * HD, pos);
 }
 
-// Item (h, c) of the step at position pos (keys past the position: nothing to do); fetched: its
-// first tile's loads were issued by att_item_fetch. Every thread calls it. Returns true in the
-// workgroup that wrote head h's output (for attention_decode.comp's OQUANT).
+// Item (h, c) of the step at position pos (keys past the position or wholly below the window:
+// nothing to do); fetched: its first tile's loads were issued by att_item_fetch. Every thread calls
+// it. Returns true in the workgroup that wrote head h's output (for attention_decode.comp's
+// OQUANT).
 bool att_item(AttP p, uint h, uint c, uint pos, bool fetched) {
-  const uint tid = gl_LocalInvocationID.x;
-  if (h >= p.H || c * p.C > pos) return false;  // uniform per workgroup; empty splits do nothing
+  const uint tid = gl_LocalInvocationID.x, c0 = att_c0(p, pos);
+  // (uniform per workgroup; empty splits do nothing)
+  if (h >= p.H || c * p.C > pos || c < c0) return false;
   const uint group = p.H / p.Hkv, kvh = h / group, W = p.Hkv * HD, koff = kvh * HD;
-  const uint first = att_first(p, c), n = att_end(p, c, pos);
+  const uint first = att_first(p, c, pos), n = att_end(p, c, pos);
   // Every load at once: the split's first tile (row pos is the new one, from att_ks / att_vs),
   // q, the new key, and the new value as the cache stores it.
   if (!fetched) att_fetch(first, n, W, koff, pos);
@@ -110,7 +119,7 @@ bool att_item(AttP p, uint h, uint c, uint pos, bool fetched) {
     [[unroll]] for (uint i = 0; i < ATT_NWV; ++i) x ^= ATT_VWORD(i).x ^ ATT_VWORD(i).y;
     barrier();
     const float y = subgroupAdd(float(x & 1023u) + rcs.x) + tmp[tid % (2u * HD)] + att_vs[tid % HD];
-    if (c == 0u && tid < HD) ATT_STORE_O(h * HD + tid, y);
+    if (c == c0 && tid < HD) ATT_STORE_O(h * HD + tid, y);
     return false;
   }
   barrier();
@@ -130,9 +139,12 @@ bool att_item(AttP p, uint h, uint c, uint pos, bool fetched) {
   att_l = 0.0;
   att_acc = 0.0;
   att_run(first, n, W, koff, p.scale, pos, true);
-  // A head of one split at this position stores its output itself: the merge of one partial
-  // (m, l, acc) is (0 + acc exp(m - m)) / (0 + l exp(m - m)) = acc / l, the same value.
-  const uint splits = pos / p.C + 1u;
+  // The splits c0 .. pos / C hold keys; attention.comp's combine merges every split, but those
+  // outside them are empty (m -3e38, l and the accumulators 0) and add exact zeros to its sums,
+  // so merging these alone gives the same bits. A head of one split at this position stores its
+  // output itself: the merge of one partial (m, l, acc) is (0 + acc exp(m - m)) /
+  // (0 + l exp(m - m)) = acc / l, the same value.
+  const uint splits = pos / p.C + 1u - c0;
   if (splits == 1u) {
     if (tid < HD) ATT_STORE_O(h * HD + tid, att_acc / att_l);
     return true;
@@ -140,17 +152,18 @@ bool att_item(AttP p, uint h, uint c, uint pos, bool fetched) {
   const uint stride = HD + 2u;
   att_write_part((h * p.S + c) * stride);
   if (ATT_MEASURE == 2u) {
-    if (c == 0u && tid < HD) ATT_STORE_O(h * HD + tid, att_acc / att_l);
+    if (c == c0 && tid < HD) ATT_STORE_O(h * HD + tid, att_acc / att_l);
     return false;
   }
-  // The last split of the head to finish merges (splits past the position stay out).
+  // The last split of the head to finish merges (splits past the position or below the window
+  // stay out).
   memoryBarrierBuffer();
   barrier();
   if (tid == 0u) last_split = ATT_COUNT(h) == splits - 1u ? 1u : 0u;
   barrier();
   if (last_split == 0u) return false;
   memoryBarrierBuffer();
-  const float y = att_merge(h * p.S * stride, splits);  // attention.comp's combine
+  const float y = att_merge((h * p.S + c0) * stride, splits);  // attention.comp's combine
   if (tid < HD) ATT_STORE_O(h * HD + tid, y);
   if (tid == 0u) ATT_RESET(h);
   return true;

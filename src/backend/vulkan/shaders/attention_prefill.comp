@@ -27,8 +27,8 @@
 //   before its rope op (and its per-head norm), rotated (and normed) as it is staged
 //   (attention_run.glsl); the KV store (attention.comp VKLLM_KV_STORE VKLLM_ROPE) did the same to
 //   the keys.
-// Push constant win (not with VKLLM_ROPE): a sliding window, the tiles before every row's window
-// skipped, the keys before a row's window masked like those past it.
+// Push constant win: a sliding window, the tiles before every row's window skipped, the keys
+// before a row's window masked like those past it.
 // Needs subgroups of at least 8 lanes (a row group's lanes in one subgroup), HD % 8 == 0, BK 32 or
 // 64. The KV store (attention.comp VKLLM_KV_STORE) has written this forward's keys before it runs.
 #extension GL_KHR_shader_subgroup_basic : require
@@ -61,16 +61,21 @@ const uint DP = HD / TX;                 // a thread's output dims
 const uint HQ = HD / 4u, BKQ = BK / 4u;  // vec4s of a row of V, of a row of K (keys)
 shared vec2 qs[HD * BQ / 2u];            // q transposed, rows in pairs: qs[(d BQ + r) / 2][r % 2]
 shared vec4 kv[HD * BKQ];                // a tile's K (transposed, swizzled), then its V
+// win > 0: a query at position p sees keys max(0, p - win + 1)..p only (Gemma's sliding layers).
 #ifdef VKLLM_ROPE
-layout(push_constant) uniform PC { uint T, H, Hkv; float scale; uint R, orig, ctx; float eps; } pc;
+layout(push_constant) uniform PC {
+  uint T, H, Hkv;
+  float scale;
+  uint R, orig, ctx;
+  float eps;
+  uint win;
+} pc;
 #define RUN_LOAD(i) LOADF(q, X16, i)
 #include "attention_run.glsl"
-#define ATT_WIN 0u
 #else
-// win > 0: a query at position p sees keys max(0, p - win + 1)..p only (Gemma's sliding layers).
 layout(push_constant) uniform PC { uint T, H, Hkv; float scale; uint win; } pc;
-#define ATT_WIN pc.win
 #endif
+#define ATT_WIN pc.win
 // Whether the query at position p sees key j (causal, within the window).
 bool seen_key(uint j, uint p) { return j <= p && (ATT_WIN == 0u || j + ATT_WIN > p); }
 

@@ -159,11 +159,12 @@ uvec2 MA(uint st, uint m, uint w) { return A(st, 16u + 10u * m + w); }
 // address is one load.
 shared uvec2 stab[2][SREC / 2u];
 
-// An attention stage runs attention_decode.glsl's items (head h, split c), item i = c H + h on
-// workgroup i % groups, one after the other, the first one's tile loads issued before the sync;
-// its record: 8 q, 10 k, 12 v, 14 k cache, 16 v cache, 18 output, 20 split partials, 22 split
-// counters, 24 the step's position, 26 rope's cos/sin table, 28 q norm weight, 30 k norm weight
-// (addresses), 32 H, 33 Hkv, 34 S, 35 C, 36 R, 37 orig, 38 ctx, 39 scale, 40 q eps, 41 k eps.
+// An attention stage runs attention_decode.glsl's items (head h, split c), item i = (c - c0) H + h
+// (c0 the first split with keys in a sliding window, 0 without one) on workgroup i % groups, one
+// after the other, the first one's tile loads issued before the sync; its record: 8 q, 10 k, 12 v,
+// 14 k cache, 16 v cache, 18 output, 20 split partials, 22 split counters, 24 the step's position,
+// 26 rope's cos/sin table, 28 q norm weight, 30 k norm weight (addresses), 32 H, 33 Hkv, 34 S,
+// 35 C, 36 R, 37 orig, 38 ctx, 39 scale, 40 q eps, 41 k eps, 42 window (0: none).
 const uint HD = ATT_HD > 0u ? ATT_HD : 8u;
 const bool A16 = (ATT_FLAGS & 1u) != 0u, C16 = (ATT_FLAGS & 2u) != 0u,
            Y16 = (ATT_FLAGS & 4u) != 0u, N16 = (ATT_FLAGS & 8u) != 0u,
@@ -725,16 +726,18 @@ void attention_stage(uint par, uint st) {
   att_par = par;
   const AttP p = AttP(SW(par, 32u), SW(par, 33u), SW(par, 34u), SW(par, 35u), SW(par, 36u),
                       SW(par, 37u), SW(par, 38u), uintBitsToFloat(SW(par, 39u)),
-                      uintBitsToFloat(SW(par, 40u)), uintBitsToFloat(SW(par, 41u)));
-  const uint pos = KNRef(AW(24u)).v[0], items = p.H * (pos / p.C + 1u), wg = flat_group();
-  if (wg < items) att_item_fetch(p, wg % p.H, wg / p.H, pos);
+                      uintBitsToFloat(SW(par, 40u)), uintBitsToFloat(SW(par, 41u)), SW(par, 42u));
+  const uint pos = KNRef(AW(24u)).v[0], c0 = att_c0(p, pos), wg = flat_group();
+  const uint items = p.H * (pos / p.C + 1u - c0);
+  if (wg < items) att_item_fetch(p, wg % p.H, c0 + wg / p.H, pos);
   CLK(0u);
   sync_wait(st);
   CLK(1u);
   CLK(2u);
   CLK(3u);
   CLK(4u);
-  for (uint i = wg; i < items; i += grid_groups()) att_item(p, i % p.H, i / p.H, pos, i == wg);
+  for (uint i = wg; i < items; i += grid_groups())
+    att_item(p, i % p.H, c0 + i / p.H, pos, i == wg);
   CLK(5u);
 }
 
