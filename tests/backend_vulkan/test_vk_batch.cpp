@@ -101,29 +101,24 @@ TEST(VulkanBatchChecks, OneRowForwardsAndRefusals) {
   EXPECT_THROW(loaded->make_batch_executor(4, 8, 1 << 20), Error);
 }
 
-// A batched executor's forwards of up to 8 rows take the decode plan's fused runs (the mat-vec runs
-// as decode chains here, forced: lavapipe has none by default; in passes of 4 rows too), and every
-// forward the attention runs
+// A batched executor's one-row forwards take the decode plan's fused runs (the mat-vec runs as
+// decode chains here, forced: lavapipe has none by default), and every forward the attention runs
 // (the q/k norms and ropes in the batched KV store and attention): the same logits, bit for bit,
 // as the unfused batched executor's, over a prompt, decode steps that cross KV blocks and a
 // forward of two sequences at other positions; the profile shows the chains and attention runs.
 // The third toy's layer 0 has Gemma 3's sliding window of 5 keys: the prompt (positions 0-5)
 // reaches and passes it, the decode steps (6-20) are past it, the second sequence's prompt
 // (0-2) below it.
-TEST(VulkanBatchChecks, ForwardsOfFewRowsTakeTheDecodeChains) {
+TEST(VulkanBatchChecks, OneRowForwardsTakeTheDecodeChains) {
   for (const ToyConfig& cfg : {ToyConfig{Lin::A8W4, Emb::Q4, DType::F16, DType::F16, true, false},
                                ToyConfig{Lin::Q4W, Emb::F16, DType::F32, DType::F16, false, true},
                                ToyConfig{Lin::A8W4, Emb::Q4, DType::F16, DType::F16, true, false,
                                          48, 96, nullptr, 64, 16, false, 5}}) {
     const Toy toy = toy::build_toy(cfg, 9);
     const int vocab = static_cast<int>(toy::kVocab);
-    auto run = [&](bool fused, std::string* profile, uint32_t rows = 0) {
+    auto run = [&](bool fused, std::string* profile) {
       VulkanOptions o = validated();
       o.no_fusion = !fused;
-      if (rows) {  // the chains' rows in passes of `rows`
-        o.tuning.chain_rows = rows;
-        o.tuning.chain_passes = 8;
-      }
       o.tuning.chain_groups = 1;
       o.profile = true;
       std::vector<float> all;
@@ -179,35 +174,22 @@ TEST(VulkanBatchChecks, ForwardsOfFewRowsTakeTheDecodeChains) {
       *profile = ::testing::internal::GetCapturedStderr();
       return all;
     };
-    std::string pu, pf, pp;
-    const std::vector<float> unfused = run(false, &pu), fused = run(true, &pf),
-                             passes = run(true, &pp, 4);
+    std::string pu, pf;
+    const std::vector<float> unfused = run(false, &pu), fused = run(true, &pf);
     ASSERT_EQ(fused.size(), unfused.size());
-    ASSERT_EQ(passes.size(), unfused.size());
-    size_t differ = 0, differ_passes = 0;
-    for (size_t i = 0; i < fused.size(); ++i) {
-      differ += fused[i] != unfused[i];
-      differ_passes += passes[i] != unfused[i];
-    }
+    size_t differ = 0;
+    for (size_t i = 0; i < fused.size(); ++i) differ += fused[i] != unfused[i];
     EXPECT_EQ(differ, 0u) << "of " << fused.size() << " logits and tokens";
-    EXPECT_EQ(differ_passes, 0u) << "of " << fused.size()
-                                 << " logits and tokens (passes of 4 rows)";
     EXPECT_NE(pf.find("decode: "), std::string::npos) << pf;
     EXPECT_NE(pf.find(" chain: "), std::string::npos) << pf;
     EXPECT_EQ(pu.find(" chain: "), std::string::npos) << pu;
     EXPECT_NE(pf.find("rope x2+attention, prefill"), std::string::npos) << pf;
     EXPECT_EQ(pu.find("rope x2+attention, prefill"), std::string::npos) << pu;
-    // The forwards of 6 and 4 rows took the decode plan too (its chains compute every row from
-    // one read of the weights), except where a stage is int4 weight-only (one row a chain).
-    const bool q4w = cfg.lin == Lin::Q4W;
-    EXPECT_EQ(pf.find("vulkan profile, prefill") == std::string::npos, !q4w) << pf;
-    EXPECT_EQ(pp.find("vulkan profile, prefill") == std::string::npos, !q4w) << pp;
-    // Both layers' attention runs (the windowed one's too), in every plan used.
+    // Both layers' attention runs (the windowed one's too), in either plan.
     const std::string att =
         std::string(cfg.qk_norm ? "rms_norm x2+rope x2+attention" : "rope x2+attention") +
         ", prefill";
     for (const char* plan : {"prefill", "decode"}) {
-      if (!q4w && std::string(plan) == "prefill") continue;
       EXPECT_EQ(profile_steps(pf, plan, att), 2) << plan << "\n" << pf;
       EXPECT_EQ(profile_steps(pf, plan, "attention"), 0) << plan << "\n" << pf;
     }

@@ -72,12 +72,8 @@ std::unique_ptr<PreparedOp> prepare_chain(OpEnv& env, const std::vector<Match>& 
     table[at] = static_cast<uint32_t>(a);
     table[at + 1] = static_cast<uint32_t>(a >> 32);
   };
-  bool any16 = false, any_q4w = false, all_q4w = true;
-  struct Dims {
-    int64_t K;
-    bool norm, q4w;
-  };
-  std::vector<Dims> dims;              // the mat-vec stages' (their shared memory)
+  bool any16 = false, any_q4w = false, all_q4w = true, any_int8 = false;
+  uint32_t xv = chain_xv(0);           // the float row's vec4s (linear_8da4w_chain.comp XV)
   uint32_t att_hd = 0, att_flags = 0;  // the attention stages' (linear_8da4w_chain.comp ATT_HD)
   std::vector<VkBuffer> reads, writes;
   auto clock_slot = [&](size_t at, const std::string& what) {
@@ -130,10 +126,11 @@ std::unique_ptr<PreparedOp> prepare_chain(OpEnv& env, const std::vector<Match>& 
     const int64_t K = c.width(m.x), G = m.mv[0]->attrs["group"].get<int64_t>();
     const bool q4w = m.pat->q4w();
     all_q4w = all_q4w && q4w;
+    any_int8 = any_int8 || !q4w;
     const DecodeSplit split = decode_split(ctx, K, p.tensors[m.mv[0]->inputs[1]].shape[0]);
     c.need(q4w || split.parts == 1,
            "decode chains sum each row in one part (VKLLM_MATVEC_PARTS unset)");
-    dims.push_back({K, m.norm != nullptr, q4w});
+    if (q4w || m.norm) xv = std::max(xv, chain_xv(K));
     any_q4w = any_q4w || q4w;
     const int64_t bpg = G / 32;
     c.need(G % 32 == 0 && bpg <= sg && (bpg & (bpg - 1)) == 0,
@@ -187,19 +184,6 @@ std::unique_ptr<PreparedOp> prepare_chain(OpEnv& env, const std::vector<Match>& 
     if (add) reads.push_back(c.buf(m.residual));
   }
   if (any16 && !ctx.use_fp16()) c.need(false, "fp16 tensors need 16-bit storage");
-  // Token rows (linear_8da4w_chain.comp ROWS): the executor's, fewer where the stages' rows do not
-  // fit the shared memory; one where a stage is q4w or attention (their rows are one token's).
-  auto smem_of = [&](uint32_t rows) {
-    uint32_t s = 1;
-    for (const Dims& d : dims) s = std::max(s, chain_stage_smem(d.K, d.norm, d.q4w, rows));
-    return s;
-  };
-  uint32_t rows = any_q4w || att_hd ? 1 : std::max<uint32_t>(1, env.chain_rows);
-  while (rows > 1 && chain_shared(smem_of(rows), att_hd) > ctx.info().max_shared) --rows;
-  const uint32_t smem = smem_of(rows);
-  c.need(chain_shared(smem, att_hd) <= ctx.info().max_shared,
-         "a chain's rows fit the device's shared memory");
-  env.chain_rows_taken = std::min(env.chain_rows_taken, rows);
   if (!env.chain_sync.buf) {
     env.chain_sync = env.alloc.create(16, false, "decode chain grid-sync counters");
     env.alloc.fill(env.chain_sync, 0);
@@ -218,22 +202,16 @@ std::unique_ptr<PreparedOp> prepare_chain(OpEnv& env, const std::vector<Match>& 
                            (any16 ? "_f16" : "");
   const uint32_t ub = chain_ub(all_q4w, tune);
   const Kernel& k =
-      env.kernels.get(name, clock ? 3 : 2, 12,
+      env.kernels.get(name, clock ? 3 : 2, 4,
                       {chain_depth(ub), grid_spin_limit(ctx.info()), tune.chain_noload ? 1u : 0u,
-                       kChainSpecialize, smem, any_q4w ? 1u : 0u, kChainPipe, chain_deal(tune), ub,
-                       att_hd, att_flags, chain_split_sync(any_q4w, tune), rows});
+                       kChainSpecialize, xv, any_q4w ? 1u : 0u, kChainPipe, chain_deal(tune), ub,
+                       att_hd, att_flags, chain_split_sync(any_q4w, tune), any_int8 ? 1u : 0u});
   std::vector<BufRange> r = {{env.chain_sync.buf, 0, env.chain_sync.size}, {tab.buf, 0, tab.size}};
   if (clock) r.push_back({env.chain_clock.buf.buf, 0, env.chain_clock.buf.size});
   VkDescriptorSet set = env.kernels.make_set(k, r);
   const uint32_t n = u32(static_cast<int64_t>(stages.size()));
   auto prepared = std::make_unique<PreparedOp>(
-      [set, &k, n, groups, rows](VkCommandBuffer cb, int T) {
-        if (T < 1) fail("decode chain: {} token rows", T);
-        for (uint32_t r0 = 0; r0 < u32(T); r0 += rows) {  // (the grid-sync counters between)
-          if (r0 > 0) compute_barrier(cb);
-          dispatch_flat(cb, k, set, {n, std::min(rows, u32(T) - r0), r0}, groups);
-        }
-      },
+      [set, &k, n, groups](VkCommandBuffer cb, int) { dispatch_flat(cb, k, set, {n}, groups); },
       nullptr);
   writes.push_back(env.chain_sync.buf);
   if (clock) writes.push_back(env.chain_clock.buf.buf);

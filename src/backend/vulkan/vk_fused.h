@@ -24,10 +24,6 @@ struct FusedRun {
   std::vector<FusedRun> stages;
 };
 
-// The token rows a batched forward's decode chains take at most (linear_8da4w_chain.comp ROWS;
-// fewer where a chain's rows do not fit the device's shared memory, Tuning::chain_rows).
-constexpr uint32_t kChainTokenRows = 8;
-
 // Workgroups of the decode chain's resident grid on this device (0: no chains): one 512-thread
 // workgroup an SM where the driver reports SMs, else Tuning::chain_groups, on devices with buffer
 // device addresses; Tuning::chain = false wins.

@@ -384,26 +384,18 @@ constexpr uint32_t kClockSlots = 512, kClockPhases = 8;
 // subgroup a row (159K SM cycles of rows in the chain at 264
 // workgroups, 78 us unfused).
 constexpr int64_t kChainMaxRows = 32768;
-// A float row in the chain kernel's shared memory (9 K / 32 vec4s: a vec4 of padding a block).
+// The chain kernel's float row (xv: 9 K / 32 vec4s for the widest norm or q4w stage).
 inline uint32_t chain_xv(int64_t K) {
   return std::max<uint32_t>(1, static_cast<uint32_t>(K / 32 * 9));
 }
-// A stage's shared memory in vec4s (linear_8da4w_chain.comp sm) for `rows` token rows: an int8
-// stage's codes (2 K / 32 a row) and block sums (K / 32 words a row), then a norm stage's float
-// row; a q4w stage's float row (one token row).
-inline uint32_t chain_stage_smem(int64_t K, bool norm, bool q4w, uint32_t rows) {
-  if (q4w) return chain_xv(K);
-  const uint32_t nb = static_cast<uint32_t>(K / 32);
-  return 2 * rows * nb + (rows * nb + 3) / 4 + (norm ? chain_xv(K) : 0);
-}
-// The chain kernel's shared memory, as linear_8da4w_chain.comp declares it: the stages' rows
-// (smem vec4s: the widest stage's chain_stage_smem); the stage records, reductions and merge
-// weights (2,180 bytes), the clock's (224) and the rows' scales (64); and an attention stage's
-// tile sums, softmax weights and q / k / v rows, and the merge's chunk of 8 splits (hd: the
-// stages' head dim; 0: no attention stage, its arrays compiled out), rounded up.
-inline uint64_t chain_shared(uint32_t smem, int64_t hd) {
+// The chain kernel's shared memory, as linear_8da4w_chain.comp declares it: the float row (xv
+// vec4s); the stage records, reductions and merge weights (2,180 bytes) and the clock's (224);
+// the int8 row and its block sums (9 KiB, compiled out of chains without int8 stages: INT8); and
+// an attention stage's tile sums, softmax weights and q / k / v rows, and the merge's chunk of 8
+// splits (hd: the stages' head dim; 0: no attention stage, its arrays compiled out), rounded up.
+inline uint64_t chain_shared(uint32_t xv, int64_t hd, bool int8) {
   const uint64_t att = hd > 0 ? 4352 + 52 * uint64_t(hd) : 1024;
-  return 16 * uint64_t(smem) + 2180 + 224 + 64 + att + 64;
+  return 16 * uint64_t(xv) + 2180 + 224 + (int8 ? 9216 : 0) + att + 64;
 }
 // A chain workgroup's threads: 512, one workgroup an SM, so that an SM runs each stage's prologue
 // once (measured 3-5% faster on the H200 than two 256-thread workgroups an SM,

@@ -45,7 +45,7 @@ bool chainable(const Program& p, const Match& m, uint32_t max_shared) {
   if (K > kChainMaxK || K % 32 != 0 || m.mv.empty() || m.mv.size() > 3) return false;
   // A q4w stage's float row must fit the device's shared memory (the H200's 48 KiB holds 8,192
   // values; lavapipe's 32 KiB 4,096).
-  if (m.pat->q4w() && chain_shared(chain_xv(K), 0) > max_shared) return false;
+  if (m.pat->q4w() && chain_shared(chain_xv(K), 0, false) > max_shared) return false;
   int64_t rows = 0;
   for (const Op* l : m.mv) rows += p.tensors[l->inputs[1]].shape[0];
   if (rows > kChainMaxRows) return false;
@@ -205,23 +205,24 @@ std::vector<FusedRun> find_fused_runs(const Program& p, const DeviceInfo& dev, c
   // ops of one directly after the other's) of one chain.
   std::vector<FusedRun> out;
   constexpr size_t max_stages = 1024;
-  // The widest mat-vec stage's rows in shared memory (one token row), so that an attention stage
-  // is taken only where the kernel's shared memory holds both.
+  // The widest float row of the mat-vec stages (xv), so that an attention stage is taken only
+  // where the kernel's shared memory holds both.
   std::vector<std::optional<Match>> matches;
-  uint32_t smem = 1;
+  uint32_t xv = 1;
+  bool int8 = false;  // any int8 stage (its row's shared memory)
   for (const FusedRun& r : runs) {
     matches.push_back(r.tail ? std::nullopt : rematch(matcher, r, unfused_family));
     const std::optional<Match>& m = matches.back();
     if (!r.private_scratch || !m || !chainable(p, *m, dev.max_shared)) continue;
-    smem = std::max(
-        smem, chain_stage_smem(p.tensors[m->x].shape.back(), m->norm != nullptr, m->pat->q4w(), 1));
+    if (m->norm || m->pat->q4w()) xv = std::max(xv, chain_xv(p.tensors[m->x].shape.back()));
+    int8 = int8 || !m->pat->q4w();
   }
   auto stage = [&](const FusedRun& r, const Match& m) {
     if (!m.attn) return r.private_scratch && chainable(p, m, dev.max_shared);
     const int64_t hd = m.attn->attrs["head_dim"].get<int64_t>();
     const bool c16 = p.tensors[m.attn->inputs[3]].dtype == DType::F16;
     return attention_stages && chain_attention(hd, c16, tune) && !r.quantize_out && hd <= 256 &&
-           chain_shared(smem, hd) <= dev.max_shared;
+           chain_shared(xv, hd, int8) <= dev.max_shared;
   };
   for (size_t i = 0; i < runs.size(); ++i) {
     FusedRun& r = runs[i];

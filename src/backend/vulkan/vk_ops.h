@@ -55,9 +55,6 @@ struct OpEnv {
   Buffer attn_counter;  // the fused decode attention's counters: one per head and one for the row
   Buffer tail_counter;  // the tail runs' finished-workgroup counter (zero between uses)
   Buffer chain_sync;    // the decode chains' grid-sync counters (grid_sync.glsl; zero between uses)
-  // Token rows the decode chains are prepared for (a batched executor's; 1 otherwise), and the
-  // fewest any chain took (vk_chain.cpp: fewer where its rows do not fit shared memory).
-  uint32_t chain_rows = 1, chain_rows_taken = UINT32_MAX;
   ChainClock chain_clock;
   // The op family whose fusion into the next op is off (fuses_into_next): the test corruption
   // switch's, or last_row in a batched executor (its rows are gathered, not the last one).

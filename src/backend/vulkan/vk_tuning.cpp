@@ -135,8 +135,6 @@ void read_environment(VulkanOptions& opt) {
   if (const auto x = integer("VKLLM_CHAIN_ATT")) t.chain_att = *x == 0 ? 0 : *x == 1 ? 1 : -1;
   set_choice("VKLLM_CHAIN_UB", t.chain_ub, {1, 2});
   set_bool("VKLLM_CHAIN_DEAL", t.chain_deal);
-  set_u32("VKLLM_CHAIN_ROWS", t.chain_rows, 1, 8);
-  set_u32("VKLLM_CHAIN_PASSES", t.chain_passes, 1, 64);
   if (const auto x = integer("VKLLM_CHAIN_SPLIT_SYNC"))
     t.chain_split_sync = *x == 0 ? 0 : *x == 1 ? 1 : -1;
   set_u32("VKLLM_DECODE_BATCH", t.decode_batch, 1, 256);
@@ -190,8 +188,6 @@ std::string Tuning::describe() const {
   num("chain_att", chain_att, d.chain_att);
   num("chain_ub", chain_ub, d.chain_ub);
   num("chain_deal", chain_deal, d.chain_deal);
-  num("chain_rows", chain_rows, d.chain_rows);
-  num("chain_passes", chain_passes, d.chain_passes);
   num("chain_split_sync", chain_split_sync, d.chain_split_sync);
   num("decode_batch", decode_batch, d.decode_batch);
   num("constrained_ahead", constrained_ahead, d.constrained_ahead);

@@ -45,8 +45,6 @@ struct Tuning {
   uint32_t chain_ub = 0;               // blocks a lane a unit (0: 2 for q4w chains, 1 otherwise)
   bool chain_deal = true;              // neighbouring rows to different workgroups
   int chain_split_sync = -1;           // grid sync in two halves: -1 rule (not with q4w), 0, 1
-  uint32_t chain_rows = 0;    // token rows a batched forward's chains take at most (0: the rule, 8)
-  uint32_t chain_passes = 1;  // chain dispatches a batched forward takes at most (each its rows)
 
   uint32_t decode_batch = 16;  // greedy decode steps a submit
   // Constrained greedy decoding: a submit of n > 1 steps only after constrained_ahead * (n - 1)

@@ -126,9 +126,9 @@ struct BatchGeometry {
 
 class VulkanExecutor final : public Executor {
  public:
-  // batch: a batched executor (forward_batch only; the KV caches a pool of blocks; forwards of up
-  // to chain_rows_ rows the decode plan's chains around the batched attention, of more rows
-  // unfused), else a single sequence's.
+  // batch: a batched executor (forward_batch only; the KV caches a pool of blocks; forwards of
+  // several rows unfused, of one row the decode plan's mat-vec runs and chains around the batched
+  // attention), else a single sequence's.
   explicit VulkanExecutor(std::shared_ptr<VulkanLoaded> loaded,
                           const BatchGeometry* batch = nullptr)
       : ld_(std::move(loaded)),
@@ -175,10 +175,6 @@ class VulkanExecutor final : public Executor {
     const std::vector<FusedRun> prefill_runs = ctx_->options().no_fusion
                                                    ? std::vector<FusedRun>{}
                                                    : find_prefill_runs(p_, *ctx_, batch != nullptr);
-    // A batched executor's forwards of up to kChainTokenRows rows take the decode plan where its
-    // mat-vec runs are all chains (each chain computes every row from one read of its weights).
-    const bool all_chains =
-        std::all_of(runs.begin(), runs.end(), [](const FusedRun& r) { return !r.stages.empty(); });
     if (batch && !runs.empty()) {
       runs.insert(runs.end(), prefill_runs.begin(), prefill_runs.end());
       std::sort(runs.begin(), runs.end(),
@@ -211,9 +207,6 @@ class VulkanExecutor final : public Executor {
     OpEnv& env = *env_;
     env.tokens = batch_tokens_;
     env.unfused_family = unfused_;
-    if (batch && all_chains)
-      env.chain_rows = std::min<uint32_t>(tune.chain_rows ? tune.chain_rows : kChainTokenRows,
-                                          static_cast<uint32_t>(max_t_));
     if (batch) {
       env.batch_rows = batch_rows_;
       env.batch_out_offset = static_cast<uint32_t>(4 * max_t_);
@@ -227,8 +220,6 @@ class VulkanExecutor final : public Executor {
     // alone.
     plan_steps(prefill_, prefill_runs, false);
     if (!batch || !runs.empty()) plan_steps(decode_[0], runs, true);
-    if (batch && !runs.empty())
-      chain_rows_ = static_cast<int>(std::min(env.chain_rows, env.chain_rows_taken));
     chain_flag_at_ = batch ? 4 * static_cast<uint64_t>(max_t_) : 4;
     if (!runs_long_.empty()) short_until_ = chain_attention_until(p_, ctx_->info(), tune);
     chain_clock_ = env.chain_clock;
@@ -365,13 +356,9 @@ class VulkanExecutor final : public Executor {
     std::memcpy(b.next_tokens, readback_.mapped, static_cast<size_t>(b.n_out) * 4);
     if (b.logits) std::memcpy(b.logits, logits_rb_.mapped, logits_bytes);
   }
-  // A batched forward's plan: the decode plan for up to chain_rows_ rows (Tuning::chain_passes
-  // times that: each chain dispatched for every chain_rows_ of them) where it has fused runs, else
-  // the unfused plan.
-  Plan& batch_plan(int T) {
-    const int most = chain_rows_ * static_cast<int>(ctx_->tuning().chain_passes);
-    return T <= (chain_rows_ > 1 ? most : 1) && !decode_[0].steps.empty() ? decode_[0] : prefill_;
-  }
+  // A batched forward's plan: the decode plan for one row where it has fused runs, else the
+  // unfused plan.
+  Plan& batch_plan(int T) { return T == 1 && !decode_[0].steps.empty() ? decode_[0] : prefill_; }
   // The command buffer of a batched forward of T rows and n_out output rows (with or without the
   // logits copy), recorded on its first use and replayed: everything that changes between
   // forwards reaches the shaders through the rows and ids buffers. The last 16 shapes are kept.
@@ -752,7 +739,6 @@ class VulkanExecutor final : public Executor {
   std::string unfused_;         // OpEnv::unfused_family
   bool spin_fences_ = false;    // wait_fence polls
   BatchGeometry batch_geo_;     // a batched executor's (max_rows 0: a single sequence's)
-  int chain_rows_ = 1;          // rows a batched forward takes the decode plan for, at most
   uint64_t chain_flag_at_ = 4;  // the chains' error flag in the readback (after the tokens)
   Buffer batch_rows_;           // OpEnv::batch_rows
   Buffer logits_rb_;            // a batched forward's logits readback (made on first use)

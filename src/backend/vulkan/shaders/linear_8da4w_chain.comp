@@ -25,11 +25,8 @@
 // summed, so that a subgroup always has loads in flight and every stage reads its weights with
 // the same few registers whatever its width; the loads of a stage's first batch are issued before
 // the sync that precedes it.
-// A dispatch computes pc.rows token rows (at most ROWS; a batched forward's, else one; a forward of
-// more rows dispatches the chain for each ROWS of them, pc.row0 the first): each stage
-// reads its weights once for all of them, every row's sums the one-row kernel's. The int8 rows sit
-// in shared memory as shared_row_dot.glsl lays a row out; a q4w stage's float row in sm too
-// (below; q4w stages take one row).
+// The int8 row sits in shared memory as shared_row_dot.glsl lays it out; a q4w stage's float row in
+// xv (below).
 // Buffers are reached through their device addresses (a stage table, one binding): a chain has
 // more tensors than a device's binding limit allows. Activations are `coherent`: a stage reads
 // rows that other workgroups wrote before the sync.
@@ -50,34 +47,12 @@ const uint NWG = 256u;
 #define QUANT_LANES
 #include "quant.glsl"
 #include "idot.glsl"
-// The token rows a dispatch computes at most (the host's, vk_fusion.h chain rows).
-layout(constant_id = 13) const uint ROWS = 1;
-// A stage's rows in shared memory, SMEM uvec4s (the host's, vk_fusion.h chain_smem): an int8
-// stage's codes, row r's at r 2 nb (nb = K / 32 blocks; shared_row_dot.glsl's layout), then the
-// rows' block sums (row r's at word r nb), then a norm stage's float row (xs_get); a q4w stage's
-// float row at 0. Only what the stage needs, so that the float row of a norm stage (K <= 4,096)
-// shares the space the codes of a wider stage's rows take.
-layout(constant_id = 5) const uint SMEM = 1152;
-shared uvec4 sm[SMEM];
-// The stage's layout (set by stage()) and the row being read or written (set before each use).
-uint srd_nb = 0u, srd_xs = 0u, srd_xo = 0u, srd_row = 0u, srd_xrow = 0u;
-void srd_select(uint r) {
-  srd_row = 2u * r * srd_nb;
-  srd_xrow = r * srd_nb;
-}
-uvec4 qx_lo(uint b) { return sm[srd_row + b]; }
-uvec4 qx_hi(uint b) { return sm[srd_row + srd_nb + b]; }
-int qx_sum(uint b) {
-  const uint i = srd_xrow + b;
-  return int(sm[srd_xs + (i >> 2u)][i & 3u]);
-}
-void qx_sum_set(uint b, int v) {
-  const uint i = srd_xrow + b;
-  sm[srd_xs + (i >> 2u)][i & 3u] = uint(v);
-}
-void qx_put(uint at, uint w, uint v) { sm[srd_row + at][w] = v; }
-uint qx_half() { return srd_nb; }
-#define SRD_EXTERNAL
+// 1: the chain has int8 (8da4w) stages; 0: only q4w and attention stages, so the int8 row's shared
+// memory is compiled out (9 KiB: room for an attention stage beside a q4w stage's float row of
+// 8,192 values in 48 KiB). The host's, vk_fused.cpp chain_shared.
+layout(constant_id = 13) const uint INT8 = 1;
+#define SRD_QXS (INT8 != 0u ? 2u * QX_HALF : 1u)
+#define SRD_XSUM (INT8 != 0u ? 8192u / 32u : 1u)
 #include "shared_row_dot.glsl"
 #define GS_BINDING 0
 #define GS_SPIN 2
@@ -90,6 +65,9 @@ layout(constant_id = 3) const uint MEASURE = 0;
 // 1: the row loop is compiled once for each epilogue (its per and epi constants folded into each
 // copy), 0: one loop for all (the host's, vk_fused.cpp chain_specialize).
 layout(constant_id = 4) const uint SPECIALIZE = 1;
+// The float row's vec4s in shared memory (the host's: 9 K / 32 for the widest q4w stage's K, at
+// least 1,152 for a norm stage's 4,096 values).
+layout(constant_id = 5) const uint XV = 1152;
 // 1: the chain has q4w stages (0: their row loops are compiled out).
 layout(constant_id = 6) const uint Q4W = 0;
 // 1: the row loop keeps two batches of units in flight (the host's, vk_fused.cpp chain_pipe): a
@@ -117,8 +95,7 @@ layout(constant_id = 11) const uint ATT_FLAGS = 0;
 // the whole sync (the host's, vk_fused.cpp chain_split_sync; measurement).
 layout(constant_id = 12) const uint SPLIT_SYNC = 1;
 layout(std430, binding = 1) readonly buffer Table { uint tab[]; };
-// The dispatch's token rows are rows row0 .. row0 + rows - 1 of the activations.
-layout(push_constant) uniform PC { uint stages, rows, row0; } pc;
+layout(push_constant) uniform PC { uint stages; } pc;
 
 layout(buffer_reference, std430, buffer_reference_align = 16) readonly buffer QRef { uvec4 v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 4) readonly buffer FRef { float v[]; };
@@ -250,12 +227,11 @@ void clk_flush() {
 const uint MAXK = 8192u, MAXNORMK = 4096u;  // (vk_fused.cpp kChainMaxK, kChainMaxNormK)
 const uint NCH = MAXK / 8u / PWG, NCHN = MAXNORMK / 8u / PWG;  // chunks a thread at most
 // A norm stage's row, then its normalized row as rms_norm stores it; a q4w stage's row (as stored,
-// or normalized): element i at vec4 i / 4 + i / 32 from srd_xo, component i % 4, a vec4 of
-// padding after each block, so that the lanes of a q4w unit (a block each, 32 floats apart) read
-// different banks.
-float xs_get(uint i) { return uintBitsToFloat(sm[srd_xo + (i >> 2u) + (i >> 5u)][i & 3u]); }
-void xs_set(uint i, float v) { sm[srd_xo + (i >> 2u) + (i >> 5u)][i & 3u] = floatBitsToUint(v); }
-#define Q4_XV(i) uintBitsToFloat(sm[srd_xo + (i)])
+// or normalized): element i at xv[i / 4 + i / 32][i % 4], a vec4 of padding after each block, so
+// that the lanes of a q4w unit (a block each, 32 floats apart) read different banks.
+shared vec4 xv[XV];
+float xs_get(uint i) { return xv[(i >> 2u) + (i >> 5u)][i & 3u]; }
+void xs_set(uint i, float v) { xv[(i >> 2u) + (i >> 5u)][i & 3u] = v; }
 #include "q4w.glsl"
 shared float red_lo[64], red_hi[64];  // (red: attention_split.glsl's)
 layout(buffer_reference, std430, buffer_reference_align = 16) coherent buffer VRef { uvec4 v[]; };
@@ -295,7 +271,6 @@ const uint NONE = 0xFFFFFFFFu;
 uint SW(uint par, uint w) { return stab[par][w >> 1u][w & 1u]; }
 struct Stage {
   uint nb, C, per, ur, lbpg, ng, nm, rows, mine, rows0, rows1, par, epi;
-  uint T;   // token rows (a q4w stage's: one)
   bool fd;  // a q4w stage (float dot)
 };
 uvec2 SA(Stage g, uint w) { return stab[g.par][w >> 1u]; }  // (w even)
@@ -320,10 +295,6 @@ Stage stage(uint st, uint r0, uint step, uint rec) {
   g.rows1 = g.nm > 1u ? SW(g.par, 26u) : 0u;
   g.epi = epi;
   g.fd = Q4W == 1u && (SW(g.par, 5u) & 128u) != 0u;
-  g.T = g.fd ? 1u : min(pc.rows, ROWS);
-  srd_nb = g.nb;
-  srd_xs = 2u * g.T * g.nb;
-  srd_xo = g.fd ? 0u : srd_xs + (g.T * g.nb + 3u) / 4u;
   return g;
 }
 
@@ -405,12 +376,10 @@ void fetch(Stage g, Cur u, uint set, uint k) {
   }
 }
 
-// Row n of mat-vec m for token row r: its epilogue and store. a: the row's sum; u: the up row's
-// (SwiGLU). Token row r of an output (and of the residual) is at r times its width.
-void finish(Stage g, uint m, uint n, uint r, float a, float u) {
+// Row n of mat-vec m: its epilogue and store. a: the row's sum; u: the up row's (SwiGLU).
+void finish(Stage g, uint m, uint n, float a, float u) {
   const uint epi = g.epi, fl = SW(g.par, 5u);
   const bool o16 = (fl & 4u) != 0u, r16 = (fl & 8u) != 0u, y16 = (fl & (16u << m)) != 0u;
-  n += (pc.row0 + r) * SW(g.par, 16u + 10u * m);
   float val = a;
   if (epi == 1u) {
     val = act_load(SA(g, 12u), r16, n) + round_to(o16, a);
@@ -449,55 +418,44 @@ void fetch_batch2(Stage g, uint r0, uint step, inout Cur f) {
   }
 }
 
-// Each token row's scale and zero point (the prologue's) and partial sums: acc0 the row's (the
-// gate's), acc1 the up row's.
-float sxr[ROWS], acc0[ROWS], acc1[ROWS];
-int zpr[ROWS];
-
-// Sums unit u (its loads in slots k UB .. of set `set`) into each token row's sum, its blocks'
-// terms first, then added in block order; the row's last unit finishes the row. Subgroup-uniform.
-void consume(Stage g, Cur u, uint set, uint k) {
+// Sums unit u (its loads in slots k UB .. of set `set`) into its row's sum, its blocks' terms
+// first, then added in block order; the row's last unit finishes the row. acc0: the row's (the
+// gate's) partial sum, acc1: the up row's. Subgroup-uniform.
+void consume(Stage g, Cur u, uint set, uint k, float sx, int zp, inout float acc0,
+             inout float acc1) {
   const uint lane = gl_SubgroupInvocationID, hf = g.per == 2u ? (u.w & 1u) : 0u;
   const uint c = u.w >> (g.per - 1u), bpg = 1u << g.lbpg;
-  [[unroll]] for (uint r = 0; r < ROWS; ++r) {
-    if (r < g.T) {
-      srd_select(r);
-      float t[UB];
-      [[unroll]] for (uint h = 0; h < UB; ++h) {
-        const uint b = (c * UB + h) * gl_SubgroupSize + lane, j = k * UB + h;
-        if (set == 0u)
-          t[h] = term(g, b, sxr[r], zpr[r], q[j], s[j], ws[j]);
-        else
-          t[h] = term(g, b, sxr[r], zpr[r], q2[j], s2[j], ws2[j]);
-      }
-      [[unroll]] for (uint h = 0; h < UB; ++h) {
-        const uint b = (c * UB + h) * gl_SubgroupSize + lane;
-        if (b < g.nb && (lane & (bpg - 1u)) == 0u) {
-          if (hf == 0u)
-            acc0[r] += t[h];
-          else
-            acc1[r] += t[h];
-        }
-      }
+  float t[UB];
+  [[unroll]] for (uint h = 0; h < UB; ++h) {
+    const uint b = (c * UB + h) * gl_SubgroupSize + lane, j = k * UB + h;
+    if (set == 0u)
+      t[h] = term(g, b, sx, zp, q[j], s[j], ws[j]);
+    else
+      t[h] = term(g, b, sx, zp, q2[j], s2[j], ws2[j]);
+  }
+  [[unroll]] for (uint h = 0; h < UB; ++h) {
+    const uint b = (c * UB + h) * gl_SubgroupSize + lane;
+    if (b < g.nb && (lane & (bpg - 1u)) == 0u) {
+      if (hf == 0u)
+        acc0 += t[h];
+      else
+        acc1 += t[h];
     }
   }
   if (u.w + 1u == g.ur) {
-    [[unroll]] for (uint r = 0; r < ROWS; ++r) {
-      if (r < g.T) {
-        const float a = subgroupAdd(acc0[r]), up = g.per == 2u ? subgroupAdd(acc1[r]) : 0.0;
-        finish(g, u.m, u.n, r, a, up);
-      }
-      acc0[r] = 0.0;
-      acc1[r] = 0.0;
-    }
+    const float a = subgroupAdd(acc0), up = g.per == 2u ? subgroupAdd(acc1) : 0.0;
+    finish(g, u.m, u.n, a, up);
+    acc0 = 0.0;
+    acc1 = 0.0;
   }
 }
 
 // A batch summed (set 0: q, s, ws; 1: q2, s2, ws2).
-void sum_batch(Stage g, uint set, uint r0, uint step, inout Cur u) {
+void sum_batch(Stage g, uint set, uint r0, uint step, float sx, int zp, inout Cur u,
+               inout float acc0, inout float acc1) {
   [[unroll]] for (uint i = 0; i < DEPTH; ++i) {
     if (u.m != NONE) {
-      consume(g, u, set, i);
+      consume(g, u, set, i, sx, zp, acc0, acc1);
       advance(g, r0, step, u);
     }
   }
@@ -520,27 +478,22 @@ void norm_weight(Stage g) {
   }
 }
 
-// The prologue of token row r: its int8 codes and block sums into sm (srd_select(r)), its scale
-// and zero point into sh_sx[r], sh_zp[r]. A norm stage sums the squares in rms_norm.glsl's order
-// (four values at a time, then the rest, over the row's elements tid + NWG i) from the row in
-// shared memory, so its normalized row, and then every code, is rms_norm_quant's; the minimum,
-// the maximum and the block sums are exact in any order.
-shared float sh_sx[ROWS];
-shared int sh_zp[ROWS];
-void prologue_row(uint st, uint r) {
+// The prologue: the stage's int8 row into qxs and xsum, its scale and zero point. A norm stage
+// sums the squares in rms_norm.glsl's order (four values at a time, then the rest, over the
+// row's elements tid + NWG i) from the row in shared memory, so its normalized row, and then
+// every code, is rms_norm_quant's; the minimum, the maximum and the block sums are exact in any
+// order.
+void prologue(uint st, out float sx, out int zp) {
   const uint tid = gl_LocalInvocationID.x, K = T(st, 0u), fl = T(st, 5u), nch = K / 8u;
   const bool norm = T(st, 2u) == 1u, x16 = (fl & 1u) != 0u, h16 = (fl & 2u) != 0u;
   const uint NSP = PWG / gl_SubgroupSize;
   const uvec2 xa = A(st, 8u);
-  float sx;
-  int zp;
-  srd_select(r);
   // Every load of the row at once (a norm's weight is in normw already).
   Chunk ck[NCH];
   [[unroll]] for (uint i = 0; i < NCH; ++i) {
     ck[i].a = uvec4(0u);
     ck[i].b = uvec4(0u);
-    if (tid + PWG * i < nch) ck[i] = load_chunk(xa, x16, (pc.row0 + r) * nch + tid + PWG * i);
+    if (tid + PWG * i < nch) ck[i] = load_chunk(xa, x16, tid + PWG * i);
   }
   float lo = 0.0, hi = 0.0;
   [[unroll]] for (uint i = 0; i < NCH; ++i) {
@@ -591,19 +544,15 @@ void prologue_row(uint st, uint r) {
       [[unroll]] for (uint i = 0; i < NCH; ++i) {
         const uint c = tid + PWG * i, at = 2u * c + (c >> 2u);  // (a chunk lies in one block)
         if (c < nch) {
-          sm[srd_xo + at] =
-              floatBitsToUint(vec4(chunk_at(ck[i], x16, 0u), chunk_at(ck[i], x16, 1u),
-                                   chunk_at(ck[i], x16, 2u), chunk_at(ck[i], x16, 3u)));
-          sm[srd_xo + at + 1u] =
-              floatBitsToUint(vec4(chunk_at(ck[i], x16, 4u), chunk_at(ck[i], x16, 5u),
-                                   chunk_at(ck[i], x16, 6u), chunk_at(ck[i], x16, 7u)));
+          xv[at] = vec4(chunk_at(ck[i], x16, 0u), chunk_at(ck[i], x16, 1u), chunk_at(ck[i], x16, 2u),
+                        chunk_at(ck[i], x16, 3u));
+          xv[at + 1u] = vec4(chunk_at(ck[i], x16, 4u), chunk_at(ck[i], x16, 5u),
+                             chunk_at(ck[i], x16, 6u), chunk_at(ck[i], x16, 7u));
         }
       }
     barrier();
-    if (tid == 0u) {
-      sh_sx[r] = 1.0;
-      sh_zp[r] = 0;
-    }
+    sx = 1.0;
+    zp = 0;
     return;
   }
   lo = subgroupMin(lo);
@@ -638,24 +587,10 @@ void prologue_row(uint st, uint r) {
     sum += subgroupShuffleXor(sum, 2u);
     if (c < nch) {
       store_pair(c, ev, od);
-      if ((c & 3u) == 0u) qx_sum_set(c >> 2, sum);
+      if ((c & 3u) == 0u) xsum[c >> 2] = sum;
     }
   }
-  if (tid == 0u) {
-    sh_sx[r] = sx;
-    sh_zp[r] = zp;
-  }
   barrier();
-}
-
-// The stage's token rows, one after the other (a norm stage's float row is one row's), then each
-// row's scale and zero point in registers.
-void prologue(uint st, uint nrows) {
-  for (uint r = 0; r < nrows; ++r) prologue_row(st, r);
-  [[unroll]] for (uint r = 0; r < ROWS; ++r) {
-    sxr[r] = r < nrows ? sh_sx[r] : 1.0;
-    zpr[r] = r < nrows ? sh_zp[r] : 0;
-  }
 }
 
 // The stage's rows: the next batch is fetched, then a batch of DEPTH units summed (PIPE; without
@@ -663,45 +598,42 @@ void prologue(uint st, uint nrows) {
 // loads already issued; the sums of a batch wait for its loads only. (Refilling each unit's slot as soon as it was summed made the next unit's sum wait for that
 // refill too: NVIDIA's compiler waits for a warp's loads in groups, and the row loop paid a DRAM
 // latency per unit; measured.)
-void rows(Stage g, uint r0, uint step, inout Cur f) {
-  [[unroll]] for (uint r = 0; r < ROWS; ++r) {
-    acc0[r] = 0.0;
-    acc1[r] = 0.0;
-  }
+void rows(Stage g, uint r0, uint step, float sx, int zp, inout Cur f) {
+  float acc0 = 0.0, acc1 = 0.0;
   Cur u = start(g, r0);  // the next unit to sum
   if (PIPE == 1u) {  // the batches alternate between the two sets
     while (u.m != NONE) {
       fetch_batch2(g, r0, step, f);
-      sum_batch(g, 0u, r0, step, u);
+      sum_batch(g, 0u, r0, step, sx, zp, u, acc0, acc1);
       if (u.m == NONE) break;
       fetch_batch(g, r0, step, f);
-      sum_batch(g, 1u, r0, step, u);
+      sum_batch(g, 1u, r0, step, sx, zp, u, acc0, acc1);
     }
     return;
   }
   while (u.m != NONE) {
-    sum_batch(g, 0u, r0, step, u);
+    sum_batch(g, 0u, r0, step, sx, zp, u, acc0, acc1);
     fetch_batch(g, r0, step, f);
   }
 }
 
 // The row loop compiled once for each epilogue and dot (SPECIALIZE): the stage's per, epi and fd
 // as constants in each copy, so that each carries only its own epilogue and dot.
-void rows_specialized(Stage g, bool fd, uint r0, uint step, inout Cur f) {
+void rows_specialized(Stage g, bool fd, uint r0, uint step, float sx, int zp, inout Cur f) {
   Stage h = g;
   h.fd = fd;
   if (g.epi == 2u) {
     h.per = 2u;
     h.epi = 2u;
-    rows(h, r0, step, f);
+    rows(h, r0, step, sx, zp, f);
   } else if (g.epi == 1u) {
     h.per = 1u;
     h.epi = 1u;
-    rows(h, r0, step, f);
+    rows(h, r0, step, sx, zp, f);
   } else {
     h.per = 1u;
     h.epi = 0u;
-    rows(h, r0, step, f);
+    rows(h, r0, step, sx, zp, f);
   }
 }
 
@@ -773,14 +705,16 @@ void main() {
     CLK(0u);
     sync_wait(st);
     CLK(1u);
-    prologue(st, g.T);
+    float sx;
+    int zp;
+    prologue(st, sx, zp);
     CLK(4u);
     if (SPECIALIZE == 0u)
-      rows(g, r0, step, f);
+      rows(g, r0, step, sx, zp, f);
     else if (Q4W == 1u && g.fd)  // (fd a constant in each copy, as per and epi)
-      rows_specialized(g, true, r0, step, f);
+      rows_specialized(g, true, r0, step, sx, zp, f);
     else
-      rows_specialized(g, false, r0, step, f);
+      rows_specialized(g, false, r0, step, sx, zp, f);
     CLK(5u);
 #ifdef VKLLM_CLOCK
     barrier();

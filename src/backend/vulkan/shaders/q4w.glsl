@@ -2,9 +2,9 @@
 // (linear_q4w_mv.comp, and linear_8da4w_chain.comp's q4w stages): both sum a row the same way, so
 // a chain stage has the unfused mat-vec's bits.
 //  - a block (32 weights, one uvec4 of nibbles) is summed with the row's 8 vec4 at xv[x0 .. x0 + 7]
-//    (the includer declares `shared vec4 xv[]`, or defines Q4_XV(i) as its vec4 i; each kernel
-//    pads the row its own way against bank conflicts, a block's 8 vec4 always together), in four
-//    partial sums (fused multiply-adds), then (p.x + p.y) + (p.z + p.w);
+//    (the includer declares `shared vec4 xv[]`; each kernel pads the row its own way against bank
+//    conflicts, a block's 8 vec4 always together), in four partial sums (fused multiply-adds),
+//    then (p.x + p.y) + (p.z + p.w);
 //  - a group's blocks are added pairwise, as a butterfly over neighbouring lanes adds them
 //    (blocks 0+1, 2+3, then those pairs, ...), and the group's sum times its scale is added to
 //    its lane's sum; the row is the subgroupAdd of the lanes' sums.
@@ -25,12 +25,9 @@ vec4 q4_weights4(uvec4 w, uint k) {
          vec4(8388616.0, 8388736.0, 8390656.0, 8421376.0);  // 2^23 + 8 16^e
 }
 
-#ifndef Q4_XV
-#define Q4_XV(i) xv[i]
-#endif
 float q4_block(uvec4 w, uint x0) {
   vec4 p = vec4(0.0);
-  [[unroll]] for (uint k = 0; k < 8u; ++k) p = fma(Q4_XV(x0 + k), q4_weights4(w, k), p);
+  [[unroll]] for (uint k = 0; k < 8u; ++k) p = fma(xv[x0 + k], q4_weights4(w, k), p);
   p *= vec4(1.0, 0.0625, 0.00390625, 0.000244140625);  // 16^-e
   return (p.x + p.y) + (p.z + p.w);
 }

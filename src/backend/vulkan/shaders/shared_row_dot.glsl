@@ -8,20 +8,16 @@
 // A block's two uvec4 (its pairs 0-1, then 2-3) lie apart: block b's first at qxs[b], its second
 // at qxs[QX_HALF + b], so that lanes reading neighbouring blocks read 16 bytes apart (every bank
 // once a quarter subgroup) rather than 32 (a two-way bank conflict on every load).
-// An includer that defines SRD_EXTERNAL keeps the rows in shared memory of its own and defines
-// the accessors first: qx_lo(b), qx_hi(b) (block b's two uvec4), qx_sum(b) (its code sum),
-// qx_put(at, w, v) (word w of uvec4 `at` of the row, at < 2 qx_half()) and qx_half() (the offset
-// of the second halves: the row's blocks).
-#ifndef SRD_EXTERNAL
+// (An includer whose dispatch may hold no int8 row sizes the arrays with SRD_QXS and SRD_XSUM.)
 const uint QX_HALF = 8192u / 32u;
-shared uvec4 qxs[2u * QX_HALF];
-shared int xsum[QX_HALF];
+#ifndef SRD_QXS
+#define SRD_QXS (2u * QX_HALF)
+#define SRD_XSUM (8192u / 32u)
+#endif
+shared uvec4 qxs[SRD_QXS];
+shared int xsum[SRD_XSUM];
 uvec4 qx_lo(uint b) { return qxs[b]; }
 uvec4 qx_hi(uint b) { return qxs[QX_HALF + b]; }
-int qx_sum(uint b) { return xsum[b]; }
-void qx_put(uint at, uint w, uint v) { qxs[at][w] = v; }
-uint qx_half() { return QX_HALF; }
-#endif
 
 // Adds code c (the low byte) of element t (0..7) of a word pair to its even or odd word.
 void pack_code(uint t, uint c, inout uint ev, inout uint od) {
@@ -31,9 +27,9 @@ void pack_code(uint t, uint c, inout uint ev, inout uint od) {
     od |= c << (4u * (t - 1u));
 }
 void store_pair(uint p, uint ev, uint od) {
-  const uint at = ((p >> 1) & 1u) * qx_half() + (p >> 2);
-  qx_put(at, (p & 1u) * 2u, ev);
-  qx_put(at, (p & 1u) * 2u + 1u, od);
+  const uint at = ((p >> 1) & 1u) * QX_HALF + (p >> 2);
+  qxs[at][(p & 1u) * 2u] = ev;
+  qxs[at][(p & 1u) * 2u + 1u] = od;
 }
 // Word pair (ev, od) of eight values, quant_value's code each (quant.glsl, included first), with
 // one exact division in the code however many of the eight lie near a rounding boundary, and no
@@ -61,7 +57,6 @@ void quant_pair(float v[8], float sc, float rcp, int zp, out uint ev, out uint o
   }
 }
 
-#ifndef SRD_EXTERNAL
 // Each 32-code block's sum, after the row's words are stored (and a barrier); threads tid of n.
 void block_sums(uint K, uint tid, uint n) {
   for (uint b = tid; b < K / 32u; b += n) {
@@ -74,7 +69,6 @@ void block_sums(uint K, uint tid, uint n) {
     xsum[b] = sum;
   }
 }
-#endif
 
 // The sum of a block's 32 nibbles (each q + 8): the two masks of block_dot, a byte of each word
 // then at most 30 and of their sum 120, added up by one four-way dot.
@@ -98,5 +92,5 @@ int block_dot(uvec4 w, uint b) {
   e = dot4(int(xc.y), int((w.z >> 4) & MASK), e);
   d = dot4(int(xc.z), int(w.w & MASK), d);
   e = dot4(int(xc.w), int((w.w >> 4) & MASK), e);
-  return d + e - 8 * qx_sum(b);
+  return d + e - 8 * xsum[b];
 }
