@@ -64,16 +64,8 @@ TEST(VulkanConstrained, RunningAheadGivesTheTokensOfOneStepASubmit) {
   const std::vector<std::vector<int32_t>> prompts = {{3, 14, 15, 92, 65}, {7, 71, 40}};
   // Token i is one byte of kBytes (the last id eos): letters keep strings going, the grammar
   // refuses them where a quote, a comma or a bracket must come.
-  const std::string kBytes = "abcdefghijklmnopqrstuvwxyz0123456789\" {}[]:,.-eEtrufalsn";
-  std::vector<std::string> bytes;
-  for (int64_t i = 0; i + 1 < toy::kVocab; ++i)
-    bytes.emplace_back(1, kBytes[static_cast<size_t>(i) % kBytes.size()]);
-  bytes.push_back("<eos>");
-  std::vector<bool> special(bytes.size(), false);
-  special.back() = true;
+  auto index = byte_token_index("abcdefghijklmnopqrstuvwxyz0123456789\" {}[]:,.-eEtrufalsn");
   const int32_t eos = static_cast<int32_t>(toy::kVocab - 1);
-  auto index = std::make_shared<grammar::TokenIndex>(bytes, special, std::vector<int32_t>{eos},
-                                                     static_cast<int32_t>(toy::kVocab));
   const std::vector<nlohmann::json> schemas = {
       nullptr,  // json_object, after each prompt
       nullptr,

@@ -318,17 +318,9 @@ TEST(VulkanExecutor, LastLogitsAreTheLastForwardsLogits) {
   b->last_logits(lb.data());
   EXPECT_EQ(la, lb);
 
-  // A vocabulary of JSON's bytes: token i is one byte of kBytes, the last token eos.
-  const std::string kBytes = "{}[]\":,. 0123456789-+eEtrufalsn";
-  std::vector<std::string> bytes;
-  for (int64_t i = 0; i + 1 < toy::kVocab; ++i)
-    bytes.emplace_back(1, kBytes[static_cast<size_t>(i) % kBytes.size()]);
-  bytes.push_back("<eos>");
-  std::vector<bool> special(bytes.size(), false);
-  special.back() = true;
+  // A vocabulary of JSON's bytes, the last token eos.
+  auto index = byte_token_index("{}[]\":,. 0123456789-+eEtrufalsn");
   const int32_t eos = static_cast<int32_t>(toy::kVocab - 1);
-  auto index = std::make_shared<grammar::TokenIndex>(bytes, special, std::vector<int32_t>{eos},
-                                                     static_cast<int32_t>(toy::kVocab));
   auto constrained = [&](Executor& ex, bool every_step) {
     grammar::Matcher m(grammar::any_json_object(), index);
     Sampler sampler{SamplingParams{}};

@@ -16,6 +16,7 @@
 #include "backend/vulkan/vk_pipeline.h"
 #include "core/error.h"
 #include "core/half.h"
+#include "grammar/grammar.h"
 #include "ir/program.h"
 #include "selftest/toy_model.h"
 #include "testutil/batch_scenario.h"
@@ -114,5 +115,19 @@ class OpRun {
   std::vector<std::unique_ptr<vk::PreparedOp>> fused_;  // of runs_
   int max_t_;
 };
+
+// A toy model's vocabulary of single bytes for the constraint tests: token i is byte
+// i % bytes.size() of `bytes`, the last token eos ("<eos>", special).
+inline std::shared_ptr<grammar::TokenIndex> byte_token_index(const std::string& bytes) {
+  std::vector<std::string> tokens;
+  for (int64_t i = 0; i + 1 < toy::kVocab; ++i)
+    tokens.emplace_back(1, bytes[static_cast<size_t>(i) % bytes.size()]);
+  tokens.push_back("<eos>");
+  std::vector<bool> special(tokens.size(), false);
+  special.back() = true;
+  const int32_t eos = static_cast<int32_t>(toy::kVocab - 1);
+  return std::make_shared<grammar::TokenIndex>(tokens, special, std::vector<int32_t>{eos},
+                                               static_cast<int32_t>(toy::kVocab));
+}
 
 }  // namespace vkllm::test
