@@ -192,6 +192,11 @@ TEST_P(VulkanFusion, DecodeStepEqualsTheUnfusedProgram) {
     // the runs of mode 1 take both layers' (in their own dispatches; their prefill runs where
     // the unwindowed one has one).
     EXPECT_EQ(profile_steps(pf, "decode", "attention"), 0) << "mode " << mode << "\n" << pf;
+    // The chains take the biases: no bias_add of its own in a decode step.
+    if (mode >= 4 && GetParam().cfg.qkv_bias) {
+      EXPECT_EQ(profile_steps(pf, "decode", "bias_add"), 0) << "mode " << mode << "\n" << pf;
+      EXPECT_NE(pf.find("x3+bias"), std::string::npos) << "mode " << mode << "\n" << pf;
+    }
     const std::string att =
         GetParam().cfg.qk_norm ? "rms_norm x2+rope x2+attention" : "rope x2+attention";
     if (mode == 1) {
@@ -236,6 +241,13 @@ INSTANTIATE_TEST_SUITE_P(
         FusionCase{
             "f16_qknorm_hd32",
             {Lin::A8W4, Emb::F16, DType::F16, DType::F16, true, false, 48, 96, nullptr, 64, 32}},
+        // Qwen2's q/k/v biases: the chains' q/k/v stages add them as they store the rows.
+        FusionCase{"f16_bias",
+                   {Lin::A8W4, Emb::F16, DType::F16, DType::F16, false, false, 48, 96, nullptr, 64,
+                    16, true}},
+        FusionCase{"q4w_bias",
+                   {Lin::Q4W, Emb::F32, DType::F32, DType::F32, false, false, 48, 96, nullptr, 64,
+                    16, true}},
         // A down projection of K = 1024: its decode rows summed in parts (decode_split's rule).
         FusionCase{"f32_parts",
                    {Lin::A8W4, Emb::Q4, DType::F32, DType::F32, false, false, 48, 1024, "auto"}},

@@ -148,6 +148,8 @@ std::unique_ptr<PreparedOp> prepare_chain(OpEnv& env, const std::vector<Match>& 
     if (m.norm) flag(c.f16(m.norm->outputs[0]), 2);
     flag(c.f16(m.mv[0]->outputs[0]), 4);
     if (add) flag(c.f16(m.residual), 8);
+    const bool bias = m.pat->bias;
+    if (bias) flags |= 256;
     const int outs = m.pat->epi == Epi::Store ? static_cast<int>(m.mv.size()) : 1;
     uint32_t rows = 0;
     for (size_t k = 0; k < m.mv.size(); ++k) {
@@ -160,8 +162,15 @@ std::unique_ptr<PreparedOp> prepare_chain(OpEnv& env, const std::vector<Match>& 
       put(mat + 2, addr(l.inputs[1]));
       put(mat + 4, addr(l.inputs[2]));
       put(mat + 6, addr(l.inputs[q4w ? 2 : 3]));  // (a q4w stage has no weight sums)
-      const int32_t y = static_cast<int>(k) < outs && m.pat->epi == Epi::Store ? l.outputs[0] : m.y;
+      const bool own = static_cast<int>(k) < outs && m.pat->epi == Epi::Store;
+      const int32_t y = bias ? m.biased[k] : own ? l.outputs[0] : m.y;
       put(mat + 8, addr(y));
+      if (bias) {  // the mat-vec's output as it would be stored, plus the fp32 bias
+        c.need(c.f16(l.outputs[0]) == c.f16(m.mv[0]->outputs[0]),
+               "a bias stage's mat-vec outputs share one dtype");
+        put(at + 48 + 2 * k, addr(m.bias[k]));
+        reads.push_back(c.buf(m.bias[k]));
+      }
       if (static_cast<int>(k) < outs) {
         flag(c.f16(y), 16u << k);
         writes.push_back(c.buf(y));

@@ -51,6 +51,10 @@ struct Pattern {
   // Mat-vec runs: the linear family. linear_q4w runs (int4 weight-only: the row kept in floats)
   // are decode chain stages only (linear_8da4w_fused.comp has no float dot).
   const char* linear = "linear_8da4w";
+  // Mat-vec runs with a store epilogue: each mat-vec's output goes through a bias_add (Qwen2's
+  // q/k/v projections), the fp32 bias added to the row as it is stored (decode chain stages only:
+  // linear_8da4w_fused.comp has no bias).
+  bool bias = false;
   // Whether the run's linears are int4 weight-only. (By the name's text: each translation unit
   // has its own copy of the table's string literals, so their addresses differ across units.)
   bool q4w() const;
@@ -66,6 +70,8 @@ constexpr Pattern kPatterns[] = {
      Tail::Swiglu},
     {"rms_norm+linear_8da4w x2+swiglu", Kind::Matvec, Pro::Norm, 2, Epi::Swiglu, false, false,
      false},
+    {"rms_norm+linear_8da4w x3+bias", Kind::Matvec, Pro::Norm, 3, Epi::Store, false, false, false,
+     Tail::Norm, "linear_8da4w", true},
     {"rms_norm+linear_8da4w x3", Kind::Matvec, Pro::Norm, 3, Epi::Store, false, false, false},
     {"rms_norm+linear_8da4w x2", Kind::Matvec, Pro::Norm, 2, Epi::Store, false, false, false},
     {"rms_norm+linear_8da4w", Kind::Matvec, Pro::Norm, 1, Epi::Store, false, false, false},
@@ -73,6 +79,8 @@ constexpr Pattern kPatterns[] = {
     {"linear_8da4w", Kind::Matvec, Pro::Quant, 1, Epi::Store, false, false, false},
     {"rms_norm+linear_q4w x2+swiglu", Kind::Matvec, Pro::Norm, 2, Epi::Swiglu, false, false, false,
      Tail::Norm, kQ4w},
+    {"rms_norm+linear_q4w x3+bias", Kind::Matvec, Pro::Norm, 3, Epi::Store, false, false, false,
+     Tail::Norm, kQ4w, true},
     {"rms_norm+linear_q4w x3", Kind::Matvec, Pro::Norm, 3, Epi::Store, false, false, false,
      Tail::Norm, kQ4w},
     {"rms_norm+linear_q4w x2", Kind::Matvec, Pro::Norm, 2, Epi::Store, false, false, false,
@@ -111,6 +119,8 @@ struct Match {
   int32_t x = -1;            // the prologue's input row
   std::vector<const Op*> mv;
   int32_t y = -1, residual = -1;  // the run's output; Epi::Add: the other operand of the add
+  // Pattern::bias: each mat-vec's bias and its bias_add's output (what the stage stores).
+  std::vector<int32_t> bias, biased;
 };
 
 class Matcher {
@@ -280,7 +290,24 @@ class Matcher {
     // The norm's row is read by these mat-vecs alone.
     if (m.norm && !only_in(m.norm->outputs[0], k, j - 1)) return std::nullopt;
     m.last = j - 1;
-    if (pat.epi == Epi::Store) {
+    if (pat.epi == Epi::Store && pat.bias) {
+      // bias_add i right after the mat-vecs adds the fp32 bias [N] to mat-vec i's output, read by
+      // it alone.
+      for (size_t i = 0; i < m.mv.size(); ++i, ++j) {
+        if (j >= p_.ops.size()) return std::nullopt;
+        const Op& b = op(j);
+        const int32_t o = m.mv[i]->outputs[0];
+        if (b.family != "bias_add" || b.inputs.size() != 2 || b.inputs[0] != o ||
+            !only_in(o, j, j) || !same_row(o, b.outputs[0]) ||
+            p_.tensors[b.inputs[1]].dtype != DType::F32 ||
+            p_.tensors[b.inputs[1]].shape != std::vector<int64_t>{width(o)})
+          return std::nullopt;
+        m.bias.push_back(b.inputs[1]);
+        m.biased.push_back(b.outputs[0]);
+      }
+      m.last = j - 1;
+      if (pat.matvecs == 1) m.y = m.biased[0];
+    } else if (pat.epi == Epi::Store) {
       if (pat.matvecs == 1) m.y = m.mv[0]->outputs[0];
     } else {
       if (j >= p_.ops.size()) return std::nullopt;
@@ -375,7 +402,7 @@ AttentionSetup attention_setup(OpEnv& env, const Match& m);
 
 // Chain runs (linear_8da4w_chain.comp). A stage's input row is at most 8,192 values, a normalized
 // one at most 4,096 (the prologue's registers); at most three mat-vecs.
-constexpr uint32_t kChainWords = 48;  // the stage table's record (linear_8da4w_chain.comp SREC)
+constexpr uint32_t kChainWords = 64;  // the stage table's record (linear_8da4w_chain.comp SREC)
 constexpr int64_t kChainMaxK = 8192, kChainMaxNormK = 4096;
 // VKLLM_CHAIN_CLOCK: slots (chain stages timed; Phi-4-mini has 129) and phases a slot
 // (linear_8da4w_chain.comp CLK_PHASES), 64-bit sums each.

@@ -11,7 +11,8 @@
 // flag 128: the row kept in floats, linear_q4w_mv.comp's sums, q4w.glsl):
 //  prologue pro = 0: the input row quantized (quant.glsl's formula);
 //               1: the row normalized as rms_norm stores it, then quantized;
-//  epilogue epi = 0: each of 1-3 mat-vecs stores its rows;
+//  epilogue epi = 0: each of 1-3 mat-vecs stores its rows (flag 256: each row rounded as the
+//               mat-vec's output is stored, plus its fp32 bias, as bias_add stores it);
 //               1: the residual add (y = r + W x rounded as the mat-vec's output is stored);
 //               2: SwiGLU of the gate and up mat-vecs (rows computed together).
 // Or it is an attention run (pro = 3: attention_decode.glsl's items, below), so that the runs on
@@ -124,10 +125,10 @@ void act_store(uvec2 a, bool h, uint i, float v) {
 }
 // The stage table (vk_fused.cpp chain_table): SREC words per stage.
 //  0 K, 1 G (group), 2 pro, 3 epi, 4 mat-vecs, 5 flags (1 x f16, 2 norm output f16, 4 mat-vec
-//  outputs f16, 8 residual f16, 16 << m: output m f16, 128 a q4w stage), 6 eps, 7 rows, 8 x, 10 norm weight,
-//  12 residual, and per mat-vec m at 16 + 10 m: rows, nibbles, scales, weight sums, output;
-//  47 the clock's slot (VKLLM_CLOCK).
-const uint SREC = 48u;
+//  outputs f16, 8 residual f16, 16 << m: output m f16, 128 a q4w stage, 256 biases), 6 eps,
+//  7 rows, 8 x, 10 norm weight, 12 residual, and per mat-vec m at 16 + 10 m: rows, nibbles,
+//  scales, weight sums, output; its bias at 48 + 2 m; 63 the clock's slot (VKLLM_CLOCK).
+const uint SREC = 64u;
 uint T(uint st, uint w) { return tab[st * SREC + w]; }
 uvec2 A(uint st, uint w) { return uvec2(tab[st * SREC + w], tab[st * SREC + w + 1u]); }
 uint M(uint st, uint m, uint w) { return T(st, 16u + 10u * m + w); }
@@ -180,7 +181,7 @@ shared uint last_split;
 
 
 // VKLLM_CLOCK (the _clock variants, VKLLM_CHAIN_CLOCK=1): thread 0 of each workgroup adds the SM
-// cycles of each phase of each stage to its own slot (table word 47; the host prints the sums,
+// cycles of each phase of each stage to its own slot (table word 63; the host prints the sums,
 // vk_fused.cpp print_chain_clock): 0 the stage's setup and first fetches, 1 the grid sync, the
 // prologue's 2 loads and reductions, 3 scale and zero point, 4 codes, 5 subgroup 0's rows, 6 the
 // workgroup's other subgroups finishing theirs (a barrier the clocked kernel alone has), 7 a count
@@ -381,7 +382,9 @@ void finish(Stage g, uint m, uint n, float a, float u) {
   const uint epi = g.epi, fl = SW(g.par, 5u);
   const bool o16 = (fl & 4u) != 0u, r16 = (fl & 8u) != 0u, y16 = (fl & (16u << m)) != 0u;
   float val = a;
-  if (epi == 1u) {
+  if (epi == 0u && (fl & 256u) != 0u) {
+    val = round_to(o16, a) + FRef(SA(g, 48u + 2u * m)).v[n];
+  } else if (epi == 1u) {
     val = act_load(SA(g, 12u), r16, n) + round_to(o16, a);
   } else if (epi == 2u) {
     const float gt = round_to(o16, a), up = round_to(o16, u);
