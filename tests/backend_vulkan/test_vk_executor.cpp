@@ -228,26 +228,24 @@ INSTANTIATE_TEST_SUITE_P(
     Cases, VulkanFusion,
     ::testing::Values(
         FusionCase{"f32", {Lin::A8W4, Emb::Q4}},
-        // int4 weight-only: chains of q4w stages (the float row, linear_q4w_mv's sums).
-        FusionCase{"q4w", {Lin::Q4W, Emb::F32}},
+        // int4 weight-only: chains of q4w stages (the float row, linear_q4w_mv's sums); Qwen2's
+        // q/k/v biases, which the chains' q/k/v stages add as they store the rows.
+        FusionCase{"q4w_bias",
+                   {Lin::Q4W, Emb::F32, DType::F32, DType::F32, false, false, 48, 96, nullptr, 64,
+                    16, true}},
         FusionCase{"q4w_f16_qknorm", {Lin::Q4W, Emb::F16, DType::F16, DType::F16, true, true}},
         FusionCase{"f32_splits", {Lin::A8W4, Emb::Q4, DType::F32, DType::F32, false, false, 200}},
         FusionCase{"f16_qknorm_splits",
                    {Lin::A8W4, Emb::F16, DType::F16, DType::F16, true, true, 200}},
-        FusionCase{"f16", {Lin::A8W4, Emb::F16, DType::F16, DType::F16}},
+        FusionCase{"f16_bias",
+                   {Lin::A8W4, Emb::F16, DType::F16, DType::F16, false, false, 48, 96, nullptr, 64,
+                    16, true}},
         FusionCase{"f16_qknorm", {Lin::A8W4, Emb::Q4, DType::F16, DType::F32, true, true}},
         // Head dim 32: the cooperative-matrix prefill attention (with the norms and ropes of its
         // prefill run) where the device has fp16 cooperative matrices.
         FusionCase{
             "f16_qknorm_hd32",
             {Lin::A8W4, Emb::F16, DType::F16, DType::F16, true, false, 48, 96, nullptr, 64, 32}},
-        // Qwen2's q/k/v biases: the chains' q/k/v stages add them as they store the rows.
-        FusionCase{"f16_bias",
-                   {Lin::A8W4, Emb::F16, DType::F16, DType::F16, false, false, 48, 96, nullptr, 64,
-                    16, true}},
-        FusionCase{"q4w_bias",
-                   {Lin::Q4W, Emb::F32, DType::F32, DType::F32, false, false, 48, 96, nullptr, 64,
-                    16, true}},
         // A down projection of K = 1024: its decode rows summed in parts (decode_split's rule).
         FusionCase{"f32_parts",
                    {Lin::A8W4, Emb::Q4, DType::F32, DType::F32, false, false, 48, 1024, "auto"}},
