@@ -126,8 +126,9 @@ TEST(Serve, SlotsKeepInterleavedConversationsPrefixes) {
   EXPECT_EQ(fresh.stop(SIGTERM), 0);
 }
 
-// A non-streaming request for many tokens whose client gives up after 1.5 s, and another one
-// queued behind it whose client gives up after 0.3 s of waiting: the first generation stops (the
+// A non-streaming request for many tokens whose client gives up after 4 s (its prefill alone
+// takes ~1.5 s under the sanitizers, more on a loaded machine), and another one queued behind it
+// from 2 s on whose client gives up after 0.3 s of waiting: the first generation stops (the
 // server's log line says the client left, with far fewer tokens than asked), the second is not
 // generated at all, and the next request is served at once with the right reply.
 TEST(Serve, NonStreamingClientThatLeavesStopsItsGeneration) {
@@ -146,8 +147,8 @@ TEST(Serve, NonStreamingClientThatLeavesStopsItsGeneration) {
     auto res = c.Post("/v1/chat/completions", body.dump(), "application/json");
     EXPECT_FALSE(res) << "a long request was answered within " << ms << " ms";
   };  // the client closes its connection
-  std::thread first(leave_after, 1500);
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  std::thread first(leave_after, 4000);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2000));
   std::thread second(leave_after, 300);  // waits for the first one's turn, then leaves
   second.join();
   first.join();
