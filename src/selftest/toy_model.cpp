@@ -155,14 +155,20 @@ Toy build_toy(const ToyConfig& cfg, unsigned seed) {
     if (cfg.window > 0 && l == 0) attn_attrs["window"] = cfg.window;
     int32_t a = op("attention", {q, k, v, kc, vc}, act(lp + "attn", H * HD, A), attn_attrs);
     int32_t o = linear(a, D, H * HD, act(lp + "attn_out", D, A), lp + "wo");
+    if (cfg.gemma)
+      o = op("rms_norm", {o, fweight(lp + "post_attn_norm", {D}, 0.8f, 1.2f)},
+             act(lp + "attn_out_norm", D, A), {{"eps", 1e-6}, {"group", D}});
     x = op("add", {x, o}, act(lp + "x.attn", D, A));
     h = op("rms_norm", {x, fweight(lp + "ffn_norm", {D}, 0.8f, 1.2f)}, act(lp + "ffn_norm", D, A),
            {{"eps", 1e-5}, {"group", D}});
     const int64_t F = cfg.ffn;
     int32_t g = linear(h, F, D, act(lp + "gate", F, A), lp + "wg");
     int32_t u = linear(h, F, D, act(lp + "up", F, A), lp + "wu");
-    int32_t s = op("swiglu", {g, u}, act(lp + "swiglu", F, A));
+    int32_t s = op(cfg.gemma ? "geglu" : "swiglu", {g, u}, act(lp + "glu", F, A));
     int32_t dn = linear(s, D, F, act(lp + "ffn_out", D, A), lp + "wd");
+    if (cfg.gemma)
+      dn = op("rms_norm", {dn, fweight(lp + "post_ffn_norm", {D}, 0.8f, 1.2f)},
+              act(lp + "ffn_out_norm", D, A), {{"eps", 1e-6}, {"group", D}});
     x = op("add", {x, dn}, act(lp + "x.ffn", D, A));
   }
   int32_t last = op("last_row", {x}, p.add_tensor({"x.last", A, TK::Activation, {1, D}, 0, 0}));

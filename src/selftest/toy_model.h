@@ -37,6 +37,9 @@ struct ToyConfig {
   // Gemma 3's sliding-window layers: layer 0's attention sees only this many keys (its window
   // attribute), layer 1's every key (0: both global).
   int window = 0;
+  // Gemma 3's norms and MLP: the attention's and the MLP's outputs normed before their residual
+  // adds (four norms a layer), GeGLU in place of SwiGLU.
+  bool gemma = false;
 };
 
 // Weights held in memory, by tensor id.

@@ -197,6 +197,17 @@ TEST_P(VulkanFusion, DecodeStepEqualsTheUnfusedProgram) {
       EXPECT_EQ(profile_steps(pf, "decode", "bias_add"), 0) << "mode " << mode << "\n" << pf;
       EXPECT_NE(pf.find("x3+bias"), std::string::npos) << "mode " << mode << "\n" << pf;
     }
+    // The chains take Gemma 3's norms around the residual adds and its GeGLU: after layer 0's
+    // attention, a decode step runs no norm, add or GeGLU of its own but the last layer's
+    // post-norm and add (before the head run) and the per-head q/k norms of unchained attention.
+    if (mode >= 4 && GetParam().cfg.gemma) {
+      const std::string lin = GetParam().cfg.lin == Lin::Q4W ? "linear_q4w" : "linear_8da4w";
+      EXPECT_EQ(profile_steps(pf, "decode", "geglu"), 0) << "mode " << mode << "\n" << pf;
+      EXPECT_EQ(profile_steps(pf, "decode", "add"), 1) << "mode " << mode << "\n" << pf;
+      for (const std::string& stage : {"rms_norm+add+rms_norm+" + lin + " x2+geglu",
+                                       "rms_norm+add+rms_norm+" + lin + " x3"})
+        EXPECT_NE(pf.find(stage), std::string::npos) << "mode " << mode << "\n" << pf;
+    }
     const std::string att =
         GetParam().cfg.qk_norm ? "rms_norm x2+rope x2+attention" : "rope x2+attention";
     if (mode == 1) {
@@ -233,7 +244,10 @@ INSTANTIATE_TEST_SUITE_P(
         FusionCase{"q4w_bias",
                    {Lin::Q4W, Emb::F32, DType::F32, DType::F32, false, false, 48, 96, nullptr, 64,
                     16, true}},
-        FusionCase{"q4w_f16_qknorm", {Lin::Q4W, Emb::F16, DType::F16, DType::F16, true, true}},
+        // Gemma 3's norms and GeGLU as q4w stages.
+        FusionCase{"q4w_f16_gemma_qknorm",
+                   {Lin::Q4W, Emb::F16, DType::F16, DType::F16, true, true, 48, 96, nullptr, 64,
+                    16, false, 0, true}},
         FusionCase{"f32_splits", {Lin::A8W4, Emb::Q4, DType::F32, DType::F32, false, false, 200}},
         FusionCase{"f16_qknorm_splits",
                    {Lin::A8W4, Emb::F16, DType::F16, DType::F16, true, true, 200}},
@@ -254,19 +268,19 @@ INSTANTIATE_TEST_SUITE_P(
         FusionCase{
             "f32_wide",
             {Lin::A8W4, Emb::Q4, DType::F32, DType::F32, false, false, 48, 96, nullptr, 1280}},
-        // Gemma 3's sliding-window layers (layer 0 sees 8 keys, layer 1 every key): the prompt
-        // in chunks of 3 (positions 0-2, 3-4), then decode steps from below the window (5-6)
-        // through it (7) to past it (8-16).
-        FusionCase{"f32_window",
+        // Gemma 3: its norms around the residual adds, GeGLU, and its sliding-window layers (layer
+        // 0 sees 8 keys, layer 1 every key): the prompt in chunks of 3 (positions 0-2, 3-4), then
+        // decode steps from below the window (5-6) through it (7) to past it (8-16).
+        FusionCase{"f32_gemma_window",
                    {Lin::A8W4, Emb::Q4, DType::F32, DType::F32, false, false, 48, 96, nullptr, 64,
-                    16, false, 8},
+                    16, false, 8, true},
                    3},
         // A window of 70 keys in 64-key decode splits: the prompt in chunks of 50 (below the
         // window, across its edge, past it), then decode steps at 134-145, whose split 0 lies
-        // wholly below the window and split 1 partly.
-        FusionCase{"f16_qknorm_window_splits",
+        // wholly below the window and split 1 partly; Gemma 3's norms and GeGLU in fp16.
+        FusionCase{"f16_gemma_qknorm_window_splits",
                    {Lin::A8W4, Emb::F16, DType::F16, DType::F16, true, true, 200, 96, nullptr, 64,
-                    16, false, 70},
+                    16, false, 70, true},
                    50}),
     [](const auto& p) { return std::string(p.param.name); });
 

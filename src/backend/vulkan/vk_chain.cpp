@@ -135,7 +135,7 @@ std::unique_ptr<PreparedOp> prepare_chain(OpEnv& env, const std::vector<Match>& 
     const int64_t bpg = G / 32;
     c.need(G % 32 == 0 && bpg <= sg && (bpg & (bpg - 1)) == 0,
            "a chain stage's groups fit a subgroup in a power of two of blocks");
-    const bool add = m.pat->epi == Epi::Add;
+    const bool add = m.pat->epi == Epi::Add, post = m.pat->pro == Pro::PostNorm;
     uint32_t flags = 0;
     auto flag = [&](bool on, uint32_t bit) {
       if (on) {
@@ -147,7 +147,11 @@ std::unique_ptr<PreparedOp> prepare_chain(OpEnv& env, const std::vector<Match>& 
     if (q4w) flags |= 128;
     if (m.norm) flag(c.f16(m.norm->outputs[0]), 2);
     flag(c.f16(m.mv[0]->outputs[0]), 4);
-    if (add) flag(c.f16(m.residual), 8);
+    if (add || post) flag(c.f16(m.residual), 8);
+    if (post) {
+      flag(c.f16(m.post->outputs[0]), 512);
+      flag(c.f16(m.sum), 1024);
+    }
     const bool bias = m.pat->bias;
     if (bias) flags |= 256;
     const int outs = m.pat->epi == Epi::Store ? static_cast<int>(m.mv.size()) : 1;
@@ -189,8 +193,13 @@ std::unique_ptr<PreparedOp> prepare_chain(OpEnv& env, const std::vector<Match>& 
     put(at + 8, addr(m.x));
     reads.push_back(c.buf(m.x));
     put(at + 10, m.norm ? addr(m.norm->inputs[1]) : addr(m.x));
-    put(at + 12, add ? addr(m.residual) : addr(m.x));
-    if (add) reads.push_back(c.buf(m.residual));
+    put(at + 12, add || post ? addr(m.residual) : addr(m.x));
+    if (add || post) reads.push_back(c.buf(m.residual));
+    // A post-norm stage: its norm's weight and eps, and the sum it stores.
+    put(at + 14, post ? addr(m.post->inputs[1]) : addr(m.x));
+    table[at + 46] = fbits(post ? m.post->attrs.value("eps", 1e-6f) : 0.0f);
+    put(at + 54, post ? addr(m.sum) : addr(m.x));
+    if (post) writes.push_back(c.buf(m.sum));
   }
   if (any16 && !ctx.use_fp16()) c.need(false, "fp16 tensors need 16-bit storage");
   if (!env.chain_sync.buf) {

@@ -420,8 +420,8 @@ std::unique_ptr<PreparedOp> prepare(OpEnv& env, const Match& m, bool quantize_ou
   if (m.pat->kind == Kind::Head) return prepare_head(env, m);
   const Program& p = env.program;
   Ctx c{env, *m.mv[0], p};
-  c.need(!m.pat->q4w() && !m.pat->bias,
-         "int4 weight-only and biased runs fuse only as decode chain stages");
+  c.need(!m.pat->chain_only(),
+         "int4 weight-only, biased, post-norm and GeGLU runs fuse only as decode chain stages");
   const bool f16x = c.f16(m.x);
   // The mat-vecs' own outputs (Epi::Add, Swiglu: rounded as the unfused ops store them) and the
   // norm's output dtype (the prologue rounds the normalized row as rms_norm stores it).

@@ -16,8 +16,12 @@ namespace vkllm::vk::fusion {
 
 using namespace detail;
 
-enum class Pro : uint32_t { Quant = 0, Norm = 1 };
-enum class Epi : uint32_t { Store = 0, Add = 1, Swiglu = 2 };
+// A mat-vec run's prologue: its input row quantized, or normalized then quantized, or (PostNorm,
+// Gemma 3's norms around the residual add) normalized, added to the residual, and the sum
+// normalized and quantized. Its epilogue: each mat-vec's rows stored, or added to the residual, or
+// the gated unit of two mat-vecs' rows (SwiGLU, GeGLU).
+enum class Pro : uint32_t { Quant = 0, Norm = 1, PostNorm = 2 };
+enum class Epi : uint32_t { Store = 0, Add = 1, Swiglu = 2, Geglu = 3 };
 
 // The table: tried in order at every op; the first that matches takes the run. Mat-vec runs
 // (linear_8da4w_fused.comp): a prologue, 1-3 mat-vecs reading its row, an epilogue. Attention
@@ -58,52 +62,72 @@ struct Pattern {
   // Whether the run's linears are int4 weight-only. (By the name's text: each translation unit
   // has its own copy of the table's string literals, so their addresses differ across units.)
   bool q4w() const;
+  // Mat-vec runs that only the decode chain kernel computes (linear_8da4w_fused.comp has no float
+  // dot, no bias, no post-norm prologue and no GeGLU).
+  bool chain_only() const {
+    return kind == Kind::Matvec && (q4w() || bias || pro == Pro::PostNorm || epi == Epi::Geglu);
+  }
 };
 constexpr const char* kQ4w = "linear_q4w";
 inline bool Pattern::q4w() const {
   return std::string_view(linear) == kQ4w;
 }
 constexpr Pattern kPatterns[] = {
-    {"linear_8da4w+add+rms_norm tail", Kind::Tail, Pro::Quant, 1, Epi::Store, false, false, false,
-     Tail::Norm},
-    {"linear_8da4w x2+swiglu tail", Kind::Tail, Pro::Quant, 2, Epi::Store, false, false, false,
-     Tail::Swiglu},
-    {"rms_norm+linear_8da4w x2+swiglu", Kind::Matvec, Pro::Norm, 2, Epi::Swiglu, false, false,
-     false},
-    {"rms_norm+linear_8da4w x3+bias", Kind::Matvec, Pro::Norm, 3, Epi::Store, false, false, false,
-     Tail::Norm, "linear_8da4w", true},
-    {"rms_norm+linear_8da4w x3", Kind::Matvec, Pro::Norm, 3, Epi::Store, false, false, false},
-    {"rms_norm+linear_8da4w x2", Kind::Matvec, Pro::Norm, 2, Epi::Store, false, false, false},
-    {"rms_norm+linear_8da4w", Kind::Matvec, Pro::Norm, 1, Epi::Store, false, false, false},
-    {"linear_8da4w+add", Kind::Matvec, Pro::Quant, 1, Epi::Add, false, false, false},
-    {"linear_8da4w", Kind::Matvec, Pro::Quant, 1, Epi::Store, false, false, false},
-    {"rms_norm+linear_q4w x2+swiglu", Kind::Matvec, Pro::Norm, 2, Epi::Swiglu, false, false, false,
-     Tail::Norm, kQ4w},
-    {"rms_norm+linear_q4w x3+bias", Kind::Matvec, Pro::Norm, 3, Epi::Store, false, false, false,
-     Tail::Norm, kQ4w, true},
-    {"rms_norm+linear_q4w x3", Kind::Matvec, Pro::Norm, 3, Epi::Store, false, false, false,
-     Tail::Norm, kQ4w},
-    {"rms_norm+linear_q4w x2", Kind::Matvec, Pro::Norm, 2, Epi::Store, false, false, false,
-     Tail::Norm, kQ4w},
-    {"rms_norm+linear_q4w", Kind::Matvec, Pro::Norm, 1, Epi::Store, false, false, false, Tail::Norm,
-     kQ4w},
-    {"linear_q4w+add", Kind::Matvec, Pro::Quant, 1, Epi::Add, false, false, false, Tail::Norm,
-     kQ4w},
-    {"linear_q4w", Kind::Matvec, Pro::Quant, 1, Epi::Store, false, false, false, Tail::Norm, kQ4w},
-    {"last_row+rms_norm+linear_8da4w", Kind::Head, Pro::Norm, 1, Epi::Store},
-    {"last_row+rms_norm+linear_q4w", Kind::Head, Pro::Norm, 1, Epi::Store, false, false, true,
-     Tail::Norm, kQ4w},
-    {"rms_norm x2+rope x2+attention", Kind::Attention, Pro::Quant, 0, Epi::Store, true, true},
-    {"rope x2+attention", Kind::Attention, Pro::Quant, 0, Epi::Store, false, true},
-    {"attention", Kind::Attention},
+    {.name = "linear_8da4w+add+rms_norm tail", .kind = Kind::Tail, .matvecs = 1,
+     .by_default = false, .tail = Tail::Norm},
+    {.name = "linear_8da4w x2+swiglu tail", .kind = Kind::Tail, .matvecs = 2, .by_default = false,
+     .tail = Tail::Swiglu},
+    {.name = "rms_norm+add+rms_norm+linear_8da4w x2+geglu", .kind = Kind::Matvec,
+     .pro = Pro::PostNorm, .matvecs = 2, .epi = Epi::Geglu, .by_default = false},
+    {.name = "rms_norm+add+rms_norm+linear_8da4w x3", .kind = Kind::Matvec, .pro = Pro::PostNorm,
+     .matvecs = 3, .by_default = false},
+    {.name = "rms_norm+linear_8da4w x2+swiglu", .kind = Kind::Matvec, .pro = Pro::Norm,
+     .matvecs = 2, .epi = Epi::Swiglu, .by_default = false},
+    {.name = "rms_norm+linear_8da4w x3+bias", .kind = Kind::Matvec, .pro = Pro::Norm,
+     .matvecs = 3, .by_default = false, .bias = true},
+    {.name = "rms_norm+linear_8da4w x3", .kind = Kind::Matvec, .pro = Pro::Norm, .matvecs = 3,
+     .by_default = false},
+    {.name = "rms_norm+linear_8da4w x2", .kind = Kind::Matvec, .pro = Pro::Norm, .matvecs = 2,
+     .by_default = false},
+    {.name = "rms_norm+linear_8da4w", .kind = Kind::Matvec, .pro = Pro::Norm, .matvecs = 1,
+     .by_default = false},
+    {.name = "linear_8da4w+add", .kind = Kind::Matvec, .matvecs = 1, .epi = Epi::Add,
+     .by_default = false},
+    {.name = "linear_8da4w", .kind = Kind::Matvec, .matvecs = 1, .by_default = false},
+    {.name = "rms_norm+add+rms_norm+linear_q4w x2+geglu", .kind = Kind::Matvec,
+     .pro = Pro::PostNorm, .matvecs = 2, .epi = Epi::Geglu, .by_default = false, .linear = kQ4w},
+    {.name = "rms_norm+add+rms_norm+linear_q4w x3", .kind = Kind::Matvec, .pro = Pro::PostNorm,
+     .matvecs = 3, .by_default = false, .linear = kQ4w},
+    {.name = "rms_norm+linear_q4w x2+swiglu", .kind = Kind::Matvec, .pro = Pro::Norm,
+     .matvecs = 2, .epi = Epi::Swiglu, .by_default = false, .linear = kQ4w},
+    {.name = "rms_norm+linear_q4w x3+bias", .kind = Kind::Matvec, .pro = Pro::Norm, .matvecs = 3,
+     .by_default = false, .linear = kQ4w, .bias = true},
+    {.name = "rms_norm+linear_q4w x3", .kind = Kind::Matvec, .pro = Pro::Norm, .matvecs = 3,
+     .by_default = false, .linear = kQ4w},
+    {.name = "rms_norm+linear_q4w x2", .kind = Kind::Matvec, .pro = Pro::Norm, .matvecs = 2,
+     .by_default = false, .linear = kQ4w},
+    {.name = "rms_norm+linear_q4w", .kind = Kind::Matvec, .pro = Pro::Norm, .matvecs = 1,
+     .by_default = false, .linear = kQ4w},
+    {.name = "linear_q4w+add", .kind = Kind::Matvec, .matvecs = 1, .epi = Epi::Add,
+     .by_default = false, .linear = kQ4w},
+    {.name = "linear_q4w", .kind = Kind::Matvec, .matvecs = 1, .by_default = false,
+     .linear = kQ4w},
+    {.name = "last_row+rms_norm+linear_8da4w", .kind = Kind::Head, .pro = Pro::Norm,
+     .matvecs = 1},
+    {.name = "last_row+rms_norm+linear_q4w", .kind = Kind::Head, .pro = Pro::Norm, .matvecs = 1,
+     .linear = kQ4w},
+    {.name = "rms_norm x2+rope x2+attention", .kind = Kind::Attention, .qk_norm = true,
+     .rope = true},
+    {.name = "rope x2+attention", .kind = Kind::Attention, .rope = true},
+    {.name = "attention", .kind = Kind::Attention},
 };
 // Forwards of several tokens (prefill): the ropes of q and k (and their per-head norms before
 // them) in the prefill attention's q loads and its KV store (attention_prefill*.comp and
 // attention.comp VKLLM_ROPE): two (four) dispatches and their barrier fewer a layer.
 constexpr Pattern kPrefillPatterns[] = {
-    {"rms_norm x2+rope x2+attention, prefill", Kind::PrefillAttention, Pro::Quant, 0, Epi::Store,
-     true, true},
-    {"rope x2+attention, prefill", Kind::PrefillAttention, Pro::Quant, 0, Epi::Store, false, true},
+    {.name = "rms_norm x2+rope x2+attention, prefill", .kind = Kind::PrefillAttention,
+     .qk_norm = true, .rope = true},
+    {.name = "rope x2+attention, prefill", .kind = Kind::PrefillAttention, .rope = true},
 };
 constexpr uint32_t kWG = 256, kMaxK = 32 * kWG;  // linear_8da4w_fused.comp: MAXV values a thread
 constexpr uint32_t kTailShared = 40 * 1024;      // linear_8da4w.comp VKLLM_TAIL: shared bytes
@@ -114,8 +138,12 @@ struct Match {
   // Attention runs: the ops, and the run's q / k inputs (before norm and rope).
   const Op *qnorm = nullptr, *knorm = nullptr, *qrope = nullptr, *krope = nullptr, *attn = nullptr;
   int32_t q = -1, k = -1;
-  const Op* norm = nullptr;  // Pro::Norm, Tail::Norm
-  const Op* add = nullptr;   // Tail::Norm
+  const Op* norm = nullptr;  // Pro::Norm, Pro::PostNorm (the norm after the add), Tail::Norm
+  const Op* add = nullptr;   // Tail::Norm, Pro::PostNorm
+  // Pro::PostNorm: the norm of the run's input before the add, and the add's output (the sum,
+  // which the run stores); the add's other operand is m.residual.
+  const Op* post = nullptr;
+  int32_t sum = -1;
   int32_t x = -1;            // the prologue's input row
   std::vector<const Op*> mv;
   int32_t y = -1, residual = -1;  // the run's output; Epi::Add: the other operand of the add
@@ -265,18 +293,42 @@ class Matcher {
     return m;
   }
 
+  // An rms_norm over its input's whole row.
+  bool whole_norm(const Op& n) const {
+    return n.family == "rms_norm" && n.inputs.size() == 2 && n.outputs.size() == 1 &&
+           n.attrs.contains("group") && n.attrs["group"].is_number() &&
+           n.attrs["group"].get<int64_t>() == width(n.inputs[0]);
+  }
+
   std::optional<Match> matvec_at(size_t k, const Pattern& pat) const {
     Match m;
     m.pat = &pat;
     m.first = k;
     size_t j = k;
-    if (pat.pro == Pro::Norm) {
-      const Op& n = op(j);
-      if (n.family != "rms_norm" || !n.attrs.contains("group") || !n.attrs["group"].is_number() ||
-          n.attrs["group"].get<int64_t>() != width(n.inputs[0]))
+    if (pat.pro == Pro::PostNorm) {
+      // rms_norm, then the add of its row (read by the add alone) and the residual: the sum.
+      if (k + 2 >= p_.ops.size()) return std::nullopt;
+      const Op &n = op(k), &a = op(k + 1);
+      const int32_t o = n.outputs.empty() ? -1 : n.outputs[0];
+      if (!whole_norm(n) || a.family != "add" || a.inputs.size() != 2 || a.outputs.size() != 1 ||
+          (a.inputs[0] != o && a.inputs[1] != o) || a.inputs[0] == a.inputs[1] ||
+          !only_in(o, k + 1, k + 1) || !same_row(o, a.outputs[0]) ||
+          !same_row(n.inputs[0], o))
         return std::nullopt;
+      m.post = &n;
+      m.add = &a;
+      m.residual = a.inputs[0] == o ? a.inputs[1] : a.inputs[0];
+      m.sum = a.outputs[0];
+      if (!same_row(m.residual, m.sum)) return std::nullopt;
+      j += 2;
+    }
+    if (pat.pro == Pro::Norm || pat.pro == Pro::PostNorm) {
+      // The norm (after a post-norm run's add, of its sum).
+      if (j >= p_.ops.size()) return std::nullopt;
+      const Op& n = op(j);
+      if (!whole_norm(n) || (m.post && n.inputs[0] != m.sum)) return std::nullopt;
       m.norm = &n;
-      m.x = n.inputs[0];
+      m.x = m.post ? m.post->inputs[0] : n.inputs[0];
       ++j;
     }
     for (int i = 0; i < pat.matvecs; ++i, ++j) {
@@ -321,8 +373,9 @@ class Matcher {
         if (!same_row(m.residual, o)) return std::nullopt;
       } else {
         const int32_t g = m.mv[0]->outputs[0], u = m.mv[1]->outputs[0];
-        if (e.family != "swiglu" || e.inputs.size() != 2 || e.inputs[0] != g || e.inputs[1] != u ||
-            !only_in(g, j, j) || !only_in(u, j, j) || !same_row(g, e.outputs[0]) ||
+        if (e.family != (pat.epi == Epi::Geglu ? "geglu" : "swiglu") || e.inputs.size() != 2 ||
+            e.inputs[0] != g || e.inputs[1] != u || !only_in(g, j, j) || !only_in(u, j, j) ||
+            !same_row(g, e.outputs[0]) ||
             p_.tensors[m.mv[0]->inputs[1]].shape != p_.tensors[m.mv[1]->inputs[1]].shape)
           return std::nullopt;
       }

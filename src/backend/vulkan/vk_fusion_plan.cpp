@@ -49,14 +49,13 @@ bool chainable(const Program& p, const Match& m, uint32_t max_shared) {
   int64_t rows = 0;
   for (const Op* l : m.mv) rows += p.tensors[l->inputs[1]].shape[0];
   if (rows > kChainMaxRows) return false;
-  return K <= kChainMaxNormK || m.pat->pro != Pro::Norm;
+  return K <= kChainMaxNormK || m.pat->pro == Pro::Quant;
 }
 
 // Tuning::no_fuse: patterns whose names contain one of its parts are not used (measurement);
 // Tuning::fuse_all: the patterns off by default are used too.
 bool disabled(const Pattern& pat, bool chain, const Tuning& tune) {
-  // Chain stages only: int4 weight-only and biased runs.
-  if ((pat.q4w() || pat.bias) && pat.kind == Kind::Matvec && !chain) return true;
+  if (pat.chain_only() && !chain) return true;
   // Mat-vec runs are on where they chain (one persistent dispatch for consecutive runs).
   if (!pat.by_default && !tune.fuse_all && !(chain && pat.kind == Kind::Matvec)) return true;
   for (const std::string& part : tune.no_fuse)

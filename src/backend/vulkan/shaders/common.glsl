@@ -51,6 +51,17 @@ float rms_inv(float ss, uint n, float eps) {
   return 1.0 / sqrt(ms);
 }
 
+// GeGLU's product gelu_tanh(x) * u (Gemma's MLP; geglu.comp and the decode chain's GeGLU
+// epilogue), with gelu_tanh(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) in fp32 in the
+// CPU reference's order and tanh(z) as 1 - 2 / (exp(2z) + 1), which saturates to +-1 instead of
+// overflowing. Every step precise: no device contracts it differently in either kernel.
+float geglu_of(float x, float u) {
+  precise float inner = 0.7978845608028654 * (x + 0.044715 * (x * x * x));
+  precise float th = 1.0 - 2.0 / (exp(2.0 * inner) + 1.0);
+  precise float y = 0.5 * x * (1.0 + th) * u;
+  return y;
+}
+
 #ifndef WG
 #define WG 64
 #endif

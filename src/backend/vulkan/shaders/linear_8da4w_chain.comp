@@ -11,10 +11,14 @@
 // flag 128: the row kept in floats, linear_q4w_mv.comp's sums, q4w.glsl):
 //  prologue pro = 0: the input row quantized (quant.glsl's formula);
 //               1: the row normalized as rms_norm stores it, then quantized;
+//               2: Gemma 3's post-norm first: the input row (a mat-vec's output) normalized as
+//                  rms_norm stores it, added to the residual as add stores the sum (which
+//                  workgroup 0 stores), and that sum normalized and quantized as in 1;
 //  epilogue epi = 0: each of 1-3 mat-vecs stores its rows (flag 256: each row rounded as the
 //               mat-vec's output is stored, plus its fp32 bias, as bias_add stores it);
 //               1: the residual add (y = r + W x rounded as the mat-vec's output is stored);
-//               2: SwiGLU of the gate and up mat-vecs (rows computed together).
+//               2: SwiGLU of the gate and up mat-vecs (rows computed together);
+//               3: GeGLU of them (common.glsl geglu_of).
 // Or it is an attention run (pro = 3: attention_decode.glsl's items, below), so that the runs on
 // either side of it, and so a whole forward, can be one chain.
 // The prologue runs on the workgroup's threads, a norm's sum of squares in rms_norm.comp's order
@@ -125,9 +129,11 @@ void act_store(uvec2 a, bool h, uint i, float v) {
 }
 // The stage table (vk_fused.cpp chain_table): SREC words per stage.
 //  0 K, 1 G (group), 2 pro, 3 epi, 4 mat-vecs, 5 flags (1 x f16, 2 norm output f16, 4 mat-vec
-//  outputs f16, 8 residual f16, 16 << m: output m f16, 128 a q4w stage, 256 biases), 6 eps,
-//  7 rows, 8 x, 10 norm weight, 12 residual, and per mat-vec m at 16 + 10 m: rows, nibbles,
-//  scales, weight sums, output; its bias at 48 + 2 m; 63 the clock's slot (VKLLM_CLOCK).
+//  outputs f16, 8 residual f16, 16 << m: output m f16, 128 a q4w stage, 256 biases, 512 the
+//  post-norm's output f16, 1024 the sum f16), 6 eps, 7 rows, 8 x, 10 norm weight, 12 residual,
+//  14 the post-norm's weight, and per mat-vec m at 16 + 10 m: rows, nibbles, scales, weight sums,
+//  output; 46 the post-norm's eps; its bias at 48 + 2 m; 54 the sum (pro 2); 63 the clock's slot
+//  (VKLLM_CLOCK).
 const uint SREC = 64u;
 uint T(uint st, uint w) { return tab[st * SREC + w]; }
 uvec2 A(uint st, uint w) { return uvec2(tab[st * SREC + w], tab[st * SREC + w + 1u]); }
@@ -285,7 +291,7 @@ Stage stage(uint st, uint r0, uint step, uint rec) {
   const uint K = SW(g.par, 0u), G = SW(g.par, 1u), epi = SW(g.par, 3u);
   g.nb = K / 32u;
   g.C = (g.nb + UB * gl_SubgroupSize - 1u) / (UB * gl_SubgroupSize);
-  g.per = epi == 2u ? 2u : 1u;
+  g.per = epi >= 2u ? 2u : 1u;
   g.ur = g.C * g.per;
   g.lbpg = uint(findLSB(G / 32u));
   g.ng = K / G;
@@ -389,6 +395,8 @@ void finish(Stage g, uint m, uint n, float a, float u) {
   } else if (epi == 2u) {
     const float gt = round_to(o16, a), up = round_to(o16, u);
     val = gt / (1.0 + exp(-gt)) * up;
+  } else if (epi == 3u) {
+    val = geglu_of(round_to(o16, a), round_to(o16, u));
   }
   if (subgroupElect()) act_store(SA(g, 16u + 10u * m + 8u), y16, n, val);
 }
@@ -464,39 +472,79 @@ void sum_batch(Stage g, uint set, uint r0, uint step, float sx, int zp, inout Cu
   }
 }
 
-// A norm stage's weight (fp32) in this thread's chunks, loaded before the sync that precedes
-// the stage (it depends on no stage, and its first read by the grid misses L2).
-Chunk normw[NCHN];
+// A norm stage's weights (fp32) in this thread's chunks, loaded before the sync that precedes
+// the stage (they depend on no stage, and their first read by the grid misses L2): the norm's,
+// and a post-norm stage's post-norm's.
+Chunk normw[NCHN], postw[NCHN];
 void norm_weight(Stage g) {
-  const uint tid = gl_LocalInvocationID.x, nch = SW(g.par, 0u) / 8u;
-  const bool norm = SW(g.par, 2u) == 1u;
-  const uvec2 na = SA(g, 10u);
+  const uint tid = gl_LocalInvocationID.x, nch = SW(g.par, 0u) / 8u, pro = SW(g.par, 2u);
+  const bool norm = pro == 1u || pro == 2u, post = pro == 2u;
+  const uvec2 na = SA(g, 10u), pa = SA(g, 14u);
   [[unroll]] for (uint i = 0; i < NCHN; ++i) {
     normw[i].a = uvec4(0u);
     normw[i].b = uvec4(0u);
+    postw[i].a = uvec4(0u);
+    postw[i].b = uvec4(0u);
     if (norm && tid + PWG * i < nch) {
       normw[i].a = QRef(na).v[2u * (tid + PWG * i)];
       normw[i].b = QRef(na).v[2u * (tid + PWG * i) + 1u];
     }
+    if (post && tid + PWG * i < nch) {
+      postw[i].a = QRef(pa).v[2u * (tid + PWG * i)];
+      postw[i].b = QRef(pa).v[2u * (tid + PWG * i) + 1u];
+    }
   }
 }
 
+// 1 / sqrt(mean + eps) of the K values in xv: the squares summed in rms_norm.glsl's order (four
+// values at a time, then the rest, over the row's elements tid + NWG i, by the first NWG threads),
+// so the norm is rms_norm's. Every thread calls it; a barrier first (xv written) and one inside
+// (xv read).
+float row_inv(uint K, float eps) {
+  const uint tid = gl_LocalInvocationID.x;
+  barrier();
+  vec4 ss = vec4(0.0);
+  if (tid < NWG) {
+    uint j = tid;
+    for (; j + 3u * NWG < K; j += 4u * NWG) {
+      const vec4 v = vec4(xs_get(j), xs_get(j + NWG), xs_get(j + 2u * NWG), xs_get(j + 3u * NWG));
+      ss += v * v;
+    }
+    for (; j < K; j += NWG) {
+      const float v = xs_get(j);
+      ss.x += v * v;
+    }
+  }
+  const float part = subgroupAdd((ss.x + ss.y) + (ss.z + ss.w));
+  if (subgroupElect()) red[gl_SubgroupID] = part;
+  barrier();
+  float total = 0.0;
+  for (uint i = 0; i < NWG / gl_SubgroupSize; ++i) total += red[i];
+  return rms_inv(total, K, eps);
+}
+
 // The prologue: the stage's int8 row into qxs and xsum, its scale and zero point. A norm stage
-// sums the squares in rms_norm.glsl's order (four values at a time, then the rest, over the
-// row's elements tid + NWG i) from the row in shared memory, so its normalized row, and then
-// every code, is rms_norm_quant's; the minimum, the maximum and the block sums are exact in any
-// order.
+// normalizes the row in shared memory (row_inv), so its normalized row, and then every code, is
+// rms_norm_quant's; a post-norm stage first normalizes its input as rms_norm stores it and adds
+// the residual as rms_norm_add stores the sum, then normalizes the sum. The minimum, the maximum
+// and the block sums are exact in any order.
 void prologue(uint st, out float sx, out int zp) {
   const uint tid = gl_LocalInvocationID.x, K = T(st, 0u), fl = T(st, 5u), nch = K / 8u;
-  const bool norm = T(st, 2u) == 1u, x16 = (fl & 1u) != 0u, h16 = (fl & 2u) != 0u;
+  const uint pro = T(st, 2u);
+  const bool norm = pro == 1u || pro == 2u, post = pro == 2u, x16 = (fl & 1u) != 0u,
+             h16 = (fl & 2u) != 0u;
   const uint NSP = PWG / gl_SubgroupSize;
   const uvec2 xa = A(st, 8u);
-  // Every load of the row at once (a norm's weight is in normw already).
+  // Every load of the row at once (a norm's weights are in normw and postw already); a post-norm
+  // stage's residual in chunks NCHN.. (a normalized row of at most MAXNORMK values leaves them
+  // free).
   Chunk ck[NCH];
   [[unroll]] for (uint i = 0; i < NCH; ++i) {
     ck[i].a = uvec4(0u);
     ck[i].b = uvec4(0u);
     if (tid + PWG * i < nch) ck[i] = load_chunk(xa, x16, tid + PWG * i);
+    if (post && i >= NCHN && tid + PWG * (i - NCHN) < nch)
+      ck[i] = load_chunk(A(st, 12u), (fl & 8u) != 0u, tid + PWG * (i - NCHN));
   }
   float lo = 0.0, hi = 0.0;
   [[unroll]] for (uint i = 0; i < NCH; ++i) {
@@ -509,26 +557,25 @@ void prologue(uint st, out float sx, out int zp) {
         hi = max(hi, v);
       }
   }
-  if (norm) {  // (the host keeps a normalized row within MAXNORMK)
-    barrier();
-    vec4 ss = vec4(0.0);
-    if (tid < NWG) {
-      uint j = tid;
-      for (; j + 3u * NWG < K; j += 4u * NWG) {
-        const vec4 v = vec4(xs_get(j), xs_get(j + NWG), xs_get(j + 2u * NWG), xs_get(j + 3u * NWG));
-        ss += v * v;
-      }
-      for (; j < K; j += NWG) {
-        const float v = xs_get(j);
-        ss.x += v * v;
-      }
+  if (post) {  // the post-norm and the residual add: the sum in xv (and stored by workgroup 0)
+    const float inv = row_inv(K, uintBitsToFloat(T(st, 46u)));
+    const bool n16 = (fl & 512u) != 0u, s16 = (fl & 1024u) != 0u, r16 = (fl & 8u) != 0u,
+               keep = flat_group() == 0u;
+    const uvec2 sa = A(st, 54u);
+    [[unroll]] for (uint i = 0; i < NCHN; ++i) {
+      const uint c = tid + PWG * i;
+      if (c < nch)
+        [[unroll]] for (uint e = 0; e < 8u; ++e) {
+          precise float t = chunk_at(postw[i], false, e) * (xs_get(8u * c + e) * inv);
+          precise float a = chunk_at(ck[NCHN + i], r16, e) + round_to(n16, t);
+          const float sum = round_to(s16, a);
+          xs_set(8u * c + e, sum);  // (this thread's own values, as below)
+          if (keep) act_store(sa, s16, 8u * c + e, sum);
+        }
     }
-    const float part = subgroupAdd((ss.x + ss.y) + (ss.z + ss.w));
-    if (subgroupElect()) red[gl_SubgroupID] = part;
-    barrier();
-    float total = 0.0;
-    for (uint i = 0; i < NWG / gl_SubgroupSize; ++i) total += red[i];
-    const float inv = rms_inv(total, K, uintBitsToFloat(T(st, 6u)));
+  }
+  if (norm) {  // (the host keeps a normalized row within MAXNORMK)
+    const float inv = row_inv(K, uintBitsToFloat(T(st, 6u)));
     lo = 0.0;
     hi = 0.0;
     [[unroll]] for (uint i = 0; i < NCHN; ++i) {
@@ -628,6 +675,10 @@ void rows_specialized(Stage g, bool fd, uint r0, uint step, float sx, int zp, in
   if (g.epi == 2u) {
     h.per = 2u;
     h.epi = 2u;
+    rows(h, r0, step, sx, zp, f);
+  } else if (g.epi == 3u) {
+    h.per = 2u;
+    h.epi = 3u;
     rows(h, r0, step, sx, zp, f);
   } else if (g.epi == 1u) {
     h.per = 1u;
