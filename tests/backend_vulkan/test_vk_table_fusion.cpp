@@ -2,7 +2,7 @@
 // unfusable, bit for bit, and against the CPU reference within its op's bound.
 // - Producers of linear_8da4w's int8 rows: a norm whose output only linear_8da4w ops read
 //   quantizes its rows itself (rms_norm_quant) and the linears skip their quantization pass;
-//   swiglu likewise (swiglu_quant); an add right before a norm is computed by the norm's kernel
+//   swiglu and geglu likewise (swiglu_quant, geglu_quant); an add right before a norm is computed by the norm's kernel
 //   (rms_norm_add[_quant]).
 // - A last_row read only by the norm after it records nothing: the norm reads row T - 1 in place.
 // - The prefill attention run (vk_fusion.h kPrefillPatterns: [rms_norm x2+] rope x2+attention):
@@ -17,13 +17,14 @@
 namespace vkllm::test::table {
 namespace {
 
-enum class Producer { Norm, AddNorm, Swiglu };
+enum class Producer { Norm, AddNorm, Swiglu, Geglu };
 struct ProducerCase {
   Producer pr;
   DType act;
   int T;
   std::string name() const {
-    static const char* n[] = {"rms_norm_quant", "add_rms_norm_quant", "swiglu_quant"};
+    static const char* n[] = {"rms_norm_quant", "add_rms_norm_quant", "swiglu_quant",
+                              "geglu_quant"};
     return case_name(std::string(n[static_cast<int>(pr)]) + "_2x_linear_8da4w_G32_" +
                      dtype_name(act) + "_K256_N40_T" + std::to_string(T));
   }
@@ -64,9 +65,13 @@ TEST_P(VulkanOpsFusedProducer, EqualsTheUnfusedOps) {
       cpu::add(x.data(), x2.data(), T * K, sum.data());
       if (act == DType::F16) sum = round_f16(sum);
     }
+    const bool glu = pr == Producer::Swiglu || pr == Producer::Geglu;
     if (pr == Producer::Swiglu) {
       c.op("swiglu", {tx, tx2}, th);
       cpu::swiglu(x.data(), x2.data(), T * K, hn.data());
+    } else if (pr == Producer::Geglu) {
+      c.op("geglu", {tx, tx2}, th);
+      cpu::geglu(x.data(), x2.data(), T * K, hn.data());
     } else {
       c.op("rms_norm", {tsum >= 0 ? tsum : tx, tw}, th, {{"eps", 1e-6}, {"group", K}});
       cpu::rms_norm(sum.data(), T, K, w.data(), K, 1e-6f, hn.data());
@@ -107,7 +112,7 @@ TEST_P(VulkanOpsFusedProducer, EqualsTheUnfusedOps) {
     outs[fused].push_back(bytes_f32(y));
     if (tsum >= 0) outs[fused].push_back(bytes_f32(r.read(tsum, T)));
     EXPECT_EQ(y, y2) << "the second linear reads the same scratch";
-    const double hb = bound_for(pr == Producer::Swiglu ? kElem : kNorm, act);
+    const double hb = bound_for(glu ? kElem : kNorm, act);
     EXPECT_LE(logged(nmse(h, hn), hb), hb) << "fused=" << fused;
     // The linears against the CPU's on the device's own h: a device whose norm rounds an ulp
     // away from the CPU's (NVIDIA's rsqrt) flips int8 codes, which is the norm's matter, not
@@ -130,6 +135,8 @@ INSTANTIATE_TEST_SUITE_P(Table, VulkanOpsFusedProducer,
                                            ProducerCase{Producer::Swiglu, DType::F32, 20},
                                            ProducerCase{Producer::Swiglu, DType::F16, 20},
                                            ProducerCase{Producer::Swiglu, DType::F16, 1},
+                                           ProducerCase{Producer::Geglu, DType::F32, 20},
+                                           ProducerCase{Producer::Geglu, DType::F16, 1},
                                            ProducerCase{Producer::AddNorm, DType::F32, 3},
                                            ProducerCase{Producer::AddNorm, DType::F16, 20},
                                            ProducerCase{Producer::AddNorm, DType::F16, 1}),

@@ -4,7 +4,8 @@
 // qp[2t] = scale bits, qp[2t+1] = zero point. Four values a load (K % 4 == 0).
 // VKLLM_SWIGLU: the swiglu op whose output only linear_8da4w ops read (prefill's down projection):
 // y = gate * sigmoid(gate) * up computed here as swiglu.comp computes it, stored, and quantized
-// from the values as stored (Y16), read back.
+// from the values as stored (Y16), read back. With VKLLM_GEGLU too, the geglu op's instead
+// (common.glsl geglu_of, as geglu.comp computes it).
 // HOLD (a specialization constant; the host sets it where K % 8 == 0 and K <= 8 WG HOLD, vk_ops.cpp
 // quant_hold): a thread's values stay in registers from the loads to the codes, eight a slot (word
 // pair k8 = tid + i WG, i < HOLD), so a row costs one round trip of loads, issued all at once, not
@@ -35,12 +36,18 @@ layout(constant_id = 3) const bool Y16 = false;  // the swiglu op's output as st
 DECL_VIEW4(1, u)
 layout(std430, binding = 2) coherent buffer Y_V4 { uvec4 y_v4[]; };
 layout(std430, binding = 2) coherent buffer Y_V2 { uvec2 y_v2[]; };
-// Stores the SwiGLU of four gate and up values at vec4 i4 of y as swiglu.comp computes them (the
-// store rounds to fp16 where Y16, to nearest even as STOREF's conversion) and returns them as
-// stored (the stored bits, unpacked).
+// Stores the SwiGLU (GeGLU) of four gate and up values at vec4 i4 of y as swiglu.comp (geglu.comp)
+// computes them (the store rounds to fp16 where Y16, to nearest even as STOREF's conversion) and
+// returns them as stored (the stored bits, unpacked).
 vec4 store_swiglu4(uint i4, vec4 g, vec4 up) {
   vec4 v;
+#ifdef VKLLM_GEGLU
+  // (four calls, not an unrolled loop: glslc's unrolling drops the copies' NoContraction, and
+  // then folds and fuses geglu_of's steps)
+  v = vec4(geglu_of(g.x, up.x), geglu_of(g.y, up.y), geglu_of(g.z, up.z), geglu_of(g.w, up.w));
+#else
   [[unroll]] for (uint e = 0; e < 4u; ++e) v[e] = g[e] / (1.0 + exp(-g[e])) * up[e];
+#endif
   if (Y16) {
     const uvec2 h = uvec2(packHalf2x16(v.xy), packHalf2x16(v.zw));
     y_v2[i4] = h;
