@@ -136,7 +136,8 @@ TEST(Qwen2Twin, ExportKeepsTheBiasesFloat) {
     if (op.family == "bias_add")
       std::fill(ref->weights.data[op.inputs[1]].begin(), ref->weights.data[op.inputs[1]].end(), 0);
   const std::vector<float> unbiased = forward_logits(*ref->make_executor(), vocab);
-  // (quantized-8da4w: exported and run on both backends by test_vulkan's VulkanTwins.)
+  // (Every recipe: run on both backends by test_vulkan's VulkanTwins, through the quality gate by
+  // test_quality's Quality.EveryRecipeOnTheNewFamilyTwins.)
   for (const char* recipe : {"non-quantized", "fp16"}) {
     SCOPED_TRACE(recipe);
     RecipeOptions o;
