@@ -1,15 +1,17 @@
 // e2e/cells.tsv against docs/design.md section 1 (typed in here from the design, not read from our
-// code) plus the adapter cell, its parser on bad input, the cell selection and the answer gate's
-// word match.
+// code) plus the adapter cell, e2e/cells-families.tsv, the parser on bad input, the cell selection
+// and the answer gate's word match.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "e2e/cells.h"
 #include "e2e/matrix.h"
+#include "template/template.h"
 
 using namespace vkllm;
 namespace fs = std::filesystem;
@@ -89,6 +91,52 @@ TEST(Cells, TheCommittedTableIsDesignSection2) {
             "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\n" + q +
                 "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
   EXPECT_EQ(read_text_file(cells[6].prompt_path), "<|user|>" + q + "<|end|><|assistant|>");
+}
+
+// e2e/cells-families.tsv: a cell for each family added since the design, under the real model id
+// at a pinned commit of its Hugging Face repository. Each prompt is its twin's transformers golden
+// prompt (tests/goldens, with the BOS its tokenizer adds written out), so the golden stage checks
+// the prompt ids too; Gemma 3's is also what the checkpoint's chat template (gemma3.jinja, rendered
+// by src/template) writes for one user turn with the generation prompt.
+TEST(Cells, TheFamilyCellsTable) {
+  const auto cells = read_cells(std::string(VKLLM_SOURCE_DIR) + "/e2e/cells-families.tsv");
+  struct Want {
+    int id;
+    const char *model, *revision, *recipe, *twin, *prompt;
+  };
+  const Want want[] = {
+      {9, "Qwen/Qwen2.5-0.5B-Instruct", "7ae557604adf67be50417f59c2c2f167def9a775",
+       "quantized-8da4w", "tiny-qwen2.5", "qwen2.5"},
+      {10, "google/gemma-3-1b-it", "dcc83ea841ab6100d6b47a070329e1ba4cf78752",
+       "quantized-8da4w-fp16-embedding", "tiny-gemma3", "gemma3"},
+      {11, "HuggingFaceTB/SmolLM3-3B", "a07cc9a04f16550a088caea529712d1d335b0ac1",
+       "quantized-8da4w-embedding", "tiny-smollm3", "smollm3"},
+  };
+  ASSERT_EQ(cells.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    const Cell& c = cells[i];
+    SCOPED_TRACE(c.model);
+    EXPECT_EQ(c.id, want[i].id);
+    EXPECT_EQ(c.model, want[i].model);
+    EXPECT_EQ(c.revision, want[i].revision);
+    EXPECT_EQ(c.recipe, want[i].recipe);
+    EXPECT_EQ(c.twin, want[i].twin);
+    EXPECT_EQ(c.prompt_file, std::string("prompts/") + want[i].prompt + ".txt");
+    EXPECT_EQ(c.expected, "Paris");
+    EXPECT_EQ(c.max_size, "-");
+    EXPECT_EQ(c.lora, "");
+    const auto golden = nlohmann::json::parse(
+        read_text_file(std::string(VKLLM_SOURCE_DIR) + "/tests/goldens/" + c.twin + ".json"));
+    const std::string bos = golden["add_special_tokens"].get<bool>() ? "<|begin_of_text|>" : "";
+    EXPECT_EQ(read_text_file(c.prompt_path), bos + golden["prompt_text"].get<std::string>());
+  }
+  const auto gemma = tmpl::Template::parse(
+      read_text_file(std::string(VKLLM_SOURCE_DIR) + "/tests/template/templates/gemma3.jinja"));
+  const nlohmann::ordered_json ctx = {
+      {"messages", {{{"role", "user"}, {"content", "What is the capital of France?"}}}},
+      {"add_generation_prompt", true},
+      {"bos_token", "<bos>"}};
+  EXPECT_EQ(read_text_file(cells[1].prompt_path), gemma.render(ctx));
 }
 
 TEST(Cells, BadTablesFailWithFileLineAndReason) {
