@@ -1,11 +1,13 @@
-// `vkllm e2e` as CI runs it: the eight twin cells (the seven of the design and the adapter cell) on
-// the Vulkan device of the machine (lavapipe in CI) with the Khronos validation layer, and the
-// proofs that its gates can fail.
-// Outputs stay in the build tree (tests/e2e/out-*) for inspection.
+// `vkllm e2e` as CI runs it: the eight twin cells (the seven of the design and the adapter cell)
+// and the three family cells (e2e/cells-families.tsv) on the Vulkan device of the machine (lavapipe
+// in CI) with the Khronos validation layer, and the proofs that its gates can fail. Outputs stay in
+// the build tree (tests/e2e/out-*) for inspection.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -77,55 +79,48 @@ std::vector<std::string> tsv_lines(const std::string& path) {
   return v;
 }
 
-}  // namespace
-
-TEST(E2eTwins, AllEightCellsPassOnTheVulkanDevice) {
-  const E2eRun r = run_e2e("twins", {"--twins"});
-  ASSERT_EQ(r.code, 0) << r.err;
-  ASSERT_EQ(r.results["cells"].size(), 8u);
-  std::set<std::string> twins_checked;
-  for (const auto& c : r.results["cells"]) {
-    SCOPED_TRACE("cell " + std::to_string(c["cell"].get<int>()));
-    EXPECT_TRUE(c["pass"].get<bool>()) << c["reason"];
-    EXPECT_EQ(c["stage"], "quality");
-    const bool adapter = !c["lora"].get<std::string>().empty();
-    EXPECT_EQ(adapter, c["cell"] == 8);
-    for (const auto& s : c["stages"]) {
-      if (s["name"] == "lora" && !adapter) {  // only the adapter cell has one
-        EXPECT_FALSE(s["ran"].get<bool>());
-        continue;
-      }
-      EXPECT_TRUE(s["ran"].get<bool>()) << s["name"];
-      EXPECT_TRUE(s["ok"].get<bool>()) << s["name"] << ": " << s["note"];
-      for (const auto& log : s["logs"])
-        EXPECT_TRUE(fs::exists(r.dir + "/" + log.get<std::string>())) << log;
+// A twin-mode cell that passed: every stage ran (the lora stage only in an adapter cell) and
+// passed with its logs written; the gates really ran (golden ids on the CPU and on Vulkan, verify
+// --agree, quality); the artifact, the GPU memory and the answer were recorded; the runner's
+// stdout is the answer and its stats line went to stderr.
+void expect_twin_cell_passed(const E2eRun& r, const json& c) {
+  EXPECT_TRUE(c["pass"].get<bool>()) << c["reason"];
+  EXPECT_EQ(c["stage"], "quality");
+  const bool adapter = !c["lora"].get<std::string>().empty();
+  for (const auto& s : c["stages"]) {
+    if (s["name"] == "lora" && !adapter) {  // only an adapter cell has one
+      EXPECT_FALSE(s["ran"].get<bool>());
+      continue;
     }
-    // The gates really ran: golden ids on the CPU and on Vulkan, verify --agree, quality.
-    EXPECT_NE(stage(c, "golden")["note"].get<std::string>().find(
-                  "= transformers golden (32/32 ids) on the CPU (folder) and on Vulkan"),
-              std::string::npos)
-        << stage(c, "golden")["note"];
-    // verify --agree ran: Vulkan's tokens and logits within the recipe's bounds (docs/gates.md).
-    EXPECT_EQ(stage(c, "cpu")["note"].get<std::string>().rfind(
-                  "Vulkan vs CPU logits, CPU teacher-forced on Vulkan's tokens: ", 0),
-              0u)
-        << stage(c, "cpu")["note"];
-    EXPECT_NE(stage(c, "quality")["note"].get<std::string>().find("KL "), std::string::npos);
-    EXPECT_GT(c["artifact_bytes"].get<uint64_t>(), 1000000u);
-    EXPECT_GT(c["peak_gpu_mb"].get<double>(), 0.0);
-    EXPECT_FALSE(c["answer"].get<std::string>().empty());
-    // Runner stdout and stderr are separate files; the stats line is only on stderr.
-    const std::string base = r.dir + "/logs/cell" + std::to_string(c["cell"].get<int>()) + "/run";
-    EXPECT_EQ(read_text_file(base + ".stdout").find("vkllm-stats"), std::string::npos);
-    EXPECT_NE(read_text_file(base + ".stderr").find("vkllm-stats {"), std::string::npos);
-    EXPECT_EQ(read_text_file(base + ".stdout"), c["answer"].get<std::string>());
-    twins_checked.insert(c["twin"].get<std::string>());
+    EXPECT_TRUE(s["ran"].get<bool>()) << s["name"];
+    EXPECT_TRUE(s["ok"].get<bool>()) << s["name"] << ": " << s["note"];
+    for (const auto& log : s["logs"])
+      EXPECT_TRUE(fs::exists(r.dir + "/" + log.get<std::string>())) << log;
   }
-  EXPECT_EQ(twins_checked.size(), 3u);
-  // The artifacts are deleted after each cell.
-  EXPECT_TRUE(fs::is_empty(r.dir + "/artifacts"));
-  // The pulls went through the hub at each cell's pinned commit; a model's files are downloaded
-  // by its first cell and found in the cache by the next ones.
+  // The gates really ran: golden ids on the CPU and on Vulkan, verify --agree, quality.
+  EXPECT_NE(stage(c, "golden")["note"].get<std::string>().find(
+                "= transformers golden (32/32 ids) on the CPU (folder) and on Vulkan"),
+            std::string::npos)
+      << stage(c, "golden")["note"];
+  // verify --agree ran: Vulkan's tokens and logits within the recipe's bounds (docs/gates.md).
+  EXPECT_EQ(stage(c, "cpu")["note"].get<std::string>().rfind(
+                "Vulkan vs CPU logits, CPU teacher-forced on Vulkan's tokens: ", 0),
+            0u)
+      << stage(c, "cpu")["note"];
+  EXPECT_NE(stage(c, "quality")["note"].get<std::string>().find("KL "), std::string::npos);
+  EXPECT_GT(c["artifact_bytes"].get<uint64_t>(), 1000000u);
+  EXPECT_GT(c["peak_gpu_mb"].get<double>(), 0.0);
+  EXPECT_FALSE(c["answer"].get<std::string>().empty());
+  // Runner stdout and stderr are separate files; the stats line is only on stderr.
+  const std::string base = r.dir + "/logs/cell" + std::to_string(c["cell"].get<int>()) + "/run";
+  EXPECT_EQ(read_text_file(base + ".stdout").find("vkllm-stats"), std::string::npos);
+  EXPECT_NE(read_text_file(base + ".stderr").find("vkllm-stats {"), std::string::npos);
+  EXPECT_EQ(read_text_file(base + ".stdout"), c["answer"].get<std::string>());
+}
+
+// The pulls went through the hub at each cell's pinned commit; a model's files are downloaded by
+// its first cell and found in the cache by the next ones.
+void expect_pulls_at_the_pinned_revisions(const E2eRun& r) {
   const std::string hub_log = read_text_file(r.dir + "/logs/setup/hub-requests.jsonl");
   std::set<std::string> seen;
   for (const auto& c : r.results["cells"]) {
@@ -138,6 +133,25 @@ TEST(E2eTwins, AllEightCellsPassOnTheVulkanDevice) {
     const std::string note = stage(c, "pull")["note"];
     EXPECT_EQ(note.find(", 0 downloaded") == std::string::npos, seen.insert(model).second) << note;
   }
+}
+
+}  // namespace
+
+TEST(E2eTwins, AllEightCellsPassOnTheVulkanDevice) {
+  const E2eRun r = run_e2e("twins", {"--twins"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  ASSERT_EQ(r.results["cells"].size(), 8u);
+  std::set<std::string> twins_checked;
+  for (const auto& c : r.results["cells"]) {
+    SCOPED_TRACE("cell " + std::to_string(c["cell"].get<int>()));
+    expect_twin_cell_passed(r, c);
+    EXPECT_EQ(!c["lora"].get<std::string>().empty(), c["cell"] == 8);  // the adapter cell
+    twins_checked.insert(c["twin"].get<std::string>());
+  }
+  EXPECT_EQ(twins_checked.size(), 3u);
+  // The artifacts are deleted after each cell.
+  EXPECT_TRUE(fs::is_empty(r.dir + "/artifacts"));
+  expect_pulls_at_the_pinned_revisions(r);
   // The adapter cell: generated for the pulled twin, published by its own hub, pulled by both of
   // its exports (the merged fp32 golden and the recipe), printed by verify, its golden the merged
   // model (which parts from the base's), its quality measured against the merged model.
@@ -188,6 +202,48 @@ TEST(E2eTwins, AllEightCellsPassOnTheVulkanDevice) {
   EXPECT_EQ(count_of(dom, "+ LoRA " + lora), 1u);
   // Progress went to stderr while it ran.
   EXPECT_NE(r.err.find("e2e: [8/8] cell 8: PASS"), std::string::npos) << r.err;
+}
+
+// e2e/cells-families.tsv in twin mode: the families added since the design (Qwen2.5, Gemma 3,
+// SmolLM3), each under its real model id at a pinned commit of its Hugging Face repository: the
+// twin pulled from the loopback hub, exported, verified, run on Vulkan and gated as the eight
+// cells are.
+TEST(E2eTwins, TheFamilyCellsPassOnTheVulkanDevice) {
+  const E2eRun r = run_e2e(
+      "twins-families",
+      {"--twins", "--cells-file", std::string(VKLLM_SOURCE_DIR) + "/e2e/cells-families.tsv"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  ASSERT_EQ(r.results["cells"].size(), 3u);
+  // The model ids and the commits of their Hugging Face repositories (typed in, not read from the
+  // cells file), and the twins.
+  const std::map<int, std::array<std::string, 3>> want = {
+      {9,
+       {"Qwen/Qwen2.5-0.5B-Instruct", "7ae557604adf67be50417f59c2c2f167def9a775", "tiny-qwen2.5"}},
+      {10, {"google/gemma-3-1b-it", "dcc83ea841ab6100d6b47a070329e1ba4cf78752", "tiny-gemma3"}},
+      {11,
+       {"HuggingFaceTB/SmolLM3-3B", "a07cc9a04f16550a088caea529712d1d335b0ac1", "tiny-smollm3"}},
+  };
+  for (const auto& c : r.results["cells"]) {
+    const int id = c["cell"].get<int>();
+    SCOPED_TRACE("cell " + std::to_string(id));
+    ASSERT_TRUE(want.count(id));
+    EXPECT_EQ(c["model"], want.at(id)[0]);
+    EXPECT_EQ(c["revision"], want.at(id)[1]);
+    EXPECT_EQ(c["twin"], want.at(id)[2]);
+    EXPECT_EQ(c["lora"], "");
+    expect_twin_cell_passed(r, c);
+  }
+  EXPECT_TRUE(fs::is_empty(r.dir + "/artifacts"));
+  expect_pulls_at_the_pinned_revisions(r);
+  // results.tsv: header + 3 PASS lines; the report renders the three passing rows.
+  const auto lines = tsv_lines(r.dir + "/results.tsv");
+  ASSERT_EQ(lines.size(), 4u);
+  for (size_t i = 1; i < lines.size(); ++i)
+    EXPECT_NE(lines[i].find("\tPASS\t"), std::string::npos) << lines[i];
+  const std::string dom = chromium_dom(r.dir + "/report.html");
+  EXPECT_EQ(count_of(dom, "<tr class=\"cell-row pass\""), 3u);
+  EXPECT_NE(dom.find("3 / 3 passed"), std::string::npos);
+  EXPECT_NE(r.err.find("e2e: [3/3] cell 11: PASS"), std::string::npos) << r.err;
 }
 
 // The test-only switch VKLLM_TEST_CORRUPT_OP zeroes one Vulkan op family's outputs. The int4
