@@ -224,7 +224,8 @@ PY
       # The new families beside the peer (issue 51): for each entry of FAMILIES (default
       # "gemma-3-1b qwen2.5-1.5b"; also qwen2.5-0.5b, smollm3-3b and the other presets
       # `python3 tools/device/peer_gguf.py --list` names; PRESET:RECIPE picks a recipe, else
-      # FAMILIES_RECIPE, default quantized-8da4w-fp16), vkllm bench -p 512 -n 128 -r 5 of the
+      # FAMILIES_RECIPE, default quantized-8da4w-fp16-embedding: the models tie their head to the
+      # embedding, which the peer's GGUF quantizes too), vkllm bench -p 512 -n 128 -r 5 of the
       # preset's full-shape synth checkpoint at a 4,096-token context, then the peer on a Q4_0 GGUF
       # of the same shapes and vocabulary (two runs of 5 repetitions, the better median), then the
       # ratios. Needs .peer carried (its harness and libraries) and the presets' tokenizer fixtures
@@ -233,7 +234,7 @@ PY
       [ -d .peer ] || { echo "families-side: no .peer carried"; rc=1; continue; }
       for cell in ${FAMILIES:-gemma-3-1b qwen2.5-1.5b}; do
         preset=${cell%%:*} recipe=${cell#*:}
-        [ "$recipe" != "$cell" ] || recipe=${FAMILIES_RECIPE:-quantized-8da4w-fp16}
+        [ "$recipe" != "$cell" ] || recipe=${FAMILIES_RECIPE:-quantized-8da4w-fp16-embedding}
         a=$(full_artifact "$preset" "$(preset_family "$preset")" "$recipe")
         if "$BIN" bench -m "$a" -p 512 -n 128 -r 5 --output json > /tmp/bench.json 2>/tmp/bench.err; then
           python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print('VKLLM', sys.argv[2], 'pp512', round(j['pp']['median_tok_s']), '| tg128', round(j['tg']['median_tok_s'],1), '| gpu_mib', round(j.get('peak_gpu_mb',0)), '| load_ms', round(j['load_ms']), '|', sys.argv[3])" /tmp/bench.json "$preset" "$recipe" | tee -a "$OUT/families-side.txt"
