@@ -73,6 +73,7 @@ std::unique_ptr<PreparedOp> prepare_chain(OpEnv& env, const std::vector<Match>& 
     table[at + 1] = static_cast<uint32_t>(a >> 32);
   };
   bool any16 = false, any_q4w = false, all_q4w = true, any_int8 = false;
+  bool any_post = false;  // post-norm stages or GeGLU epilogues (Gemma 3's)
   uint32_t xv = chain_xv(0);           // the float row's vec4s (linear_8da4w_chain.comp XV)
   uint32_t att_hd = 0, att_flags = 0;  // the attention stages' (linear_8da4w_chain.comp ATT_HD)
   std::vector<VkBuffer> reads, writes;
@@ -136,6 +137,7 @@ std::unique_ptr<PreparedOp> prepare_chain(OpEnv& env, const std::vector<Match>& 
     c.need(G % 32 == 0 && bpg <= sg && (bpg & (bpg - 1)) == 0,
            "a chain stage's groups fit a subgroup in a power of two of blocks");
     const bool add = m.pat->epi == Epi::Add, post = m.pat->pro == Pro::PostNorm;
+    any_post = any_post || post || m.pat->epi == Epi::Geglu;
     uint32_t flags = 0;
     auto flag = [&](bool on, uint32_t bit) {
       if (on) {
@@ -223,7 +225,8 @@ std::unique_ptr<PreparedOp> prepare_chain(OpEnv& env, const std::vector<Match>& 
       env.kernels.get(name, clock ? 3 : 2, 4,
                       {chain_depth(ub), grid_spin_limit(ctx.info()), tune.chain_noload ? 1u : 0u,
                        kChainSpecialize, xv, any_q4w ? 1u : 0u, kChainPipe, chain_deal(tune), ub,
-                       att_hd, att_flags, chain_split_sync(any_q4w, tune), any_int8 ? 1u : 0u});
+                       att_hd, att_flags, chain_split_sync(any_q4w, tune), any_int8 ? 1u : 0u,
+                       any_post ? 1u : 0u});
   std::vector<BufRange> r = {{env.chain_sync.buf, 0, env.chain_sync.size}, {tab.buf, 0, tab.size}};
   if (clock) r.push_back({env.chain_clock.buf.buf, 0, env.chain_clock.buf.size});
   VkDescriptorSet set = env.kernels.make_set(k, r);

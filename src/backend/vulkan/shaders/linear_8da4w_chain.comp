@@ -99,6 +99,9 @@ layout(constant_id = 11) const uint ATT_FLAGS = 0;
 // so the last workgroup to finish a stage has its setup off the critical path. 0: the setup, then
 // the whole sync (the host's, vk_fused.cpp chain_split_sync; measurement).
 layout(constant_id = 12) const uint SPLIT_SYNC = 1;
+// 1: the chain has post-norm stages (pro 2) or GeGLU epilogues (epi 3), Gemma 3's; 0: their code
+// and the post-norm weight's registers are compiled out (the host's, vk_chain.cpp).
+layout(constant_id = 14) const uint POST = 0;
 layout(std430, binding = 1) readonly buffer Table { uint tab[]; };
 layout(push_constant) uniform PC { uint stages; } pc;
 
@@ -395,7 +398,7 @@ void finish(Stage g, uint m, uint n, float a, float u) {
   } else if (epi == 2u) {
     const float gt = round_to(o16, a), up = round_to(o16, u);
     val = gt / (1.0 + exp(-gt)) * up;
-  } else if (epi == 3u) {
+  } else if (POST == 1u && epi == 3u) {
     val = geglu_of(round_to(o16, a), round_to(o16, u));
   }
   if (subgroupElect()) act_store(SA(g, 16u + 10u * m + 8u), y16, n, val);
@@ -478,7 +481,7 @@ void sum_batch(Stage g, uint set, uint r0, uint step, float sx, int zp, inout Cu
 Chunk normw[NCHN], postw[NCHN];
 void norm_weight(Stage g) {
   const uint tid = gl_LocalInvocationID.x, nch = SW(g.par, 0u) / 8u, pro = SW(g.par, 2u);
-  const bool norm = pro == 1u || pro == 2u, post = pro == 2u;
+  const bool post = POST == 1u && pro == 2u, norm = pro == 1u || post;
   const uvec2 na = SA(g, 10u), pa = SA(g, 14u);
   [[unroll]] for (uint i = 0; i < NCHN; ++i) {
     normw[i].a = uvec4(0u);
@@ -531,7 +534,7 @@ float row_inv(uint K, float eps) {
 void prologue(uint st, out float sx, out int zp) {
   const uint tid = gl_LocalInvocationID.x, K = T(st, 0u), fl = T(st, 5u), nch = K / 8u;
   const uint pro = T(st, 2u);
-  const bool norm = pro == 1u || pro == 2u, post = pro == 2u, x16 = (fl & 1u) != 0u,
+  const bool post = POST == 1u && pro == 2u, norm = pro == 1u || post, x16 = (fl & 1u) != 0u,
              h16 = (fl & 2u) != 0u;
   const uint NSP = PWG / gl_SubgroupSize;
   const uvec2 xa = A(st, 8u);
@@ -676,7 +679,7 @@ void rows_specialized(Stage g, bool fd, uint r0, uint step, float sx, int zp, in
     h.per = 2u;
     h.epi = 2u;
     rows(h, r0, step, sx, zp, f);
-  } else if (g.epi == 3u) {
+  } else if (POST == 1u && g.epi == 3u) {
     h.per = 2u;
     h.epi = 3u;
     rows(h, r0, step, sx, zp, f);
