@@ -204,8 +204,8 @@ TEST_P(VulkanFusion, DecodeStepEqualsTheUnfusedProgram) {
       const std::string lin = GetParam().cfg.lin == Lin::Q4W ? "linear_q4w" : "linear_8da4w";
       EXPECT_EQ(profile_steps(pf, "decode", "geglu"), 0) << "mode " << mode << "\n" << pf;
       EXPECT_EQ(profile_steps(pf, "decode", "add"), 1) << "mode " << mode << "\n" << pf;
-      for (const std::string& stage : {"rms_norm+add+rms_norm+" + lin + " x2+geglu",
-                                       "rms_norm+add+rms_norm+" + lin + " x3"})
+      for (const std::string& stage :
+           {"rms_norm+add+rms_norm+" + lin + " x2+geglu", "rms_norm+add+rms_norm+" + lin + " x3"})
         EXPECT_NE(pf.find(stage), std::string::npos) << "mode " << mode << "\n" << pf;
     }
     const std::string att =
@@ -246,8 +246,8 @@ INSTANTIATE_TEST_SUITE_P(
                     16, true}},
         // Gemma 3's norms and GeGLU as q4w stages.
         FusionCase{"q4w_f16_gemma_qknorm",
-                   {Lin::Q4W, Emb::F16, DType::F16, DType::F16, true, true, 48, 96, nullptr, 64,
-                    16, false, 0, true}},
+                   {Lin::Q4W, Emb::F16, DType::F16, DType::F16, true, true, 48, 96, nullptr, 64, 16,
+                    false, 0, true}},
         FusionCase{"f32_splits", {Lin::A8W4, Emb::Q4, DType::F32, DType::F32, false, false, 200}},
         FusionCase{"f16_qknorm_splits",
                    {Lin::A8W4, Emb::F16, DType::F16, DType::F16, true, true, 200}},

@@ -2,8 +2,8 @@
 // unfusable, bit for bit, and against the CPU reference within its op's bound.
 // - Producers of linear_8da4w's int8 rows: a norm whose output only linear_8da4w ops read
 //   quantizes its rows itself (rms_norm_quant) and the linears skip their quantization pass;
-//   swiglu and geglu likewise (swiglu_quant, geglu_quant); an add right before a norm is computed by the norm's kernel
-//   (rms_norm_add[_quant]).
+//   swiglu and geglu likewise (swiglu_quant, geglu_quant); an add right before a norm is computed
+//   by the norm's kernel (rms_norm_add[_quant]).
 // - A last_row read only by the norm after it records nothing: the norm reads row T - 1 in place.
 // - The prefill attention run (vk_fusion.h kPrefillPatterns: [rms_norm x2+] rope x2+attention):
 //   the norms and ropes of q and k in the prefill attention's q loads and KV store.

@@ -73,7 +73,7 @@ std::unique_ptr<PreparedOp> prepare_chain(OpEnv& env, const std::vector<Match>& 
     table[at + 1] = static_cast<uint32_t>(a >> 32);
   };
   bool any16 = false, any_q4w = false, all_q4w = true, any_int8 = false;
-  bool any_post = false;  // post-norm stages or GeGLU epilogues (Gemma 3's)
+  bool any_post = false;               // post-norm stages or GeGLU epilogues (Gemma 3's)
   uint32_t xv = chain_xv(0);           // the float row's vec4s (linear_8da4w_chain.comp XV)
   uint32_t att_hd = 0, att_flags = 0;  // the attention stages' (linear_8da4w_chain.comp ATT_HD)
   std::vector<VkBuffer> reads, writes;
@@ -221,12 +221,11 @@ std::unique_ptr<PreparedOp> prepare_chain(OpEnv& env, const std::vector<Match>& 
                            (clock ? "_clock" : "") + (chain_wg(tune) == 512 ? "_w512" : "") +
                            (any16 ? "_f16" : "");
   const uint32_t ub = chain_ub(all_q4w, tune);
-  const Kernel& k =
-      env.kernels.get(name, clock ? 3 : 2, 4,
-                      {chain_depth(ub), grid_spin_limit(ctx.info()), tune.chain_noload ? 1u : 0u,
-                       kChainSpecialize, xv, any_q4w ? 1u : 0u, kChainPipe, chain_deal(tune), ub,
-                       att_hd, att_flags, chain_split_sync(any_q4w, tune), any_int8 ? 1u : 0u,
-                       any_post ? 1u : 0u});
+  const Kernel& k = env.kernels.get(
+      name, clock ? 3 : 2, 4,
+      {chain_depth(ub), grid_spin_limit(ctx.info()), tune.chain_noload ? 1u : 0u, kChainSpecialize,
+       xv, any_q4w ? 1u : 0u, kChainPipe, chain_deal(tune), ub, att_hd, att_flags,
+       chain_split_sync(any_q4w, tune), any_int8 ? 1u : 0u, any_post ? 1u : 0u});
   std::vector<BufRange> r = {{env.chain_sync.buf, 0, env.chain_sync.size}, {tab.buf, 0, tab.size}};
   if (clock) r.push_back({env.chain_clock.buf.buf, 0, env.chain_clock.buf.size});
   VkDescriptorSet set = env.kernels.make_set(k, r);

@@ -72,6 +72,8 @@ constexpr const char* kQ4w = "linear_q4w";
 inline bool Pattern::q4w() const {
   return std::string_view(linear) == kQ4w;
 }
+// (One pattern a row: not reflowed.)
+// clang-format off
 constexpr Pattern kPatterns[] = {
     {.name = "linear_8da4w+add+rms_norm tail", .kind = Kind::Tail, .matvecs = 1,
      .by_default = false, .tail = Tail::Norm},
@@ -121,12 +123,15 @@ constexpr Pattern kPatterns[] = {
     {.name = "rope x2+attention", .kind = Kind::Attention, .rope = true},
     {.name = "attention", .kind = Kind::Attention},
 };
+// clang-format on
 // Forwards of several tokens (prefill): the ropes of q and k (and their per-head norms before
 // them) in the prefill attention's q loads and its KV store (attention_prefill*.comp and
 // attention.comp VKLLM_ROPE): two (four) dispatches and their barrier fewer a layer.
 constexpr Pattern kPrefillPatterns[] = {
-    {.name = "rms_norm x2+rope x2+attention, prefill", .kind = Kind::PrefillAttention,
-     .qk_norm = true, .rope = true},
+    {.name = "rms_norm x2+rope x2+attention, prefill",
+     .kind = Kind::PrefillAttention,
+     .qk_norm = true,
+     .rope = true},
     {.name = "rope x2+attention, prefill", .kind = Kind::PrefillAttention, .rope = true},
 };
 constexpr uint32_t kWG = 256, kMaxK = 32 * kWG;  // linear_8da4w_fused.comp: MAXV values a thread
@@ -144,7 +149,7 @@ struct Match {
   // which the run stores); the add's other operand is m.residual.
   const Op* post = nullptr;
   int32_t sum = -1;
-  int32_t x = -1;            // the prologue's input row
+  int32_t x = -1;  // the prologue's input row
   std::vector<const Op*> mv;
   int32_t y = -1, residual = -1;  // the run's output; Epi::Add: the other operand of the add
   // Pattern::bias: each mat-vec's bias and its bias_add's output (what the stage stores).
@@ -312,8 +317,7 @@ class Matcher {
       const int32_t o = n.outputs.empty() ? -1 : n.outputs[0];
       if (!whole_norm(n) || a.family != "add" || a.inputs.size() != 2 || a.outputs.size() != 1 ||
           (a.inputs[0] != o && a.inputs[1] != o) || a.inputs[0] == a.inputs[1] ||
-          !only_in(o, k + 1, k + 1) || !same_row(o, a.outputs[0]) ||
-          !same_row(n.inputs[0], o))
+          !only_in(o, k + 1, k + 1) || !same_row(o, a.outputs[0]) || !same_row(n.inputs[0], o))
         return std::nullopt;
       m.post = &n;
       m.add = &a;

@@ -561,13 +561,12 @@ std::unique_ptr<PreparedOp> prep_elementwise(Ctx c) {
     fused->fused_into_next = true;  // the next op's kernel (rms_norm_add) computes the sum
     return fused;
   }
-  if ((c.op.family == "swiglu" || c.op.family == "geglu") && N % 4 == 0 &&
-      feeds_only_8da4w(c, y)) {
+  if ((c.op.family == "swiglu" || c.op.family == "geglu") && N % 4 == 0 && feeds_only_8da4w(c, y)) {
     // Only linear_8da4w ops read y: the kernel also quantizes the rows for them as it computes
     // them (linear_8da4w_quant.comp VKLLM_SWIGLU [VKLLM_GEGLU], a workgroup a token).
     auto [q, qp] = act_scratch(c, N);
-    const Kernel& k = c.kernel(c.op.family + "_quant", 5, 3, {c.f16(I[0]), c.f16(I[1]), c.f16(y)},
-                               quant_hold(N));
+    const Kernel& k =
+        c.kernel(c.op.family + "_quant", 5, 3, {c.f16(I[0]), c.f16(I[1]), c.f16(y)}, quant_hold(N));
     const bool for_gemm = scratch_for_gemm(c, y);
     VkDescriptorSet set = c.env.kernels.make_set(
         k, std::vector<BufRange>{c.whole(I[0]), c.whole(I[1]), c.whole(y), q, qp});
