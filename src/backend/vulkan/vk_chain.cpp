@@ -150,9 +150,10 @@ std::unique_ptr<PreparedOp> prepare_chain(OpEnv& env, const std::vector<Match>& 
     if (m.norm) flag(c.f16(m.norm->outputs[0]), 2);
     flag(c.f16(m.mv[0]->outputs[0]), 4);
     if (add || post) flag(c.f16(m.residual), 8);
+    const int32_t sum = post ? m.add->outputs[0] : m.x;  // (what a post-norm stage stores)
     if (post) {
       flag(c.f16(m.post->outputs[0]), 512);
-      flag(c.f16(m.sum), 1024);
+      flag(c.f16(sum), 1024);
     }
     const bool bias = m.pat->bias;
     if (bias) flags |= 256;
@@ -200,8 +201,8 @@ std::unique_ptr<PreparedOp> prepare_chain(OpEnv& env, const std::vector<Match>& 
     // A post-norm stage: its norm's weight and eps, and the sum it stores.
     put(at + 14, post ? addr(m.post->inputs[1]) : addr(m.x));
     table[at + 46] = fbits(post ? m.post->attrs.value("eps", 1e-6f) : 0.0f);
-    put(at + 54, post ? addr(m.sum) : addr(m.x));
-    if (post) writes.push_back(c.buf(m.sum));
+    put(at + 54, addr(sum));
+    if (post) writes.push_back(c.buf(sum));
   }
   if (any16 && !ctx.use_fp16()) c.need(false, "fp16 tensors need 16-bit storage");
   if (!env.chain_sync.buf) {

@@ -144,12 +144,11 @@ struct Match {
   const Op *qnorm = nullptr, *knorm = nullptr, *qrope = nullptr, *krope = nullptr, *attn = nullptr;
   int32_t q = -1, k = -1;
   const Op* norm = nullptr;  // Pro::Norm, Pro::PostNorm (the norm after the add), Tail::Norm
-  const Op* add = nullptr;   // Tail::Norm, Pro::PostNorm
-  // Pro::PostNorm: the norm of the run's input before the add, and the add's output (the sum,
-  // which the run stores); the add's other operand is m.residual.
-  const Op* post = nullptr;
-  int32_t sum = -1;
-  int32_t x = -1;  // the prologue's input row
+  // Tail::Norm; Pro::PostNorm: the add whose output (the sum) the run stores, its other operand
+  // m.residual.
+  const Op* add = nullptr;
+  const Op* post = nullptr;  // Pro::PostNorm: the norm of the run's input before the add
+  int32_t x = -1;            // the prologue's input row
   std::vector<const Op*> mv;
   int32_t y = -1, residual = -1;  // the run's output; Epi::Add: the other operand of the add
   // Pattern::bias: each mat-vec's bias and its bias_add's output (what the stage stores).
@@ -256,9 +255,7 @@ class Matcher {
           !only_in(o, k + 1, k + 1))
         return std::nullopt;
       const Op& n = op(k + 2);
-      if (!n.attrs.contains("group") || !n.attrs["group"].is_number() ||
-          n.attrs["group"].get<int64_t>() != width(n.inputs[0]) || !per_token(n.outputs[0]))
-        return std::nullopt;
+      if (!whole_norm(n) || !per_token(n.outputs[0])) return std::nullopt;
       m.residual = e.inputs[0] == o ? e.inputs[1] : e.inputs[0];
       m.add = &e;
       m.norm = &n;
@@ -280,11 +277,9 @@ class Matcher {
   std::optional<Match> head_at(size_t k, const Pattern& pat) const {
     if (k + 2 >= p_.ops.size()) return std::nullopt;
     const Op &r = op(k), &n = op(k + 1), &l = op(k + 2);
-    if (r.family != "last_row" || r.inputs.size() != 1 || r.outputs.size() != 1 ||
-        n.family != "rms_norm" || n.inputs.size() != 2 || n.inputs[0] != r.outputs[0] ||
-        !n.attrs.contains("group") || !n.attrs["group"].is_number() ||
-        n.attrs["group"].get<int64_t>() != width(n.inputs[0]) || l.family != pat.linear ||
-        !fusable_matvec(l) || l.inputs[0] != n.outputs[0] || !only_in(r.outputs[0], k + 1, k + 1) ||
+    if (r.family != "last_row" || r.inputs.size() != 1 || r.outputs.size() != 1 || !whole_norm(n) ||
+        n.inputs[0] != r.outputs[0] || l.family != pat.linear || !fusable_matvec(l) ||
+        l.inputs[0] != n.outputs[0] || !only_in(r.outputs[0], k + 1, k + 1) ||
         !only_in(n.outputs[0], k + 2, k + 2) || !same_row(r.inputs[0], r.outputs[0]))
       return std::nullopt;
     Match m;
@@ -322,15 +317,14 @@ class Matcher {
       m.post = &n;
       m.add = &a;
       m.residual = a.inputs[0] == o ? a.inputs[1] : a.inputs[0];
-      m.sum = a.outputs[0];
-      if (!same_row(m.residual, m.sum)) return std::nullopt;
+      if (!same_row(m.residual, a.outputs[0])) return std::nullopt;
       j += 2;
     }
     if (pat.pro == Pro::Norm || pat.pro == Pro::PostNorm) {
       // The norm (after a post-norm run's add, of its sum).
       if (j >= p_.ops.size()) return std::nullopt;
       const Op& n = op(j);
-      if (!whole_norm(n) || (m.post && n.inputs[0] != m.sum)) return std::nullopt;
+      if (!whole_norm(n) || (m.post && n.inputs[0] != m.add->outputs[0])) return std::nullopt;
       m.norm = &n;
       m.x = m.post ? m.post->inputs[0] : n.inputs[0];
       ++j;

@@ -479,23 +479,20 @@ void sum_batch(Stage g, uint set, uint r0, uint step, float sx, int zp, inout Cu
 // the stage (they depend on no stage, and their first read by the grid misses L2): the norm's,
 // and a post-norm stage's post-norm's.
 Chunk normw[NCHN], postw[NCHN];
+// Chunk c of the fp32 weight at address a (zeros where `on` is false).
+Chunk weight_chunk(bool on, uvec2 a, uint c) {
+  Chunk k;
+  k.a = on ? QRef(a).v[2u * c] : uvec4(0u);
+  k.b = on ? QRef(a).v[2u * c + 1u] : uvec4(0u);
+  return k;
+}
 void norm_weight(Stage g) {
   const uint tid = gl_LocalInvocationID.x, nch = SW(g.par, 0u) / 8u, pro = SW(g.par, 2u);
   const bool post = POST == 1u && pro == 2u, norm = pro == 1u || post;
-  const uvec2 na = SA(g, 10u), pa = SA(g, 14u);
   [[unroll]] for (uint i = 0; i < NCHN; ++i) {
-    normw[i].a = uvec4(0u);
-    normw[i].b = uvec4(0u);
-    postw[i].a = uvec4(0u);
-    postw[i].b = uvec4(0u);
-    if (norm && tid + PWG * i < nch) {
-      normw[i].a = QRef(na).v[2u * (tid + PWG * i)];
-      normw[i].b = QRef(na).v[2u * (tid + PWG * i) + 1u];
-    }
-    if (post && tid + PWG * i < nch) {
-      postw[i].a = QRef(pa).v[2u * (tid + PWG * i)];
-      postw[i].b = QRef(pa).v[2u * (tid + PWG * i) + 1u];
-    }
+    const uint c = tid + PWG * i;
+    normw[i] = weight_chunk(norm && c < nch, SA(g, 10u), c);
+    postw[i] = weight_chunk(post && c < nch, SA(g, 14u), c);
   }
 }
 
