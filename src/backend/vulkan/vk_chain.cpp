@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "backend/vulkan/vk_fusion.h"
+#include "core/error.h"
 
 namespace vkllm::vk {
 
@@ -52,6 +53,20 @@ uint32_t chain_deal(const Tuning& tune) {
 uint32_t chain_split_sync(bool q4w, const Tuning& tune) {
   if (tune.chain_split_sync >= 0) return tune.chain_split_sync == 1 ? 1 : 0;
   return q4w ? 0 : 1;
+}
+
+// The chain kernel's module: int8 dot products or not, the clock (a measurement build's), 512
+// threads or 256.
+Shader chain_shader(bool idot, bool clock, bool w512) {
+  if (clock) {
+    if (idot)
+      return w512 ? Shader::linear_8da4w_chain_idot_clock_w512
+                  : Shader::linear_8da4w_chain_idot_clock;
+    if (!w512) return Shader::linear_8da4w_chain_clock;
+    fail("vulkan: no chain clock module without int8 dot products at 512 threads");
+  }
+  if (idot) return w512 ? Shader::linear_8da4w_chain_idot_w512 : Shader::linear_8da4w_chain_idot;
+  return w512 ? Shader::linear_8da4w_chain_w512 : Shader::linear_8da4w_chain;
 }
 
 }  // namespace
@@ -218,12 +233,9 @@ std::unique_ptr<PreparedOp> prepare_chain(OpEnv& env, const std::vector<Match>& 
                                            "decode chain clock");
     env.alloc.fill(env.chain_clock.buf, 0);
   }
-  const std::string name = std::string("linear_8da4w_chain") + (ctx.use_int_dot() ? "_idot" : "") +
-                           (clock ? "_clock" : "") + (chain_wg(tune) == 512 ? "_w512" : "") +
-                           (any16 ? "_f16" : "");
   const uint32_t ub = chain_ub(all_q4w, tune);
   const Kernel& k = env.kernels.get(
-      name, clock ? 3 : 2, 4,
+      chain_shader(ctx.use_int_dot(), clock, chain_wg(tune) == 512), any16,
       {chain_depth(ub), grid_spin_limit(ctx.info()), tune.chain_noload ? 1u : 0u, kChainSpecialize,
        xv, any_q4w ? 1u : 0u, kChainPipe, chain_deal(tune), ub, att_hd, att_flags,
        chain_split_sync(any_q4w, tune), any_int8 ? 1u : 0u, any_post ? 1u : 0u});
@@ -232,11 +244,14 @@ std::unique_ptr<PreparedOp> prepare_chain(OpEnv& env, const std::vector<Match>& 
   VkDescriptorSet set = env.kernels.make_set(k, r);
   const uint32_t n = u32(static_cast<int64_t>(stages.size()));
   auto prepared = std::make_unique<PreparedOp>(
-      [set, &k, n, groups](VkCommandBuffer cb, int) { dispatch_flat(cb, k, set, {n}, groups); },
+      [set, &k, n, groups](VkCommandBuffer cb, int) {
+        dispatch_flat(cb, k, set, ChainPush{n}, groups);
+      },
       nullptr);
-  writes.push_back(env.chain_sync.buf);
-  if (clock) writes.push_back(env.chain_clock.buf.buf);
-  prepared->phases = {{reads, writes}};
+  // The stages' tensors, read and written through the table's addresses, with the bindings'.
+  Phase phase = phase_of(k, r);
+  merge(phase, {reads, writes});
+  prepared->phases = {phase};
   return prepared;
 }
 

@@ -111,7 +111,7 @@ std::unique_ptr<PreparedOp> prepare_attention(OpEnv& env, const Match& m, bool q
   const auto [qs, qps] = act_scratch(c, int64_t(H) * hd);
   const bool any16 = a.a16 || a.c16 || a.y16 || a.n16 || a.r16;
   const Kernel& k =
-      env.kernels.get(std::string("attention_decode") + (any16 ? "_f16" : ""), 16, 12 * 4,
+      env.kernels.get(Shader::attention_decode, any16,
                       {a.a16, a.c16, a.y16, m.qnorm != nullptr, m.qrope != nullptr, a.n16, a.r16,
                        oquant, u32(hd), env.ctx.tuning().att_measure, 1u});
   const std::vector<BufRange> r = {c.whole(m.q),
@@ -131,19 +131,13 @@ std::unique_ptr<PreparedOp> prepare_attention(OpEnv& env, const Match& m, bool q
                                    qs,
                                    qps};
   VkDescriptorSet set = env.kernels.make_set(k, r);
-  const std::vector<uint32_t> push = {
-      u32(H), u32(a.Hkv), u32(hd),       fbits(a.scale), S,    C, a.R,
-      a.orig, a.ctx,      fbits(a.qeps), fbits(a.keps),  a.win};
+  const DecodeAttentionPush push = {u32(H), u32(a.Hkv), u32(hd), a.scale, S,      C,
+                                    a.R,    a.orig,     a.ctx,   a.qeps,  a.keps, a.win};
   auto prepared = std::make_unique<PreparedOp>(
       [=, &k](VkCommandBuffer cb, int) { dispatch_flat(cb, k, set, push, uint64_t(H) * S); },
       nullptr);
-  const VkBuffer kc = c.buf(I[3]), vc = c.buf(I[4]);
-  prepared->phases = {{{c.buf(m.q), c.buf(m.k), c.buf(I[2]), kc, vc, env.attn_part.buf},
-                       {kc, vc, c.buf(m.y), env.attn_part.buf, env.attn_counter.buf}}};
-  if (oquant) {
-    prepared->phases[0].writes.insert(prepared->phases[0].writes.end(), {qs.buf, qps.buf});
-    prepared->quantizes = m.y;
-  }
+  prepared->phases = {phase_of(k, r)};
+  if (oquant) prepared->quantizes = m.y;
   return prepared;
 }
 
@@ -158,34 +152,31 @@ std::unique_ptr<PreparedOp> prepare_batch_attention(OpEnv& env, const Match& m,
   const auto& I = m.attn->inputs;
   const uint32_t hd = u32(a.hd), H = u32(a.H), Hkv = u32(a.Hkv), W = Hkv * hd, qkn = flags[4];
   const uint32_t sg = env.ctx.info().subgroup_size;
-  const Kernel& ks = c.kernel("attention_store_rope_batch", 7, 6,
+  const Kernel& ks = c.kernel(Shader::attention_store_rope_batch,
                               {c.f16(I[2]), flags[1], 0, c.f16(m.k), qkn, flags[5]}, hd);
-  const Kernel& ka = c.kernel("attention_batch_rope", 8, 13, flags, hd);
+  const Kernel& ka = c.kernel(Shader::attention_batch_rope, flags, hd);
   attention_splits(env, a.H, a.hd);  // (the partials binding: unused with one split)
   const BufRange rows = c.batch_rows(), part = {env.attn_part.buf, 0, env.attn_part.size};
-  VkDescriptorSet ss =
-      env.kernels.make_set(ks, std::vector<BufRange>{c.whole(m.k), c.whole(I[2]), c.whole(I[3]),
-                                                     c.whole(I[4]), rows, a.table, a.nk});
-  VkDescriptorSet sa =
-      env.kernels.make_set(ka, std::vector<BufRange>{c.whole(m.q), c.whole(I[3]), c.whole(I[4]),
-                                                     c.whole(m.y), part, a.table, a.nq, rows});
+  const std::vector<BufRange> rs = {c.whole(m.k), c.whole(I[2]), c.whole(I[3]), c.whole(I[4]),
+                                    rows,         a.table,       a.nk},
+                              ra = {c.whole(m.q), c.whole(I[3]), c.whole(I[4]), c.whole(m.y),
+                                    part,         a.table,       a.nq,          rows};
+  VkDescriptorSet ss = env.kernels.make_set(ks, rs), sa = env.kernels.make_set(ka, ra);
   const uint32_t R = a.R, orig = a.orig, ctx = a.ctx, bt = env.batch_block_tokens, win = a.win;
   const float scale = a.scale, qeps = a.qeps, keps = a.keps;
   auto prepared = std::make_unique<PreparedOp>(
       [=, &ks, &ka](VkCommandBuffer cb, int T) {
         const uint32_t groups =
             qkn ? ceil_div(uint64_t(T) * Hkv, 64 / sg) : ceil_div(uint64_t(T) * W, 64);
-        dispatch_flat(cb, ks, ss, {u32(T), W, R, orig, ctx, fbits(keps)}, groups);
+        dispatch_flat(cb, ks, ss, KvStoreRopePush{u32(T), W, R, orig, ctx, keps}, groups);
         compute_barrier(cb);
         dispatch_flat(
             cb, ka, sa,
-            {u32(T), H, Hkv, hd, fbits(scale), 1u, ctx, bt, win, R, orig, ctx, fbits(qeps)},
+            AttentionBatchRopePush{u32(T), H, Hkv, hd, scale, 1u, ctx, bt, win, R, orig, ctx, qeps},
             uint64_t(T) * H);
       },
       nullptr);
-  const VkBuffer kc = c.buf(I[3]), vc = c.buf(I[4]);
-  prepared->phases = {{{c.buf(m.k), c.buf(I[2]), a.nk.buf, rows.buf}, {kc, vc}},
-                      {{c.buf(m.q), kc, vc, a.nq.buf, rows.buf}, {c.buf(m.y)}}};
+  prepared->phases = {phase_of(ks, rs), phase_of(ka, ra)};
   return prepared;
 }
 
@@ -214,14 +205,13 @@ std::unique_ptr<PreparedOp> prepare_prefill_attention(OpEnv& env, const Match& m
       a.win && pa.coopmat ? nullptr : pa.kernel(c, hd, {r16, a.c16, a.y16, q16, qkn, n16}, true);
   c.need(kp != nullptr, "no prefill attention kernel for the run");
   const Kernel& ks =
-      c.kernel("attention_store_rope", 7, 6, {v16, a.c16, 0, k16, qkn, n16}, u32(hd));
+      c.kernel(Shader::attention_store_rope, {v16, a.c16, 0, k16, qkn, n16}, u32(hd));
   const BufRange step = {env.step.buf, 0, env.step.size};
-  VkDescriptorSet ss =
-      env.kernels.make_set(ks, std::vector<BufRange>{c.whole(m.k), c.whole(I[2]), c.whole(I[3]),
-                                                     c.whole(I[4]), step, a.table, a.nk});
-  VkDescriptorSet sp =
-      env.kernels.make_set(*kp, std::vector<BufRange>{c.whole(m.q), c.whole(I[3]), c.whole(I[4]),
-                                                      c.whole(m.y), step, a.table, a.nq});
+  const std::vector<BufRange> rs = {c.whole(m.k), c.whole(I[2]), c.whole(I[3]), c.whole(I[4]),
+                                    step,         a.table,       a.nk},
+                              rp = {c.whole(m.q), c.whole(I[3]), c.whole(I[4]), c.whole(m.y),
+                                    step,         a.table,       a.nq};
+  VkDescriptorSet ss = env.kernels.make_set(ks, rs), sp = env.kernels.make_set(*kp, rp);
   const uint32_t R = a.R, orig = a.orig, ctx = a.ctx, bq = pa.bq, gq = pa.gq, Hkv = u32(a.Hkv),
                  win = a.win;
   const float scale = a.scale, qeps = a.qeps, keps = a.keps;
@@ -230,15 +220,14 @@ std::unique_ptr<PreparedOp> prepare_prefill_attention(OpEnv& env, const Match& m
         // The store: an element a thread, or with the key norms a subgroup a key row.
         const uint32_t groups =
             qkn ? ceil_div(uint64_t(T) * Hkv, 64 / sg) : ceil_div(uint64_t(T) * W, 64);
-        dispatch_flat(cb, ks, ss, {u32(T), u32(W), R, orig, ctx, fbits(keps)}, groups);
+        dispatch_flat(cb, ks, ss, KvStoreRopePush{u32(T), u32(W), R, orig, ctx, keps}, groups);
         compute_barrier(cb);
-        dispatch(cb, *kp, sp, {u32(T), u32(H), Hkv, fbits(scale), R, orig, ctx, fbits(qeps), win},
+        dispatch(cb, *kp, sp,
+                 PrefillAttentionRopePush{u32(T), u32(H), Hkv, scale, R, orig, ctx, qeps, win},
                  u32(H) / gq, ceil_div(u32(T), bq));
       },
       nullptr);
-  const VkBuffer kc = c.buf(I[3]), vc = c.buf(I[4]);
-  prepared->phases = {{{c.buf(m.k), c.buf(I[2]), a.nk.buf}, {kc, vc}},
-                      {{c.buf(m.q), kc, vc, a.nq.buf}, {c.buf(m.y)}}};
+  prepared->phases = {phase_of(ks, rs), phase_of(*kp, rp)};
   return prepared;
 }
 
@@ -258,9 +247,10 @@ std::unique_ptr<PreparedOp> prepare_tail(OpEnv& env, const Match& m) {
   const Kernel* kq = nullptr;
   VkDescriptorSet qset = VK_NULL_HANDLE;
   if (env.quant_src != m.x) {  // the step before did not quantize the input: quantize it first
-    kq = &c.kernel("linear_8da4w_quant", 3, 3, {c.f16(m.x)}, quant_hold(K));
-    qset = env.kernels.make_set(*kq, std::vector<BufRange>{c.whole(m.x), qr, qpr});
-    phases.push_back({{c.buf(m.x)}, {qr.buf, qpr.buf}});
+    kq = &c.kernel(Shader::linear_8da4w_quant, {c.f16(m.x)}, quant_hold(K));
+    const std::vector<BufRange> r = {c.whole(m.x), qr, qpr};
+    qset = env.kernels.make_set(*kq, r);
+    phases.push_back(phase_of(*kq, r));
   }
   if (!env.tail_counter.buf) {
     env.tail_counter = env.alloc.create(16, false, "tail run counter");
@@ -287,12 +277,12 @@ std::unique_ptr<PreparedOp> prepare_tail(OpEnv& env, const Match& m) {
       a16, b16, s16, n16, tquant, split.parts};
   const bool any16 = y16 || a16 || b16 || s16 || n16;
   c.need(!any16 || env.ctx.use_fp16(), "fp16 tensors need 16-bit storage");
-  const std::string name = std::string("linear_8da4w_b32_tail") +
-                           (env.ctx.use_int_dot() ? "_idot" : "") + (any16 ? "_f16" : "");
-  const Kernel& k = env.kernels.get(name, 17, 11 * 4, spec);
+  const Shader id =
+      env.ctx.use_int_dot() ? Shader::linear_8da4w_b32_tail_idot : Shader::linear_8da4w_b32_tail;
+  const Kernel& k = env.kernels.get(id, any16, spec);
   std::vector<uint32_t> spec_none = spec;  // the dispatches before the last have no tail
   spec_none[9] = 2;
-  const Kernel& k_none = env.kernels.get(name, 17, 11 * 4, spec_none);
+  const Kernel& k_none = env.kernels.get(id, any16, spec_none);
   // One dispatch per row chunk of the weights (a SwiGLU dispatch computes the chunk's gate and up
   // rows, the up's in the second half of its workgroups); the chunks before the last run without
   // the tail, then a barrier, then the last with it (its counter counts its own workgroups).
@@ -305,10 +295,11 @@ std::unique_ptr<PreparedOp> prepare_tail(OpEnv& env, const Match& m) {
   struct Dispatch {
     const Kernel* k;
     VkDescriptorSet set;
-    std::vector<uint32_t> push;
+    MatvecTailPush push;
     uint32_t groups;
   };
   std::vector<Dispatch> ds;
+  Phase before;  // the chunks before the last
   const std::vector<RowChunk> chunks = row_chunks(c, N, rb);
   for (size_t i = 0; i < chunks.size(); ++i) {
     const RowChunk& ch = chunks[i];
@@ -324,26 +315,23 @@ std::unique_ptr<PreparedOp> prepare_tail(OpEnv& env, const Match& m) {
     for (int b = 0; b < 3; ++b) r.push_back(chunk_range(c, second.inputs[1 + b], rb[b], ch));
     r.push_back(c.whole(second.outputs[0]));
     const uint32_t per = ceil_div(ch.rows, R), groups = l1 ? 2 * per : per;
-    const Kernel& kk = i + 1 == chunks.size() ? k : k_none;
+    const bool last = i + 1 == chunks.size();
+    const Kernel& kk = last ? k : k_none;
     ds.push_back({&kk,
                   env.kernels.make_set(kk, r),
                   {u32(K), u32(ch.rows), u32(ch.r0), u32(N), 1, u32(G), R, groups, u32(W),
-                   fbits(norm ? m.norm->attrs.value("eps", 1e-6f) : 0.0f), l1 ? per : groups},
+                   norm ? m.norm->attrs.value("eps", 1e-6f) : 0.0f, l1 ? per : groups},
                   groups});
+    // Phases: [the input's quantization], [the chunks before the last], the last chunk and the
+    // tail.
+    if (last && chunks.size() > 1) phases.push_back(before);
+    merge(last ? phases.emplace_back() : before, phase_of(kk, r));
   }
-  // Phases: [the input's quantization], [the chunks before the last], the last chunk and the tail.
-  std::vector<VkBuffer> outs = {c.buf(l0.outputs[0])};
-  if (l1) outs.push_back(c.buf(l1->outputs[0]));
-  if (chunks.size() > 1) phases.push_back({{qr.buf, qpr.buf}, outs});
-  std::vector<VkBuffer> writes = outs, reads = {qr.buf, qpr.buf, c.buf(ta)};
-  if (chunks.size() > 1) reads.insert(reads.end(), outs.begin(), outs.end());
-  writes.insert(writes.end(), {c.buf(ts), c.buf(tn)});
-  if (tquant) writes.insert(writes.end(), {qr.buf, qpr.buf});
-  phases.push_back({reads, writes});
   auto prepared = std::make_unique<PreparedOp>(
       [ds, kq, qset, K](VkCommandBuffer cb, int) {
         if (kq) {
-          dispatch_flat(cb, *kq, qset, {u32(K), 1, 0}, 1);  // (one token: the mat-vecs' order)
+          dispatch_flat(cb, *kq, qset, QuantPush{u32(K), 1, 0},
+                        1);  // (one token: the mat-vecs' order)
           compute_barrier(cb);
         }
         for (size_t i = 0; i < ds.size(); ++i) {
@@ -372,20 +360,21 @@ std::unique_ptr<PreparedOp> prepare_head(OpEnv& env, const Match& m) {
   const bool x16 = c.f16(m.x), y16 = c.f16(m.y), h16 = c.f16(m.norm->outputs[0]);
   std::vector<uint32_t> spec = mv.spec(y16, x16);
   spec[13] = h16 ? 1u : 0u;  // (H16)
-  const Kernel& k = env.kernels.get(
-      std::string(q4w ? "linear_q4w_mv_norm" : "linear_8da4w_mv_norm") +
-          (!q4w && env.ctx.use_int_dot() ? "_idot" : "") + (x16 || y16 || h16 ? "_f16" : ""),
-      q4w ? 5 : 6, 32, spec);
+  const Shader id = q4w                     ? Shader::linear_q4w_mv_norm
+                    : env.ctx.use_int_dot() ? Shader::linear_8da4w_mv_norm_idot
+                                            : Shader::linear_8da4w_mv_norm;
+  const Kernel& k = env.kernels.get(id, x16 || y16 || h16, spec);
   const float eps = m.norm->attrs.value("eps", 1e-6f);
   // (int4 weight-only: nibbles and scales; linear_8da4w also the weight sums)
   std::vector<uint64_t> rb = {static_cast<uint64_t>(K / 2), static_cast<uint64_t>(K / G) * 4};
   if (!q4w) rb.push_back(static_cast<uint64_t>(K / G) * 4);
   struct Dispatch {
     VkDescriptorSet set;
-    std::vector<uint32_t> push;
+    MatvecNormPush push;
     uint32_t groups;
   };
   std::vector<Dispatch> ds;
+  Phase phase;
   const uint32_t sg = std::max<uint32_t>(1, env.ctx.info().subgroup_size);
   for (const RowChunk& ch : row_chunks(c, N, rb)) {
     // linear_8da4w_mv_norm: x, norm weight, nibbles, scales, weight sums, y;
@@ -401,15 +390,16 @@ std::unique_ptr<PreparedOp> prepare_head(OpEnv& env, const Match& m) {
                                     chunk_range(c, l.inputs[3], rb[2], ch),
                                     c.whole(m.y)};
     ds.push_back({env.kernels.make_set(k, r),
-                  {u32(K), u32(ch.rows), u32(ch.r0), u32(N), 1u, u32(G), 0u, fbits(eps)},
+                  {u32(K), u32(ch.rows), u32(ch.r0), u32(N), 1u, u32(G), 0u, eps},
                   mv.grid(u32(ch.rows), sg)});
+    merge(phase, phase_of(k, r));
   }
   auto prepared = std::make_unique<PreparedOp>(
       [ds, &k](VkCommandBuffer cb, int) {
         for (const Dispatch& d : ds) dispatch_flat(cb, k, d.set, d.push, d.groups);
       },
       nullptr);
-  prepared->phases = {{{c.buf(m.x)}, {c.buf(m.y)}}};
+  prepared->phases = {phase};
   return prepared;
 }
 
@@ -428,12 +418,12 @@ std::unique_ptr<PreparedOp> prepare(OpEnv& env, const Match& m, bool quantize_ou
   const bool h16 = m.norm && c.f16(m.norm->outputs[0]), o16 = c.f16(m.mv[0]->outputs[0]);
   struct Dispatch {
     VkDescriptorSet set;
-    std::vector<uint32_t> push;
+    FusedMatvecPush push;
     uint32_t groups;
   };
   std::vector<Dispatch> ds;
   const Kernel* kern = nullptr;
-  std::vector<VkBuffer> writes;
+  Phase phase;
   const int outs = m.pat->epi == Epi::Store ? m.pat->matvecs : 1;
   for (int i = 0; i < outs; ++i) {
     const Op& l = *m.mv[i];
@@ -455,9 +445,9 @@ std::unique_ptr<PreparedOp> prepare(OpEnv& env, const Match& m, bool quantize_ou
                                         tn.parts};
     const bool any16 = f16x || y16 || h16 || o16 || r16;
     if (any16 && !env.ctx.use_fp16()) c.need(false, "fp16 tensors need 16-bit storage");
-    const std::string name = std::string("linear_8da4w_fused") +
-                             (env.ctx.use_int_dot() ? "_idot" : "") + (any16 ? "_f16" : "");
-    kern = &env.kernels.get(name, 10, 6 * 4, spec);
+    kern = &env.kernels.get(
+        env.ctx.use_int_dot() ? Shader::linear_8da4w_fused_idot : Shader::linear_8da4w_fused, any16,
+        spec);
     const std::vector<uint64_t> rb = {static_cast<uint64_t>(K / 2),
                                       static_cast<uint64_t>(K / G) * 4,
                                       static_cast<uint64_t>(K / G) * 4};
@@ -470,10 +460,10 @@ std::unique_ptr<PreparedOp> prepare(OpEnv& env, const Match& m, bool quantize_ou
       r.push_back(c.whole(y));
       r.push_back(m.residual >= 0 ? c.whole(m.residual) : c.whole(m.x));
       ds.push_back({env.kernels.make_set(*kern, r),
-                    {u32(K), u32(ch.rows), u32(ch.r0), u32(G), 0, fbits(eps)},
+                    {u32(K), u32(ch.rows), u32(ch.r0), u32(G), 0, eps},
                     std::min(tn.max_groups, ceil_div(ch.rows, tn.rps * tn.subgroups))});
+      merge(phase, phase_of(*kern, r));
     }
-    writes.push_back(c.buf(y));
   }
   const Kernel& k = *kern;
   auto prepared = std::make_unique<PreparedOp>(
@@ -481,9 +471,7 @@ std::unique_ptr<PreparedOp> prepare(OpEnv& env, const Match& m, bool quantize_ou
         for (const Dispatch& d : ds) dispatch_flat(cb, k, d.set, d.push, d.groups);
       },
       nullptr);
-  std::vector<VkBuffer> reads = {c.buf(m.x)};
-  if (m.residual >= 0) reads.push_back(c.buf(m.residual));
-  prepared->phases = {{reads, writes}};
+  prepared->phases = {phase};
   return prepared;
 }
 

@@ -66,11 +66,11 @@ GemmPlan plan_gemm_8da4w(const Context& ctx, int64_t G, int64_t N, bool y16) {
   p.wide = tune.gemm_wide;
   p.w16 = G <= 128;
   p.ablate = tune.gemm_ablate & 63u;
-  p.module = std::string("linear_8da4w_mm") +
-             (p.coopmat           ? "_coopmat"
-              : ctx.use_int_dot() ? "_idot"
-                                  : "") +
-             (y16 ? "_f16" : "");  // (the op's mat-vec variant checked fp16 support)
+  p.on = true;
+  p.id = p.coopmat ? Shader::linear_8da4w_mm_coopmat
+         : ctx.use_int_dot()
+             ? Shader::linear_8da4w_mm_idot
+             : Shader::linear_8da4w_mm;  // (fp16 y: the op's mat-vec checked support)
   return p;
 }
 
@@ -117,13 +117,13 @@ const Kernel& GemmPlan::kernel(Kernels& kernels, GemmTile t) const {
   spec.push_back(t.bt * t.bn / 32);
   spec.push_back(w16 ? 1 : 0);
   spec.push_back(ablate);
-  return kernels.get(module, 6, 6 * 4, spec);
+  return kernels.get(id, y16, spec);
 }
 
 void GemmPlan::record(VkCommandBuffer cb, Kernels& kernels, VkDescriptorSet set, uint32_t K,
                       uint32_t rows, uint32_t r0, uint32_t N, uint32_t T, uint32_t G) const {
   const GemmTile t = tile(rows, T);
-  dispatch(cb, kernel(kernels, t), set, {K, rows, r0, N, T, G}, ceil_div(rows, t.bn),
+  dispatch(cb, kernel(kernels, t), set, GemmPush{K, rows, r0, N, T, G}, ceil_div(rows, t.bn),
            ceil_div(T, t.bt));
 }
 
@@ -165,15 +165,13 @@ PrefillAttention prefill_attention(const Context& ctx, int hd, bool a16, bool c1
 
 const Kernel* PrefillAttention::kernel(Ctx& c, int hd, const std::vector<uint32_t>& flags,
                                        bool rope) const {
-  const std::string r = rope ? "_rope" : "";
-  // (push: the last word is attention_prefill.comp's window, the fifth of the plain kernels and
-  // the ninth of the rope ones; the coopmat kernels read the words before it)
-  const uint32_t bindings = rope ? 7 : 5, push = rope ? 9 : 5;
   if (coopmat)
-    return &c.kernel("attention_prefill_coopmat" + r, bindings, push, flags, u32(hd), cbk, 0, 64,
-                     {cbq, 2 * cbq * gq, gq});
+    return &c.kernel(
+        rope ? Shader::attention_prefill_coopmat_rope : Shader::attention_prefill_coopmat, flags,
+        u32(hd), cbk, 0, 64, {cbq, 2 * cbq * gq, gq});
   if (tiled)
-    return &c.kernel("attention_prefill" + r, bindings, push, flags, u32(hd), bk, 0, 64, {rq, 128});
+    return &c.kernel(rope ? Shader::attention_prefill_rope : Shader::attention_prefill, flags,
+                     u32(hd), bk, 0, 64, {rq, 128});
   return nullptr;
 }
 

@@ -49,33 +49,37 @@ std::unique_ptr<PreparedOp> prep_embedding(Ctx c) {
     c.need_float(tab);
     rb = {static_cast<uint64_t>(D) * (c.f16(tab) ? 2 : 4)};
   }
-  const Kernel& k = q4 ? c.kernel("embedding_q4", 4, 6, {c.f16(y)})
-                       : c.kernel("embedding", 3, 4, {c.f16(tab), c.f16(y)});
+  const Kernel& k = q4 ? c.kernel(Shader::embedding_q4, {c.f16(y)})
+                       : c.kernel(Shader::embedding, {c.f16(tab), c.f16(y)});
   struct Part {
     RowChunk ch;
     VkDescriptorSet set;
     uint32_t R, R1;  // matvec.glsl: rows per workgroup, of the prefill and decode variants
   };
   std::vector<Part> parts;
+  Phase phase;
   for (const RowChunk& ch : row_chunks(c, V, rb)) {
     std::vector<BufRange> r = {c.whole(ids), chunk_range(c, tab, rb[0], ch)};
     if (q4) r.push_back(chunk_range(c, c.op.inputs[2], rb[1], ch));
     r.push_back(c.whole(y));
     parts.push_back({ch, c.env.kernels.make_set(k, r)});
+    merge(phase, phase_of(k, r));
   }
   const uint32_t row_bytes = u32(rb[0]);
-  return std::make_unique<PreparedOp>(
+  auto prepared = std::make_unique<PreparedOp>(
       [=, &k](VkCommandBuffer cb, int T) {
         for (const Part& pt : parts) {
           const uint32_t r0 = u32(pt.ch.r0), r1 = u32(pt.ch.r0 + pt.ch.rows);
           if (q4)
-            dispatch(cb, k, pt.set, {u32(D), u32(G), r0, r1, u32(T), row_bytes}, ceil_div(D, 64),
-                     u32(T));
+            dispatch(cb, k, pt.set, EmbeddingQ4Push{u32(D), u32(G), r0, r1, u32(T), row_bytes},
+                     ceil_div(D, 64), u32(T));
           else
-            dispatch(cb, k, pt.set, {u32(D), r0, r1, u32(T)}, ceil_div(D, 64), u32(T));
+            dispatch(cb, k, pt.set, EmbeddingPush{u32(D), r0, r1, u32(T)}, ceil_div(D, 64), u32(T));
         }
       },
       id_check(c, V));
+  prepared->phases = {phase};
+  return prepared;
 }
 
 }  // namespace
@@ -138,9 +142,9 @@ std::unique_ptr<PreparedOp> prep_rms_norm(Ctx c) {
     r.insert(r.end(), {q, qp});
     c.env.quant_src = y;
   }
-  const Kernel& kern =
-      c.kernel(fmt::format("rms_norm{}{}", add ? "_add" : "", quant ? "_quant" : ""),
-               static_cast<uint32_t>(r.size()), 5, flags);
+  const Shader id = add ? (quant ? Shader::rms_norm_add_quant : Shader::rms_norm_add)
+                        : (quant ? Shader::rms_norm_quant : Shader::rms_norm);
+  const Kernel& kern = c.kernel(id, flags);
   VkDescriptorSet set = c.env.kernels.make_set(kern, r);
   // Forwards of several tokens normalize groups of at most 256 values (per-head norms: no add, no
   // quantizing) a subgroup a row (rms_norm.comp ROWS_SG) instead of a 256-thread workgroup a row;
@@ -156,26 +160,22 @@ std::unique_ptr<PreparedOp> prep_rms_norm(Ctx c) {
     std::vector<uint32_t> f = flags;
     f.resize(4, 0);
     f.push_back(1);
-    kern_sg = &c.kernel("rms_norm", static_cast<uint32_t>(r.size()), 5, f);
+    kern_sg = &c.kernel(Shader::rms_norm, f);
     set_sg = c.env.kernels.make_set(*kern_sg, r);
   }
   auto prepared = std::make_unique<PreparedOp>(
       [=, &kern](VkCommandBuffer cb, int T) {
         const uint32_t Tr = c.rows(x, T), rows = Tr * u32(N / G);
-        const std::vector<uint32_t> push = {u32(G), rows, fbits(eps), gemm_order(for_gemm, Tr),
-                                            last ? u32((T - 1) * N) : 0u};
+        const RmsNormPush push = {u32(G), rows, eps, gemm_order(for_gemm, Tr),
+                                  last ? u32((T - 1) * N) : 0u};
         if (kern_sg && Tr > 1)
           dispatch_flat(cb, *kern_sg, set_sg, push, ceil_div(rows, 256 / sg));
         else
           dispatch_flat(cb, kern, set, push, rows);
       },
       nullptr);
-  Phase ph{{c.buf(xin), c.buf(x)}, {c.buf(y)}};
-  if (last) ph.reads = {c.buf(xin)};
-  if (add) ph = {{c.buf(xin), c.buf(add->inputs[1])}, {c.buf(x), c.buf(y)}};
-  if (quant) ph.writes.insert(ph.writes.end(), {c.env.act_q.buf, c.env.act_qp.buf});
   if (quant) prepared->quantizes = y;
-  prepared->phases = {ph};
+  prepared->phases = {phase_of(kern, r)};
   return prepared;
 }
 
@@ -220,12 +220,13 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
       f == "linear_8da4w" && G % 32 == 0 ? decode_split(c.env.ctx, K, N) : DecodeSplit{1, 0};
   const uint32_t wg = split.bpl ? decode_matvec_wg(c.env.ctx) : 64;
   auto variant = [&](uint32_t tt) -> KernelId {
-    if (f == "linear") return c.kernel_id("linear", 3, 6, {c.f16(x), c.f16(W), c.f16(y)}, tt);
-    if (f == "linear_q4w") return c.kernel_id("linear_q4w", 4, 7, {c.f16(x), c.f16(y)}, tt);
-    return c.kernel_id(std::string(G % 32 == 0 ? "linear_8da4w_b32" : "linear_8da4w") +
-                           (c.env.ctx.use_int_dot() ? "_idot" : ""),
-                       6, 7, {c.f16(y)}, tt, tt == 1 ? split.bpl : 0, tt == 1 ? split.parts : 0,
-                       wg);
+    if (f == "linear") return c.kernel_id(Shader::linear, {c.f16(x), c.f16(W), c.f16(y)}, tt);
+    if (f == "linear_q4w") return c.kernel_id(Shader::linear_q4w, {c.f16(x), c.f16(y)}, tt);
+    const bool idot = c.env.ctx.use_int_dot();
+    return c.kernel_id(G % 32 == 0
+                           ? (idot ? Shader::linear_8da4w_b32_idot : Shader::linear_8da4w_b32)
+                           : (idot ? Shader::linear_8da4w_idot : Shader::linear_8da4w),
+                       {c.f16(y)}, tt, tt == 1 ? split.bpl : 0, tt == 1 ? split.parts : 0, wg);
   };
   const Kernel *k = &variant(kPrefillTT).get(c.env.kernels), *k1 = &variant(1).get(c.env.kernels);
   const std::array<KernelId, 3> k_small = {variant(2), variant(4), variant(8)};
@@ -235,13 +236,11 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
   const MatvecPlan mv = f != "linear" ? plan_matvec(c.env.ctx, K, N, G, split, q4w) : MatvecPlan{};
   const Kernel* kmv =
       !mv.on ? nullptr
-      : q4w
-          ? &c.env.kernels.get(std::string("linear_q4w_mv") + (c.f16(x) || c.f16(y) ? "_f16" : ""),
-                               4, 28, mv.spec(c.f16(y), c.f16(x)))
-          : &c.env.kernels.get(std::string("linear_8da4w_mv") +
-                                   (c.env.ctx.use_int_dot() ? "_idot" : "") +
-                                   (c.f16(y) ? "_f16" : ""),
-                               6, 32, mv.spec(c.f16(y)));
+      : q4w  ? &c.env.kernels.get(Shader::linear_q4w_mv, c.f16(x) || c.f16(y),
+                                  mv.spec(c.f16(y), c.f16(x)))
+             : &c.env.kernels.get(
+                   c.env.ctx.use_int_dot() ? Shader::linear_8da4w_mv_idot : Shader::linear_8da4w_mv,
+                  c.f16(y), mv.spec(c.f16(y)));
   const uint32_t sg_size = std::max<uint32_t>(1, c.env.ctx.info().subgroup_size);
   // Forwards of at least GemmPlan::kTokens tokens run linear_8da4w as a tiled GEMM (GemmPlan).
   // Each tile size's pipeline is made on first use (at recording), so a model compiles only the
@@ -255,17 +254,20 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
   // (float_gemm_module; VKLLM_LINEAR_MM=0 measures the mat-vec kernels).
   const Kernel* kmm = f == "linear_8da4w"
                           ? nullptr
-                          : &c.kernel(float_gemm_module(c.env.ctx, q4w, c.f16(x), c.f16(W), K), 4,
-                                      6, {c.f16(x), q4w ? 0u : c.f16(W), c.f16(y)});
+                          : &c.kernel(float_gemm_module(c.env.ctx, q4w, c.f16(x), c.f16(W), K),
+                                      {c.f16(x), q4w ? 0u : c.f16(W), c.f16(y)});
   const Kernel* kq = nullptr;
   VkDescriptorSet qset = VK_NULL_HANDLE;
+  std::vector<BufRange> qranges;
+  Phase phase;  // the linear's reads and writes (every row chunk's)
   std::vector<BufRange> head, tail = {c.whole(y)};
   if (f == "linear_8da4w") {
     OpEnv& e = c.env;
     const auto [q, qp] = act_scratch(c, K);
     if (e.quant_src != x) {
-      kq = &c.kernel("linear_8da4w_quant", 3, 3, {c.f16(x)}, quant_hold(K));
-      qset = e.kernels.make_set(*kq, std::vector<BufRange>{c.whole(x), q, qp});
+      kq = &c.kernel(Shader::linear_8da4w_quant, {c.f16(x)}, quant_hold(K));
+      qranges = {c.whole(x), q, qp};
+      qset = e.kernels.make_set(*kq, qranges);
       e.quant_src = x;
     }
     head = {q, qp};
@@ -285,6 +287,7 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
     for (size_t i = 0; i < wts.size(); ++i) r.push_back(chunk_range(c, wts[i], rb[i], ch));
     r.insert(r.end(), tail.begin(), tail.end());
     // Decode: the rows per 64 threads scaled to wg threads and divided among the parts.
+    merge(phase, phase_of(*k, r));
     const uint32_t R = c.env.ctx.matvec_rows(ch.rows);
     parts.push_back({ch, c.env.kernels.make_set(*k, r), R,
                      split.bpl ? std::max<uint32_t>(1, R * wg / 64 / split.parts) : R,
@@ -298,45 +301,49 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
       [=](VkCommandBuffer cb, int T) {
         const uint32_t Tr = c.rows(x, T);
         if (kq) {
-          dispatch_flat(cb, *kq, qset, {u32(K), Tr, gemm_order(for_gemm, Tr)}, Tr);
+          dispatch_flat(cb, *kq, qset, QuantPush{u32(K), Tr, gemm_order(for_gemm, Tr)}, Tr);
           compute_barrier(cb);
         }
         const uint32_t tt = Tr == 1 ? 1 : Tr >= kPrefillTT ? kPrefillTT : std::bit_ceil(Tr);
         for (const Part& pt : parts) {  // R rows x tt tokens per workgroup
-          std::vector<uint32_t> push = {u32(K), u32(pt.ch.rows), u32(pt.ch.r0), u32(N), Tr};
-          if (G) push.push_back(u32(G));
-          if (!gemm.module.empty() && Tr >= GemmPlan::kTokens) {
+          if (gemm.on && Tr >= GemmPlan::kTokens) {
             gemm.record(cb, *kernels, pt.set, u32(K), pt.ch.rows, pt.ch.r0, u32(N), Tr, u32(G));
             continue;
           }
           if (kmm && Tr >= GemmPlan::kTokens) {
             dispatch_flat(cb, *kmm, pt.mm_set,
-                          {u32(K), u32(pt.ch.rows), u32(pt.ch.r0), u32(N), Tr, u32(G)},
+                          GemmPush{u32(K), u32(pt.ch.rows), u32(pt.ch.r0), u32(N), Tr, u32(G)},
                           float_gemm_groups(pt.ch.rows, Tr));
             continue;
           }
+          const MatvecPush mp = {u32(K), u32(pt.ch.rows), u32(pt.ch.r0),         u32(N),
+                                 Tr,     u32(G),          tt == 1 ? pt.R1 : pt.R};
           if (kmv && Tr == 1) {
-            push.push_back(0);            // R
-            if (!q4w) push.push_back(0);  // eps (linear_8da4w_mv_norm's)
-            dispatch_flat(cb, *kmv, pt.mv_set, push, mv.grid(pt.ch.rows, sg_size));
+            const uint64_t grid = mv.grid(pt.ch.rows, sg_size);
+            if (q4w)
+              dispatch_flat(cb, *kmv, pt.mv_set, MatvecPush{mp.K, mp.Nc, mp.n0, mp.N, Tr, mp.G, 0},
+                            grid);
+            else
+              dispatch_flat(cb, *kmv, pt.mv_set,
+                            MatvecNormPush{mp.K, mp.Nc, mp.n0, mp.N, Tr, mp.G, 0, 0.0f}, grid);
             continue;
           }
-          const uint32_t R = tt == 1 ? pt.R1 : pt.R;
-          push.push_back(R);
           const Kernel& kt = tt == 1            ? *k1
                              : tt == kPrefillTT ? *k
                                                 : k_small[std::countr_zero(tt) - 1].get(*kernels);
-          dispatch_flat(cb, kt, pt.set, push,
-                        static_cast<uint64_t>(ceil_div(pt.ch.rows, R)) * ceil_div(Tr, tt));
+          const uint64_t groups = uint64_t(ceil_div(pt.ch.rows, mp.R)) * ceil_div(Tr, tt);
+          if (G)
+            dispatch_flat(cb, kt, pt.set, mp, groups);
+          else
+            dispatch_flat(cb, kt, pt.set, LinearPush{mp.K, mp.Nc, mp.n0, mp.N, Tr, mp.R}, groups);
         }
       },
       nullptr);
-  if (f == "linear_8da4w") {
-    const std::vector<VkBuffer> scratch = {c.env.act_q.buf, c.env.act_qp.buf};
-    if (kq) prepared->phases.push_back({{c.buf(x)}, scratch});
-    if (kq) prepared->quantizes = x;
-    prepared->phases.push_back({scratch, {c.buf(y)}});
+  if (kq) {
+    prepared->phases.push_back(phase_of(*kq, qranges));
+    prepared->quantizes = x;
   }
+  prepared->phases.push_back(phase);
   return prepared;
 }
 
@@ -387,7 +394,8 @@ std::unique_ptr<PreparedOp> prep_rope(Ctx c) {
          "bad shape");
   c.need_float(x);
   c.need_float(y);
-  const Kernel& k = c.kernel(c.env.batched() ? "rope_batch" : "rope", 4, 7, {c.f16(x), c.f16(y)});
+  const Kernel& k =
+      c.kernel(c.env.batched() ? Shader::rope_batch : Shader::rope, {c.f16(x), c.f16(y)});
   std::vector<int32_t> invs = {c.op.inputs[1]};
   uint32_t orig = UINT32_MAX;  // past this many positions a forward uses the long table
   if (c.op.inputs.size() == 3) {
@@ -395,19 +403,21 @@ std::unique_ptr<PreparedOp> prep_rope(Ctx c) {
     orig = u32(std::min<int64_t>(c.attr_i("original_max_pos"), UINT32_MAX - 1));
     invs.push_back(c.op.inputs[2]);
   }
-  const VkDescriptorSet set = c.env.kernels.make_set(
-      k, std::vector<BufRange>{
-             c.whole(x), rope_table(c, invs, R, a), c.whole(y),
-             c.env.batched() ? c.batch_rows() : BufRange{c.env.step.buf, 0, c.env.step.size}});
+  const std::vector<BufRange> r = {
+      c.whole(x), rope_table(c, invs, R, a), c.whole(y),
+      c.env.batched() ? c.batch_rows() : BufRange{c.env.step.buf, 0, c.env.step.size}};
+  const VkDescriptorSet set = c.env.kernels.make_set(k, r);
   const uint32_t ctx = u32(c.p.max_ctx);
-  return std::make_unique<PreparedOp>(
+  auto prepared = std::make_unique<PreparedOp>(
       [=, &k](VkCommandBuffer cb, int T) {
         const uint32_t Tr = c.rows(x, T);
         const uint64_t total = static_cast<uint64_t>(Tr) * H * (hd - R / 2);
-        dispatch_flat(cb, k, set, {Tr, u32(H), u32(hd), u32(R), u32(total), orig, ctx},
+        dispatch_flat(cb, k, set, RopePush{Tr, u32(H), u32(hd), u32(R), u32(total), orig, ctx},
                       ceil_div(total, 64));
       },
       nullptr);
+  prepared->phases = {phase_of(k, r)};
+  return prepared;
 }
 
 // A batched forward's attention (docs/ir.md "Batched forward"): every row's k, v stored at its own
@@ -418,28 +428,27 @@ std::unique_ptr<PreparedOp> prep_attention_batch(Ctx c, int H, int Hkv, int hd, 
   const auto& I = c.op.inputs;
   const int32_t y = c.op.outputs[0];
   const int64_t W = int64_t(Hkv) * hd;
-  const Kernel& ks = c.kernel("attention_store_batch", 5, 2, flags);
-  const Kernel& ka = c.kernel("attention_batch", 6, 9, flags, u32(hd));
+  const Kernel& ks = c.kernel(Shader::attention_store_batch, flags);
+  const Kernel& ka = c.kernel(Shader::attention_batch, flags, u32(hd));
   attention_splits(c.env, H, hd);  // (the partials binding: unused with one split)
   const BufRange rows = c.batch_rows(), part = {c.env.attn_part.buf, 0, c.env.attn_part.size};
-  VkDescriptorSet ss = c.env.kernels.make_set(
-      ks, std::vector<BufRange>{c.whole(I[1]), c.whole(I[2]), c.whole(I[3]), c.whole(I[4]), rows});
-  VkDescriptorSet sa = c.env.kernels.make_set(
-      ka,
-      std::vector<BufRange>{c.whole(I[0]), c.whole(I[3]), c.whole(I[4]), c.whole(y), part, rows});
+  const std::vector<BufRange> rs = {c.whole(I[1]), c.whole(I[2]), c.whole(I[3]), c.whole(I[4]),
+                                    rows},
+                              ra = {c.whole(I[0]), c.whole(I[3]), c.whole(I[4]),
+                                    c.whole(y),    part,          rows};
+  VkDescriptorSet ss = c.env.kernels.make_set(ks, rs), sa = c.env.kernels.make_set(ka, ra);
   const uint32_t ctx = u32(c.p.max_ctx), bt = c.env.batch_block_tokens;
   auto prepared = std::make_unique<PreparedOp>(
       [=, &ks, &ka](VkCommandBuffer cb, int T) {
-        dispatch_flat(cb, ks, ss, {u32(T), u32(W)}, ceil_div(uint64_t(T) * W, 64));
+        dispatch_flat(cb, ks, ss, KvStorePush{u32(T), u32(W)}, ceil_div(uint64_t(T) * W, 64));
         compute_barrier(cb);
-        dispatch_flat(cb, ka, sa,
-                      {u32(T), u32(H), u32(Hkv), u32(hd), fbits(scale), 1u, ctx, bt, win},
-                      uint64_t(T) * H);
+        dispatch_flat(
+            cb, ka, sa,
+            AttentionBatchPush{u32(T), u32(H), u32(Hkv), u32(hd), scale, 1u, ctx, bt, win},
+            uint64_t(T) * H);
       },
       nullptr);
-  const VkBuffer kcb = c.buf(I[3]), vcb = c.buf(I[4]);
-  prepared->phases = {{{c.buf(I[1]), c.buf(I[2]), rows.buf}, {kcb, vcb}},
-                      {{c.buf(I[0]), kcb, vcb, rows.buf}, {c.buf(y)}}};
+  prepared->phases = {phase_of(ks, rs), phase_of(ka, ra)};
   return prepared;
 }
 
@@ -464,10 +473,10 @@ std::unique_ptr<PreparedOp> prep_attention(Ctx c) {
          "q, k and v must share one dtype");
   const uint32_t a16 = c.f16(I[0]), c16 = c.f16(I[3]), y16 = c.f16(y);
   if (c.env.batched()) return prep_attention_batch(c, H, Hkv, hd, scale, win, {a16, c16, y16});
-  const Kernel& ks = c.kernel("attention_store", 5, 2, {a16, c16, y16});
+  const Kernel& ks = c.kernel(Shader::attention_store, {a16, c16, y16});
   // (attention_split.glsl's tiles and merge, specialized on the head dim)
-  const Kernel& ka = c.kernel("attention", 6, 8, {a16, c16, y16}, u32(hd));
-  const Kernel& kc = c.kernel("attention_combine", 2, 3, {0, 0, y16}, u32(hd));
+  const Kernel& ka = c.kernel(Shader::attention, {a16, c16, y16}, u32(hd));
+  const Kernel& kc = c.kernel(Shader::attention_combine, {0, 0, y16}, u32(hd));
   // Forwards of several tokens: the prefill kernel (none: the split kernel below, S = 1).
   const PrefillAttention pa = prefill_attention(c.env.ctx, hd, a16, c16, H / Hkv);
   const Kernel* kp = win && pa.coopmat ? nullptr : pa.kernel(c, hd, {a16, c16, y16}, false);
@@ -481,40 +490,38 @@ std::unique_ptr<PreparedOp> prep_attention(Ctx c) {
   const uint32_t C = splits.C, S = splits.S;  // plain names: lambdas capture them
   const BufRange part = {c.env.attn_part.buf, 0, c.env.attn_part.size},
                  step = {c.env.step.buf, 0, c.env.step.size};
-  VkDescriptorSet ss = c.env.kernels.make_set(
-      ks, std::vector<BufRange>{c.whole(I[1]), c.whole(I[2]), c.whole(I[3]), c.whole(I[4]), step});
-  VkDescriptorSet sa = c.env.kernels.make_set(
-      ka,
-      std::vector<BufRange>{c.whole(I[0]), c.whole(I[3]), c.whole(I[4]), c.whole(y), part, step});
-  VkDescriptorSet sc = c.env.kernels.make_set(kc, std::vector<BufRange>{part, c.whole(y)});
-  VkDescriptorSet sp =
-      kp ? c.env.kernels.make_set(*kp, std::vector<BufRange>{c.whole(I[0]), c.whole(I[3]),
-                                                             c.whole(I[4]), c.whole(y), step})
-         : VK_NULL_HANDLE;
+  const std::vector<BufRange> rs = {c.whole(I[1]), c.whole(I[2]), c.whole(I[3]), c.whole(I[4]),
+                                    step},
+                              ra = {c.whole(I[0]), c.whole(I[3]), c.whole(I[4]),
+                                    c.whole(y),    part,          step},
+                              rc = {part, c.whole(y)},
+                              rp = {c.whole(I[0]), c.whole(I[3]), c.whole(I[4]), c.whole(y), step};
+  VkDescriptorSet ss = c.env.kernels.make_set(ks, rs), sa = c.env.kernels.make_set(ka, ra),
+                  sc = c.env.kernels.make_set(kc, rc),
+                  sp = kp ? c.env.kernels.make_set(*kp, rp) : VK_NULL_HANDLE;
   auto prepared = std::make_unique<PreparedOp>(
       [=, &ks, &ka, &kc](VkCommandBuffer cb, int T) {
-        dispatch_flat(cb, ks, ss, {u32(T), u32(W)}, ceil_div(uint64_t(T) * W, 64));
+        dispatch_flat(cb, ks, ss, KvStorePush{u32(T), u32(W)}, ceil_div(uint64_t(T) * W, 64));
         compute_barrier(cb);
         if (T > 1 && kp) {
-          dispatch(cb, *kp, sp, {u32(T), u32(H), u32(Hkv), fbits(scale), win}, u32(H) / gq,
-                   ceil_div(u32(T), bq));
+          dispatch(cb, *kp, sp, PrefillAttentionPush{u32(T), u32(H), u32(Hkv), scale, win},
+                   u32(H) / gq, ceil_div(u32(T), bq));
           return;
         }
         const uint32_t s = T == 1 ? S : 1, keys = T == 1 ? C : ctx;
-        dispatch_flat(cb, ka, sa, {u32(T), u32(H), u32(Hkv), u32(hd), fbits(scale), s, keys, win},
+        dispatch_flat(cb, ka, sa,
+                      AttentionPush{u32(T), u32(H), u32(Hkv), u32(hd), scale, s, keys, win},
                       uint64_t(T) * H * s);
         if (s > 1) {
           compute_barrier(cb);
-          dispatch_flat(cb, kc, sc, {u32(T) * u32(H), u32(hd), s}, uint64_t(T) * H);
+          dispatch_flat(cb, kc, sc, CombinePush{u32(T) * u32(H), u32(hd), s}, uint64_t(T) * H);
         }
       },
       nullptr);
-  const VkBuffer kcb = c.buf(I[3]), vcb = c.buf(I[4]);
-  const Phase store{{c.buf(I[1]), c.buf(I[2])}, {kcb, vcb}};
-  prepared->phases = {store, {{c.buf(I[0]), kcb, vcb}, {c.buf(y)}}};
-  if (S > 1)
-    prepared->decode_phases = {
-        store, {{c.buf(I[0]), kcb, vcb}, {part.buf}}, {{part.buf}, {c.buf(y)}}};
+  Phase attend = phase_of(ka, ra);
+  if (kp) merge(attend, phase_of(*kp, rp));
+  prepared->phases = {phase_of(ks, rs), attend};
+  if (S > 1) prepared->decode_phases = {phase_of(ks, rs), phase_of(ka, ra), phase_of(kc, rc)};
   return prepared;
 }
 
@@ -532,27 +539,30 @@ std::unique_ptr<PreparedOp> prep_elementwise(Ctx c) {
       return fused;
     }
     if (c.env.batched()) {
-      const Kernel& k = c.kernel("last_row_batch", 3, 3, {c.f16(I[0]), c.f16(y)});
-      VkDescriptorSet set = c.env.kernels.make_set(
-          k, std::vector<BufRange>{c.whole(I[0]), c.whole(y), c.batch_rows()});
+      const Kernel& k = c.kernel(Shader::last_row_batch, {c.f16(I[0]), c.f16(y)});
+      const std::vector<BufRange> r = {c.whole(I[0]), c.whole(y), c.batch_rows()};
+      VkDescriptorSet set = c.env.kernels.make_set(k, r);
       const uint32_t off = c.env.batch_out_offset;
       auto prepared = std::make_unique<PreparedOp>(
           [=, &k](VkCommandBuffer cb, int) {
             const uint32_t n = c.rows(y, 1);
-            dispatch_flat(cb, k, set, {u32(N), n, off}, ceil_div(uint64_t(N) * n, 64));
+            dispatch_flat(cb, k, set, LastRowBatchPush{u32(N), n, off},
+                          ceil_div(uint64_t(N) * n, 64));
           },
           nullptr);
-      prepared->phases = {{{c.buf(I[0]), c.env.batch_rows.buf}, {c.buf(y)}}};
+      prepared->phases = {phase_of(k, r)};
       return prepared;
     }
-    const Kernel& k = c.kernel("last_row", 2, 2, {c.f16(I[0]), c.f16(y)});
-    VkDescriptorSet set =
-        c.env.kernels.make_set(k, std::vector<BufRange>{c.whole(I[0]), c.whole(y)});
-    return std::make_unique<PreparedOp>(
+    const Kernel& k = c.kernel(Shader::last_row, {c.f16(I[0]), c.f16(y)});
+    const std::vector<BufRange> r = {c.whole(I[0]), c.whole(y)};
+    VkDescriptorSet set = c.env.kernels.make_set(k, r);
+    auto prepared = std::make_unique<PreparedOp>(
         [=, &k](VkCommandBuffer cb, int T) {
-          dispatch_flat(cb, k, set, {u32(N), c.rows(I[0], T)}, ceil_div(N, 64));
+          dispatch_flat(cb, k, set, LastRowPush{u32(N), c.rows(I[0], T)}, ceil_div(N, 64));
         },
         nullptr);
+    prepared->phases = {phase_of(k, r)};
+    return prepared;
   }
   c.need(c.width(I[1]) == N && c.width(y) == N && c.per_token(I[0]) == c.per_token(I[1]),
          "shape mismatch");
@@ -565,36 +575,39 @@ std::unique_ptr<PreparedOp> prep_elementwise(Ctx c) {
     // Only linear_8da4w ops read y: the kernel also quantizes the rows for them as it computes
     // them (linear_8da4w_quant.comp VKLLM_SWIGLU [VKLLM_GEGLU], a workgroup a token).
     auto [q, qp] = act_scratch(c, N);
-    const Kernel& k =
-        c.kernel(c.op.family + "_quant", 5, 3, {c.f16(I[0]), c.f16(I[1]), c.f16(y)}, quant_hold(N));
+    const Kernel& k = c.kernel(c.op.family == "geglu" ? Shader::geglu_quant : Shader::swiglu_quant,
+                               {c.f16(I[0]), c.f16(I[1]), c.f16(y)}, quant_hold(N));
     const bool for_gemm = scratch_for_gemm(c, y);
-    VkDescriptorSet set = c.env.kernels.make_set(
-        k, std::vector<BufRange>{c.whole(I[0]), c.whole(I[1]), c.whole(y), q, qp});
+    const std::vector<BufRange> r = {c.whole(I[0]), c.whole(I[1]), c.whole(y), q, qp};
+    VkDescriptorSet set = c.env.kernels.make_set(k, r);
     c.env.quant_src = y;
     auto prepared = std::make_unique<PreparedOp>(
         [=, &k](VkCommandBuffer cb, int T) {
           const uint32_t Tr = c.rows(I[0], T);
-          dispatch_flat(cb, k, set, {u32(N), Tr, gemm_order(for_gemm, Tr)}, Tr);
+          dispatch_flat(cb, k, set, QuantPush{u32(N), Tr, gemm_order(for_gemm, Tr)}, Tr);
         },
         nullptr);
-    prepared->phases = {
-        {{c.buf(I[0]), c.buf(I[1])}, {c.buf(y), c.env.act_q.buf, c.env.act_qp.buf}}};
+    prepared->phases = {phase_of(k, r)};
     prepared->quantizes = y;
     return prepared;
   }
-  const Kernel& k = c.kernel(c.op.family, 3, 1, {c.f16(I[0]), c.f16(I[1]), c.f16(y)});
-  VkDescriptorSet set =
-      c.env.kernels.make_set(k, std::vector<BufRange>{c.whole(I[0]), c.whole(I[1]), c.whole(y)});
-  return std::make_unique<PreparedOp>(
+  const Shader id = c.op.family == "add"     ? Shader::add
+                    : c.op.family == "geglu" ? Shader::geglu
+                                             : Shader::swiglu;
+  const Kernel& k = c.kernel(id, {c.f16(I[0]), c.f16(I[1]), c.f16(y)});
+  const std::vector<BufRange> r = {c.whole(I[0]), c.whole(I[1]), c.whole(y)};
+  VkDescriptorSet set = c.env.kernels.make_set(k, r);
+  auto prepared = std::make_unique<PreparedOp>(
       [=, &k](VkCommandBuffer cb, int T) {
         const uint64_t n = uint64_t(c.rows(I[0], T)) * N;
-        dispatch_flat(cb, k, set, {u32(n)}, ceil_div(n, 64));
+        dispatch_flat(cb, k, set, CountPush{u32(n)}, ceil_div(n, 64));
       },
       nullptr);
+  prepared->phases = {phase_of(k, r)};
+  return prepared;
 }
 
-// bias_add.comp: the fp32 bias row added to every row of x. Its one stage reads x and writes y
-// (prepare_op's default phase; the bias is a weight, written once at load).
+// bias_add.comp: the fp32 bias row added to every row of x.
 std::unique_ptr<PreparedOp> prep_bias_add(Ctx c) {
   const int32_t x = c.op.inputs[0], b = c.op.inputs[1], y = c.op.outputs[0];
   c.need_float(x);
@@ -604,15 +617,17 @@ std::unique_ptr<PreparedOp> prep_bias_add(Ctx c) {
              c.decl(b).shape == std::vector<int64_t>{N} && c.width(y) == N &&
              c.per_token(x) == c.per_token(y),
          "bias must be an f32 weight [N] of x's width");
-  const Kernel& k = c.kernel("bias_add", 3, 2, {c.f16(x), c.f16(y)});
-  VkDescriptorSet set =
-      c.env.kernels.make_set(k, std::vector<BufRange>{c.whole(x), c.whole(b), c.whole(y)});
-  return std::make_unique<PreparedOp>(
+  const Kernel& k = c.kernel(Shader::bias_add, {c.f16(x), c.f16(y)});
+  const std::vector<BufRange> r = {c.whole(x), c.whole(b), c.whole(y)};
+  VkDescriptorSet set = c.env.kernels.make_set(k, r);
+  auto prepared = std::make_unique<PreparedOp>(
       [=, &k](VkCommandBuffer cb, int T) {
         const uint64_t n = uint64_t(c.rows(x, T)) * N;
-        dispatch_flat(cb, k, set, {u32(n), u32(N)}, ceil_div(n, 64));
+        dispatch_flat(cb, k, set, BiasAddPush{u32(n), u32(N)}, ceil_div(n, 64));
       },
       nullptr);
+  prepared->phases = {phase_of(k, r)};
+  return prepared;
 }
 
 // scale.comp: y = x * factor (Gemma's embedding scale).
@@ -623,14 +638,17 @@ std::unique_ptr<PreparedOp> prep_scale(Ctx c) {
   const int64_t N = c.width(x);
   c.need(c.width(y) == N && c.per_token(x) == c.per_token(y), "output must have x's shape");
   const float s = c.attr_f("factor");
-  const Kernel& k = c.kernel("scale", 2, 2, {c.f16(x), c.f16(y)});
-  VkDescriptorSet set = c.env.kernels.make_set(k, std::vector<BufRange>{c.whole(x), c.whole(y)});
-  return std::make_unique<PreparedOp>(
+  const Kernel& k = c.kernel(Shader::scale, {c.f16(x), c.f16(y)});
+  const std::vector<BufRange> r = {c.whole(x), c.whole(y)};
+  VkDescriptorSet set = c.env.kernels.make_set(k, r);
+  auto prepared = std::make_unique<PreparedOp>(
       [=, &k](VkCommandBuffer cb, int T) {
         const uint64_t n = uint64_t(c.rows(x, T)) * N;
-        dispatch_flat(cb, k, set, {u32(n), fbits(s)}, ceil_div(n, 64));
+        dispatch_flat(cb, k, set, ScalePush{u32(n), s}, ceil_div(n, 64));
       },
       nullptr);
+  prepared->phases = {phase_of(k, r)};
+  return prepared;
 }
 
 std::unique_ptr<PreparedOp> prep_argmax(Ctx c) {
@@ -642,21 +660,21 @@ std::unique_ptr<PreparedOp> prep_argmax(Ctx c) {
   if (c.env.batched()) {  // one token per output row (argmax_rows.comp): ~32 workgroups a row
     const uint32_t chunk = std::max<uint32_t>(1024, ceil_div(ceil_div(V, 32), 1024) * 1024),
                    P = ceil_div(V, chunk), max_rows = u32(c.env.max_tokens);
-    const Kernel& k = c.kernel("argmax_rows", 4, 4, {c.f16(x)});
+    const Kernel& k = c.kernel(Shader::argmax_rows, {c.f16(x)});
     const Buffer part = c.env.alloc.create(uint64_t(P) * max_rows * 8, false, "argmax partials");
     const Buffer count = c.env.alloc.create(uint64_t(max_rows) * 4, false, "argmax counters");
     c.env.alloc.fill(count, 0);
-    VkDescriptorSet set = c.env.kernels.make_set(
-        k, std::vector<BufRange>{
-               c.whole(x), c.whole(y), {part.buf, 0, part.size}, {count.buf, 0, count.size}});
+    const std::vector<BufRange> r = {
+        c.whole(x), c.whole(y), {part.buf, 0, part.size}, {count.buf, 0, count.size}};
+    VkDescriptorSet set = c.env.kernels.make_set(k, r);
     auto prepared = std::make_unique<PreparedOp>(
         [=, &k](VkCommandBuffer cb, int) {
           const uint32_t n = c.rows(x, 1);
           if (n > max_rows) fail("argmax: {} rows, at most {}", n, max_rows);
-          dispatch_flat(cb, k, set, {u32(V), chunk, P, n}, n * P);
+          dispatch_flat(cb, k, set, ArgmaxPush{u32(V), chunk, P, n}, n * P);
         },
         nullptr);
-    prepared->phases = {{{c.buf(x)}, {part.buf, c.buf(y), count.buf}}};
+    prepared->phases = {phase_of(k, r)};
     return prepared;
   }
   // Up to 128 workgroups of 1,024-value multiples each; the last to finish merges their partials
@@ -664,7 +682,7 @@ std::unique_ptr<PreparedOp> prep_argmax(Ctx c) {
   // submit's tokens, the position advanced).
   const uint32_t chunk = std::max<uint32_t>(1024, ceil_div(ceil_div(V, 128), 1024) * 1024),
                  P = ceil_div(V, chunk);
-  const Kernel& k = c.kernel("argmax", 7, 4, {c.f16(x)});
+  const Kernel& k = c.kernel(Shader::argmax, {c.f16(x)});
   const Buffer part = c.env.alloc.create(uint64_t(P) * 8, false, "argmax partials");
   const Buffer count = c.env.alloc.create(4, false, "argmax counter");
   c.env.alloc.fill(count, 0);
@@ -674,22 +692,21 @@ std::unique_ptr<PreparedOp> prep_argmax(Ctx c) {
                            : BufRange{c.env.alloc.create(4, false, "argmax ids").buf, 0, 4};
   const Buffer& tokens = c.env.tokens;
   c.need(tokens.buf != VK_NULL_HANDLE, "no token buffer for the decode steps");
-  VkDescriptorSet set =
-      c.env.kernels.make_set(k, std::vector<BufRange>{c.whole(x),
-                                                      {part.buf, 0, part.size},
-                                                      c.whole(y),
-                                                      {count.buf, 0, count.size},
-                                                      {c.env.step.buf, 0, c.env.step.size},
-                                                      ids,
-                                                      {tokens.buf, 0, tokens.size}});
+  const std::vector<BufRange> r = {c.whole(x),
+                                   {part.buf, 0, part.size},
+                                   c.whole(y),
+                                   {count.buf, 0, count.size},
+                                   {c.env.step.buf, 0, c.env.step.size},
+                                   ids,
+                                   {tokens.buf, 0, tokens.size}};
+  VkDescriptorSet set = c.env.kernels.make_set(k, r);
   const uint32_t ntok = u32(static_cast<int64_t>(tokens.size / 4));
   auto prepared = std::make_unique<PreparedOp>(
       [=, &k](VkCommandBuffer cb, int) {
-        dispatch(cb, k, set, {u32(V), chunk, P, ntok}, P);
+        dispatch(cb, k, set, ArgmaxPush{u32(V), chunk, P, ntok}, P);
       },
       nullptr);
-  prepared->phases = {{{c.buf(x), c.env.step.buf},
-                       {part.buf, c.buf(y), count.buf, c.env.step.buf, ids.buf, tokens.buf}}};
+  prepared->phases = {phase_of(k, r)};
   return prepared;
 }
 
@@ -748,14 +765,9 @@ uint64_t& dispatch_count() {
 
 std::unique_ptr<PreparedOp> prepare_op(OpEnv& env, const Op& op) {
   auto prepared = prepare_op_kernels(env, op);
-  if (prepared->phases.empty() && !prepared->fused_into_next) {
-    // One stage reading the op's non-weight inputs and writing its outputs.
-    Phase ph;
-    for (int32_t t : op.inputs)
-      if (env.program.tensors[t].kind != TensorKind::Weight) ph.reads.push_back(env.buffer(t).buf);
-    for (int32_t t : op.outputs) ph.writes.push_back(env.buffer(t).buf);
-    prepared->phases = {ph};
-  }
+  // Every recording states its stages (from its kernels' declared bindings: phase_of).
+  if (prepared->phases.empty() && !prepared->fused_into_next)
+    fail("vulkan: op {} was prepared without its reads and writes", op.family);
   return prepared;
 }
 

@@ -70,10 +70,6 @@ struct OpEnv {
 };
 
 // One stage of a recorded op: the buffers it reads and writes.
-struct Phase {
-  std::vector<VkBuffer> reads, writes;
-};
-
 class PreparedOp {
  public:
   using RecordFn = std::function<void(VkCommandBuffer, int T)>;

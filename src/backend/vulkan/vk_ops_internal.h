@@ -25,18 +25,24 @@ inline uint32_t fbits(float f) {
   return u;
 }
 
-// Records one dispatch of `count` workgroups (split over x and y, x <= 65535) or an explicit grid.
-inline void dispatch(VkCommandBuffer cb, const Kernel& k, VkDescriptorSet set,
-                     const std::vector<uint32_t>& push, uint32_t gx, uint32_t gy = 1) {
+// Records one dispatch of `count` workgroups (split over x and y, x <= 65535) or an explicit grid,
+// with the push-constant struct its module declares (kernels.def).
+template <class P>
+void dispatch(VkCommandBuffer cb, const Kernel& k, VkDescriptorSet set, const P& push, uint32_t gx,
+              uint32_t gy = 1) {
+  if (push_bytes<P>() != k.push_bytes)
+    fail("vulkan: kernel {} takes {} push-constant bytes, given {}", k.decl->name, k.push_bytes,
+         push_bytes<P>());
   ++dispatch_count();
   vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, k.pipeline);
   vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, k.layout, 0, 1, &set, 0, nullptr);
-  vkCmdPushConstants(cb, k.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0,
-                     static_cast<uint32_t>(push.size() * 4), push.data());
+  if constexpr (push_bytes<P>() > 0)
+    vkCmdPushConstants(cb, k.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, push_bytes<P>(), &push);
   vkCmdDispatch(cb, gx, gy, 1);
 }
-inline void dispatch_flat(VkCommandBuffer cb, const Kernel& k, VkDescriptorSet set,
-                          const std::vector<uint32_t>& push, uint64_t count) {
+template <class P>
+void dispatch_flat(VkCommandBuffer cb, const Kernel& k, VkDescriptorSet set, const P& push,
+                   uint64_t count) {
   if (count == 0) return;
   const uint64_t gx = std::min<uint64_t>(count, 65535), gy = (count + gx - 1) / gx;
   dispatch(cb, k, set, push, static_cast<uint32_t>(gx), static_cast<uint32_t>(gy));
@@ -45,14 +51,12 @@ inline uint32_t ceil_div(uint64_t a, uint64_t b) {
   return static_cast<uint32_t>((a + b - 1) / b);
 }
 
-// A kernel variant's module, layout and specialization: made (or found) by get.
+// A kernel variant's module and specialization: made (or found) by get.
 struct KernelId {
-  std::string shader;
-  uint32_t bindings = 0, push_bytes = 0;
+  Shader id{};
+  bool f16 = false;
   std::vector<uint32_t> spec;
-  const Kernel& get(Kernels& kernels) const {
-    return kernels.get(shader, bindings, push_bytes, spec);
-  }
+  const Kernel& get(Kernels& kernels) const { return kernels.get(id, f16, spec); }
 };
 
 // The specialization constants of a kernel variant: the per-binding fp16 flags at constants
@@ -91,7 +95,8 @@ struct GemmTile {
 };
 struct GemmPlan {
   static constexpr uint32_t kTokens = 16;          // forwards of at least this many tokens use it
-  std::string module;                              // empty: the op has no GEMM
+  bool on = false;                                 // false: the op has no GEMM
+  Shader id{};                                     // its module
   uint32_t kc = 0, max_shared = 0, min_tiles = 1;  // kc: the largest chunk the group allows
   // Tuning::gemm_tile, gemm_rows
   uint32_t force_bt = 0, force_bn = 0;
@@ -270,17 +275,15 @@ struct Ctx {
   // Kernel variant: the _f16 module when any binding is fp16. tt: the mat-vec kernels' tokens per
   // workgroup (matvec.glsl), specialization constant 8. more: constants 10, 11, ... (after tt and
   // bpl, without parts).
-  const Kernel& kernel(std::string name, uint32_t bindings, uint32_t push_words,
-                       const std::vector<uint32_t>& flags, uint32_t tt = 0, uint32_t bpl = 0,
-                       uint32_t parts = 0, uint32_t wg = 64,
+  const Kernel& kernel(Shader k, const std::vector<uint32_t>& flags, uint32_t tt = 0,
+                       uint32_t bpl = 0, uint32_t parts = 0, uint32_t wg = 64,
                        const std::vector<uint32_t>& more = {}) {
-    return kernel_id(std::move(name), bindings, push_words, flags, tt, bpl, parts, wg, more)
-        .get(env.kernels);
+    return kernel_id(k, flags, tt, bpl, parts, wg, more).get(env.kernels);
   }
   // The same variant's identity, for a record function that makes it on first use.
-  KernelId kernel_id(std::string name, uint32_t bindings, uint32_t push_words,
-                     const std::vector<uint32_t>& flags, uint32_t tt = 0, uint32_t bpl = 0,
-                     uint32_t parts = 0, uint32_t wg = 64, const std::vector<uint32_t>& more = {}) {
+  KernelId kernel_id(Shader k, const std::vector<uint32_t>& flags, uint32_t tt = 0,
+                     uint32_t bpl = 0, uint32_t parts = 0, uint32_t wg = 64,
+                     const std::vector<uint32_t>& more = {}) {
     bool any16 = false;
     for (uint32_t f : flags) any16 = any16 || f;
     if (any16) {
@@ -291,14 +294,14 @@ struct Ctx {
             "device (--device) or a recipe without fp16",
             op.family, env.ctx.info().index, env.ctx.info().name,
             env.ctx.options().no_fp16 ? " (VKLLM_NO_FP16 is set)" : "");
-      name += "_f16";
     }
     std::vector<uint32_t> spec = kernel_spec(flags, tt, bpl, parts, wg);
     if (!more.empty()) {
-      if (parts || !bpl) fail("kernel {}: constants after 9 need tt and bpl and no parts", name);
+      if (parts || !bpl)
+        fail("kernel {}: constants after 9 need tt and bpl and no parts", kernel_decl(k).name);
       spec.insert(spec.end(), more.begin(), more.end());
     }
-    return {name, bindings, push_words * 4, spec};
+    return {k, any16, spec};
   }
   int64_t attr_i(const char* k) const {
     need(op.attrs.contains(k) && op.attrs[k].is_number(), k);
@@ -415,9 +418,10 @@ uint32_t gemm_order(bool for_gemm, uint32_t Tr);
 // cooperative matrices where the device has them and K % 8 == 0 (linear_mm_coopmat.comp); the
 // rest, portable fp32 arithmetic (linear_mm.comp, linear_q4w_mm).
 constexpr uint32_t kFloatGemmTile = 64;
-inline std::string float_gemm_module(const Context& ctx, bool q4w, bool x16, bool w16, int64_t K) {
-  if (q4w) return "linear_q4w_mm";
-  return ctx.use_coopmat_f16() && x16 && w16 && K % 8 == 0 ? "linear_mm_coopmat" : "linear_mm";
+inline Shader float_gemm_module(const Context& ctx, bool q4w, bool x16, bool w16, int64_t cols) {
+  if (q4w) return Shader::linear_q4w_mm;
+  return ctx.use_coopmat_f16() && x16 && w16 && cols % 8 == 0 ? Shader::linear_mm_coopmat
+                                                              : Shader::linear_mm;
 }
 inline uint64_t float_gemm_groups(uint32_t rows, uint32_t T) {
   return uint64_t(ceil_div(rows, kFloatGemmTile)) * ceil_div(T, kFloatGemmTile);

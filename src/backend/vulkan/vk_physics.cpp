@@ -73,7 +73,7 @@ std::vector<PhysicsRow> measure_physics(Context& ctx, const PhysicsOptions& opt)
   alloc.fill(sync, 0);
   alloc.fill(w, 0x12345678u);
   auto kernel = [&](uint32_t threads, uint32_t mode) -> const Kernel& {
-    return kernels.get("physics", 3, 8, {threads, mode, grid_spin_limit(ctx.info())});
+    return kernels.get(Shader::physics, false, {threads, mode, grid_spin_limit(ctx.info())});
   };
   auto set_of = [&](const Kernel& k, uint64_t bytes) {
     const BufRange r[3] = {{sync.buf, 0, 16}, {w.buf, 0, bytes}, {out.buf, 0, 256}};
@@ -99,7 +99,7 @@ std::vector<PhysicsRow> measure_physics(Context& ctx, const PhysicsOptions& opt)
       const double us = timer.best_us(reps, [&](VkCommandBuffer cb) {
         for (uint32_t i = 0; i < n; ++i) {
           if (barrier && i) compute_barrier(cb);
-          dispatch_flat(cb, k, s, {0, 0}, groups);
+          dispatch_flat(cb, k, s, PhysicsPush{0, 0}, groups);
         }
       });
       rows.push_back({barrier ? "empty dispatch + barrier" : "empty dispatch, no barrier", groups,
@@ -114,7 +114,7 @@ std::vector<PhysicsRow> measure_physics(Context& ctx, const PhysicsOptions& opt)
       VkDescriptorSet s = set_of(k, 256);
       const uint32_t syncs = cpu ? 20 : 2000;
       const double us = timer.best_us(reps, [&](VkCommandBuffer cb) {
-        dispatch_flat(cb, k, s, {syncs, 0}, groups);
+        dispatch_flat(cb, k, s, PhysicsPush{syncs, 0}, groups);
       });
       check_sync("grid sync");
       rows.push_back({"grid sync", groups, threads, 0, us / syncs, 0});
@@ -135,7 +135,7 @@ std::vector<PhysicsRow> measure_physics(Context& ctx, const PhysicsOptions& opt)
       const Kernel& k = kernel(sh.threads, 2);
       VkDescriptorSet s = set_of(k, bytes);
       const double us = timer.best_us(reps, [&](VkCommandBuffer cb) {
-        dispatch_flat(cb, k, s, {1, words}, sh.groups);
+        dispatch_flat(cb, k, s, PhysicsPush{1, words}, sh.groups);
       });
       rows.push_back(
           {sh.what, sh.groups, sh.threads, bytes, us, static_cast<double>(bytes) / (us * 1e3)});
@@ -145,7 +145,7 @@ std::vector<PhysicsRow> measure_physics(Context& ctx, const PhysicsOptions& opt)
     VkDescriptorSet s = set_of(k, bytes);
     const uint32_t staged = cpu ? G : 4 * G;
     const double us = timer.best_us(reps, [&](VkCommandBuffer cb) {
-      dispatch_flat(cb, k, s, {8, words}, staged);
+      dispatch_flat(cb, k, s, PhysicsPush{8, words}, staged);
     });
     check_sync("staged stream");
     rows.push_back({"stream, 8 stages + syncs", staged, 256, bytes, us,
@@ -167,20 +167,20 @@ std::vector<GemmRow> measure_gemm(Context& ctx, int repeats) {
     Buffer out = alloc.create(65536 * 4, false, "out");
     const uint32_t groups = 8 * std::max<uint32_t>(1, ctx.info().compute_units), n = 512;
     struct Peak {
-      const char* shader;
+      Shader shader;
       const char* what;
       uint32_t k;
       bool ok;
     };
-    for (const Peak& p :
-         {Peak{"gemm_peak", "mma peak, int8 16x8x32 -> int32", 32, true},
-          Peak{"gemm_peak_fp16", "mma peak, fp16 16x8x16 -> fp32", 16, ctx.info().coopmat_f16}}) {
+    for (const Peak& p : {Peak{Shader::gemm_peak, "mma peak, int8 16x8x32 -> int32", 32, true},
+                          Peak{Shader::gemm_peak_fp16, "mma peak, fp16 16x8x16 -> fp32", 16,
+                               ctx.info().coopmat_f16}}) {
       if (!p.ok) continue;
-      const Kernel& k = kernels.get(p.shader, 1, 4, {});
+      const Kernel& k = kernels.get(p.shader, false, {});
       const BufRange r[1] = {{out.buf, 0, out.size}};
       VkDescriptorSet s = kernels.make_set(k, r);
-      const double us =
-          timer.best_us(reps, [&](VkCommandBuffer cb) { detail::dispatch(cb, k, s, {n}, groups); });
+      const double us = timer.best_us(
+          reps, [&](VkCommandBuffer cb) { detail::dispatch(cb, k, s, CountPush{n}, groups); });
       const double ops = 2.0 * 16 * 8 * p.k * 8 * n * 4 * groups;
       rows.push_back({p.what, 0, 0, 0, us, ops / (us * 1e6)});
     }
@@ -230,9 +230,9 @@ std::vector<GemmRow> measure_gemm(Context& ctx, int repeats) {
     VkDescriptorSet s = kernels.make_set(k, r);
     const double us = per_gemm_us(
         [&](VkCommandBuffer cb) { plan.record(cb, kernels, s, sh.K, sh.M, 0, sh.M, sh.N, G); });
-    const std::string path = plan.module.find("coopmat") != std::string::npos ? "cooperative matrix"
-                             : plan.module.find("idot") != std::string::npos  ? "int8 dot product"
-                                                                              : "portable integer";
+    const std::string path = plan.id == Shader::linear_8da4w_mm_coopmat ? "cooperative matrix"
+                             : plan.id == Shader::linear_8da4w_mm_idot  ? "int8 dot product"
+                                                                        : "portable integer";
     rows.push_back(
         {fmt::format("linear_8da4w_mm {}, {} x {} tiles, KC {}", path, tile.bt, tile.bn, tile.kc),
          sh.M, sh.N, sh.K, us, 2.0 * sh.M * sh.N * sh.K / (us * 1e6)});
@@ -252,17 +252,17 @@ std::vector<GemmRow> measure_gemm(Context& ctx, int repeats) {
            y = alloc.create(static_cast<uint64_t>(sh.N) * sh.M * 2, false, "fp16 output");
     alloc.fill(x, 0x2C1AAC33u);  // halves of ~+-0.06: the sums stay finite
     alloc.fill(w, 0x2A00AA66u);
-    const std::string module = detail::float_gemm_module(ctx, false, true, true, sh.K);
-    const Kernel& k = kernels.get(module + "_f16", 4, 24, {1u, 1u, 1u});
+    const Shader module = detail::float_gemm_module(ctx, false, true, true, sh.K);
+    const Kernel& k = kernels.get(module, true, {1u, 1u, 1u});
     const BufRange r[4] = {
         {x.buf, 0, x.size}, {w.buf, 0, w.size}, {w.buf, 0, w.size}, {y.buf, 0, y.size}};
     VkDescriptorSet s = kernels.make_set(k, r);
     const double us = per_gemm_us([&](VkCommandBuffer cb) {
-      detail::dispatch_flat(cb, k, s, {sh.K, sh.M, 0, sh.M, sh.N, 0},
+      detail::dispatch_flat(cb, k, s, GemmPush{sh.K, sh.M, 0, sh.M, sh.N, 0},
                             detail::float_gemm_groups(sh.M, sh.N));
     });
-    rows.push_back({fmt::format("linear fp16 ({}), {} x {} tiles", module, detail::kFloatGemmTile,
-                                detail::kFloatGemmTile),
+    rows.push_back({fmt::format("linear fp16 ({}), {} x {} tiles", kernel_decl(module).name,
+                                detail::kFloatGemmTile, detail::kFloatGemmTile),
                     sh.M, sh.N, sh.K, us, 2.0 * sh.M * sh.N * sh.K / (us * 1e6)});
   }
   return rows;
@@ -293,7 +293,7 @@ std::vector<MatvecRow> measure_matvec(Context& ctx, int repeats) {
                                {"Phi-4-mini gate", 8192, 3072, 128},
                                {"Phi-4-mini down", 3072, 8192, 128},
                                {"Phi-4-mini lm_head (G 32)", 200064, 3072, 32}};
-  const std::string idot = ctx.use_int_dot() ? "_idot" : "";
+  const bool idot = ctx.use_int_dot();
   const uint32_t sg = std::max<uint32_t>(1, ctx.info().subgroup_size);
   const uint32_t cu = std::max<uint32_t>(1, ctx.info().compute_units);
   std::vector<MatvecRow> rows;
@@ -362,9 +362,9 @@ std::vector<MatvecRow> measure_matvec(Context& ctx, int repeats) {
       }
       return sets;
     };
-    const std::vector<uint32_t> push = {sh.K, sh.N, 0, sh.N, 1, sh.G, 0};
+    const MatvecPush push = {sh.K, sh.N, 0, sh.N, 1, sh.G, 0};
     auto time = [&](const Kernel& k, const std::vector<VkDescriptorSet>& sets, uint32_t groups,
-                    std::vector<uint32_t> pc) {
+                    const auto& pc) {
       constexpr int kPerSubmit = 16;
       auto record = [&](VkCommandBuffer cb) {
         for (int i = 0; i < kPerSubmit; ++i) {
@@ -386,7 +386,7 @@ std::vector<MatvecRow> measure_matvec(Context& ctx, int repeats) {
       return o;
     };
     auto run_once = [&](const Kernel& k, const std::vector<VkDescriptorSet>& sets, uint32_t groups,
-                        const std::vector<uint32_t>& pc) {
+                        const auto& pc) {
       alloc.fill(y, 0xFFFFFFFFu);
       timer.best_us(1,
                     [&](VkCommandBuffer cb) { detail::dispatch_flat(cb, k, sets[0], pc, groups); });
@@ -396,11 +396,11 @@ std::vector<MatvecRow> measure_matvec(Context& ctx, int repeats) {
     const detail::DecodeSplit split = detail::decode_split(ctx, sh.K, sh.N);
     const uint32_t wg = detail::decode_matvec_wg(ctx),
                    R1 = std::max<uint32_t>(1, ctx.matvec_rows(sh.N) * wg / 64 / split.parts);
-    const Kernel& old = kernels.get("linear_8da4w_b32" + idot, 6, 28,
-                                    detail::kernel_spec({0}, 1, split.bpl, split.parts, wg));
+    const Kernel& old = kernels.get(idot ? Shader::linear_8da4w_b32_idot : Shader::linear_8da4w_b32,
+                                    false, detail::kernel_spec({0}, 1, split.bpl, split.parts, wg));
     const auto old_sets = sets_of(old);
-    std::vector<uint32_t> old_push = push;
-    old_push.back() = R1;
+    MatvecPush old_push = push;
+    old_push.R = R1;
     const std::vector<uint32_t> want =
         run_once(old, old_sets, detail::ceil_div(sh.N, R1), old_push);
     const double old_us = time(old, old_sets, detail::ceil_div(sh.N, R1), old_push);
@@ -427,10 +427,10 @@ std::vector<MatvecRow> measure_matvec(Context& ctx, int repeats) {
       };
       const uint64_t qbytes = qb + ng * 4;
       const uint32_t R = ctx.matvec_rows(sh.N);
-      const Kernel& q4 = kernels.get("linear_q4w", 4, 28, detail::kernel_spec({0, 0}, 1, 0));
+      const Kernel& q4 = kernels.get(Shader::linear_q4w, false, detail::kernel_spec({0, 0}, 1, 0));
       const auto q4_sets = q4w_sets(q4);
-      std::vector<uint32_t> q4_push = push;
-      q4_push.back() = R;
+      MatvecPush q4_push = push;
+      q4_push.R = R;
       const auto q4_out = run_once(q4, q4_sets, detail::ceil_div(sh.N, R), q4_push);
       const double q4_us = time(q4, q4_sets, detail::ceil_div(sh.N, R), q4_push);
       rows.push_back({"linear_q4w (old)", sh.what, sh.N, sh.K, sh.G, q4_us,
@@ -441,7 +441,7 @@ std::vector<MatvecRow> measure_matvec(Context& ctx, int repeats) {
       if (!cpu && qp4.on) sweep(q4_tries, qp4.bpg);
       for (const Try& t : qp4.on ? q4_tries : std::vector<Try>{}) {
         const detail::MatvecPlan p = with(qp4, t);
-        const Kernel& k = kernels.get("linear_q4w_mv", 4, 28, p.spec(false, false));
+        const Kernel& k = kernels.get(Shader::linear_q4w_mv, false, p.spec(false, false));
         const auto sets = q4w_sets(k);
         const uint32_t groups = p.grid(sh.N, sg);
         const auto got = run_once(k, sets, groups, push);
@@ -468,11 +468,12 @@ std::vector<MatvecRow> measure_matvec(Context& ctx, int repeats) {
     if (!cpu && sh.N >= 32768) sweep(tries, base.bpg);
     for (const Try& t : tries) {
       const detail::MatvecPlan p = with(base, t);
-      const Kernel& k = kernels.get("linear_8da4w_mv" + idot, 6, 32, p.spec(false));
+      const Kernel& k = kernels.get(idot ? Shader::linear_8da4w_mv_idot : Shader::linear_8da4w_mv,
+                                    false, p.spec(false));
       const auto sets = sets_of(k);
       const uint32_t groups = p.grid(sh.N, sg);
-      std::vector<uint32_t> mv_push = push;
-      mv_push.push_back(0);  // (eps: linear_8da4w_mv_norm's)
+      const MatvecNormPush mv_push = {push.K, push.Nc, push.n0, push.N, push.T,
+                                      push.G, push.R,  0.0f};  // (eps: linear_8da4w_mv_norm's)
       const auto got = run_once(k, sets, groups, mv_push);
       const bool same = got == want;
       const double us = time(k, sets, groups, mv_push);

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <cstring>
@@ -56,8 +57,32 @@ Kernels::~Kernels() {
   for (VkDescriptorPool p : pools_) vkDestroyDescriptorPool(d, p, nullptr);
 }
 
-const Kernel& Kernels::get(const std::string& shader, uint32_t bindings, uint32_t push_bytes,
-                           const std::vector<uint32_t>& spec) {
+Phase phase_of(const Kernel& k, std::span<const BufRange> ranges) {
+  const std::string_view access = k.decl->access;
+  if (ranges.size() != access.size())
+    fail("vulkan: kernel {} takes {} bindings, given {}", k.decl->name, access.size(),
+         ranges.size());
+  Phase ph;
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    if (access[i] != 'w') ph.reads.push_back(ranges[i].buf);
+    if (access[i] != 'r') ph.writes.push_back(ranges[i].buf);
+  }
+  return ph;
+}
+
+void merge(Phase& into, const Phase& p) {
+  for (VkBuffer b : p.reads)
+    if (std::find(into.reads.begin(), into.reads.end(), b) == into.reads.end())
+      into.reads.push_back(b);
+  for (VkBuffer b : p.writes)
+    if (std::find(into.writes.begin(), into.writes.end(), b) == into.writes.end())
+      into.writes.push_back(b);
+}
+
+const Kernel& Kernels::get(Shader id, bool f16, const std::vector<uint32_t>& spec) {
+  const KernelDecl& dc = kernel_decl(id);
+  const std::string shader = module_name(id, f16);
+  const uint32_t bindings = dc.bindings(), push_bytes = dc.push_bytes;
   std::string key = shader;
   for (uint32_t s : spec) key += fmt::format(":{}", s);  // (g++ 12 -Wrestrict on ":" + string)
   auto it = cache_.find(key);
@@ -66,6 +91,7 @@ const Kernel& Kernels::get(const std::string& shader, uint32_t bindings, uint32_
   if (!blob) fail("vulkan: no embedded shader named '{}'", shader);
   VkDevice d = ctx_.device();
   auto k = std::make_unique<Kernel>();
+  k->decl = &dc;
   k->bindings = bindings;
   k->push_bytes = push_bytes;
   std::vector<VkDescriptorSetLayoutBinding> b(bindings);

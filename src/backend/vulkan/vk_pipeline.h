@@ -11,10 +11,24 @@
 #include <vector>
 
 #include "backend/vulkan/vk_context.h"
+#include "backend/vulkan/vk_kernels.h"
 
 namespace vkllm::vk {
 
+// One storage-buffer binding: a byte range of a buffer.
+struct BufRange {
+  VkBuffer buf = VK_NULL_HANDLE;
+  VkDeviceSize offset = 0;
+  VkDeviceSize range = 0;
+};
+
+// What a recording reads and writes, as the executor's barrier plan sees it.
+struct Phase {
+  std::vector<VkBuffer> reads, writes;
+};
+
 struct Kernel {
+  const KernelDecl* decl = nullptr;  // its registry entry (bindings' access, push size)
   VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;
   VkPipelineLayout layout = VK_NULL_HANDLE;
   VkPipeline pipeline = VK_NULL_HANDLE;
@@ -23,12 +37,11 @@ struct Kernel {
   bool full_subgroups = false;  // created with full subgroups of the device's default size
 };
 
-// One storage-buffer binding: a byte range of a buffer.
-struct BufRange {
-  VkBuffer buf = VK_NULL_HANDLE;
-  VkDeviceSize offset = 0;
-  VkDeviceSize range = 0;
-};
+// The reads and writes of a dispatch of `k` over `ranges` (one per binding), from the access its
+// declaration gives each binding.
+Phase phase_of(const Kernel& k, std::span<const BufRange> ranges);
+// Adds p's reads and writes to `into` (one stage of several dispatches).
+void merge(Phase& into, const Phase& p);
 
 struct ShaderBlob;
 // The workgroup size (x, y, z) of a compute module under the specialization `spec` (constants 1,
@@ -42,10 +55,9 @@ class Kernels {
   Kernels(const Kernels&) = delete;
   Kernels& operator=(const Kernels&) = delete;
 
-  // `spec` holds specialization constants 1, 2, ... (constant 0 is unused: the local size is
-  // fixed).
-  const Kernel& get(const std::string& shader, uint32_t bindings, uint32_t push_bytes,
-                    const std::vector<uint32_t>& spec);
+  // Module k (its fp16 twin with f16) under the specialization `spec`: constants 1, 2, ...
+  // (constant 0 is unused: the local size is fixed). Made on first use.
+  const Kernel& get(Shader k, bool f16, const std::vector<uint32_t>& spec);
   // A descriptor set of `k`'s layout bound to `ranges` (one per binding, in order).
   VkDescriptorSet make_set(const Kernel& k, std::span<const BufRange> ranges);
   Context& context() { return ctx_; }

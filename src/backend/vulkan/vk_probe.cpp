@@ -36,7 +36,7 @@ std::string SubgroupLayout::describe() const {
 SubgroupLayout probe_subgroups(Context& ctx, uint32_t workgroup) {
   Allocator alloc(ctx);
   Kernels kernels(ctx);
-  const Kernel& k = kernels.get("subgroup_probe", 1, 0, {workgroup});
+  const Kernel& k = kernels.get(Shader::subgroup_probe, false, {workgroup});
   const VkDeviceSize bytes = static_cast<VkDeviceSize>(workgroup) * 16;
   Buffer out = alloc.create(bytes, false, "subgroup probe");
   const BufRange r{out.buf, 0, bytes};
@@ -63,11 +63,10 @@ SubgroupLayout probe_subgroups(Context& ctx, uint32_t workgroup) {
 namespace {
 
 // Runs coopmat_probe `name` on the 128 words `in`; per lane, the element count and values.
-std::vector<int32_t> run_coopmat_probe(Context& ctx, const char* name,
-                                       const std::vector<uint32_t>& in) {
+std::vector<int32_t> run_coopmat_probe(Context& ctx, Shader name, const std::vector<uint32_t>& in) {
   Allocator alloc(ctx);
   Kernels kernels(ctx);
-  const Kernel& k = kernels.get(name, 1, 0, {});
+  const Kernel& k = kernels.get(name, false, {});
   constexpr uint32_t kWords = 128 + 9 * 32;
   Buffer io = alloc.create(kWords * 4, false, "cooperative-matrix probe");
   std::vector<int32_t> v(kWords, -1);
@@ -84,7 +83,7 @@ std::vector<int32_t> run_coopmat_probe(Context& ctx, const char* name,
 std::string probe_coopmat_accumulator(Context& ctx) {
   std::vector<uint32_t> in(128);
   for (uint32_t i = 0; i < 128; ++i) in[i] = i;
-  const std::vector<int32_t> v = run_coopmat_probe(ctx, "coopmat_probe", in);
+  const std::vector<int32_t> v = run_coopmat_probe(ctx, Shader::coopmat_probe, in);
   std::set<int32_t> seen;
   for (uint32_t lane = 0; lane < 32; ++lane) {
     const int32_t* e = &v[128 + 9 * lane];
@@ -107,7 +106,7 @@ std::string probe_coopmat_fragments(Context& ctx) {
     const float f = static_cast<float>(i);
     std::memcpy(&in[i], &f, 4);
   }
-  std::vector<int32_t> v = run_coopmat_probe(ctx, "coopmat_probe_f32", in);
+  std::vector<int32_t> v = run_coopmat_probe(ctx, Shader::coopmat_probe_f32, in);
   for (uint32_t lane = 0; lane < 32; ++lane) {
     const int32_t* e = &v[128 + 9 * lane];
     if (e[0] != 4)
@@ -131,7 +130,7 @@ std::string probe_coopmat_fragments(Context& ctx) {
     return x == 0 ? 0u : ((e + 15) << 10) | (((x << 10) >> e) & 0x3FFu);
   };
   for (uint32_t i = 0; i < 128; ++i) in[i] = half(2 * i) | (half(2 * i + 1) << 16);
-  v = run_coopmat_probe(ctx, "coopmat_probe_f16a", in);
+  v = run_coopmat_probe(ctx, Shader::coopmat_probe_f16a, in);
   for (uint32_t lane = 0; lane < 32; ++lane) {
     const int32_t* e = &v[128 + 9 * lane];
     if (e[0] != 8)

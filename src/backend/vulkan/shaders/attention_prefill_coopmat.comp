@@ -46,10 +46,11 @@ layout(std430, binding = 1) readonly buffer K4 { uvec4 k4[]; };  // fp16 key cac
 layout(std430, binding = 2) readonly buffer V4 { uvec4 v4[]; };  // fp16 value cache
 DECL_FBUF(3, o, writeonly)
 DECL_STEP(4)
+// (win: attention_prefill.comp's block; a sliding window never runs on this kernel)
 #ifdef VKLLM_ROPE
-layout(push_constant) uniform PC { uint T, H, Hkv; float scale; uint R, orig, ctx; float eps; } pc;
+layout(push_constant) uniform PC { uint T, H, Hkv; float scale; uint R, orig, ctx; float eps; uint win; } pc;
 #else
-layout(push_constant) uniform PC { uint T, H, Hkv; float scale; } pc;
+layout(push_constant) uniform PC { uint T, H, Hkv; float scale; uint win; } pc;
 #endif
 const uint QR = GQ * BQ;  // the q tile's rows: head h0 + r / BQ, token t0 + r % BQ
 uint q_t0, q_h0;          // the workgroup's first token and first query head

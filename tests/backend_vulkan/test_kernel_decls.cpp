@@ -1,0 +1,121 @@
+// The kernel registry (kernels.def, vk_kernels.h) against the embedded SPIR-V: every declared
+// module and its fp16 twin exist; each binding the module declares is within the declared count
+// and has the declared access (r: every view of it NonWritable, w: every view NonReadable, b:
+// otherwise); the push-constant block is as large as the declared struct; every embedded module
+// is declared. No device needed: the modules are read as words.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "backend/vulkan/vk_kernels.h"
+#include "backend/vulkan/vk_shaders.h"
+
+namespace vkllm::vk {
+namespace {
+
+struct ModuleFacts {
+  std::map<uint32_t, std::string> access;  // binding -> r, w or b
+  uint32_t push_bytes = 0;
+};
+
+// Reads bindings and the push block out of a module's instructions (SPIR-V 1.3 opcodes).
+ModuleFacts read_module(const ShaderBlob& b) {
+  constexpr uint32_t kTypeInt = 21, kTypeFloat = 22, kTypeVector = 23, kTypeStruct = 30,
+                     kTypePointer = 32, kVariable = 59, kDecorate = 71, kMemberDecorate = 72;
+  constexpr uint32_t kBinding = 33, kOffset = 35, kNonWritable = 24, kNonReadable = 25;
+  constexpr uint32_t kPushConstant = 9;
+  std::map<uint32_t, uint32_t> binding, pointee, var_type, scalar_bytes;
+  std::map<uint32_t, std::vector<uint32_t>> members;  // struct -> member types
+  std::map<uint32_t, std::map<uint32_t, uint32_t>> offsets;
+  std::set<uint32_t> non_writable, non_readable, push_vars;
+  const uint32_t* w = b.code;
+  for (size_t i = 5; i < b.words;) {
+    const uint32_t op = w[i] & 0xFFFFu, len = w[i] >> 16;
+    if (len == 0 || i + len > b.words) break;
+    const uint32_t* a = w + i + 1;
+    if (op == kDecorate && len >= 4 && a[1] == kBinding) binding[a[0]] = a[2];
+    if (op == kMemberDecorate && len >= 4 && a[2] == kNonWritable) non_writable.insert(a[0]);
+    if (op == kMemberDecorate && len >= 4 && a[2] == kNonReadable) non_readable.insert(a[0]);
+    if (op == kMemberDecorate && len >= 5 && a[2] == kOffset) offsets[a[0]][a[1]] = a[3];
+    if ((op == kTypeInt || op == kTypeFloat) && len >= 3) scalar_bytes[a[0]] = a[1] / 8;
+    if (op == kTypeVector && len >= 4) scalar_bytes[a[0]] = scalar_bytes[a[1]] * a[2];
+    if (op == kTypeStruct) members[a[0]].assign(a + 1, a + len - 1);
+    if (op == kTypePointer && len >= 4) pointee[a[0]] = a[2];
+    if (op == kVariable && len >= 4) {
+      var_type[a[1]] = pointee[a[0]];
+      if (a[2] == kPushConstant) push_vars.insert(a[1]);
+    }
+    i += len;
+  }
+  ModuleFacts f;
+  std::map<uint32_t, std::set<char>> views;
+  for (const auto& [var, bind] : binding) {
+    const uint32_t st = var_type[var];
+    views[bind].insert(non_writable.count(st) ? 'r' : non_readable.count(st) ? 'w' : 'b');
+  }
+  for (const auto& [bind, v] : views)
+    f.access[bind] = v.size() == 1 ? std::string(1, *v.begin()) : "b";
+  for (uint32_t var : push_vars) {
+    const uint32_t st = var_type[var];
+    for (const auto& [m, off] : offsets[st])
+      f.push_bytes = std::max(f.push_bytes, off + scalar_bytes[members[st].at(m)]);
+  }
+  return f;
+}
+
+const ShaderBlob* blob(const std::string& name) {
+  for (const ShaderBlob& b : all_shaders())
+    if (name == b.name) return &b;
+  return nullptr;
+}
+
+TEST(KernelDecls, EveryDeclarationMatchesItsModule) {
+  size_t checked = 0;
+  for (const KernelDecl& d : kernel_decls()) {
+    for (bool f16 : {false, true}) {
+      const std::string name = module_name(d.id, f16);
+      const ShaderBlob* b = blob(name);
+#ifndef VKLLM_MEASURE
+      if (d.measure) {
+        EXPECT_EQ(b, nullptr) << name << ": a measurement module in a release build";
+        continue;
+      }
+#endif
+      ASSERT_NE(b, nullptr) << name << " is declared in kernels.def but not embedded";
+      const ModuleFacts f = read_module(*b);
+      EXPECT_EQ(f.push_bytes, d.push_bytes) << name << ": push-constant block size";
+      for (const auto& [bind, acc] : f.access) {
+        ASSERT_LT(bind, d.bindings()) << name << ": binding beyond the declared " << d.access;
+        EXPECT_EQ(std::string(1, d.access[bind]), acc)
+            << name << ": access of binding " << bind << " (declared " << d.access << ")";
+      }
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 2 * 60u);
+}
+
+TEST(KernelDecls, EveryEmbeddedModuleIsDeclared) {
+  std::set<std::string> declared;
+  for (const KernelDecl& d : kernel_decls())
+    for (bool f16 : {false, true}) declared.insert(module_name(d.id, f16));
+  for (const ShaderBlob& b : all_shaders()) EXPECT_TRUE(declared.count(b.name)) << b.name;
+}
+
+// The checker itself sees a wrong declaration: a module read against another's facts differs.
+TEST(KernelDecls, TheCheckerTellsModulesApart) {
+  const ModuleFacts norm = read_module(*blob(module_name(Shader::rms_norm_add_quant, false)));
+  const ModuleFacts rope = read_module(*blob(module_name(Shader::rope, false)));
+  EXPECT_EQ(norm.push_bytes, sizeof(RmsNormPush));
+  EXPECT_EQ(rope.push_bytes, sizeof(RopePush));
+  EXPECT_NE(norm.push_bytes, rope.push_bytes);
+  ASSERT_EQ(norm.access.size(), 7u);
+  EXPECT_EQ(norm.access.at(0), "r");
+  EXPECT_EQ(norm.access.at(2), "w");
+}
+
+}  // namespace
+}  // namespace vkllm::vk
