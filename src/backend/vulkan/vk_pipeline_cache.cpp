@@ -210,7 +210,11 @@ void PipelineCache::save() noexcept {
     if (vkGetPipelineCacheData(dev_, cache_, &n, data.data()) != VK_SUCCESS) return;
     data.resize(n);
     const uint64_t h = hash_bytes(data);
-    if (n == known_size_ && h == known_hash_) return;  // unchanged since loaded or written
+    if (n == known_size_ && h == known_hash_) return;  // unchanged since loaded or tried
+    // These contents are dealt with whether the write below succeeds or not: a failed write is
+    // not tried again until the cache changes.
+    known_size_ = n;
+    known_hash_ = h;
     const std::string dir = path_.substr(0, path_.rfind('/'));
     if (const std::string why = make_dirs(dir); !why.empty()) {
       note("vkllm: pipeline cache: not written: " + why);
@@ -220,8 +224,6 @@ void PipelineCache::save() noexcept {
     AtomicFile f(path_);  // a temp file in the same folder, fsync, rename
     f.write(bytes.data(), bytes.size());
     f.commit();
-    known_size_ = n;
-    known_hash_ = h;
     stats_.saved_bytes = n;
     ++stats_.saves;
     note(fmt::format("vkllm: pipeline cache: wrote {} bytes to {}", n, path_));

@@ -66,8 +66,8 @@ class PipelineCache {
   PipelineCache& operator=(const PipelineCache&) = delete;
 
   VkPipelineCache handle() const { return cache_; }
-  // Writes the cache to its file when its contents changed since loaded or last written. Never
-  // throws; thread-safe.
+  // Writes the cache to its file when its contents changed since loaded or last written (a write
+  // that failed is not tried again for the same contents). Never throws; thread-safe.
   void save() noexcept;
   // Counts one vkCreateComputePipelines of `ms` milliseconds, found in the cache or not.
   void count(double ms, bool hit);
@@ -81,7 +81,7 @@ class PipelineCache {
   VkPipelineCache cache_ = VK_NULL_HANDLE;
   mutable std::mutex m_;
   std::string path_;
-  uint64_t known_size_ = 0, known_hash_ = 0;  // the contents last loaded or written
+  uint64_t known_size_ = 0, known_hash_ = 0;  // the contents last loaded, or last written or tried
   PipelineCacheStats stats_;
 };
 
