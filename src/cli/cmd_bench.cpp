@@ -268,12 +268,39 @@ void run(const BenchArgs& a) {
   ModelOptions mo;
   mo.backend = a.backend;
   mo.device = a.device;
-  const auto t0 = std::chrono::steady_clock::now();
+  using clock = std::chrono::steady_clock;
+  auto ms = [](clock::time_point from, clock::time_point to) {
+    return std::chrono::duration<double, std::milli>(to - from).count();
+  };
+  const auto t0 = clock::now();
   auto model = Model::open(a.model, mo);
+  const auto t_open = clock::now();
   Session s(model);
-  const double load_ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  const auto t_ready = clock::now();
+  const double load_ms = ms(t0, t_ready);
   const ModelInfo& info = model->info();
+  // The load's stages (JSON only): the model opened and the session made (the executor: its
+  // pipelines and buffers); on Vulkan, of the model's opening, the device's (its probes included),
+  // the weights' upload and the rest ("artifact": the file mapped and checked, the tokenizer and
+  // chat template), and the time of every pipeline created so far (in the device's and the
+  // session's) with what the pipeline cache did.
+  nlohmann::json stages = {{"open", ms(t0, t_open)}, {"session", ms(t_open, t_ready)}};
+  nlohmann::json pipeline_cache;
+#ifdef VKLLM_WITH_VULKAN
+  if (info.backend == "vulkan") {
+    const VulkanLoadStages ls = vulkan_load_stages(*ModelAccess::of(*model).loaded);
+    stages["device"] = ls.device_ms;
+    stages["weights"] = ls.weights_ms;
+    stages["artifact"] = std::max(0.0, ms(t0, t_open) - ls.device_ms - ls.weights_ms);
+    stages["pipelines"] = ls.pipelines.pipeline_ms;
+    pipeline_cache = {{"enabled", ls.pipelines.enabled},
+                      {"loaded_bytes", ls.pipelines.loaded_bytes},
+                      {"saved_bytes", ls.pipelines.saved_bytes},
+                      {"pipelines", ls.pipelines.pipelines},
+                      {"hits", ls.pipelines.hits}};
+    if (!ls.pipelines.ignored.empty()) pipeline_cache["ignored"] = ls.pipelines.ignored;
+  }
+#endif
   if (!a.parallel.empty()) {
     const nlohmann::json rows = run_parallel(a, *model);
     if (a.output == "json") {
@@ -337,6 +364,7 @@ void run(const BenchArgs& a) {
                       {"device", info.device_name},
                       {"weight_mib", static_cast<double>(info.weight_bytes) / 1048576.0},
                       {"load_ms", load_ms},
+                      {"load_stages_ms", stages},
                       {"repetitions", a.reps},
                       {"pp",
                        {{"tokens", a.prompt},
@@ -355,6 +383,7 @@ void run(const BenchArgs& a) {
     const VulkanUsage vu = vulkan_usage();  // weights, caches, activations, scratch
     j["peak_gpu_mb"] = static_cast<double>(vu.peak_device_bytes) / 1048576.0;
     j["driver"] = vu.driver;
+    j["pipeline_cache"] = pipeline_cache;
   }
 #endif
   if (a.output == "json") {

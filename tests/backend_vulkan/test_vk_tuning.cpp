@@ -81,6 +81,29 @@ TEST(VulkanTuning, EachSwitchLandsInItsField) {
   EXPECT_EQ(d.find("chain_wg"), std::string::npos) << d;
 }
 
+// VKLLM_PIPELINE_CACHE: "0" (off) or a folder lands in the field as given; a field already set
+// stays; unset, the field stays empty (the user's cache folder). It changes no kernel, so
+// describe() leaves it out. (The variable's value in this process, if any, is put back after.)
+TEST(VulkanTuning, PipelineCacheSwitch) {
+  const char* was = std::getenv("VKLLM_PIPELINE_CACHE");
+  const std::string saved = was ? was : "";
+  ::unsetenv("VKLLM_PIPELINE_CACHE");
+  EXPECT_EQ(read_with({}).tuning.pipeline_cache, "");
+  EXPECT_EQ(read_with({{"VKLLM_PIPELINE_CACHE", "0"}}).tuning.pipeline_cache, "0");
+  const VulkanOptions o = read_with({{"VKLLM_PIPELINE_CACHE", "/some/folder"}});
+  EXPECT_EQ(o.tuning.pipeline_cache, "/some/folder");
+  EXPECT_EQ(o.tuning.describe(), "defaults");
+  ::setenv("VKLLM_PIPELINE_CACHE", "0", 1);
+  VulkanOptions set;
+  set.tuning.pipeline_cache = "/tests/own";
+  read_environment(set);
+  EXPECT_EQ(set.tuning.pipeline_cache, "/tests/own");
+  if (was)
+    ::setenv("VKLLM_PIPELINE_CACHE", saved.c_str(), 1);
+  else
+    ::unsetenv("VKLLM_PIPELINE_CACHE");
+}
+
 TEST(VulkanTuning, MalformedValuesFailWithOneLine) {
   for (const auto& [var, value] :
        std::vector<std::pair<const char*, const char*>>{{"VKLLM_GEMM_TILE", "48"},

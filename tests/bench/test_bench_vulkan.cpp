@@ -5,7 +5,9 @@
 // test_bench (the reports, depth and bad arguments on the CPU backend; --physics, --gemm and
 // --matvec on Vulkan), test_cli and test_serve (the model on Vulkan, batched decode).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -56,4 +58,36 @@ TEST(Bench, MarkdownAndCsvOnVulkan) {
   const auto j = nlohmann::json::parse(js.out);
   EXPECT_GE(j["peak_gpu_mb"].get<double>(), j["weight_mib"].get<double>()) << js.out;
   EXPECT_FALSE(j["driver"].get<std::string>().empty()) << js.out;
+}
+
+// --output json's load stages on Vulkan, and the pipeline cache (VKLLM_PIPELINE_CACHE, here a
+// fresh folder): the first run writes it, the second loads it and has nothing new to write.
+TEST(Bench, LoadStagesAndPipelineCache) {
+  char dir[] = "/tmp/vkllm-bench-pcache-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const std::string cmd = std::string("VKLLM_PIPELINE_CACHE=") + dir + " " + VKLLM_EXE +
+                          " bench -m " + artifact() + " -p 6 -n 2 -r 1 --output json";
+  for (int run = 0; run < 2; ++run) {
+    SCOPED_TRACE(run);
+    const Out js = sh(cmd);
+    ASSERT_EQ(js.rc, 0) << js.out;
+    const auto j = nlohmann::json::parse(js.out);
+    const auto& s = j["load_stages_ms"];
+    for (const char* k : {"open", "session", "device", "weights", "artifact", "pipelines"})
+      EXPECT_TRUE(s.contains(k) && s[k].get<double>() >= 0) << k << " in " << js.out;
+    EXPECT_LE(s["device"].get<double>() + s["weights"].get<double>(), s["open"].get<double>());
+    EXPECT_LE(s["open"].get<double>() + s["session"].get<double>(),
+              j["load_ms"].get<double>() + 1e-6);
+    const auto& pc = j["pipeline_cache"];
+    EXPECT_TRUE(pc["enabled"].get<bool>()) << js.out;
+    EXPECT_GT(pc["pipelines"].get<int>(), 0) << js.out;
+    if (run == 0) {
+      EXPECT_EQ(pc["loaded_bytes"], 0) << js.out;
+      EXPECT_GT(pc["saved_bytes"].get<uint64_t>(), 0u) << js.out;
+    } else {
+      EXPECT_GT(pc["loaded_bytes"].get<uint64_t>(), 0u) << js.out;
+      EXPECT_EQ(pc["saved_bytes"], 0) << js.out;
+    }
+  }
+  std::filesystem::remove_all(dir);
 }

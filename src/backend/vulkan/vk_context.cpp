@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "backend/vulkan/vk_pipeline_cache.h"
 #include "backend/vulkan/vk_probe.h"
 #include "backend/vulkan/vk_verdict.h"
 #include "core/error.h"
@@ -137,6 +138,11 @@ DeviceInfo query(VkInstance inst, VkPhysicalDevice pd, uint32_t index) {
       std::min(base.limits.maxComputeWorkGroupInvocations, base.limits.maxComputeWorkGroupSize[0]);
   d.min_storage_align = static_cast<uint32_t>(base.limits.minStorageBufferOffsetAlignment);
   d.timestamp_period = base.limits.timestampPeriod;
+  d.vendor_id = base.vendorID;
+  d.device_id = base.deviceID;
+  d.driver_version = base.driverVersion;
+  std::copy(std::begin(base.pipelineCacheUUID), std::end(base.pipelineCacheUUID),
+            d.cache_uuid.begin());
   const auto exts = device_exts(pd);
   const bool v11 = base.apiVersion >= VK_API_VERSION_1_1,
              v12 = base.apiVersion >= VK_API_VERSION_1_2,
@@ -148,6 +154,7 @@ DeviceInfo query(VkInstance inst, VkPhysicalDevice pd, uint32_t index) {
   const bool e_drv = v12 || has_ext(exts, VK_KHR_DRIVER_PROPERTIES_EXTENSION_NAME);
   d.coopmat_khr = has_ext(exts, "VK_KHR_cooperative_matrix");
   d.coopmat_nv = has_ext(exts, "VK_NV_cooperative_matrix");
+  d.creation_feedback = v13 || has_ext(exts, VK_EXT_PIPELINE_CREATION_FEEDBACK_EXTENSION_NAME);
   if (!v11) return d;  // we need Vulkan 1.1 for everything below
 
   VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
@@ -573,6 +580,8 @@ Context::Context(const VulkanOptions& opt) : opt_(opt) {
     chain_clock_ = optional_feature("VKLLM_CHAIN_CLOCK", have, clkf,
                                     VK_KHR_SHADER_CLOCK_EXTENSION_NAME, "no chain clock");
   }
+  if (info_.creation_feedback && info_.api < VK_API_VERSION_1_3)
+    exts.push_back(VK_EXT_PIPELINE_CREATION_FEEDBACK_EXTENSION_NAME);
   if (has_ext(dexts, "VK_KHR_portability_subset")) exts.push_back("VK_KHR_portability_subset");
   VkDeviceCreateInfo dci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
   dci.pNext = &f2;
@@ -591,6 +600,8 @@ Context::Context(const VulkanOptions& opt) : opt_(opt) {
   VK_CHECK(vkCreateCommandPool(dev_, &pci, nullptr, &pool_));
   VkFenceCreateInfo fci{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
   VK_CHECK(vkCreateFence(dev_, &fci, nullptr, &fence_));
+  // Before the probes below: their pipelines are the cache's too.
+  pcache_ = std::make_unique<PipelineCache>(dev_, info_, opt_.tuning.pipeline_cache, opt_.profile);
   // The prefill GEMM's cooperative-matrix variant forms its terms from the accumulators in
   // registers, four elements a lane: where the device's layout differs, the int8-dot path runs.
   if (use_coopmat_) {
@@ -619,9 +630,27 @@ uint64_t Context::address(VkBuffer b) const {
   return vkGetBufferDeviceAddress(dev_, &ai);
 }
 
+VkPipelineCache Context::pipeline_cache() const {
+  return pcache_ ? pcache_->handle() : VK_NULL_HANDLE;
+}
+
+void Context::save_pipeline_cache() noexcept {
+  if (pcache_) pcache_->save();
+}
+
+PipelineCacheStats Context::pipeline_cache_stats() const {
+  return pcache_ ? pcache_->stats() : PipelineCacheStats{};
+}
+
+void Context::count_pipeline(double ms, bool cache_hit) {
+  if (pcache_) pcache_->count(ms, cache_hit);
+}
+
 Context::~Context() {
   if (dev_) {
     vkDeviceWaitIdle(dev_);
+    if (pcache_) pcache_->save();
+    pcache_.reset();
     vkDestroyFence(dev_, fence_, nullptr);
     vkDestroyCommandPool(dev_, pool_, nullptr);
     vkDestroyDevice(dev_, nullptr);

@@ -3,7 +3,9 @@
 #pragma once
 #include <vulkan/vulkan.h>
 
+#include <array>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -23,6 +25,10 @@ struct DeviceInfo {
   uint32_t index = 0;
   std::string name, type, driver, api_version;
   uint32_t api = 0;
+  // VkPhysicalDeviceProperties' identity of the device and driver (the pipeline cache's key).
+  uint32_t vendor_id = 0, device_id = 0, driver_version = 0;
+  std::array<uint8_t, VK_UUID_SIZE> cache_uuid{};  // pipelineCacheUUID
+  bool creation_feedback = false;  // VK_EXT_pipeline_creation_feedback (core in Vulkan 1.3)
   uint64_t device_local_bytes = 0;
   uint32_t subgroup_size = 0, subgroup_min = 0, subgroup_max = 0;
   uint32_t max_shared = 0;   // maxComputeSharedMemorySize, bytes
@@ -52,6 +58,9 @@ std::vector<DeviceInfo> list_devices();
 
 // Number of validation / debug messages printed by every context since the process started.
 uint64_t validation_message_count();
+
+class PipelineCache;
+struct PipelineCacheStats;
 
 class Context {
  public:
@@ -95,6 +104,15 @@ class Context {
   // CPU reads write-combined memory an order of magnitude slower).
   uint32_t memory_type(uint32_t bits, bool host_visible, bool host_reads = false) const;
 
+  // The pipeline cache every pipeline of this Context is created with (vk_pipeline_cache.h;
+  // VK_NULL_HANDLE when off), loaded from its file when the device opens and written back, when
+  // it changed, by save_pipeline_cache() and when the Context is destroyed.
+  VkPipelineCache pipeline_cache() const;
+  void save_pipeline_cache() noexcept;
+  PipelineCacheStats pipeline_cache_stats() const;  // (include vk_pipeline_cache.h)
+  // Counts one vkCreateComputePipelines (Kernels::get) in the stats above.
+  void count_pipeline(double ms, bool cache_hit);
+
   // One-shot command buffers for uploads and tests.
   VkCommandBuffer begin_once();
   void submit_and_wait(VkCommandBuffer cb);  // ends, submits, waits, frees
@@ -109,6 +127,7 @@ class Context {
   uint32_t qfam_ = 0;
   VkCommandPool pool_ = VK_NULL_HANDLE;
   VkFence fence_ = VK_NULL_HANDLE;
+  std::unique_ptr<PipelineCache> pcache_;
   VkPhysicalDeviceMemoryProperties mem_{};
   DeviceInfo info_;
   bool use_fp16_ = false, use_int_dot_ = false, use_coopmat_ = false, use_bda_ = false;

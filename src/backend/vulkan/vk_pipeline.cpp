@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <vector>
@@ -145,7 +146,20 @@ const Kernel& Kernels::get(Shader id, bool f16, const std::vector<uint32_t>& spe
   }
   ci.layout = k->layout;
   if (ctx_.pipeline_stats()) ci.flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;
-  VkResult r = vkCreateComputePipelines(d, VK_NULL_HANDLE, 1, &ci, nullptr, &k->pipeline);
+  // Where the driver reports it: whether the pipeline came from the Context's pipeline cache.
+  VkPipelineCreationFeedback fb{}, stage_fb{};
+  VkPipelineCreationFeedbackCreateInfo fci{
+      VK_STRUCTURE_TYPE_PIPELINE_CREATION_FEEDBACK_CREATE_INFO};
+  fci.pPipelineCreationFeedback = &fb;
+  fci.pipelineStageCreationFeedbackCount = 1;
+  fci.pPipelineStageCreationFeedbacks = &stage_fb;
+  if (inf.creation_feedback) ci.pNext = &fci;
+  const auto t0 = std::chrono::steady_clock::now();
+  VkResult r = vkCreateComputePipelines(d, ctx_.pipeline_cache(), 1, &ci, nullptr, &k->pipeline);
+  ctx_.count_pipeline(
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(),
+      (fb.flags & VK_PIPELINE_CREATION_FEEDBACK_VALID_BIT) &&
+          (fb.flags & VK_PIPELINE_CREATION_FEEDBACK_APPLICATION_PIPELINE_CACHE_HIT_BIT));
   vkDestroyShaderModule(d, mod, nullptr);
   if (r != VK_SUCCESS) vk_fail(("vkCreateComputePipelines(" + shader + ")").c_str(), r);
   if (ctx_.pipeline_stats()) print_statistics(key, k->pipeline);

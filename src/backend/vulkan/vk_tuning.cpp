@@ -147,6 +147,8 @@ void read_environment(VulkanOptions& opt) {
   t.pipeline_stats = t.pipeline_stats || flag("VKLLM_PIPELINE_STATS");
   if (const auto x = integer("VKLLM_VK_MEMORY_BUDGET")) t.memory_budget = static_cast<uint64_t>(*x);
   if (const char* v = get("VKLLM_IGNORE_SELFTEST")) t.ignore_selftest = std::string(v) == "1";
+  if (t.pipeline_cache.empty())
+    if (const char* v = get("VKLLM_PIPELINE_CACHE")) t.pipeline_cache = v;
 
   if (measure_switch("VKLLM_GEMM_ABLATE")) set_u32("VKLLM_GEMM_ABLATE", t.gemm_ablate, 0, 63);
   if (measure_switch("VKLLM_ATT_MEASURE")) set_u32("VKLLM_ATT_MEASURE", t.att_measure, 0, 15);

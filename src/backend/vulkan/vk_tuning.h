@@ -58,6 +58,10 @@ struct Tuning {
   uint64_t memory_budget =
       0;  // device bytes an allocator may take before failing as OOM (0: no cap)
   bool ignore_selftest = false;  // run paths that `vkllm selftest` found wrong on this device
+  // The pipeline cache on disk (VKLLM_PIPELINE_CACHE, vk_pipeline_cache.h): "" (or "1") its
+  // files under the user's cache folder, "0" no pipeline cache, else the folder of its files.
+  // Changes no kernel choice, so describe() leaves it out.
+  std::string pipeline_cache;
   // The optional paths set either way by the user (VKLLM_NO_INT_DOT, VKLLM_NO_COOPMAT,
   // VKLLM_NO_FUSION set to 0 or 1): a selftest verdict does not override them.
   bool chose_int_dot = false, chose_coopmat = false, chose_fusion = false;

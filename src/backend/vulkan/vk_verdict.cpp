@@ -1,28 +1,18 @@
 #include "backend/vulkan/vk_verdict.h"
 
 #include <fmt/format.h>
-#include <sys/stat.h>
 
-#include <cerrno>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "backend/vulkan/vk_cache_dir.h"
 #include "core/error.h"
 #include "core/mapped_file.h"
 
 namespace vkllm::vk {
 namespace {
-
-std::string cache_root() {
-  const char* xdg = std::getenv("XDG_CACHE_HOME");
-  if (xdg && *xdg) return std::string(xdg) + "/vkllm";
-  const char* home = std::getenv("HOME");
-  return std::string(home && *home ? home : "/tmp") + "/.cache/vkllm";
-}
 
 // A file-name-safe rendering of a device or driver name.
 std::string slug(const std::string& s) {
@@ -37,15 +27,6 @@ std::string slug(const std::string& s) {
   }
   while (!out.empty() && out.back() == '_') out.pop_back();
   return out.substr(0, 80);
-}
-
-void make_dirs(const std::string& dir) {
-  for (size_t at = 1; at != std::string::npos;) {
-    at = dir.find('/', at + 1);
-    const std::string part = dir.substr(0, at);
-    if (::mkdir(part.c_str(), 0755) != 0 && errno != EEXIST)
-      fail("selftest cache: cannot create {}: {}", part, std::strerror(errno));
-  }
 }
 
 }  // namespace
@@ -81,7 +62,8 @@ std::optional<Verdict> read_verdict(const DeviceInfo& d) {
 
 std::string write_verdict(const DeviceInfo& d, const Verdict& v, const std::string& report_json) {
   const std::string path = verdict_path(d);
-  make_dirs(path.substr(0, path.rfind('/')));
+  if (const std::string why = make_dirs(path.substr(0, path.rfind('/'))); !why.empty())
+    fail("selftest cache: {}", why);
   nlohmann::json j = {{"device", d.name}, {"driver", d.driver}, {"vkllm", VKLLM_VERSION_STRING}};
   j["wrong"] = nlohmann::json::array();
   if (v.int_dot_wrong) j["wrong"].push_back("int8-dot");

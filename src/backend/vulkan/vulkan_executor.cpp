@@ -79,10 +79,11 @@ class VulkanLoaded final : public LoadedProgram, public std::enable_shared_from_
     }
     held = alloc.device_bytes();
     usage_hold(held);
+    device_ms = ms_between(t0, t_device);
+    weights_ms = ms_between(t_device, std::chrono::steady_clock::now());
     if (ctx->options().profile) {  // VKLLM_PROFILE=1: where the load's time goes
       std::fprintf(stderr, "vkllm: vulkan load: device %.0f ms, weights %.0f ms (%.0f MiB)\n",
-                   ms_between(t0, t_device), ms_between(t_device, std::chrono::steady_clock::now()),
-                   static_cast<double>(held) / (1 << 20));
+                   device_ms, weights_ms, static_cast<double>(held) / (1 << 20));
       std::fprintf(stderr, "vkllm: vulkan tuning: %s\n", ctx->tuning().describe().c_str());
     }
   }
@@ -97,10 +98,11 @@ class VulkanLoaded final : public LoadedProgram, public std::enable_shared_from_
   const WeightSource& w;
   std::chrono::steady_clock::time_point t0;  // (declared before ctx: the device's start)
   std::unique_ptr<Context> ctx;
-  Allocator alloc;           // the weights
-  std::vector<Buffer> bufs;  // by tensor index: the used weights, empty for other kinds
-  int max_t = 1;             // rows of every [-1, N] activation buffer
-  uint64_t held = 0;         // device bytes of the weights
+  Allocator alloc;                       // the weights
+  std::vector<Buffer> bufs;              // by tensor index: the used weights, empty for other kinds
+  int max_t = 1;                         // rows of every [-1, N] activation buffer
+  uint64_t held = 0;                     // device bytes of the weights
+  double device_ms = 0, weights_ms = 0;  // the load's stages (vulkan_load_stages)
 
  private:
   void choose_max_tokens(int want) {
@@ -224,10 +226,17 @@ class VulkanExecutor final : public Executor {
     if (!runs_long_.empty()) short_until_ = chain_attention_until(p_, ctx_->info(), tune);
     chain_clock_ = env.chain_clock;
     chain_sync_ = env.chain_sync;
-    if (ctx_->options().profile)
+    if (ctx_->options().profile) {
+      const PipelineCacheStats pc = ctx_->pipeline_cache_stats();
       std::fprintf(stderr,
-                   "vkllm: vulkan executor: %zu ops prepared in %.0f ms (pipelines, buffers)\n",
-                   ops_.size(), ms_between(t_start, std::chrono::steady_clock::now()));
+                   "vkllm: vulkan executor: %zu ops prepared in %.0f ms (pipelines, buffers); the "
+                   "device's pipelines so far: %u in %.0f ms, %u found in the pipeline cache\n",
+                   ops_.size(), ms_between(t_start, std::chrono::steady_clock::now()), pc.pipelines,
+                   pc.pipeline_ms, pc.hits);
+    }
+    // The pipelines are made: keep them on disk now (the Context writes again, if they changed,
+    // when it is destroyed), so that a process that never exits cleanly still leaves them.
+    ctx_->save_pipeline_cache();
     VkCommandPoolCreateInfo pci{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
     pci.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
     pci.queueFamilyIndex = ctx_->queue_family();
@@ -772,6 +781,12 @@ std::unique_ptr<BatchExecutor> VulkanLoaded::make_batch_executor(int num_blocks,
 }
 
 }  // namespace
+
+VulkanLoadStages vulkan_load_stages(const LoadedProgram& loaded) {
+  const auto* v = dynamic_cast<const VulkanLoaded*>(&loaded);
+  if (!v) fail("vulkan_load_stages: not a Vulkan program");
+  return {v->device_ms, v->weights_ms, v->ctx->pipeline_cache_stats()};
+}
 
 std::shared_ptr<LoadedProgram> load_vulkan_program(const Program& program,
                                                    const WeightSource& weights,
