@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run THERE (the GPU machine, through the device tool, carry [".gl", ".dev"], and ".peer" for the
 # tasks beside the peer: side, families-side, parallel, sizes):
-#   tools/device/run.sh TASK...   with TASK one of: info goldens vulkan-tests op-perf twins e2e perf profile bench side families-side parallel parallel-profile serve-load schema sizes profile-all physics gemm matvec
+#   tools/device/run.sh TASK...   with TASK one of: info goldens vulkan-tests op-perf twins e2e perf profile bench side ab families-side parallel parallel-profile serve-load schema sizes profile-all physics gemm matvec
 # Brings the Vulkan loader, points at the NVIDIA ICD, unpacks the fixtures, runs the tasks and
 # prints a short table last. Results go to $OUT.
 set -uo pipefail
@@ -218,6 +218,40 @@ for line in open(sys.argv[1]):
 for k in v:
     q = k if k in p else 'llama' if k in ('l8', 'l8e', 'l16e', 'q4w', 'l16') and 'llama' in p else None
     if q: print('RATIO %-6s pp512 %.2fx  tg128 %.2fx  (vkllm %.0f / %.1f, peer %s %.0f / %.1f)' % (k, v[k][0]/p[q][0], v[k][1]/p[q][1], *v[k], q, *p[q]))
+PY
+      ;;
+    ab)
+      # Two binaries in one call (a change's speed, before and after): .dev/old.tar.xz holds the
+      # "before" binary as vkllm_b (tar -C DIR -cJf .dev/old.tar.xz vkllm_b), $BIN is "after". For
+      # each of AB_MODELS (default "llama qwen phi": the three models' target recipes), bench -p 512
+      # -n 128 -r 3 alternately B, A, B, A on one artifact, then each binary's better median.
+      rc=0; : >"$OUT/ab.txt"
+      [ -x .dev/vkllm_b ] || { echo "ab: no .dev/vkllm_b (.dev/old.tar.xz)"; rc=1; continue; }
+      for cell in llama-3.2-1b:llama3.2:quantized-8da4w-fp16:llama qwen3-0.6b:qwen3:quantized-8da4w-fp16-embedding:qwen \
+                  phi-4-mini:phi4mini:quantized-8da4w-embedding:phi; do
+        IFS=: read -r preset fam recipe key <<<"$cell"
+        [[ " ${AB_MODELS:-llama qwen phi} " == *" $key "* ]] || continue
+        a=$(full_artifact "$preset" "$fam" "$recipe")
+        for round in 1 2; do
+          for side in before after; do
+            exe=$BIN; [ $side = before ] && exe=$PWD/.dev/vkllm_b
+            "$exe" bench -m "$a" -p 512 -n 128 -r 3 --output json > /tmp/ab.json 2>/dev/null || rc=1
+            python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print('AB', sys.argv[2], sys.argv[3], round(j['pp']['median_tok_s']), round(j['tg']['median_tok_s'], 1))" /tmp/ab.json "$key" "$side" | tee -a "$OUT/ab.txt"
+          done
+        done
+      done
+      python3 - "$OUT/ab.txt" <<'PY' | tee -a "$OUT/ab.txt"
+import sys
+best = {}
+for line in open(sys.argv[1]):
+    f = line.split()
+    if len(f) == 5 and f[0] == 'AB':
+        b = best.setdefault((f[1], f[2]), [0.0, 0.0])
+        b[0], b[1] = max(b[0], float(f[3])), max(b[1], float(f[4]))
+for (k, side) in sorted(best):
+    if side == 'after' and (k, 'before') in best:
+        a, b = best[(k, 'after')], best[(k, 'before')]
+        print('AB %-5s pp512 %.0f -> %.0f (%+.1f%%)  tg128 %.1f -> %.1f (%+.1f%%)' % (k, b[0], a[0], 100 * (a[0] / b[0] - 1), b[1], a[1], 100 * (a[1] / b[1] - 1)))
 PY
       ;;
     families-side)
