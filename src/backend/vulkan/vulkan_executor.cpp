@@ -234,9 +234,7 @@ class VulkanExecutor final : public Executor {
                    ops_.size(), ms_between(t_start, std::chrono::steady_clock::now()), pc.pipelines,
                    pc.pipeline_ms, pc.hits);
     }
-    // The pipelines are made: keep them on disk now (the Context writes again, if they changed,
-    // when it is destroyed), so that a process that never exits cleanly still leaves them.
-    ctx_->save_pipeline_cache();
+    ctx_->save_pipeline_cache();  // now (and at teardown if changed): a killed process keeps them
     VkCommandPoolCreateInfo pci{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
     pci.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
     pci.queueFamilyIndex = ctx_->queue_family();
