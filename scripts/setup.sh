@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Installs everything vkllm needs on Debian 12 (packages by name, pinned npm fixtures), then
-# configures and builds the given CMake preset (default: release): every target, or only the
-# targets named after it (scripts/setup.sh PRESET TARGET...). Idempotent.
+# Installs everything vkllm needs on Debian 12 (packages by name, pinned npm fixtures, glslang
+# from Debian trixie's pinned source package for the cooperative-matrix shaders), then configures
+# and builds the given CMake preset (default: release): every target, or only the targets named
+# after it (scripts/setup.sh PRESET TARGET...). Idempotent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 preset="${1:-release}"
@@ -42,7 +43,13 @@ if [ ! -d tests/serve/node_modules/openai ] || [ ! -d tests/serve/node_modules/p
   (cd tests/serve && npm ci --no-audit --no-fund --loglevel=error)
 fi
 
-cmake --preset "$preset" >/dev/null
+# The shader compiler for kernels.def's VK_KERNEL_KHR modules (GL_KHR_cooperative_matrix,
+# GL_NV_cooperative_matrix2), which Debian 12's glslc rejects: built once into the user's cache
+# folder (about 1.5 minutes on 2 cores), found there afterwards. Named to CMake, so configure fails
+# if it cannot compile them.
+glslang=$(scripts/glslang.sh)
+
+cmake --preset "$preset" -DVKLLM_GLSLANG="$glslang" >/dev/null
 if [ ${#targets[@]} -gt 0 ]; then
   cmake --build --preset "$preset" -j "$(nproc)" --target "${targets[@]}"
 else

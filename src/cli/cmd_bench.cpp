@@ -116,8 +116,10 @@ void run_gemm(const BenchArgs& a) {
   vo.device = a.device;
   vk::Context ctx(vo);
   const auto rows = vk::measure_gemm(ctx, a.reps);
+  // coopmat_khr: whether the KHR ceiling rows ("mma peak (KHR), ...") ran on this device.
   nlohmann::json j = {{"device", ctx.info().name},
                       {"driver", ctx.info().driver},
+                      {"coopmat_khr", ctx.use_coopmat_khr()},
                       {"rows", nlohmann::json::array()}};
   for (const auto& r : rows)
     j["rows"].push_back(

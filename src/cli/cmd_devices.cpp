@@ -1,6 +1,7 @@
 // vkllm devices [--json]: the Vulkan devices this machine offers and what vkllm can use on each.
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "cli/commands.h"
 #include "core/error.h"
@@ -21,6 +22,11 @@ void add_devices(CLI::App& app) {
     fail("this vkllm was built without Vulkan (VKLLM_WITH_VULKAN=OFF)");
 #else
     const auto devs = vk::list_devices();
+    // A KHR cooperative matrix shape as "16x8x32", empty where the device lists none.
+    auto khr_shape = [](const vk::CoopmatShape& s) {
+      return s ? std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k)
+               : std::string();
+    };
     if (json_out) {
       nlohmann::json j = nlohmann::json::array();
       for (const auto& d : devs)
@@ -43,6 +49,8 @@ void add_devices(CLI::App& app) {
                      {"cooperative_matrix_khr", d.coopmat_khr},
                      {"cooperative_matrix_nv", d.coopmat_nv},
                      {"cooperative_matrix_int8_gemm", d.coopmat_int8},
+                     {"cooperative_matrix_khr_int8", khr_shape(d.khr_int8)},
+                     {"cooperative_matrix_khr_fp16", khr_shape(d.khr_f16)},
                      {"max_storage_buffer_range", d.max_storage_range},
                      {"max_memory_allocation_size", d.max_alloc},
                      {"timestamps", d.timestamps}});

@@ -2,9 +2,12 @@
 // module and its fp16 twin exist; each binding the module declares is within the declared count
 // and has the declared access (r: every view of it NonWritable, w: every view NonReadable, b:
 // otherwise); the push-constant block is as large as the declared struct; every embedded module
-// is declared. No device needed: the modules are read as words.
+// is declared; the VK_KERNEL_KHR modules are embedded exactly when configure found their compiler
+// (VKLLM_KHR_SHADERS), as SPIR-V 1.6 with the cooperative-matrix extensions. No device needed:
+// the modules are read as words.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <map>
 #include <set>
 #include <string>
@@ -12,6 +15,10 @@
 
 #include "backend/vulkan/vk_kernels.h"
 #include "backend/vulkan/vk_shaders.h"
+
+#ifndef VKLLM_KHR_SHADERS
+#error "tests/backend_vulkan/CMakeLists.txt defines VKLLM_KHR_SHADERS (0 or 1)"
+#endif
 
 namespace vkllm::vk {
 namespace {
@@ -84,6 +91,10 @@ TEST(KernelDecls, EveryDeclarationMatchesItsModule) {
         continue;
       }
 #endif
+      if (d.khr && !VKLLM_KHR_SHADERS) {
+        EXPECT_EQ(b, nullptr) << name << ": embedded, but configure found no glslangValidator";
+        continue;
+      }
       ASSERT_NE(b, nullptr) << name << " is declared in kernels.def but not embedded";
       const ModuleFacts f = read_module(*b);
       EXPECT_EQ(f.push_bytes, d.push_bytes) << name << ": push-constant block size";
@@ -103,6 +114,60 @@ TEST(KernelDecls, EveryEmbeddedModuleIsDeclared) {
   for (const KernelDecl& d : kernel_decls())
     for (bool f16 : {false, true}) declared.insert(module_name(d.id, f16));
   for (const ShaderBlob& b : all_shaders()) EXPECT_TRUE(declared.count(b.name)) << b.name;
+}
+
+// The words of a module's OpCapability operands and OpExtension names.
+struct Features {
+  uint32_t version = 0;  // the header's SPIR-V version word (0x00010600: 1.6)
+  std::set<uint32_t> capabilities;
+  std::set<std::string> extensions;
+};
+Features features(const ShaderBlob& b) {
+  constexpr uint32_t kCapability = 17, kExtension = 10;
+  Features f;
+  if (b.words > 1) f.version = b.code[1];
+  for (size_t i = 5; i < b.words;) {
+    const uint32_t op = b.code[i] & 0xFFFFu, len = b.code[i] >> 16;
+    if (len == 0 || i + len > b.words) break;
+    if (op == kCapability && len >= 2) f.capabilities.insert(b.code[i + 1]);
+    if (op == kExtension && len >= 2)  // a nul-terminated string in the words
+      f.extensions.insert(
+          std::string(reinterpret_cast<const char*>(b.code + i + 1),
+                      strnlen(reinterpret_cast<const char*>(b.code + i + 1), (len - 1) * 4)));
+    i += len;
+  }
+  return f;
+}
+
+// The configured compiler accepts GL_KHR_cooperative_matrix and GL_NV_cooperative_matrix2: every
+// VK_KERNEL_KHR module and its fp16 twin is embedded as SPIR-V 1.6 (--target-env vulkan1.3) with
+// the capability CooperativeMatrixKHR, and coopmat2_copy with NV's tensor addressing. Skipped where
+// configure found no such compiler (scripts/setup.sh builds one; CI always has it).
+TEST(KernelDecls, TheNewCompilerBuiltTheCooperativeMatrixModules) {
+  if (!VKLLM_KHR_SHADERS)
+    GTEST_SKIP() << "configured without a glslangValidator for GL_KHR_cooperative_matrix "
+                    "(scripts/glslang.sh builds one)";
+  constexpr uint32_t kCooperativeMatrixKHR = 6022, kTensorAddressingNV = 5439;
+  size_t khr = 0;
+  for (const KernelDecl& d : kernel_decls()) {
+    if (!d.khr) continue;
+    for (bool f16 : {false, true}) {
+      const std::string name = module_name(d.id, f16);
+      const ShaderBlob* b = blob(name);
+      ASSERT_NE(b, nullptr) << name << " is a VK_KERNEL_KHR line but not embedded";
+      const Features f = features(*b);
+      EXPECT_EQ(f.version, 0x00010600u) << name << ": SPIR-V version";
+      EXPECT_TRUE(f.capabilities.count(kCooperativeMatrixKHR)) << name;
+      EXPECT_TRUE(f.extensions.count("SPV_KHR_cooperative_matrix")) << name;
+      ++khr;
+    }
+  }
+  EXPECT_GE(khr, 6u);
+  const Features c2 = features(*blob(module_name(Shader::coopmat2_copy, false)));
+  EXPECT_TRUE(c2.extensions.count("SPV_NV_cooperative_matrix2"));
+  EXPECT_TRUE(c2.capabilities.count(kTensorAddressingNV));
+  // The modules Debian's glslc compiles stay SPIR-V 1.3 (--target-env=vulkan1.1).
+  EXPECT_EQ(features(*blob(module_name(Shader::gemm_peak, false))).version, 0x00010300u);
 }
 
 // The checker itself sees a wrong declaration: a module read against another's facts differs.

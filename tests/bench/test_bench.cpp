@@ -73,21 +73,32 @@ TEST(Bench, PhysicsMeasuresDispatchesSyncsAndStreams) {
 
 // --gemm: the prefill GEMM at prefill-like shapes (small ones on a CPU device), each row with its
 // shape, a positive time and throughput; the cooperative-matrix ceiling rows appear only where the
-// device has them (not on lavapipe).
+// device has them: the KHR ones ("mma peak (KHR), ...") exactly where the JSON says coopmat_khr,
+// which lavapipe (no VK_KHR_cooperative_matrix) never does.
 TEST(Bench, GemmMeasuresTheTiledGemm) {
   const auto r = sh(std::string(VKLLM_EXE) + " bench --gemm -r 1 --output json");
   ASSERT_EQ(r.rc, 0) << r.out;
   const auto j = nlohmann::json::parse(r.out);
-  int gemms = 0;
+  int gemms = 0, khr = 0;
   for (const auto& row : j["rows"]) {
     EXPECT_GT(row["us"].get<double>(), 0.0) << row.dump();
     EXPECT_GT(row["tops"].get<double>(), 0.0) << row.dump();
-    if (row["what"].get<std::string>().rfind("linear_8da4w_mm", 0) == 0) {
+    const auto what = row["what"].get<std::string>();
+    if (what.rfind("linear_8da4w_mm", 0) == 0) {
       ++gemms;
       EXPECT_GT(row["M"].get<int>() * row["N"].get<int>() * row["K"].get<int>(), 0) << row.dump();
     }
+    khr += what.rfind("mma peak (KHR), ", 0) == 0;
   }
   EXPECT_GE(gemms, 2) << r.out;
+  const bool has_khr = j["coopmat_khr"].get<bool>();
+  if (has_khr)
+    EXPECT_GE(khr, 1) << r.out;
+  else
+    EXPECT_EQ(khr, 0) << r.out;
+  if (j["device"].get<std::string>().find("llvmpipe") != std::string::npos) {
+    EXPECT_FALSE(has_khr) << r.out;
+  }
   EXPECT_NE(sh(std::string(VKLLM_EXE) + " bench --gemm --physics").rc, 0);
 }
 

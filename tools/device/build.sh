@@ -9,7 +9,10 @@ cd "$(dirname "$0")/../.."
 [ -d .gl ] || { echo "missing .gl/: (mkdir .gl && cd .gl && apt-get download libvulkan1 vulkan-validationlayers) and the GL libraries ../.library/device/README.md lists" >&2; exit 1; }
 ls .gl/vulkan-validationlayers_*.deb >/dev/null 2>&1 || echo "build.sh: no vulkan-validationlayers deb in .gl: test_vulkan will fail there (its tests validate)" >&2
 preset=${VKLLM_DEVICE_PRESET:-device}
-cmake --preset "$preset" >/dev/null
+# The KHR cooperative-matrix modules need glslang from trixie's source package (built once into
+# the user's cache folder; docs/vulkan.md, "Shader toolchain"): named, so configure fails without.
+glslang=$(scripts/glslang.sh)
+cmake --preset "$preset" -DVKLLM_GLSLANG="$glslang" >/dev/null
 cmake --build --preset "$preset" -j2 --target vkllm ${VKLLM_DEVICE_TARGETS:-}
 rm -rf .dev && mkdir -p .dev
 cp "build/$preset/src/cli/vkllm" .dev/

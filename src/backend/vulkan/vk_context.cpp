@@ -6,9 +6,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 
+#include "backend/vulkan/vk_kernels.h"
 #include "backend/vulkan/vk_pipeline_cache.h"
 #include "backend/vulkan/vk_probe.h"
+#include "backend/vulkan/vk_shaders.h"
 #include "backend/vulkan/vk_verdict.h"
 #include "core/error.h"
 
@@ -123,7 +126,73 @@ bool coopmat_listed(VkInstance inst, VkPhysicalDevice pd, uint32_t M, uint32_t N
   return false;
 }
 
-DeviceInfo query(VkInstance inst, VkPhysicalDevice pd, uint32_t index) {
+// VK_KHR_cooperative_matrix's structures and query, which Debian 12's Vulkan headers (1.3.239)
+// predate: the registry's layouts and values (extension 507).
+constexpr auto kStructCoopmatFeaturesKhr = static_cast<VkStructureType>(1000506000);
+constexpr auto kStructCoopmatPropertiesKhr = static_cast<VkStructureType>(1000506001);
+struct CoopmatFeaturesKhr {  // VkPhysicalDeviceCooperativeMatrixFeaturesKHR
+  VkStructureType sType = kStructCoopmatFeaturesKhr;
+  void* pNext = nullptr;
+  VkBool32 cooperativeMatrix = VK_FALSE;
+  VkBool32 cooperativeMatrixRobustBufferAccess = VK_FALSE;
+};
+struct CoopmatPropertiesKhr {  // VkCooperativeMatrixPropertiesKHR
+  VkStructureType sType = kStructCoopmatPropertiesKhr;
+  void* pNext = nullptr;
+  uint32_t MSize = 0, NSize = 0, KSize = 0;
+  uint32_t AType = 0, BType = 0, CType = 0, ResultType = 0;  // VkComponentTypeKHR
+  VkBool32 saturatingAccumulation = VK_FALSE;
+  uint32_t scope = 0;  // VkScopeKHR
+};
+using PfnCoopmatPropertiesKhr = VkResult(VKAPI_PTR*)(VkPhysicalDevice, uint32_t*,
+                                                     CoopmatPropertiesKhr*);
+constexpr uint32_t kKhrFloat16 = 0, kKhrFloat32 = 1, kKhrSint8 = 3, kKhrSint32 = 5,
+                   kKhrScopeSubgroup = 3;
+
+// The KHR shapes `vkllm bench --gemm` runs (gemm_peak_khr.comp): of the device's list, at subgroup
+// scope without saturation, the first of `preferred` listed for A x A -> C, else zeros.
+CoopmatShape khr_shape(const std::vector<CoopmatPropertiesKhr>& list, uint32_t A, uint32_t C,
+                       std::initializer_list<CoopmatShape> preferred) {
+  for (const CoopmatShape& want : preferred)
+    for (const auto& p : list)
+      if (p.MSize == want.m && p.NSize == want.n && p.KSize == want.k && p.AType == A &&
+          p.BType == A && p.CType == C && p.ResultType == C && !p.saturatingAccumulation &&
+          p.scope == kKhrScopeSubgroup)
+        return want;
+  return {};
+}
+
+// Fills d.khr_int8 and d.khr_f16 where the device lists VK_KHR_cooperative_matrix with its
+// feature, the Vulkan memory model (device scope too) and Vulkan 1.3 on both the loader and the
+// device (the VK_KERNEL_KHR modules are SPIR-V 1.6).
+void query_khr_coopmat(VkInstance inst, VkPhysicalDevice pd, DeviceInfo& d) {
+  uint32_t loader = VK_API_VERSION_1_0;
+  vkEnumerateInstanceVersion(&loader);
+  if (!d.coopmat_khr || d.api < VK_API_VERSION_1_3 || loader < VK_API_VERSION_1_3) return;
+  auto props = reinterpret_cast<PfnCoopmatPropertiesKhr>(
+      vkGetInstanceProcAddr(inst, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR"));
+  if (!props) return;
+  VkPhysicalDeviceFeatures2 f2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+  CoopmatFeaturesKhr cm;
+  VkPhysicalDeviceVulkanMemoryModelFeatures mm{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES};
+  f2.pNext = &cm;
+  cm.pNext = &mm;
+  vkGetPhysicalDeviceFeatures2(pd, &f2);
+  if (!cm.cooperativeMatrix || !mm.vulkanMemoryModel || !mm.vulkanMemoryModelDeviceScope) return;
+  uint32_t n = 0;
+  if (props(pd, &n, nullptr) != VK_SUCCESS) return;
+  std::vector<CoopmatPropertiesKhr> list(n);
+  if (props(pd, &n, list.data()) != VK_SUCCESS) return;
+  list.resize(n);
+  // NVIDIA's NV shapes first (those of gemm_peak.comp), then the 16 x 16 ones other vendors list.
+  if (d.int8_arith)
+    d.khr_int8 = khr_shape(list, kKhrSint8, kKhrSint32, {{16, 8, 32}, {16, 16, 32}, {16, 16, 16}});
+  if (d.fp16_arith)
+    d.khr_f16 = khr_shape(list, kKhrFloat16, kKhrFloat32, {{16, 8, 16}, {16, 16, 16}});
+}
+
+DeviceInfo query(VkInstance inst, VkPhysicalDevice pd, uint32_t index, bool validated, bool khr) {
   DeviceInfo d;
   d.index = index;
   VkPhysicalDeviceProperties base{};
@@ -267,6 +336,9 @@ DeviceInfo query(VkInstance inst, VkPhysicalDevice pd, uint32_t index) {
   d.coopmat_f16 = d.coopmat_int8 && d.fp16_arith && d.storage16 &&
                   coopmat_listed(inst, pd, 16, 8, 16, VK_COMPONENT_TYPE_FLOAT16_NV,
                                  VK_COMPONENT_TYPE_FLOAT32_NV);
+  // (Under validation not even asked: Debian 12's validation layer predates the extension and
+  // reports its structures as unknown, an error the tests count.)
+  if (khr && !validated) query_khr_coopmat(inst, pd, d);
 
   VkPhysicalDeviceMemoryProperties mp{};
   vkGetPhysicalDeviceMemoryProperties(pd, &mp);
@@ -370,7 +442,10 @@ std::vector<DeviceInfo> list_devices() {
   VkInstance inst = make_instance(false, false);
   std::vector<DeviceInfo> out;
   auto pds = physical_devices(inst);
-  for (uint32_t i = 0; i < pds.size(); ++i) out.push_back(query(inst, pds[i], i));
+  VulkanOptions opt;
+  read_environment(opt);
+  for (uint32_t i = 0; i < pds.size(); ++i)
+    out.push_back(query(inst, pds[i], i, false, opt.khr_coopmat));
   vkDestroyInstance(inst, nullptr);
   return out;
 }
@@ -410,7 +485,8 @@ Context::Context(const VulkanOptions& opt) : opt_(opt) {
         "no Vulkan device found (install a driver; for a CPU device: apt-get install "
         "mesa-vulkan-drivers)");
   std::vector<DeviceInfo> infos;
-  for (uint32_t i = 0; i < pds.size(); ++i) infos.push_back(query(inst_, pds[i], i));
+  for (uint32_t i = 0; i < pds.size(); ++i)
+    infos.push_back(query(inst_, pds[i], i, opt_.validation, opt_.khr_coopmat));
   auto listing = [&] {
     std::string s;
     for (auto& d : infos) s += fmt::format("{}{}: {}", s.empty() ? "" : ", ", d.index, d.name);
@@ -468,6 +544,10 @@ Context::Context(const VulkanOptions& opt) : opt_(opt) {
   use_int_dot_ = info_.int_dot && !opt_.no_int_dot;
   use_coopmat_ = info_.coopmat_int8 && !opt_.no_coopmat;
   use_coopmat_f16_ = use_coopmat_ && use_fp16_ && info_.coopmat_f16;
+  // KHR cooperative matrices where the device lists a shape and this build has the modules
+  // (configure found a glslangValidator for them: kernels.def VK_KERNEL_KHR).
+  use_coopmat_khr_ = (info_.khr_int8 || info_.khr_f16) && !opt_.no_coopmat &&
+                     find_shader(module_name(Shader::gemm_peak_khr, false)) != nullptr;
   use_bda_ = info_.buffer_address;
   max_binding_ = info_.max_storage_range;
   if (opt_.max_binding_bytes)
@@ -515,17 +595,29 @@ Context::Context(const VulkanOptions& opt) : opt_(opt) {
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES};
   VkPhysicalDeviceShaderFloat16Int8Features i8f{
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES};
-  if (use_coopmat_) {  // (coopmat_int8 implies Vulkan 1.2: the memory model and int8 are core)
-    cmf.cooperativeMatrix = VK_TRUE;
+  CoopmatFeaturesKhr kcf;
+  // Either kind of cooperative matrix: the memory model, int8 and fp16 arithmetic (core in
+  // Vulkan 1.2, which both imply).
+  if (use_coopmat_ || use_coopmat_khr_) {
     mmf.vulkanMemoryModel = VK_TRUE;
     mmf.vulkanMemoryModelDeviceScope = VK_TRUE;
-    i8f.shaderInt8 = VK_TRUE;
-    i8f.shaderFloat16 = use_coopmat_f16_;
-    cmf.pNext = &mmf;
+    i8f.shaderInt8 = use_coopmat_ || (use_coopmat_khr_ && info_.khr_int8);
+    i8f.shaderFloat16 = use_coopmat_f16_ || (use_coopmat_khr_ && info_.khr_f16);
     mmf.pNext = &i8f;
     i8f.pNext = f2.pNext;
+    f2.pNext = &mmf;
+  }
+  if (use_coopmat_) {
+    cmf.cooperativeMatrix = VK_TRUE;
+    cmf.pNext = f2.pNext;
     f2.pNext = &cmf;
     exts.push_back("VK_NV_cooperative_matrix");
+  }
+  if (use_coopmat_khr_) {
+    kcf.cooperativeMatrix = VK_TRUE;
+    kcf.pNext = f2.pNext;
+    f2.pNext = &kcf;
+    exts.push_back("VK_KHR_cooperative_matrix");
   }
   // Full subgroups of the device's default size in every kernel (Kernels::get): the kernels stride
   // by gl_SubgroupSize, and a driver may otherwise launch partial subgroups (lavapipe at 32 lanes

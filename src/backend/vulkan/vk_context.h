@@ -20,6 +20,12 @@ namespace vkllm::vk {
     if (vk_r_ != VK_SUCCESS) ::vkllm::vk::vk_fail(#expr, vk_r_); \
   } while (0)
 
+// A cooperative matrix shape M x N x K (A is M x K, B K x N, C M x N); zeros: none.
+struct CoopmatShape {
+  uint32_t m = 0, n = 0, k = 0;
+  explicit operator bool() const { return m > 0; }
+};
+
 // What `vkllm devices` lists and what kernel selection looks at.
 struct DeviceInfo {
   uint32_t index = 0;
@@ -47,6 +53,11 @@ struct DeviceInfo {
   // feature, the Vulkan memory model and shaderInt8, on 32-lane subgroups.
   bool coopmat_int8 = false;
   bool coopmat_f16 = false;  // and 16 x 8 x 16 fp16 x fp16 -> fp32 (`vkllm bench --gemm`'s ceiling)
+  // VK_KHR_cooperative_matrix with its feature, the Vulkan memory model and Vulkan 1.3: a shape
+  // of int8 x int8 -> int32 (with shaderInt8) and of fp16 x fp16 -> fp32 (with shaderFloat16) at
+  // subgroup scope from the device's list, zeros where none (vk_context.cpp query_khr_coopmat);
+  // `vkllm bench --gemm`'s KHR ceiling rows (gemm_peak_khr.comp). Not read under validation.
+  CoopmatShape khr_int8, khr_f16;
   bool compute_queue = false, timestamps = false;
   uint64_t max_storage_range = 0, max_alloc = 0;
   uint32_t min_storage_align = 0;
@@ -82,6 +93,10 @@ class Context {
   bool use_coopmat() const { return use_coopmat_; }
   // fp16 cooperative matrices for the prefill attention of fp16 caches (attention_prefill_coopmat)
   bool use_coopmat_f16() const { return use_coopmat_f16_; }
+  // KHR cooperative matrices enabled on the device (DeviceInfo::khr_int8 or khr_f16 listed, the
+  // VK_KERNEL_KHR modules embedded, VKLLM_NO_COOPMAT unset): gemm_peak_khr's rows of
+  // `vkllm bench --gemm`.
+  bool use_coopmat_khr() const { return use_coopmat_khr_; }
   // Buffer device addresses are enabled (every Allocator buffer has one: address()).
   bool use_buffer_address() const { return use_bda_; }
   uint64_t address(VkBuffer b) const;
@@ -131,7 +146,7 @@ class Context {
   VkPhysicalDeviceMemoryProperties mem_{};
   DeviceInfo info_;
   bool use_fp16_ = false, use_int_dot_ = false, use_coopmat_ = false, use_bda_ = false;
-  bool use_coopmat_f16_ = false;
+  bool use_coopmat_f16_ = false, use_coopmat_khr_ = false;
   bool pipeline_stats_ = false;
   bool chain_clock_ = false;
   uint64_t max_binding_ = 0;

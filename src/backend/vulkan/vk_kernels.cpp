@@ -7,12 +7,15 @@ namespace vkllm::vk {
 namespace {
 constexpr KernelDecl kDecls[] = {
 #define VK_KERNEL(name, file, defines, access, P) \
-  {Shader::name, #name, #file, defines, access, push_bytes<P>(), false},
+  {Shader::name, #name, #file, defines, access, push_bytes<P>(), false, false},
 #define VK_MEASURE_KERNEL(name, file, defines, access, P) \
-  {Shader::name, #name, #file, defines, access, push_bytes<P>(), true},
+  {Shader::name, #name, #file, defines, access, push_bytes<P>(), true, false},
+#define VK_KERNEL_KHR(name, file, defines, access, P) \
+  {Shader::name, #name, #file, defines, access, push_bytes<P>(), false, true},
 #include "backend/vulkan/kernels.def"
 #undef VK_KERNEL
 #undef VK_MEASURE_KERNEL
+#undef VK_KERNEL_KHR
 };
 constexpr bool in_order() {
   for (size_t i = 0; i < std::size(kDecls); ++i)

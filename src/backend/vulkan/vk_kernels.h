@@ -126,6 +126,9 @@ struct ArgmaxPush {
 struct PhysicsPush {
   uint32_t n, words;
 };
+struct TensorCopyPush {  // coopmat2_copy.comp: the matrix's shape
+  uint32_t rows, cols;
+};
 
 template <class P>
 constexpr uint32_t push_bytes() {
@@ -137,9 +140,11 @@ constexpr uint32_t push_bytes() {
 enum class Shader : uint16_t {
 #define VK_KERNEL(name, file, defines, access, Push) name,
 #define VK_MEASURE_KERNEL VK_KERNEL
+#define VK_KERNEL_KHR VK_KERNEL
 #include "backend/vulkan/kernels.def"
 #undef VK_KERNEL
 #undef VK_MEASURE_KERNEL
+#undef VK_KERNEL_KHR
 };
 
 struct KernelDecl {
@@ -148,6 +153,9 @@ struct KernelDecl {
   std::string_view access;  // a letter a binding: r, w or b
   uint32_t push_bytes;
   bool measure;  // only in a measurement build
+  // A VK_KERNEL_KHR line: compiled by the newer glslangValidator, and not embedded where
+  // configure found none (find_shader(module_name(id, f16)) is then null).
+  bool khr;
   uint32_t bindings() const { return static_cast<uint32_t>(access.size()); }
 };
 
@@ -166,9 +174,11 @@ struct PushOf;
     using type = P;                               \
   };
 #define VK_MEASURE_KERNEL VK_KERNEL
+#define VK_KERNEL_KHR VK_KERNEL
 #include "backend/vulkan/kernels.def"
 #undef VK_KERNEL
 #undef VK_MEASURE_KERNEL
+#undef VK_KERNEL_KHR
 template <Shader k>
 using Push = typename PushOf<k>::type;
 

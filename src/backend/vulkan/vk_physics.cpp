@@ -185,6 +185,34 @@ std::vector<GemmRow> measure_gemm(Context& ctx, int repeats) {
       rows.push_back({p.what, 0, 0, 0, us, ops / (us * 1e6)});
     }
   }
+  // The same ceiling on KHR cooperative matrices (gemm_peak_khr.comp), at the shapes the device
+  // lists (DeviceInfo::khr_int8, khr_f16): 8 multiply-adds a round, pc.n rounds, every subgroup
+  // of the 128-thread workgroup (the pipeline asks for full subgroups of the device's size).
+  if (ctx.use_coopmat_khr()) {
+    Buffer out = alloc.create(65536 * 4, false, "out");
+    const uint32_t groups = 8 * std::max<uint32_t>(1, ctx.info().compute_units), n = 512;
+    const uint32_t subgroups =
+        std::max<uint32_t>(1, 128 / std::max<uint32_t>(1, ctx.info().subgroup_size));
+    struct Peak {
+      Shader shader;
+      const char* types;
+      CoopmatShape shape;
+    };
+    for (const Peak& p :
+         {Peak{Shader::gemm_peak_khr, "int8 {}x{}x{} -> int32", ctx.info().khr_int8},
+          Peak{Shader::gemm_peak_khr_fp16, "fp16 {}x{}x{} -> fp32", ctx.info().khr_f16}}) {
+      if (!p.shape) continue;
+      const CoopmatShape& sh = p.shape;
+      const Kernel& k = kernels.get(p.shader, false, {sh.m, sh.n, sh.k});
+      const BufRange r[1] = {{out.buf, 0, out.size}};
+      VkDescriptorSet s = kernels.make_set(k, r);
+      const double us = timer.best_us(
+          reps, [&](VkCommandBuffer cb) { detail::dispatch(cb, k, s, CountPush{n}, groups); });
+      const double ops = 2.0 * sh.m * sh.n * sh.k * 8 * n * subgroups * groups;
+      rows.push_back({"mma peak (KHR), " + fmt::format(fmt::runtime(p.types), sh.m, sh.n, sh.k), 0,
+                      0, 0, us, ops / (us * 1e6)});
+    }
+  }
   // The tiled GEMM at the shapes of a 512-token prefill (weight rows M, tokens N, width K),
   // G = 128: Llama-3.2-1B's k/v, q/o, gate/up, down; Qwen3-0.6B's k/v, q, gate/up, o, down (also
   // Phi-4-mini's k/v); Phi-4-mini's q/o, gate/up, down; one wide square.

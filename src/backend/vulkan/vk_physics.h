@@ -33,7 +33,8 @@ std::vector<PhysicsRow> measure_physics(Context& ctx, const PhysicsOptions& opt)
 // `vkllm bench --gemm`: the prefill GEMM's ceiling and what linear_8da4w's tiled GEMM reaches at
 // the shapes of a 512-token prefill (rows x tokens x K, from 512 x 512 x 2,048 to 8,192 x 512 x
 // 8,192). The ceiling rows run only the cooperative matrices' multiply-adds on operands in
-// registers (gemm_peak.comp, where the device has NV cooperative matrices).
+// registers (gemm_peak.comp, where the device has NV cooperative matrices; gemm_peak_khr.comp,
+// rows "mma peak (KHR), ...", where it has KHR ones: Context::use_coopmat_khr).
 struct GemmRow {
   std::string what;              // "mma peak ..." or "linear_8da4w_mm <path>, <BT>-token tiles"
   uint32_t M = 0, N = 0, K = 0;  // weight rows, tokens, input width (0 for the ceiling rows)

@@ -88,6 +88,7 @@ void read_environment(VulkanOptions& opt) {
   opt.no_fp16 = opt.no_fp16 || flag("VKLLM_NO_FP16");
   opt.no_coopmat = opt.no_coopmat || flag("VKLLM_NO_COOPMAT");
   opt.no_fusion = opt.no_fusion || flag("VKLLM_NO_FUSION");
+  opt.khr_coopmat = opt.khr_coopmat || flag("VKLLM_KHR_COOPMAT");
   opt.profile = opt.profile || flag("VKLLM_PROFILE");
   if (opt.device.empty())
     if (const char* e = get("VKLLM_DEVICE")) opt.device = e;

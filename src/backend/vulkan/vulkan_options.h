@@ -28,6 +28,9 @@ struct VulkanOptions {
   bool no_coopmat = false;  // VKLLM_NO_COOPMAT=1: prefill without cooperative matrices
   bool no_fp16 = false;     // VKLLM_NO_FP16=1: no fp16 storage (programs with F16 tensors fail)
   bool no_fusion = false;   // VKLLM_NO_FUSION=1: every forward runs every op alone
+  // VKLLM_KHR_COOPMAT=1: read and enable VK_KHR_cooperative_matrix (its structures are declared by
+  // hand for Debian 12's headers; off until checked on a GPU).
+  bool khr_coopmat = false;
   // Apply the verdict `vkllm selftest` cached for the device (vk_verdict.h); the selftest itself
   // turns it off to test every variant.
   bool selftest_verdict = true;
