@@ -26,6 +26,7 @@
 #include "testutil/batch_scenario.h"
 #include "testutil/tiny_checkpoint.h"
 #include "vk_harness.h"
+#include "vkllm/vkllm.h"
 
 namespace vkllm::test::gemma3 {
 namespace {
@@ -96,6 +97,28 @@ Program ring_program(const Program& p) {
   }
   return q;
 }
+
+// The twin exported at a context of 1,024 (its sliding layers' rings shorter than that), written
+// once per process.
+struct LongArtifact {
+  std::string root = testutil::temp_dir("vkgemma3long"), path = root + "/tiny-gemma3-1k.vkllm";
+  LongArtifact() {
+    SynthOptions so;
+    so.preset = "tiny-gemma3";
+    so.out_dir = root + "/twin";
+    so.no_tokenizer = true;
+    synth_write(so);
+    write_text_file(so.out_dir + "/tokenizer.json", testutil::tiny_tokenizer_json());
+    RecipeOptions o;
+    o.recipe = "non-quantized";
+    o.max_context = 1024;
+    export_checkpoint(so.out_dir, path, o);
+  }
+  ~LongArtifact() {
+    std::error_code ec;
+    std::filesystem::remove_all(root, ec);
+  }
+};
 
 // The ring runs' sequence: an 11-token prompt (chunks of 5 across the window's edge and the
 // ring's first wrap), decode steps to position 25, a 7-token forward at 26 (chunks of 5 and 2,
@@ -425,6 +448,40 @@ TEST(VulkanGemma3, WindowedAttentionOpOverARing) {
       EXPECT_LE(nmse(got, want_ring), 1e-10);
       EXPECT_EQ(kring, kr2) << "the device's ring after the store";
     }
+}
+
+// The memory figure (ModelInfo::kv_cache_bytes, `vkllm bench`'s kv_cache_mib): the twin at a
+// context of 1,024 holds its two global layers' caches of 1,024 rows and its two sliding layers'
+// rings of 8 + 512 = 520 rows (K and V, 256 fp32 values a row), on both backends; at a context of
+// 300 (shorter than a ring) every layer's 300 rows. A session on the ring model generates the
+// CPU's tokens on Vulkan over 560 positions (the 520-row rings wrapped).
+TEST(VulkanGemma3, MemoryFigureCountsTheRings) {
+  static const LongArtifact a;
+  const uint64_t row = 2 * 256 * 4;  // K and V of one position, one layer
+  for (const char* backend : {"cpu", "vulkan"}) {
+    SCOPED_TRACE(backend);
+    ModelOptions mo;
+    mo.backend = backend;
+    auto m = Model::open(a.path, mo);
+    EXPECT_EQ(m->info().context_length, 1024);
+    EXPECT_EQ(m->info().kv_cache_bytes, row * (2 * 1024 + 2 * 520));
+    mo.context_length = 300;
+    EXPECT_EQ(Model::open(a.path, mo)->info().kv_cache_bytes, row * 4 * 300);
+  }
+  std::vector<int32_t> prompt(540);
+  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>((i * 131 + 7) % 500);
+  GenerationOptions go;
+  go.max_new_tokens = 20;
+  go.stop_at_eos = false;
+  std::vector<std::vector<int32_t>> outs;
+  for (const char* backend : {"cpu", "vulkan"}) {
+    ModelOptions mo;
+    mo.backend = backend;
+    Session s(Model::open(a.path, mo));
+    outs.push_back(s.generate(prompt, go));
+  }
+  EXPECT_EQ(outs[0].size(), 20u);
+  EXPECT_EQ(outs[1], outs[0]);
 }
 
 }  // namespace vkllm::test::gemma3
