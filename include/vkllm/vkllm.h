@@ -56,7 +56,8 @@ struct ModelInfo {
   int context_length = 0;  // in effect (ModelOptions::context_length or the maximum)
   std::vector<int32_t> eos_ids;
   uint64_t weight_bytes = 0;
-  uint64_t kv_cache_bytes = 0;  // the KV cache of one session at context_length
+  // The KV cache of one session at context_length (sliding-window layers: their rings).
+  uint64_t kv_cache_bytes = 0;
   // How chat prompts are rendered: "the checkpoint's chat template (Jinja)", "native qwen3
   // format", ... (docs/tokenizer.md, "Which renderer").
   std::string chat_template;

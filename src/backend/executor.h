@@ -20,6 +20,10 @@ class Executor {
   // sometimes (a constrained step whose greedy token the constraint refuses).
   virtual void last_logits(float* out) = 0;
   virtual const char* name() const = 0;
+  // How many of the first `keep` positions of the KV cache a forward at position keep may
+  // continue after (a session rewinding to a prefix of its context): keep, or 0 where a
+  // sliding-window layer's ring (ir/kv_ring.h) no longer holds the keys that forward reads.
+  virtual int kept_positions(int keep) const { return keep; }
   // Greedy decoding of several steps at once: feeds `first` at position pos, then each step's own
   // argmax, n steps in all, writing the n argmax tokens to out (tokens past an eos among them are
   // the caller's to discard: the KV rows they wrote lie beyond the position it continues from).

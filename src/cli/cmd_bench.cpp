@@ -365,6 +365,9 @@ void run(const BenchArgs& a) {
                       {"backend", info.backend},
                       {"device", info.device_name},
                       {"weight_mib", static_cast<double>(info.weight_bytes) / 1048576.0},
+                      // One session's KV cache at the context (sliding layers' rings included).
+                      {"context", info.context_length},
+                      {"kv_cache_mib", static_cast<double>(info.kv_cache_bytes) / 1048576.0},
                       {"load_ms", load_ms},
                       {"load_stages_ms", stages},
                       {"repetitions", a.reps},

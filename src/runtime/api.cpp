@@ -163,9 +163,11 @@ std::vector<int32_t> Session::generate(const std::string& prompt, const Generati
 std::vector<int32_t> Session::generate(const std::vector<int32_t>& prompt,
                                        const GenerationOptions& opts,
                                        const TokenCallback& on_token) {
-  std::vector<int32_t> input(impl_->ids.begin() + impl_->pos, impl_->ids.end());
+  // (a sliding layer's ring may have lost keys since: then the context is fed again)
+  const int keep = impl_->executor->kept_positions(impl_->pos);
+  std::vector<int32_t> input(impl_->ids.begin() + keep, impl_->ids.end());
   input.insert(input.end(), prompt.begin(), prompt.end());
-  return impl_->run(impl_->pos, std::move(input), opts, on_token);
+  return impl_->run(keep, std::move(input), opts, on_token);
 }
 
 std::vector<int32_t> Session::generate_reusing(const std::vector<int32_t>& context,
@@ -189,7 +191,10 @@ int Session::reusable_tokens(const std::vector<int32_t>& context) const {
   while (common < ids.size() && common < context.size() && ids[common] == context[common]) ++common;
   // At least one token is fed: the logits come from its forward.
   const size_t fed = context.empty() ? 0 : context.size() - 1;
-  return static_cast<int>(std::min({common, fed, static_cast<size_t>(impl_->pos)}));
+  // A sliding layer's ring holds the keys after the kept prefix only if no later position has
+  // overwritten them (Executor::kept_positions).
+  return impl_->executor->kept_positions(
+      static_cast<int>(std::min({common, fed, static_cast<size_t>(impl_->pos)})));
 }
 
 int Session::reusable_tokens(const std::string& context) const {

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "hf/checkpoint.h"
+#include "ir/kv_ring.h"
 #include "runtime/reference.h"
 #include "tokenizer/chat_render.h"
 #include "tokenizer/tokenizer.h"
@@ -58,6 +59,8 @@ void Model::Impl::open(const std::string& path) {
     open_hf_dir(path);  // the fp32 reference program, on either backend
   else
     open_artifact(path);
+  // Sliding-window layers keep only the rows their window and a forward need (ir/kv_ring.h).
+  resized = with_ring_caches(program());
   info.architecture = arch_name(desc.arch);
   info.backend = options.backend;
   info.vocab_size = desc.vocab;

@@ -1,6 +1,7 @@
-// What a public vkllm::Model holds: the program (its KV rows set to the chosen context length),
-// the weights loaded once on the chosen backend, the tokenizer. Sessions make their executors
-// (KV cache, activations) from `loaded` and take turns on it under `run_mu`.
+// What a public vkllm::Model holds: the program (its KV rows set to the chosen context length,
+// sliding-window layers' caches as rings), the weights loaded once on the chosen backend, the
+// tokenizer. Sessions make their executors (KV cache, activations) from `loaded` and take turns
+// on it under `run_mu`.
 #pragma once
 #include <memory>
 #include <mutex>
@@ -32,7 +33,8 @@ struct __attribute__((visibility("hidden"))) Model::Impl {
   ModelDesc desc;
   std::unique_ptr<ReferenceModel> reference;  // a Hugging Face folder (weights in memory)
   std::unique_ptr<ArtifactReader> artifact;   // a .vkllm artifact (weights mapped)
-  std::optional<Program> resized;             // the artifact's program with fewer KV rows
+  // The program as run: the chosen context's KV rows, sliding-window layers' caches as rings.
+  std::optional<Program> resized;
   std::unique_ptr<Tokenizer> tok;
   std::unique_ptr<ChatRenderer> chat;     // the checkpoint's chat template or a native format
   std::shared_ptr<LoadedProgram> loaded;  // the weights on the backend

@@ -3,12 +3,16 @@
 // window and one crossing its edge, decode steps from below the window to past it, and the
 // batched executor's paged attention (the CPU's batched forward first checked against one
 // single-sequence forward per sequence); the fused attention runs against the unfused program;
-// and the attention op alone over a long context.
+// the attention op alone over a long context; and the sliding layers' caches as rings
+// (ir/kv_ring.h): the ring program against the full caches' on both backends, bit for bit, and
+// the attention op alone over a ring wrapped several times.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <random>
+#include <span>
 
 #include "artifact/reader.h"
 #include "backend/cpu/kernels.h"
@@ -17,10 +21,12 @@
 #include "core/mapped_file.h"
 #include "export/exporter.h"
 #include "hf/synth.h"
+#include "ir/kv_ring.h"
 #include "runtime/agreement.h"
 #include "testutil/batch_scenario.h"
 #include "testutil/tiny_checkpoint.h"
 #include "vk_harness.h"
+#include "vkllm/vkllm.h"
 
 namespace vkllm::test::gemma3 {
 namespace {
@@ -77,6 +83,68 @@ void agree(const std::vector<int32_t>& prompt, int max_tokens, int steps) {
   }
   gpu.reset();
   EXPECT_EQ(vk::validation_message_count(), msgs) << "Vulkan validation reported messages";
+}
+
+// The twin's program with its sliding layers' caches as rings of window + 4 rows (12 rows: a
+// forward writes at most 5 tokens), so that short runs wrap them several times.
+constexpr int64_t kRingTokens = 4, kRingRows = 12;
+Program ring_program(const Program& p) {
+  Program q = with_ring_caches(p, kRingTokens);
+  for (const Op& op : q.ops) {
+    if (op.family != "attention") continue;
+    EXPECT_EQ(q.tensors[op.inputs[3]].shape[0], op.attrs.contains("window") ? kRingRows : 64)
+        << q.tensors[op.inputs[3]].name;
+  }
+  return q;
+}
+
+// The twin exported at a context of 1,024 (its sliding layers' rings shorter than that), written
+// once per process.
+struct LongArtifact {
+  std::string root = testutil::temp_dir("vkgemma3long"), path = root + "/tiny-gemma3-1k.vkllm";
+  LongArtifact() {
+    SynthOptions so;
+    so.preset = "tiny-gemma3";
+    so.out_dir = root + "/twin";
+    so.no_tokenizer = true;
+    synth_write(so);
+    write_text_file(so.out_dir + "/tokenizer.json", testutil::tiny_tokenizer_json());
+    RecipeOptions o;
+    o.recipe = "non-quantized";
+    o.max_context = 1024;
+    export_checkpoint(so.out_dir, path, o);
+  }
+  ~LongArtifact() {
+    std::error_code ec;
+    std::filesystem::remove_all(root, ec);
+  }
+};
+
+// The ring runs' sequence: an 11-token prompt (chunks of 5 across the window's edge and the
+// ring's first wrap), decode steps to position 25, a 7-token forward at 26 (chunks of 5 and 2,
+// well past several wraps), decode steps to 44. Each forward's logits and token, in order.
+std::vector<float> ring_run(Executor& e, int vocab) {
+  std::vector<float> all, l(static_cast<size_t>(vocab));
+  auto keep = [&](int32_t t) {
+    all.insert(all.end(), l.begin(), l.end());
+    all.push_back(static_cast<float>(t));
+    return t;
+  };
+  const std::vector<int32_t> prompt = {5, 17, 299, 0, 42, 262143, 7, 100, 3, 2, 11};
+  int32_t t = keep(e.forward(prompt.data(), 11, 0, l.data()));
+  for (int pos = 11; pos < 26; ++pos) t = keep(e.forward(&t, 1, pos, l.data()));
+  const std::vector<int32_t> more = {t, 8, 1000, 77, 6, 31337, 12};
+  t = keep(e.forward(more.data(), 7, 26, l.data()));
+  for (int pos = 33; pos < 45; ++pos) t = keep(e.forward(&t, 1, pos, l.data()));
+  return all;
+}
+
+size_t differing(std::span<const float> a, std::span<const float> b) {
+  EXPECT_EQ(a.size(), b.size());
+  size_t n = 0;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i)
+    n += std::memcmp(&a[i], &b[i], sizeof(float)) != 0;
+  return n;
 }
 
 }  // namespace
@@ -246,6 +314,174 @@ TEST(VulkanGemma3, WindowedAttentionOp) {
         EXPECT_GT(nmse(got, full), 1e-4);  // the window cut something off
       }
     }
+}
+
+// The sliding layers' caches as rings of 12 rows (window 8) against the full caches, on Vulkan:
+// the same forwards in chunks of 5 give the same bits, fused (decode runs and chains, prefill
+// runs) and unfused; and the ring agrees with the CPU reference (the same tokens, logits within
+// the recipe's bound), as do greedy decode steps submitted several at once.
+TEST(VulkanGemma3, RingCachesEqualFullCaches) {
+  ArtifactReader r(artifact());
+  const int vocab = r.desc().vocab;
+  const Program ring = ring_program(r.program());
+  EXPECT_EQ(ring_forward_tokens(ring), 5);
+  const uint64_t msgs = vk::validation_message_count();
+  const std::vector<float> cpu = ring_run(*make_cpu_executor(ring, r), vocab);
+  const double bound = agreement_bounds("non-quantized").max_nmse;
+  for (const bool fused : {false, true}) {
+    SCOPED_TRACE(fused ? "fused" : "unfused");
+    VulkanOptions o = validated();
+    o.no_fusion = !fused;
+    o.max_tokens = 5;  // the ring's chunks, for the full caches too
+    const std::vector<float> full = ring_run(*make_vulkan_executor(r.program(), r, o), vocab);
+    o.max_tokens = 0;  // (the ring sets the chunks)
+    auto gpu = make_vulkan_executor(ring, r, o);
+    const std::vector<float> got = ring_run(*gpu, vocab);
+    EXPECT_EQ(differing(got, full), 0u) << "of " << got.size() << " logits and tokens";
+    const size_t row = static_cast<size_t>(vocab) + 1;
+    ASSERT_EQ(got.size(), cpu.size());
+    for (size_t i = 0; i < got.size() / row; ++i) {
+      const std::span<const float> g(got.data() + i * row, row), c(cpu.data() + i * row, row);
+      ASSERT_EQ(g.back(), c.back()) << "forward " << i;
+      EXPECT_LE(nmse(std::vector<float>(g.begin(), g.end() - 1),
+                     std::vector<float>(c.begin(), c.end() - 1)),
+                bound)
+          << "forward " << i;
+    }
+    // Greedy steps a submit (at most the ring's 5) from position 45 on: the CPU's tokens.
+    auto cpu_ex = make_cpu_executor(ring, r);
+    ring_run(*cpu_ex, vocab);
+    const int n = gpu->greedy_batch();
+    EXPECT_LE(n, 5);
+    int32_t first = static_cast<int32_t>(got.back()), c_first = first;
+    for (int pos = 45; pos < 60; pos += n) {
+      std::vector<int32_t> out(static_cast<size_t>(n)), want(out.size());
+      gpu->decode_greedy(first, pos, n, out.data());
+      cpu_ex->decode_greedy(c_first, pos, n, want.data());
+      ASSERT_EQ(out, want) << "steps from position " << pos;
+      first = c_first = out.back();
+    }
+  }
+  EXPECT_EQ(vk::validation_message_count(), msgs) << "Vulkan validation reported messages";
+}
+
+// The attention op alone with a window of 37 over ring caches of 77 rows (forwards of at most 41
+// tokens) at a context of 512: decode steps below the ring, at its edge and wrapped (up to six
+// times), prefill rows below, at and past the window, one of 41 tokens that wraps the ring in its
+// middle; fp32 and fp16 caches. The CPU reference over the ring gives the bits it gives over full
+// caches, Vulkan over the ring the bits of Vulkan over full caches and the CPU's within 1e-10,
+// and both store the forward's keys and values at rows pos % 77.
+TEST(VulkanGemma3, WindowedAttentionOpOverARing) {
+  const int H = 4, Hkv = 2, hd = 64, ctx = 512, win = 37, R = 77;
+  ASSERT_EQ(ring_rows(ctx, win, 40), R);
+  const int64_t W = int64_t(Hkv) * hd;
+  for (const DType cache : {DType::F32, DType::F16})
+    for (const auto& [T, pos] : {std::pair{1, 20},
+                                 {1, 76},
+                                 {1, 77},
+                                 {1, 78},
+                                 {1, 300},
+                                 {1, 511},
+                                 {40, 0},
+                                 {41, 36},
+                                 {30, 100},
+                                 {41, 60},
+                                 {41, 470}}) {
+      SCOPED_TRACE(::testing::Message()
+                   << "T " << T << " pos " << pos << " cache " << dtype_name(cache));
+      std::mt19937 rng(static_cast<unsigned>(T * 1000 + pos));
+      auto q = rand_vec(rng, static_cast<size_t>(T * H * hd)),
+           k = rand_vec(rng, static_cast<size_t>(T * W)),
+           v = rand_vec(rng, static_cast<size_t>(T * W));
+      auto kc = rand_vec(rng, static_cast<size_t>(ctx * W)),
+           vc = rand_vec(rng, static_cast<size_t>(ctx * W));
+      // The ring as the positions before `pos` left it: row r holds the last position j < pos
+      // with j % R == r (other rows: values of no position).
+      auto kr = rand_vec(rng, static_cast<size_t>(R * W)), vr = rand_vec(rng, kr.size());
+      for (int j = 0; j < pos; ++j) {
+        std::copy_n(kc.begin() + j * W, W, kr.begin() + (j % R) * W);
+        std::copy_n(vc.begin() + j * W, W, vr.begin() + (j % R) * W);
+      }
+      if (cache == DType::F16)
+        kc = round_f16(kc), vc = round_f16(vc), kr = round_f16(kr), vr = round_f16(vr);
+      auto enc = [&](const std::vector<float>& f) {
+        return cache == DType::F16 ? bytes_f16(f) : bytes_f32(f);
+      };
+      const float scale = 0.125f;
+      std::vector<float> want(q.size()), want_ring(q.size());
+      auto kc2 = kc, vc2 = vc, kr2 = kr, vr2 = vr;
+      cpu::attention(q.data(), k.data(), v.data(), T, pos, kc2.data(), vc2.data(),
+                     cache == DType::F16, H, Hkv, hd, scale, want.data(), win);
+      cpu::attention(q.data(), k.data(), v.data(), T, pos, kr2.data(), vr2.data(),
+                     cache == DType::F16, H, Hkv, hd, scale, want_ring.data(), win, R);
+      EXPECT_EQ(differing(want_ring, want), 0u);
+      for (int t = 0; t < T; ++t)
+        ASSERT_TRUE(std::equal(kc2.begin() + (pos + t) * W, kc2.begin() + (pos + t + 1) * W,
+                               kr2.begin() + ((pos + t) % R) * W))
+            << "CPU ring store of position " << pos + t;
+      auto device = [&](int rows, const std::vector<float>& kcache,
+                        const std::vector<float>& vcache, std::vector<float>* kout) {
+        Case c;
+        c.p.max_ctx = ctx;
+        const int32_t tq =
+            c.add("q", DType::F32, TensorKind::Activation, {-1, H * hd}, bytes_f32(q));
+        const int32_t tk = c.add("k", DType::F32, TensorKind::Activation, {-1, W}, bytes_f32(k));
+        const int32_t tv = c.add("v", DType::F32, TensorKind::Activation, {-1, W}, bytes_f32(v));
+        const int32_t tkc = c.add("kc", cache, TensorKind::KVCache, {rows, W}, enc(kcache));
+        const int32_t tvc = c.add("vc", cache, TensorKind::KVCache, {rows, W}, enc(vcache));
+        const int32_t ty = c.add("o", DType::F32, TensorKind::Activation, {-1, H * hd});
+        c.op("attention", {tq, tk, tv, tkc, tvc}, ty,
+             {{"n_heads", H},
+              {"n_kv_heads", Hkv},
+              {"head_dim", hd},
+              {"scale", scale},
+              {"window", win}});
+        OpRun run(c, T, validated());
+        run.forward(T, pos);
+        *kout = run.read(tkc, rows);
+        return run.read(ty, T);
+      };
+      std::vector<float> kfull, kring;
+      const std::vector<float> full = device(ctx, kc, vc, &kfull);
+      const std::vector<float> got = device(R, kr, vr, &kring);
+      EXPECT_EQ(differing(got, full), 0u);
+      EXPECT_LE(nmse(got, want_ring), 1e-10);
+      EXPECT_EQ(kring, kr2) << "the device's ring after the store";
+    }
+}
+
+// The memory figure (ModelInfo::kv_cache_bytes, `vkllm bench`'s kv_cache_mib): the twin at a
+// context of 1,024 holds its two global layers' caches of 1,024 rows and its two sliding layers'
+// rings of 8 + 512 = 520 rows (K and V, 256 fp32 values a row), on both backends; at a context of
+// 300 (shorter than a ring) every layer's 300 rows. A session on the ring model generates the
+// CPU's tokens on Vulkan over 560 positions (the 520-row rings wrapped).
+TEST(VulkanGemma3, MemoryFigureCountsTheRings) {
+  static const LongArtifact a;
+  const uint64_t row = 2 * 256 * 4;  // K and V of one position, one layer
+  for (const char* backend : {"cpu", "vulkan"}) {
+    SCOPED_TRACE(backend);
+    ModelOptions mo;
+    mo.backend = backend;
+    auto m = Model::open(a.path, mo);
+    EXPECT_EQ(m->info().context_length, 1024);
+    EXPECT_EQ(m->info().kv_cache_bytes, row * (2 * 1024 + 2 * 520));
+    mo.context_length = 300;
+    EXPECT_EQ(Model::open(a.path, mo)->info().kv_cache_bytes, row * 4 * 300);
+  }
+  std::vector<int32_t> prompt(540);
+  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>((i * 131 + 7) % 500);
+  GenerationOptions go;
+  go.max_new_tokens = 20;
+  go.stop_at_eos = false;
+  std::vector<std::vector<int32_t>> outs;
+  for (const char* backend : {"cpu", "vulkan"}) {
+    ModelOptions mo;
+    mo.backend = backend;
+    Session s(Model::open(a.path, mo));
+    outs.push_back(s.generate(prompt, go));
+  }
+  EXPECT_EQ(outs[0].size(), 20u);
+  EXPECT_EQ(outs[1], outs[0]);
 }
 
 }  // namespace vkllm::test::gemma3

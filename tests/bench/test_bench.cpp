@@ -32,6 +32,8 @@ TEST(Bench, JsonReportOnTheCpuBackend) {
   }
   EXPECT_GT(j["peak_host_mb"].get<double>(), 1);
   EXPECT_EQ(j["tg"]["depth"], 0);
+  EXPECT_GT(j["context"].get<int>(), 0);
+  EXPECT_GT(j["kv_cache_mib"].get<double>(), 0);
 }
 
 // -d: tg decodes after a d-token prompt (llama-bench's -d), reported as such; a depth past the

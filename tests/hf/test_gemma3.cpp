@@ -2,7 +2,9 @@
 // rope shapes, linear rope scaling, the embedding scale in the checkpoint's dtype, refusals by
 // key), the CPU reference's geglu and sliding-window attention against independent naive loops,
 // and the tiny-gemma3 twin: its lowered forward (four norms a layer as 1 + w, the scaled
-// embedding, windowed layers with their own rotary table) and its exported forward.
+// embedding, windowed layers with their own rotary table) and its exported forward; the sliding
+// layers' caches as rings (ir/kv_ring.h) on the CPU: the bits of full caches, and what a rewind
+// may keep.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -21,6 +23,7 @@
 #include "export/recipe.h"
 #include "hf/checkpoint.h"
 #include "hf/synth.h"
+#include "ir/kv_ring.h"
 #include "runtime/reference.h"
 #include "testutil/nmse.h"
 #include "testutil/tiny_checkpoint.h"
@@ -371,6 +374,71 @@ TEST(Gemma3Twin, ExportedForwardIsTheReferences) {
     }
     std::filesystem::remove(path);
   }
+}
+
+// The CPU reference over the sliding layers' caches as rings of window + 4 = 12 rows (forwards
+// in chunks of at most 5 tokens) gives the bits of full caches: a 23-token prompt in one forward
+// (five chunks, the ring wrapped), decode steps to position 40, a 9-token forward at 41; every
+// forward's logits and token equal. Then what a rewind may keep (RingState): a forward at d reads
+// keys back to d - 7, which the ring still holds only while no position d - 7 + 12 or later was
+// written; continuing from a kept prefix gives the full caches' bits again.
+TEST(Gemma3Twin, CpuRingCachesGiveTheBitsOfFullCaches) {
+  HfCheckpoint ck(twin_dir());
+  const int vocab = ck.desc().vocab;
+  auto ref = load_reference_model(ck, 64);
+  const Program& full = ref->lowered.program;
+  const Program ring = with_ring_caches(full, 4);
+  uint64_t full_bytes = 0, ring_bytes = 0;
+  for (size_t i = 0; i < full.tensors.size(); ++i)
+    if (full.tensors[i].kind == TensorKind::KVCache) {
+      full_bytes += dtype_nbytes(full.tensors[i].dtype, full.tensors[i].shape);
+      ring_bytes += dtype_nbytes(ring.tensors[i].dtype, ring.tensors[i].shape);
+      const bool sliding = full.tensors[i].name[1] == '0' || full.tensors[i].name[1] == '2';
+      EXPECT_EQ(ring.tensors[i].shape[0], sliding ? 12 : 64) << full.tensors[i].name;
+    }
+  EXPECT_EQ(full_bytes, 4u * 2 * 64 * 256 * 4);
+  EXPECT_EQ(ring_bytes, 2u * 2 * (64 + 12) * 256 * 4);
+  EXPECT_EQ(ring_forward_tokens(ring), 5);
+  EXPECT_EQ(ring_forward_tokens(full), 64);
+  const Program plain = with_ring_caches(full);  // window 8 + 512 rows: none shorter than 64
+  for (size_t i = 0; i < full.tensors.size(); ++i)
+    EXPECT_EQ(plain.tensors[i].shape, full.tensors[i].shape) << full.tensors[i].name;
+
+  auto a = make_cpu_executor(full, ref->weights), b = make_cpu_executor(ring, ref->weights);
+  std::vector<float> la(static_cast<size_t>(vocab)), lb(la.size());
+  std::vector<int32_t> prompt(23);
+  for (int i = 0; i < 23; ++i) prompt[static_cast<size_t>(i)] = (i * 7919 + 13) % vocab;
+  int32_t ta = a->forward(prompt.data(), 23, 0, la.data());
+  int32_t tb = b->forward(prompt.data(), 23, 0, lb.data());
+  ASSERT_EQ(ta, tb);
+  ASSERT_EQ(la, lb) << "the prompt's logits";
+  for (int pos = 23; pos < 41; ++pos) {
+    ta = a->forward(&ta, 1, pos, la.data());
+    tb = b->forward(&tb, 1, pos, lb.data());
+    ASSERT_EQ(ta, tb) << pos;
+    ASSERT_EQ(la, lb) << pos;
+  }
+  std::vector<int32_t> more = {ta, 1, 2, 3, 4, 5, 6, 7, 8};
+  ta = a->forward(more.data(), 9, 41, la.data());
+  tb = b->forward(more.data(), 9, 41, lb.data());
+  ASSERT_EQ(ta, tb);
+  ASSERT_EQ(la, lb) << "the forward at 41";
+  // Written: positions 0..49. A forward at d keeps the ring's keys d - 7..d - 1 while
+  // max(0, d - 7) >= 50 - 12: d >= 45.
+  EXPECT_EQ(b->kept_positions(50), 50);
+  EXPECT_EQ(b->kept_positions(45), 45);
+  EXPECT_EQ(b->kept_positions(44), 0);
+  EXPECT_EQ(b->kept_positions(10), 0);
+  EXPECT_EQ(a->kept_positions(10), 10);  // full caches keep every prefix
+  // Continuing from the kept prefix 45 (a different token there) gives the full caches' bits.
+  ta = a->forward(&prompt[3], 1, 45, la.data());
+  tb = b->forward(&prompt[3], 1, 45, lb.data());
+  ASSERT_EQ(ta, tb);
+  ASSERT_EQ(la, lb) << "after the rewind to 45";
+  // A fresh start at 0 keeps what it writes.
+  b->forward(prompt.data(), 5, 0, lb.data());
+  EXPECT_EQ(b->kept_positions(5), 5);
+  EXPECT_EQ(b->kept_positions(3), 3);
 }
 
 }  // namespace gemma3_test

@@ -12,6 +12,7 @@
 #include "backend/executor.h"
 #include "core/error.h"
 #include "core/half.h"
+#include "ir/kv_ring.h"
 
 namespace vkllm {
 
@@ -19,20 +20,24 @@ namespace {
 
 // The interpreter over rows: row t is token ids[t] at position pos[t] of sequence seq[t], its KV
 // row found through the block table (docs/ir.md "Batched forward"); the rows in out_rows go on
-// past last_row. A single-sequence forward is the batch of one sequence whose one block is the
-// whole cache.
+// past last_row. A single-sequence forward is the batch of one sequence whose caches are each
+// its own declared rows, position p at row p % rows (a sliding-window layer's ring, or the whole
+// context: docs/ir.md "KV caches").
 class CpuInterpreter {
  public:
-  // cache_rows: rows of every KVCache tensor (the program's max_ctx for a single sequence).
-  CpuInterpreter(const Program& p, const WeightSource& w, int64_t cache_rows, CpuOpHook hook = {})
-      : p_(p), w_(w), buf_(p.tensors.size()), hook_(std::move(hook)) {
+  // pool_rows: rows of every KVCache tensor in a block pool (batched forwards); 0: a single
+  // sequence's caches of their declared rows.
+  CpuInterpreter(const Program& p, const WeightSource& w, int64_t pool_rows, CpuOpHook hook = {})
+      : p_(p), w_(w), buf_(p.tensors.size()), hook_(std::move(hook)), pool_rows_(pool_rows) {
     p_.validate();
     for (size_t i = 0; i < p.tensors.size(); ++i) {
       const TensorDecl& t = p.tensors[i];
       if (t.kind == TensorKind::KVCache) {
         if (t.dtype != DType::F32 && t.dtype != DType::F16)
           fail("program: KV cache {} must be f32 or f16", t.name);
-        buf_[i].assign(static_cast<size_t>(cache_rows * t.shape[1]), 0.0f);
+        if (t.shape.size() != 2) fail("program: KV cache {} must be [rows, width]", t.name);
+        const int64_t rows = pool_rows > 0 ? pool_rows : t.shape[0];
+        buf_[i].assign(static_cast<size_t>(rows * t.shape[1]), 0.0f);
       }
       if (t.kind == TensorKind::Weight) {
         auto bytes = w_.weight(p_, static_cast<int32_t>(i));
@@ -47,7 +52,7 @@ class CpuInterpreter {
     T_ = b.T;
     pos_ = b.pos[0];
     ids_.assign(b.ids, b.ids + b.T);
-    kv_ = cpu::KvRows{b.pos, b.seq, b.block_table, b.table_stride, block_tokens};
+    kv_ = cpu::KvRows{b.pos, b.seq, b.block_table, b.table_stride, block_tokens, 0};
     out_rows_.assign(b.out_rows, b.out_rows + b.n_out);
     // The long rope table applies to a sequence whose last row in this forward lies past the
     // original context (as a single forward's pos + T does).
@@ -185,7 +190,11 @@ class CpuInterpreter {
       need(Hkv > 0 && H % Hkv == 0 && width(I[0]) == int64_t(H) * hd &&
                width(I[1]) == int64_t(Hkv) * hd && width(I[3]) == int64_t(Hkv) * hd,
            op, "bad shape");
-      cpu::attention_rows(in(I[0]), in(I[1]), in(I[2]), T_, kv_, buf_[I[3]].data(),
+      // A single sequence's caches: position p at row p % rows (checked by the executor:
+      // ring_forward_tokens); a pool's: through the block table.
+      cpu::KvRows kv = kv_;
+      if (pool_rows_ == 0) kv.ring = attention_cache_rows(p_, op);
+      cpu::attention_rows(in(I[0]), in(I[1]), in(I[2]), T_, kv, buf_[I[3]].data(),
                           buf_[I[4]].data(), decl(I[3]).dtype == DType::F16, H, Hkv, hd,
                           attr_f(op, "scale"), out(o),
                           op.attrs.contains("window")
@@ -240,20 +249,42 @@ class CpuInterpreter {
   size_t k_ = 0;
   std::vector<int32_t> next_;
   CpuOpHook hook_;
+  int64_t pool_rows_;
 };
 
 class CpuExecutor final : public Executor {
  public:
   CpuExecutor(const Program& p, const WeightSource& w, CpuOpHook hook = {})
-      : p_(p), in_(p, w, p.max_ctx, std::move(hook)) {}
+      : p_(p), in_(p, w, 0, std::move(hook)), chunk_(ring_forward_tokens(p)), ring_(p) {}
 
   const char* name() const override { return "cpu"; }
+  int kept_positions(int keep) const override { return ring_.kept(keep); }
 
+  // A forward longer than the rings allow (ring_forward_tokens) runs in chunks: every op treats
+  // each row on its own, so the chunks give the bits of one forward.
   int32_t forward(const int32_t* ids, int T, int pos, float* logits_out) override {
     if (T < 1) fail("forward needs at least one token");
     if (pos < 0 || pos + T > p_.max_ctx)
       fail("context overflow: positions {}..{} exceed the context length {}", pos, pos + T - 1,
            p_.max_ctx);
+    int32_t next = 0;
+    for (int s = 0; s < T; s += chunk_) {
+      const int n = std::min(chunk_, T - s);
+      next = run(ids + s, n, pos + s, s + n == T ? logits_out : nullptr);
+    }
+    ring_.wrote(pos, T);
+    ran_ = true;
+    return next;
+  }
+
+  void last_logits(float* out) override {
+    const std::span<const float> row = in_.logits_row(0);
+    if (!ran_ || row.empty()) fail("last_logits: no forward has run");
+    std::copy(row.begin(), row.end(), out);
+  }
+
+ private:
+  int32_t run(const int32_t* ids, int T, int pos, float* logits_out) {
     pos_.resize(static_cast<size_t>(T));
     for (int t = 0; t < T; ++t) pos_[static_cast<size_t>(t)] = pos + t;
     seq_.assign(static_cast<size_t>(T), 0);
@@ -272,19 +303,13 @@ class CpuExecutor final : public Executor {
     b.next_tokens = &next;
     b.logits = logits_out;
     in_.run_rows(b, p_.max_ctx);
-    ran_ = true;
     return next;
   }
 
-  void last_logits(float* out) override {
-    const std::span<const float> row = in_.logits_row(0);
-    if (!ran_ || row.empty()) fail("last_logits: no forward has run");
-    std::copy(row.begin(), row.end(), out);
-  }
-
- private:
   const Program& p_;
   CpuInterpreter in_;
+  int chunk_;       // tokens a forward's chunk at most
+  RingState ring_;  // what the sliding layers' rings hold
   std::vector<int32_t> pos_, seq_;
   bool ran_ = false;  // a forward has run (the interpreter holds its logits)
 };

@@ -212,11 +212,11 @@ void attention_rows(const float* q, const float* k, const float* v, int T, const
 
 void attention(const float* q, const float* k, const float* v, int T, int pos, float* kcache,
                float* vcache, bool f16_cache, int H, int Hkv, int head_dim, float scale, float* o,
-               int window) {
+               int window, int64_t ring) {
   std::vector<int32_t> p(static_cast<size_t>(T)), s(static_cast<size_t>(T), 0);
   for (int t = 0; t < T; ++t) p[static_cast<size_t>(t)] = pos + t;
   const int32_t block0 = 0;
-  const KvRows kv{p.data(), s.data(), &block0, 1, pos + T};
+  const KvRows kv{p.data(), s.data(), &block0, 1, pos + T, ring};
   attention_rows(q, k, v, T, kv, kcache, vcache, f16_cache, H, Hkv, head_dim, scale, o, window);
 }
 

@@ -40,20 +40,25 @@ void rope_rows(const float* x, int T, int H, int head_dim, int rotary_dim, const
                const int32_t* pos, float attention_factor, float* y);
 
 // Writes k, v rows into the caches at pos..pos+T-1 (rounded through fp16 when f16_cache), then
-// causal grouped-query attention over cache rows 0..pos+t.
+// causal grouped-query attention over positions 0..pos+t (window W > 0: the last W of them).
+// ring > 0: the caches hold `ring` rows, position j at row j % ring (a sliding-window layer's
+// ring, which must hold W + T - 1 rows; docs/ir.md "KV caches").
 void attention(const float* q, const float* k, const float* v, int T, int pos, float* kcache,
                float* vcache, bool f16_cache, int H, int Hkv, int head_dim, float scale, float* o,
-               int window = 0);
+               int window = 0, int64_t ring = 0);
 
 // Where the KV of each row lives in a paged cache (docs/ir.md "Batched forward"): row t is
 // position pos[t] of sequence seq[t]; position p of sequence s is cache row
-// table[s * stride + p / block_tokens] * block_tokens + p % block_tokens.
+// table[s * stride + p / block_tokens] * block_tokens + p % block_tokens; or, with ring > 0 (one
+// sequence's caches of `ring` rows: docs/ir.md "KV caches"), row p % ring.
 struct KvRows {
   const int32_t* pos;
   const int32_t* seq;
   const int32_t* table;
   int stride, block_tokens;
+  int64_t ring;
   int64_t row(int s, int p) const {
+    if (ring > 0) return p % ring;
     return static_cast<int64_t>(table[static_cast<int64_t>(s) * stride + p / block_tokens]) *
                block_tokens +
            p % block_tokens;

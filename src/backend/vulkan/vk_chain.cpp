@@ -129,7 +129,7 @@ std::unique_ptr<PreparedOp> prepare_chain(OpEnv& env, const std::vector<Match>& 
       put(at + 30, range(a.nk));
       const uint32_t words[] = {u32(a.H),      u32(a.Hkv),    a.S,   a.C,
                                 a.R,           a.orig,        a.ctx, fbits(a.scale),
-                                fbits(a.qeps), fbits(a.keps), a.win};
+                                fbits(a.qeps), fbits(a.keps), a.win, a.rows};
       std::copy(std::begin(words), std::end(words),
                 table.begin() + static_cast<std::ptrdiff_t>(at + 32));
       const VkBuffer kc = c.buf(I[3]), vc = c.buf(I[4]);

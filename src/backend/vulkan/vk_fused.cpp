@@ -52,7 +52,7 @@ AttentionSetup attention_setup(OpEnv& env, const Match& m) {
   a.win = m.attn->attrs.contains("window")
               ? u32(std::min<int64_t>(c.attr_i("window"), int64_t(1) << 30))
               : 0u;
-  need_attention_shapes(c, a.H, a.Hkv, a.hd, m.q, m.k, I[2], I[3], I[4], m.y);
+  a.rows = need_attention_shapes(c, a.H, a.Hkv, a.hd, m.q, m.k, I[2], I[3], I[4], m.y);
   c.need(c.f16(m.q) == c.f16(m.k) && c.f16(m.k) == c.f16(I[2]), "q, k and v must share one dtype");
   // The normed and rotated rows' dtypes (rounded to as the unfused ops store them).
   if (m.qnorm) {
@@ -131,8 +131,8 @@ std::unique_ptr<PreparedOp> prepare_attention(OpEnv& env, const Match& m, bool q
                                    qs,
                                    qps};
   VkDescriptorSet set = env.kernels.make_set(k, r);
-  const DecodeAttentionPush push = {u32(H), u32(a.Hkv), u32(hd), a.scale, S,      C,
-                                    a.R,    a.orig,     a.ctx,   a.qeps,  a.keps, a.win};
+  const DecodeAttentionPush push = {u32(H), u32(a.Hkv), u32(hd), a.scale, S,     C,     a.R,
+                                    a.orig, a.ctx,      a.qeps,  a.keps,  a.win, a.rows};
   auto prepared = std::make_unique<PreparedOp>(
       [=, &k](VkCommandBuffer cb, int) { dispatch_flat(cb, k, set, push, uint64_t(H) * S); },
       nullptr);
@@ -168,7 +168,7 @@ std::unique_ptr<PreparedOp> prepare_batch_attention(OpEnv& env, const Match& m,
       [=, &ks, &ka](VkCommandBuffer cb, int T) {
         const uint32_t groups =
             qkn ? ceil_div(uint64_t(T) * Hkv, 64 / sg) : ceil_div(uint64_t(T) * W, 64);
-        dispatch_flat(cb, ks, ss, KvStoreRopePush{u32(T), W, R, orig, ctx, keps}, groups);
+        dispatch_flat(cb, ks, ss, KvStoreRopePush{u32(T), W, R, orig, ctx, keps, ctx}, groups);
         compute_barrier(cb);
         dispatch_flat(
             cb, ka, sa,
@@ -213,18 +213,20 @@ std::unique_ptr<PreparedOp> prepare_prefill_attention(OpEnv& env, const Match& m
                                     step,         a.table,       a.nq};
   VkDescriptorSet ss = env.kernels.make_set(ks, rs), sp = env.kernels.make_set(*kp, rp);
   const uint32_t R = a.R, orig = a.orig, ctx = a.ctx, bq = pa.bq, gq = pa.gq, Hkv = u32(a.Hkv),
-                 win = a.win;
+                 win = a.win, rows = a.rows;
   const float scale = a.scale, qeps = a.qeps, keps = a.keps;
   auto prepared = std::make_unique<PreparedOp>(
       [=, &ks](VkCommandBuffer cb, int T) {
         // The store: an element a thread, or with the key norms a subgroup a key row.
         const uint32_t groups =
             qkn ? ceil_div(uint64_t(T) * Hkv, 64 / sg) : ceil_div(uint64_t(T) * W, 64);
-        dispatch_flat(cb, ks, ss, KvStoreRopePush{u32(T), u32(W), R, orig, ctx, keps}, groups);
+        dispatch_flat(cb, ks, ss, KvStoreRopePush{u32(T), u32(W), R, orig, ctx, keps, rows},
+                      groups);
         compute_barrier(cb);
-        dispatch(cb, *kp, sp,
-                 PrefillAttentionRopePush{u32(T), u32(H), Hkv, scale, R, orig, ctx, qeps, win},
-                 u32(H) / gq, ceil_div(u32(T), bq));
+        dispatch(
+            cb, *kp, sp,
+            PrefillAttentionRopePush{u32(T), u32(H), Hkv, scale, R, orig, ctx, qeps, win, rows},
+            u32(H) / gq, ceil_div(u32(T), bq));
       },
       nullptr);
   prepared->phases = {phase_of(ks, rs), phase_of(*kp, rp)};

@@ -442,6 +442,7 @@ struct AttentionSetup {
   bool a16 = false, c16 = false, y16 = false, n16 = false, r16 = false;
   uint32_t R = 0, orig = UINT32_MAX, ctx = 0, C = 0, S = 0;
   uint32_t win = 0;        // a sliding window's keys (the op's window attribute; 0: none)
+  uint32_t rows = 0;       // the caches' rows (need_attention_shapes: a sliding layer's ring)
   BufRange table, nq, nk;  // rope's cos/sin table, the q / k norm weights (placeholders: v)
   // attention_decode.glsl's flag bits (linear_8da4w_chain.comp ATT_FLAGS).
   uint32_t flags(const Match& m) const {

@@ -62,17 +62,20 @@ struct ChainPush {  // linear_8da4w_chain.comp
 struct RopePush {
   uint32_t T, H, hd, R, total, orig, ctx;
 };
+// rows (the single-sequence attention kernels): the caches' rows, position j at row j % rows (a
+// sliding layer's ring, docs/ir.md "KV caches"; the batched variants ignore it).
 struct KvStorePush {  // attention.comp VKLLM_KV_STORE
-  uint32_t T, W;
+  uint32_t T, W, rows;
 };
 struct KvStoreRopePush {  // attention.comp VKLLM_KV_STORE VKLLM_ROPE
   uint32_t T, W, R, orig, ctx;
   float eps;
+  uint32_t rows;
 };
 struct AttentionPush {
   uint32_t T, H, Hkv, hd;
   float scale;
-  uint32_t S, C, win;
+  uint32_t S, C, win, rows;
 };
 struct AttentionBatchPush {
   uint32_t T, H, Hkv, hd;
@@ -93,19 +96,19 @@ struct DecodeAttentionPush {  // attention_decode.comp
   float scale;
   uint32_t S, C, R, orig, ctx;
   float qeps, keps;
-  uint32_t win;
+  uint32_t win, rows;
 };
-struct PrefillAttentionPush {
+struct PrefillAttentionPush {  // (the cooperative-matrix kernel, never windowed, ignores rows)
   uint32_t T, H, Hkv;
   float scale;
-  uint32_t win;
+  uint32_t win, rows;
 };
 struct PrefillAttentionRopePush {
   uint32_t T, H, Hkv;
   float scale;
   uint32_t R, orig, ctx;
   float eps;
-  uint32_t win;
+  uint32_t win, rows;
 };
 struct BiasAddPush {
   uint32_t n, width;

@@ -440,7 +440,7 @@ std::unique_ptr<PreparedOp> prep_attention_batch(Ctx c, int H, int Hkv, int hd, 
   const uint32_t ctx = u32(c.p.max_ctx), bt = c.env.batch_block_tokens;
   auto prepared = std::make_unique<PreparedOp>(
       [=, &ks, &ka](VkCommandBuffer cb, int T) {
-        dispatch_flat(cb, ks, ss, KvStorePush{u32(T), u32(W)}, ceil_div(uint64_t(T) * W, 64));
+        dispatch_flat(cb, ks, ss, KvStorePush{u32(T), u32(W), ctx}, ceil_div(uint64_t(T) * W, 64));
         compute_barrier(cb);
         dispatch_flat(
             cb, ka, sa,
@@ -467,7 +467,8 @@ std::unique_ptr<PreparedOp> prep_attention(Ctx c) {
                            ? u32(std::min<int64_t>(c.attr_i("window"), int64_t(1) << 30))
                            : 0u;
   const int64_t W = int64_t(Hkv) * hd;
-  need_attention_shapes(c, H, Hkv, hd, I[0], I[1], I[2], I[3], I[4], y);
+  // The caches' rows: position j at row j % rows (a sliding layer's ring).
+  const uint32_t rows = need_attention_shapes(c, H, Hkv, hd, I[0], I[1], I[2], I[3], I[4], y);
   for (int i = 0; i < 5; ++i) c.need_float(I[i]);
   c.need(c.f16(I[0]) == c.f16(I[1]) && c.f16(I[1]) == c.f16(I[2]),
          "q, k and v must share one dtype");
@@ -501,16 +502,16 @@ std::unique_ptr<PreparedOp> prep_attention(Ctx c) {
                   sp = kp ? c.env.kernels.make_set(*kp, rp) : VK_NULL_HANDLE;
   auto prepared = std::make_unique<PreparedOp>(
       [=, &ks, &ka, &kc](VkCommandBuffer cb, int T) {
-        dispatch_flat(cb, ks, ss, KvStorePush{u32(T), u32(W)}, ceil_div(uint64_t(T) * W, 64));
+        dispatch_flat(cb, ks, ss, KvStorePush{u32(T), u32(W), rows}, ceil_div(uint64_t(T) * W, 64));
         compute_barrier(cb);
         if (T > 1 && kp) {
-          dispatch(cb, *kp, sp, PrefillAttentionPush{u32(T), u32(H), u32(Hkv), scale, win},
+          dispatch(cb, *kp, sp, PrefillAttentionPush{u32(T), u32(H), u32(Hkv), scale, win, rows},
                    u32(H) / gq, ceil_div(u32(T), bq));
           return;
         }
         const uint32_t s = T == 1 ? S : 1, keys = T == 1 ? C : ctx;
         dispatch_flat(cb, ka, sa,
-                      AttentionPush{u32(T), u32(H), u32(Hkv), u32(hd), scale, s, keys, win},
+                      AttentionPush{u32(T), u32(H), u32(Hkv), u32(hd), scale, s, keys, win, rows},
                       uint64_t(T) * H * s);
         if (s > 1) {
           compute_barrier(cb);

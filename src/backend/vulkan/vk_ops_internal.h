@@ -13,6 +13,7 @@
 
 #include "backend/vulkan/vk_ops.h"
 #include "core/error.h"
+#include "ir/kv_ring.h"
 
 namespace vkllm::vk::detail {
 
@@ -344,17 +345,26 @@ inline BufRange chunk_range(const Ctx& c, int32_t t, uint64_t row_bytes, const R
 
 // The attention op's shapes and caches as its kernels need them (attention_split.glsl: head_dim
 // a multiple of 8, at most 256), for the unfused op and the fused decode run alike: q and y are
-// H heads wide, k, v and the caches Hkv heads.
-inline void need_attention_shapes(const Ctx& c, int H, int Hkv, int hd, int32_t q, int32_t k,
-                                  int32_t v, int32_t kc, int32_t vc, int32_t y) {
+// H heads wide, k, v and the caches Hkv heads. Returns the caches' rows, the kernels' `rows`
+// (position j at row j % rows): a single sequence's caches hold their declared rows, the
+// context's or a sliding layer's ring (ir/kv_ring.h), which must hold the window and a forward's
+// tokens less one, so that no key a query reads is overwritten in its forward; a batched
+// executor's caches are its block pool, reached through the block tables (the context's rows).
+inline uint32_t need_attention_shapes(const Ctx& c, int H, int Hkv, int hd, int32_t q, int32_t k,
+                                      int32_t v, int32_t kc, int32_t vc, int32_t y) {
   const int64_t W = int64_t(Hkv) * hd;
   c.need(Hkv > 0 && H % Hkv == 0 && hd > 0 && hd <= 256 && hd % 8 == 0 &&
              c.width(q) == int64_t(H) * hd && c.width(k) == W && c.width(v) == W &&
              c.width(kc) == W && c.width(vc) == W && c.width(y) == int64_t(H) * hd,
          "bad shape (head_dim must be a multiple of 8, <= 256)");
   c.need(c.decl(kc).kind == TensorKind::KVCache && c.decl(vc).kind == TensorKind::KVCache &&
-             c.decl(kc).dtype == c.decl(vc).dtype && c.decl(kc).shape[0] >= c.p.max_ctx,
+             c.decl(kc).dtype == c.decl(vc).dtype,
          "bad KV caches");
+  if (c.env.batched()) return u32(c.p.max_ctx);
+  const int64_t rows = attention_cache_rows(c.p, c.op);
+  c.need(rows >= c.p.max_ctx || rows - attention_window(c.op) + 1 >= c.env.max_tokens,
+         "a ring of KV cache rows shorter than the window and a forward");
+  return u32(std::min<int64_t>(rows, UINT32_MAX));
 }
 
 // A decode step's attention splits: the context in S parts of C keys (C a multiple of the 64-key

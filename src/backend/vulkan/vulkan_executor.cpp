@@ -21,6 +21,7 @@
 #include "backend/vulkan/vk_profile.h"
 #include "core/device_error.h"
 #include "core/error.h"
+#include "ir/kv_ring.h"
 
 namespace vkllm {
 
@@ -140,7 +141,8 @@ class VulkanExecutor final : public Executor {
         alloc_(*ctx_),
         kernels_(*ctx_),
         bufs_(ld_->bufs),
-        max_t_(ld_->max_t) {
+        max_t_(ld_->max_t),
+        ring_(p_) {
     const auto t_start = std::chrono::steady_clock::now();
     corrupt_family_ = ctx_->tuning().corrupt_op;
     // Tuning::fence_spin's rule: poll on GPUs, sleep on CPU devices (whose cores do the work).
@@ -160,6 +162,10 @@ class VulkanExecutor final : public Executor {
       batch_rows_ = alloc_.create((5 + stride) * static_cast<uint64_t>(max_t_) * 4, true,
                                   "batch rows and block tables");
     }
+    // A single sequence's forward (and submit of decode steps) writes at most the tokens the
+    // sliding layers' rings keep the keys for (ir/kv_ring.h); a batch's caches are its pool.
+    const int ring_t = batch ? p_.max_ctx : ring_forward_tokens(p_);
+    max_t_ = std::min(max_t_, ring_t);
     const bool fusion = !ctx_->options().no_fusion && !batch;
     // Two decode plans where the chains take the attention as a stage: that one up to the position
     // chain_attention_until, the plan with the attention in its own dispatch from there (prepared
@@ -194,6 +200,7 @@ class VulkanExecutor final : public Executor {
     batch_ = static_cast<int>(std::clamp<uint32_t>(tune.decode_batch, 1, 256));
     const bool profiling = ctx_->options().profile && ctx_->info().timestamps;
     if (profiling) batch_ = 1;
+    if (ring_t < p_.max_ctx) batch_ = std::min(batch_, ring_t);
     ahead_ = tune.constrained_ahead > 0
                  ? static_cast<int>(std::min<uint32_t>(tune.constrained_ahead, 65536))
                  : kConstrainedAhead;
@@ -297,6 +304,7 @@ class VulkanExecutor final : public Executor {
       const int n = std::min(max_t_, T - s);
       next = run_chunk(ids + s, n, pos + s, s + n == T ? logits_out : nullptr, s + n == T);
     }
+    ring_.wrote(pos, T);
     return next;
   }
 
@@ -608,6 +616,7 @@ class VulkanExecutor final : public Executor {
   // and the batch's tokens, the position advanced); the host reads the batch's tokens once. One
   // command buffer per plan and step count, recorded on first use and replayed at any position.
   int greedy_batch() const override { return batch_; }
+  int kept_positions(int keep) const override { return ring_.kept(keep); }
   int constrained_ahead() const override { return ahead_; }
 
   void decode_greedy(int32_t first, int pos, int n, int32_t* out) override {
@@ -630,6 +639,7 @@ class VulkanExecutor final : public Executor {
       batch_recorded_[pl][static_cast<size_t>(n)] = true;
     }
     submit_and_wait(cb);
+    ring_.wrote(pos, n);
     check_chains();
     std::memcpy(out, batch_tokens_.mapped, static_cast<size_t>(n) * 4);
   }
@@ -736,6 +746,7 @@ class VulkanExecutor final : public Executor {
   bool logits_recorded_ = false;
   std::vector<bool> batch_recorded_[2];
   int batch_ = 1;
+  RingState ring_;                 // what the sliding layers' rings hold
   int ahead_ = kConstrainedAhead;  // constrained_ahead()
   Buffer batch_tokens_;            // host-visible: the batch's tokens
   Buffer step_, step_host_;        // the forward's position: device, host copy

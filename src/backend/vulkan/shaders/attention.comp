@@ -19,7 +19,9 @@
 // above, and the default variant's queries normed and rotated as it loads them (attention_run.glsl),
 // each at its row's position.
 // Push constant win > 0 (the default and batch variants): query position p attends to keys
-// max(0, p - win + 1)..p only (Gemma's sliding-window layers).
+// max(0, p - win + 1)..p only (Gemma's sliding-window layers). Push constant rows (the store and
+// default variants): the caches' rows, position j at row kv_row(j, rows) (a sliding layer's ring;
+// the batched variants' caches are the block pool, rows unused).
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
 #ifdef VKLLM_KV_STORE
@@ -46,14 +48,14 @@ layout(std430, binding = 4) readonly buffer ROWS { uint brow[]; };
 #define CACHE_ROW(t) brow[(t) * 4u + 3u]
 #else
 DECL_STEP(4)
-#define CACHE_ROW(t) (step_pos + (t))
+#define CACHE_ROW(t) kv_row(step_pos + (t), pc.rows)
 #endif
 #ifdef VKLLM_ROPE
-layout(push_constant) uniform PC { uint T, W, R, orig, ctx; float eps; } pc;
+layout(push_constant) uniform PC { uint T, W, R, orig, ctx; float eps; uint rows; } pc;
 #define RUN_LOAD(i) LOADF(k, X16, i)
 #include "attention_run.glsl"
 #else
-layout(push_constant) uniform PC { uint T, W; } pc;
+layout(push_constant) uniform PC { uint T, W, rows; } pc;
 #endif
 void main() {
 #ifdef VKLLM_ROPE
@@ -120,7 +122,7 @@ uint att_tb;  // this row's block table offset in brow
 #define ATT_ROW(j) (brow[att_tb + (j) / pc.BT] * pc.BT + (j) % pc.BT)
 #else
 DECL_STEP(5)
-layout(push_constant) uniform PC { uint T, H, Hkv, hd; float scale; uint S, C, win; } pc;
+layout(push_constant) uniform PC { uint T, H, Hkv, hd; float scale; uint S, C, win, rows; } pc;
 #endif
 shared float qs[HD];
 #include "attention_split.glsl"
@@ -135,6 +137,7 @@ void main() {
   att_tb = brow[t * 4u + 1u];
   const uint p = brow[t * 4u];
 #else
+  att_rows = pc.rows;
   const uint p = step_pos + t;
 #endif
   // Keys lo..p (a sliding window of win keys; win 0: all), this split's share of them (empty past

@@ -49,7 +49,8 @@ layout(push_constant) uniform PC {
   float scale;
   uint S, C, R, orig, ctx;
   float qeps, keps;
-  uint win;  // a sliding window's keys (0: none)
+  uint win;   // a sliding window's keys (0: none)
+  uint rows;  // the caches' rows (a sliding layer's ring: position j at row j % rows)
 } pc;
 #define QUANT_ROW_BINDING 14
 #include "quant.glsl"
@@ -97,7 +98,8 @@ void quant_tail() {
 void main() {
   const uint g = flat_group();
   const AttP p =
-      AttP(pc.H, pc.Hkv, pc.S, pc.C, pc.R, pc.orig, pc.ctx, pc.scale, pc.qeps, pc.keps, pc.win);
+      AttP(pc.H, pc.Hkv, pc.S, pc.C, pc.R, pc.orig, pc.ctx, pc.scale, pc.qeps, pc.keps, pc.win,
+           pc.rows);
   // (ORDER 1: the splits below a window have no workgroup; the last ones find no keys)
   const uint h = ORDER == 1u ? g % pc.H : g / pc.S,
              c = ORDER == 1u ? att_c0(p, step_pos) + g / pc.H : g % pc.S;

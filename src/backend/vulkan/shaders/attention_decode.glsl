@@ -23,11 +23,13 @@
 
 // The item's parameters (attention_decode.comp's push constants). win > 0: a sliding window, the
 // step at position pos attends to keys max(0, pos - win + 1)..pos only (Gemma's sliding layers;
-// attention.comp's window); 0: to every key.
+// attention.comp's window); 0: to every key. rows: the caches' rows, position j at row
+// kv_row(j, rows) (a sliding layer's ring; the row the step writes holds a position below its
+// window, which no item reads).
 struct AttP {
   uint H, Hkv, S, C, R, orig, ctx;
   float scale, qeps, keps;
-  uint win;
+  uint win, rows;
 };
 
 // Rows r0 .. r0 + nr - 1 of tmp (0: q at tmp[0], 1: the new key at tmp[HD]) normed and rotated
@@ -86,6 +88,7 @@ uint att_end(AttP p, uint c, uint pos) { return min(pos + 1u, c * p.C + p.C); }
 // Issues the loads of item (h, c)'s first tile (what att_item does first with fetched = false).
 void att_item_fetch(AttP p, uint h, uint c, uint pos) {
   const uint kvh = h / (p.H / p.Hkv);
+  att_rows = p.rows;
   att_fetch(att_first(p, c, pos), att_end(p, c, pos), p.Hkv * HD, kvh * HD, pos);
 }
 
@@ -99,6 +102,7 @@ bool att_item(AttP p, uint h, uint c, uint pos, bool fetched) {
   if (h >= p.H || c * p.C > pos || c < c0) return false;
   const uint group = p.H / p.Hkv, kvh = h / group, W = p.Hkv * HD, koff = kvh * HD;
   const uint first = att_first(p, c, pos), n = att_end(p, c, pos);
+  att_rows = p.rows;
   // Every load at once: the split's first tile (row pos is the new one, from att_ks / att_vs),
   // q, the new key, and the new value as the cache stores it.
   if (!fetched) att_fetch(first, n, W, koff, pos);
@@ -132,8 +136,9 @@ bool att_item(AttP p, uint h, uint c, uint pos, bool fetched) {
     }
   }
   if (c == pos / p.C && h % group == 0u && tid < HD) {
-    ATT_STORE_KC(pos * W + koff + tid, att_ks[tid]);
-    ATT_STORE_VC(pos * W + koff + tid, att_vs[tid]);
+    const uint at = kv_row(pos, p.rows) * W + koff + tid;
+    ATT_STORE_KC(at, att_ks[tid]);
+    ATT_STORE_VC(at, att_vs[tid]);
   }
   att_m = -3.0e38;  // (a workgroup of the decode chain runs several items)
   att_l = 0.0;

@@ -28,7 +28,9 @@
 //   (attention_run.glsl); the KV store (attention.comp VKLLM_KV_STORE VKLLM_ROPE) did the same to
 //   the keys.
 // Push constant win: a sliding window, the tiles before every row's window skipped, the keys
-// before a row's window masked like those past it.
+// before a row's window masked like those past it. Push constant rows: the caches' rows, key j
+// at row kv_row(j, rows) (a sliding layer's ring; the keys a row sees are never overwritten by
+// this forward's, those it masks may be).
 // Needs subgroups of at least 8 lanes (a row group's lanes in one subgroup), HD % 8 == 0, BK 32 or
 // 64. The KV store (attention.comp VKLLM_KV_STORE) has written this forward's keys before it runs.
 #extension GL_KHR_shader_subgroup_basic : require
@@ -68,12 +70,12 @@ layout(push_constant) uniform PC {
   float scale;
   uint R, orig, ctx;
   float eps;
-  uint win;
+  uint win, rows;
 } pc;
 #define RUN_LOAD(i) LOADF(q, X16, i)
 #include "attention_run.glsl"
 #else
-layout(push_constant) uniform PC { uint T, H, Hkv; float scale; uint win; } pc;
+layout(push_constant) uniform PC { uint T, H, Hkv; float scale; uint win, rows; } pc;
 #endif
 #define ATT_WIN pc.win
 // Whether the query at position p sees key j (causal, within the window).
@@ -141,7 +143,7 @@ void main() {
     for (uint e = tid; e < BK * HQ; e += NT) {
       const uint c = e % 4u, dq = (e / 4u) % HQ, jq = e / (4u * HQ);
       const uint j = min(base + 4u * jq + c, last);
-      const vec4 x = load4_k(j * W + koff + 4u * dq);
+      const vec4 x = load4_k(kv_row(j, pc.rows) * W + koff + 4u * dq);
       [[unroll]] for (uint u = 0; u < 4u; ++u) kv[k_at(4u * dq + u, jq)][c] = x[u];
     }
     barrier();
@@ -188,7 +190,7 @@ void main() {
     barrier();  // every read of K done
     for (uint e = tid; e < BK * HQ; e += NT) {
       const uint dq = e % HQ, j = min(base + e / HQ, last);
-      kv[e] = load4_v(j * W + koff + 4u * dq);
+      kv[e] = load4_v(kv_row(j, pc.rows) * W + koff + 4u * dq);
     }
     barrier();
     if (skip) continue;

@@ -48,9 +48,9 @@ DECL_FBUF(3, o, writeonly)
 DECL_STEP(4)
 // (win: attention_prefill.comp's block; a sliding window never runs on this kernel)
 #ifdef VKLLM_ROPE
-layout(push_constant) uniform PC { uint T, H, Hkv; float scale; uint R, orig, ctx; float eps; uint win; } pc;
+layout(push_constant) uniform PC { uint T, H, Hkv; float scale; uint R, orig, ctx; float eps; uint win, rows; } pc;
 #else
-layout(push_constant) uniform PC { uint T, H, Hkv; float scale; uint win; } pc;
+layout(push_constant) uniform PC { uint T, H, Hkv; float scale; uint win, rows; } pc;
 #endif
 const uint QR = GQ * BQ;  // the q tile's rows: head h0 + r / BQ, token t0 + r % BQ
 uint q_t0, q_h0;          // the workgroup's first token and first query head

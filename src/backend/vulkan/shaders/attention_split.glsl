@@ -22,9 +22,12 @@
 // The tiles and sums are laid out for ATT_WG = 256 threads whatever WG is: in a wider workgroup
 // the threads past the first 256 take no key, value or dim (they only meet the barriers and add
 // nothing), so every score, weight and sum is the same, in the same order.
-// ATT_ROW(j): the cache row of key position j (the batched kernel maps it through a block table).
+// ATT_ROW(j): the cache row of key position j: by default kv_row(j, att_rows), the includer
+// setting att_rows to the caches' rows (a sliding layer's ring) before its tiles; the batched
+// kernel maps it through a block table instead.
 #ifndef ATT_ROW
-#define ATT_ROW(j) (j)
+uint att_rows = 0xFFFFFFFFu;
+#define ATT_ROW(j) kv_row(j, att_rows)
 #endif
 #ifndef ATT_PART
 #define ATT_PART(i) part[i]

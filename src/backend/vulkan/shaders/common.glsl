@@ -41,6 +41,11 @@ float round_to(bool f16, float x) {
   return x;
 }
 
+// The cache row of key position j in KV caches of `rows` rows: a sliding-window layer's ring holds
+// position j at row j % rows; caches of the whole context (rows above every position) are the
+// identity (docs/ir.md "KV caches").
+uint kv_row(uint j, uint rows) { return j < rows ? j : j % rows; }
+
 // 1 / sqrt(mean + eps) of a row of n values whose squares sum to ss: the RMS norm's scale, for
 // every kernel that norms (rms_norm.glsl, norm_quant_prologue.glsl, the attention kernels, the
 // decode chain). The mean and eps are added apart (precise), as the CPU reference adds them: a

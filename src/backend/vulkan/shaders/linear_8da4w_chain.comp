@@ -151,7 +151,8 @@ shared uvec2 stab[2][SREC / 2u];
 // after the other, the first one's tile loads issued before the sync; its record: 8 q, 10 k, 12 v,
 // 14 k cache, 16 v cache, 18 output, 20 split partials, 22 split counters, 24 the step's position,
 // 26 rope's cos/sin table, 28 q norm weight, 30 k norm weight (addresses), 32 H, 33 Hkv, 34 S,
-// 35 C, 36 R, 37 orig, 38 ctx, 39 scale, 40 q eps, 41 k eps, 42 window (0: none).
+// 35 C, 36 R, 37 orig, 38 ctx, 39 scale, 40 q eps, 41 k eps, 42 window (0: none), 43 the caches'
+// rows (a sliding layer's ring: attention_decode.glsl AttP).
 const uint HD = ATT_HD > 0u ? ATT_HD : 8u;
 const bool A16 = (ATT_FLAGS & 1u) != 0u, C16 = (ATT_FLAGS & 2u) != 0u,
            Y16 = (ATT_FLAGS & 4u) != 0u, N16 = (ATT_FLAGS & 8u) != 0u,
@@ -712,7 +713,8 @@ void attention_stage(uint par, uint st) {
   att_par = par;
   const AttP p = AttP(SW(par, 32u), SW(par, 33u), SW(par, 34u), SW(par, 35u), SW(par, 36u),
                       SW(par, 37u), SW(par, 38u), uintBitsToFloat(SW(par, 39u)),
-                      uintBitsToFloat(SW(par, 40u)), uintBitsToFloat(SW(par, 41u)), SW(par, 42u));
+                      uintBitsToFloat(SW(par, 40u)), uintBitsToFloat(SW(par, 41u)), SW(par, 42u),
+                      SW(par, 43u));
   const uint pos = KNRef(AW(24u)).v[0], c0 = att_c0(p, pos), wg = flat_group();
   const uint items = p.H * (pos / p.C + 1u - c0);
   if (wg < items) att_item_fetch(p, wg % p.H, c0 + wg / p.H, pos);
