@@ -31,11 +31,12 @@
 namespace vkllm::test::gemma3 {
 namespace {
 
-// The non-quantized artifact of the twin (a small tokenizer in place of the fixture's), written
-// once per process and removed at its exit.
+// The non-quantized artifact of the twin (a small tokenizer in place of the fixture's) at a
+// context of `ctx`, written once per process and removed at its exit.
 struct Artifact {
-  std::string root = testutil::temp_dir("vkgemma3"), path = root + "/tiny-gemma3.vkllm";
-  Artifact() {
+  std::string root, path;
+  explicit Artifact(int ctx)
+      : root(testutil::temp_dir("vkgemma3")), path(root + "/tiny-gemma3.vkllm") {
     SynthOptions so;
     so.preset = "tiny-gemma3";
     so.out_dir = root + "/twin";
@@ -44,7 +45,7 @@ struct Artifact {
     write_text_file(so.out_dir + "/tokenizer.json", testutil::tiny_tokenizer_json());
     RecipeOptions o;
     o.recipe = "non-quantized";
-    o.max_context = 64;
+    o.max_context = ctx;
     export_checkpoint(so.out_dir, path, o);
   }
   ~Artifact() {
@@ -53,7 +54,7 @@ struct Artifact {
   }
 };
 const std::string& artifact() {
-  static const Artifact a;
+  static const Artifact a(64);
   return a.path;
 }
 
@@ -97,28 +98,6 @@ Program ring_program(const Program& p) {
   }
   return q;
 }
-
-// The twin exported at a context of 1,024 (its sliding layers' rings shorter than that), written
-// once per process.
-struct LongArtifact {
-  std::string root = testutil::temp_dir("vkgemma3long"), path = root + "/tiny-gemma3-1k.vkllm";
-  LongArtifact() {
-    SynthOptions so;
-    so.preset = "tiny-gemma3";
-    so.out_dir = root + "/twin";
-    so.no_tokenizer = true;
-    synth_write(so);
-    write_text_file(so.out_dir + "/tokenizer.json", testutil::tiny_tokenizer_json());
-    RecipeOptions o;
-    o.recipe = "non-quantized";
-    o.max_context = 1024;
-    export_checkpoint(so.out_dir, path, o);
-  }
-  ~LongArtifact() {
-    std::error_code ec;
-    std::filesystem::remove_all(root, ec);
-  }
-};
 
 // The ring runs' sequence: an 11-token prompt (chunks of 5 across the window's edge and the
 // ring's first wrap), decode steps to position 25, a 7-token forward at 26 (chunks of 5 and 2,
@@ -264,6 +243,30 @@ TEST(VulkanGemma3, FusedRunsEqualTheUnfusedProgram) {
   EXPECT_EQ(vk::validation_message_count(), msgs) << "Vulkan validation reported messages";
 }
 
+// One windowed attention op over caches of `rows` rows (dtype `cache`): q, k, v and the caches'
+// contents as given; returns the ids of the key cache and the output.
+struct AttentionCase {
+  int32_t kc, y;
+};
+AttentionCase add_windowed_attention(Case& c, DType cache, int H, int Hkv, int hd, int64_t rows,
+                                     int win, float scale, const std::vector<float>& q,
+                                     const std::vector<float>& k, const std::vector<float>& v,
+                                     const std::vector<float>& kc, const std::vector<float>& vc) {
+  const int64_t W = int64_t(Hkv) * hd;
+  auto enc = [&](const std::vector<float>& f) {
+    return cache == DType::F16 ? bytes_f16(f) : bytes_f32(f);
+  };
+  const int32_t tq = c.add("q", DType::F32, TensorKind::Activation, {-1, H * hd}, bytes_f32(q));
+  const int32_t tk = c.add("k", DType::F32, TensorKind::Activation, {-1, W}, bytes_f32(k));
+  const int32_t tv = c.add("v", DType::F32, TensorKind::Activation, {-1, W}, bytes_f32(v));
+  const int32_t tkc = c.add("kc", cache, TensorKind::KVCache, {rows, W}, enc(kc));
+  const int32_t tvc = c.add("vc", cache, TensorKind::KVCache, {rows, W}, enc(vc));
+  const int32_t ty = c.add("o", DType::F32, TensorKind::Activation, {-1, int64_t(H) * hd});
+  c.op("attention", {tq, tk, tv, tkc, tvc}, ty,
+       {{"n_heads", H}, {"n_kv_heads", Hkv}, {"head_dim", hd}, {"scale", scale}, {"window", win}});
+  return {tkc, ty};
+}
+
 // The attention op with a window alone, against the CPU reference's: a long context (the decode
 // step's keys in several parts, some wholly before the window), a window that is no multiple of
 // the 64-key tiles, prefill rows below, at and past it, grouped-query heads, fp32 and fp16 caches.
@@ -284,22 +287,9 @@ TEST(VulkanGemma3, WindowedAttentionOp) {
       auto kc = rand_vec(rng, static_cast<size_t>(ctx * W)),
            vc = rand_vec(rng, static_cast<size_t>(ctx * W));
       if (cache == DType::F16) kc = round_f16(kc), vc = round_f16(vc);
-      auto enc = [&](const std::vector<float>& f) {
-        return cache == DType::F16 ? bytes_f16(f) : bytes_f32(f);
-      };
-      const int32_t tq = c.add("q", DType::F32, TensorKind::Activation, {-1, H * hd}, bytes_f32(q));
-      const int32_t tk = c.add("k", DType::F32, TensorKind::Activation, {-1, W}, bytes_f32(k));
-      const int32_t tv = c.add("v", DType::F32, TensorKind::Activation, {-1, W}, bytes_f32(v));
-      const int32_t tkc = c.add("kc", cache, TensorKind::KVCache, {ctx, W}, enc(kc));
-      const int32_t tvc = c.add("vc", cache, TensorKind::KVCache, {ctx, W}, enc(vc));
-      const int32_t ty = c.add("o", DType::F32, TensorKind::Activation, {-1, H * hd});
       const float scale = 0.125f;
-      c.op("attention", {tq, tk, tv, tkc, tvc}, ty,
-           {{"n_heads", H},
-            {"n_kv_heads", Hkv},
-            {"head_dim", hd},
-            {"scale", scale},
-            {"window", win}});
+      const AttentionCase ac =
+          add_windowed_attention(c, cache, H, Hkv, hd, ctx, win, scale, q, k, v, kc, vc);
       std::vector<float> want(q.size()), full(q.size());
       auto kc2 = kc, vc2 = vc;
       cpu::attention(q.data(), k.data(), v.data(), T, pos, kc.data(), vc.data(),
@@ -308,7 +298,7 @@ TEST(VulkanGemma3, WindowedAttentionOp) {
                      cache == DType::F16, H, Hkv, hd, scale, full.data());
       OpRun r(c, T, validated());
       r.forward(T, pos);
-      const std::vector<float> got = r.read(ty, T);
+      const std::vector<float> got = r.read(ac.y, T);
       EXPECT_LE(nmse(got, want), 1e-10);
       if (pos + T > win) {
         EXPECT_GT(nmse(got, full), 1e-4);  // the window cut something off
@@ -404,9 +394,6 @@ TEST(VulkanGemma3, WindowedAttentionOpOverARing) {
       }
       if (cache == DType::F16)
         kc = round_f16(kc), vc = round_f16(vc), kr = round_f16(kr), vr = round_f16(vr);
-      auto enc = [&](const std::vector<float>& f) {
-        return cache == DType::F16 ? bytes_f16(f) : bytes_f32(f);
-      };
       const float scale = 0.125f;
       std::vector<float> want(q.size()), want_ring(q.size());
       auto kc2 = kc, vc2 = vc, kr2 = kr, vr2 = vr;
@@ -423,23 +410,12 @@ TEST(VulkanGemma3, WindowedAttentionOpOverARing) {
                         const std::vector<float>& vcache, std::vector<float>* kout) {
         Case c;
         c.p.max_ctx = ctx;
-        const int32_t tq =
-            c.add("q", DType::F32, TensorKind::Activation, {-1, H * hd}, bytes_f32(q));
-        const int32_t tk = c.add("k", DType::F32, TensorKind::Activation, {-1, W}, bytes_f32(k));
-        const int32_t tv = c.add("v", DType::F32, TensorKind::Activation, {-1, W}, bytes_f32(v));
-        const int32_t tkc = c.add("kc", cache, TensorKind::KVCache, {rows, W}, enc(kcache));
-        const int32_t tvc = c.add("vc", cache, TensorKind::KVCache, {rows, W}, enc(vcache));
-        const int32_t ty = c.add("o", DType::F32, TensorKind::Activation, {-1, H * hd});
-        c.op("attention", {tq, tk, tv, tkc, tvc}, ty,
-             {{"n_heads", H},
-              {"n_kv_heads", Hkv},
-              {"head_dim", hd},
-              {"scale", scale},
-              {"window", win}});
+        const AttentionCase ac =
+            add_windowed_attention(c, cache, H, Hkv, hd, rows, win, scale, q, k, v, kcache, vcache);
         OpRun run(c, T, validated());
         run.forward(T, pos);
-        *kout = run.read(tkc, rows);
-        return run.read(ty, T);
+        *kout = run.read(ac.kc, rows);
+        return run.read(ac.y, T);
       };
       std::vector<float> kfull, kring;
       const std::vector<float> full = device(ctx, kc, vc, &kfull);
@@ -456,7 +432,7 @@ TEST(VulkanGemma3, WindowedAttentionOpOverARing) {
 // 300 (shorter than a ring) every layer's 300 rows. A session on the ring model generates the
 // CPU's tokens on Vulkan over 560 positions (the 520-row rings wrapped).
 TEST(VulkanGemma3, MemoryFigureCountsTheRings) {
-  static const LongArtifact a;
+  static const Artifact a(1024);     // (its sliding layers' rings shorter than its context)
   const uint64_t row = 2 * 256 * 4;  // K and V of one position, one layer
   for (const char* backend : {"cpu", "vulkan"}) {
     SCOPED_TRACE(backend);
