@@ -366,17 +366,18 @@ TEST(VulkanGemma3, WindowedAttentionOpOverARing) {
   ASSERT_EQ(ring_rows(ctx, win, 40), R);
   const int64_t W = int64_t(Hkv) * hd;
   for (const DType cache : {DType::F32, DType::F16})
-    for (const auto& [T, pos] : {std::pair{1, 20},
-                                 {1, 76},
-                                 {1, 77},
-                                 {1, 78},
-                                 {1, 300},
-                                 {1, 511},
-                                 {40, 0},
-                                 {41, 36},
-                                 {30, 100},
-                                 {41, 60},
-                                 {41, 470}}) {
+    for (const auto& [T_, pos_] : {std::pair{1, 20},
+                                   {1, 76},
+                                   {1, 77},
+                                   {1, 78},
+                                   {1, 300},
+                                   {1, 511},
+                                   {40, 0},
+                                   {41, 36},
+                                   {30, 100},
+                                   {41, 60},
+                                   {41, 470}}) {
+      const int T = T_, pos = pos_;  // (lambdas do not capture structured bindings in clang 14)
       SCOPED_TRACE(::testing::Message()
                    << "T " << T << " pos " << pos << " cache " << dtype_name(cache));
       std::mt19937 rng(static_cast<unsigned>(T * 1000 + pos));
