@@ -196,10 +196,7 @@ class CpuInterpreter {
       if (pool_rows_ == 0) kv.ring = attention_cache_rows(p_, op);
       cpu::attention_rows(in(I[0]), in(I[1]), in(I[2]), T_, kv, buf_[I[3]].data(),
                           buf_[I[4]].data(), decl(I[3]).dtype == DType::F16, H, Hkv, hd,
-                          attr_f(op, "scale"), out(o),
-                          op.attrs.contains("window")
-                              ? static_cast<int>(std::min<int64_t>(attr_i(op, "window"), 1 << 30))
-                              : 0);
+                          attr_f(op, "scale"), out(o), static_cast<int>(attention_window(op)));
     } else if (f == "swiglu") {
       cpu::swiglu(in(I[0]), in(I[1]), rows(I[0]) * width(I[0]), out(o));
     } else if (f == "geglu") {

@@ -49,9 +49,7 @@ AttentionSetup attention_setup(OpEnv& env, const Match& m) {
   a.hd = static_cast<int>(c.attr_i("head_dim"));
   a.scale = c.attr_f("scale");
   // (as prep_attention reads it: keys max(0, p - win + 1)..p of query position p)
-  a.win = m.attn->attrs.contains("window")
-              ? u32(std::min<int64_t>(c.attr_i("window"), int64_t(1) << 30))
-              : 0u;
+  a.win = u32(attention_window(*m.attn));
   a.rows = need_attention_shapes(c, a.H, a.Hkv, a.hd, m.q, m.k, I[2], I[3], I[4], m.y);
   c.need(c.f16(m.q) == c.f16(m.k) && c.f16(m.k) == c.f16(I[2]), "q, k and v must share one dtype");
   // The normed and rotated rows' dtypes (rounded to as the unfused ops store them).

@@ -463,9 +463,7 @@ std::unique_ptr<PreparedOp> prep_attention(Ctx c) {
   // (attention.comp) and the portable prefill kernel (attention_prefill.comp) take it; where the
   // cooperative-matrix prefill kernel would run, windowed forwards of several tokens run the split
   // kernel with one split.
-  const uint32_t win = c.op.attrs.contains("window")
-                           ? u32(std::min<int64_t>(c.attr_i("window"), int64_t(1) << 30))
-                           : 0u;
+  const uint32_t win = u32(attention_window(c.op));
   const int64_t W = int64_t(Hkv) * hd;
   // The caches' rows: position j at row j % rows (a sliding layer's ring).
   const uint32_t rows = need_attention_shapes(c, H, Hkv, hd, I[0], I[1], I[2], I[3], I[4], y);
