@@ -133,11 +133,19 @@ std::vector<float> run_linear(const LinCase& c, const VulkanOptions& opt, bool t
                                                  c.act == DType::F16 && K % 8 == 0
                                              ? "fp16 cooperative matrix"
                                              : "portable float");
+  // linear_8da4w on the matrix units from gemm_from tokens: the tiles from GemmPlan::kTokens, the
+  // rows kernel below, bit-exact with the CPU where K has at most 16 groups (its subgroups' sums
+  // then are the groups' terms, added in group order).
+  const bool on_mm =
+      c.kind == Lin::A8W4 && G % 32 == 0 && T >= static_cast<int>(vk::detail::gemm_from(r.ctx()));
+  if (on_mm && T < static_cast<int>(vk::detail::GemmPlan::kTokens))
+    std::printf("rows on the int8 cooperative matrices (%lld groups)\n",
+                static_cast<long long>(K / G));
   r.forward(T, 0);
   auto got = r.read(ty, T);
   const double bound = bound_for(kMat, c.act);
   EXPECT_LE(logged(nmse(got, want), bound), bound);
-  if (c.exact) {
+  if (c.exact || (on_mm && K / G <= 16)) {
     size_t diff = 0;
     for (size_t i = 0; i < got.size() && got.size() == want.size(); ++i) diff += got[i] != want[i];
     EXPECT_EQ(diff, 0u) << "outputs differ from the CPU's of " << got.size();
@@ -145,9 +153,9 @@ std::vector<float> run_linear(const LinCase& c, const VulkanOptions& opt, bool t
   if (c.kind == Lin::A8W4) {  // the int8 quantization is bit-exact with the CPU's
     auto qx = r.read_bytes(r.env().act_q, static_cast<size_t>(T * K));
     auto qp = r.read_bytes(r.env().act_qp, static_cast<size_t>(T * 8));
-    // A forward of at least GemmPlan::kTokens tokens runs the tiled GEMM where G % 32 == 0, and
-    // its scratch holds each eight codes e0..e7 as e0 e2 e4 e6 e1 e3 e5 e7 (quant.glsl).
-    const bool gemm_order = G % 32 == 0 && T >= static_cast<int>(vk::detail::GemmPlan::kTokens);
+    // A forward on the matrix units (on_mm, G % 32 == 0) has its scratch hold each eight codes
+    // e0..e7 as e0 e2 e4 e6 e1 e3 e5 e7 (quant.glsl).
+    const bool gemm_order = on_mm;
     std::vector<int8_t> cq(static_cast<size_t>(K)), natural(static_cast<size_t>(K));
     for (int t = 0; t < T; ++t) {
       float sx;
@@ -215,6 +223,10 @@ std::vector<LinCase> linear_cases() {
   sweep(Lin::A8W4, 160, 45, DType::F32, 32, {6});
   sweep(Lin::A8W4, 112, 45, DType::F32, 16, {6});   // the four-weights-at-a-time path
   sweep(Lin::A8W4, 256, 45, DType::F32, 128, {6});  // one scale for four 32-weight blocks
+  // The rows kernel (forwards of 2-15 tokens where there are int8 cooperative matrices) with
+  // more groups than subgroups (72: a subgroup sums 4 or 5 of them) and with groups of 256.
+  for (int T : {4, 12}) add(lin(Lin::A8W4, 2304, 45, T, DType::F32, 32));
+  add(lin(Lin::A8W4, 512, 70, 6, DType::F32, 256));
   // fp16 activations of the quantized families.
   for (int T : {1, 3, 16, 20}) add(lin(Lin::Q4W, 160, 45, T, DType::F16));
   for (int T : {1, 5, 16}) add(lin(Lin::A8W4, 256, 33, T, DType::F16));

@@ -32,8 +32,13 @@ bool scratch_for_gemm(const Ctx& c, int32_t x) {
   return any;
 }
 // The quantizers' push constant for a forward of Tr tokens (1: store in gemm_order).
-uint32_t gemm_order(bool for_gemm, uint32_t Tr) {
-  return for_gemm && Tr >= GemmPlan::kTokens;
+uint32_t gemm_order(const Context& ctx, bool for_gemm, uint32_t Tr) {
+  return for_gemm && Tr >= gemm_from(ctx);
+}
+uint32_t gemm_from(const Context& ctx) {
+  const uint32_t forced = ctx.tuning().gemm_from;
+  if (forced) return std::clamp<uint32_t>(forced, 2, GemmPlan::kTokens);
+  return ctx.use_coopmat() && ctx.info().subgroup_size == 32 ? 2 : GemmPlan::kTokens;
 }
 
 // Does the norm's output go only to linear_8da4w ops (as their input), so that the norm can
@@ -66,6 +71,7 @@ GemmPlan plan_gemm_8da4w(const Context& ctx, int64_t G, int64_t N, bool y16) {
   p.wide = tune.gemm_wide;
   p.w16 = G <= 128;
   p.ablate = tune.gemm_ablate & 63u;
+  p.from = p.coopmat ? gemm_from(ctx) : GemmPlan::kTokens;
   p.on = true;
   p.id = p.coopmat ? Shader::linear_8da4w_mm_coopmat
          : ctx.use_int_dot()
@@ -120,8 +126,19 @@ const Kernel& GemmPlan::kernel(Kernels& kernels, GemmTile t) const {
   return kernels.get(id, y16, spec);
 }
 
+// linear_8da4w_rows_coopmat (T < kTokens): 16 weight rows a workgroup, T <= 8 TF tokens; a
+// subgroup a group of K at a time, up to 16 subgroups (fewer where K has fewer groups). Its
+// specialization: y16 (id 1), TF (9), G / 32 (10), threads (11), W16 (12).
 void GemmPlan::record(VkCommandBuffer cb, Kernels& kernels, VkDescriptorSet set, uint32_t K,
                       uint32_t rows, uint32_t r0, uint32_t N, uint32_t T, uint32_t G) const {
+  if (T < kTokens) {
+    const uint32_t sgs = std::clamp<uint32_t>(K / G, 1, 16), tf = T <= 8 ? 1 : 2;
+    std::vector<uint32_t> spec = kernel_spec({y16 ? 1u : 0u}, 0, tf);
+    spec.insert(spec.end(), {G / 32, 32 * sgs, w16 ? 1u : 0u});
+    dispatch(cb, kernels.get(Shader::linear_8da4w_rows_coopmat, y16, spec), set,
+             GemmPush{K, rows, r0, N, T, G}, ceil_div(rows, 16u), 1);
+    return;
+  }
   const GemmTile t = tile(rows, T);
   dispatch(cb, kernel(kernels, t), set, GemmPush{K, rows, r0, N, T, G}, ceil_div(rows, t.bn),
            ceil_div(T, t.bt));

@@ -33,7 +33,7 @@ struct RmsNormPush {
 struct LinearPush {  // linear.comp: the fp32/fp16 mat-vec
   uint32_t K, Nc, n0, N, T, R;
 };
-struct GemmPush {  // the tiled GEMMs (linear_mm*, linear_8da4w_mm*)
+struct GemmPush {  // the tiled GEMMs (linear_mm*, linear_8da4w_mm*, linear_8da4w_rows_coopmat)
   uint32_t K, Nc, n0, N, T, G;
 };
 struct MatvecPush {  // linear_8da4w.comp, linear_q4w.comp, linear_q4w_mv.comp

@@ -86,17 +86,19 @@ std::unique_ptr<PreparedOp> prep_embedding(Ctx c) {
 
 namespace detail {
 
-// The int8 activation scratch of linear_8da4w (shared by all ops; allocated by the first user).
+// The int8 activation scratch of linear_8da4w and its scales (shared by all ops; allocated by
+// the first user). It holds at least 16 tokens' rows, the most
+// linear_8da4w_rows_coopmat reads (its tokens past the forward's are read, never stored).
 std::pair<BufRange, BufRange> act_scratch(Ctx& c, int64_t K) {
   OpEnv& e = c.env;
   if (!e.act_q.buf) {
     e.act_q =
-        e.alloc.create(std::max<uint64_t>(e.act_q_bytes, static_cast<uint64_t>(e.max_tokens) * K),
+        e.alloc.create(std::max<uint64_t>(e.act_q_bytes, std::max<uint64_t>(e.max_tokens, 16) * K),
                        false, "int8 activation scratch");
     e.act_qp =
         e.alloc.create(static_cast<uint64_t>(e.max_tokens) * 8, false, "activation scale scratch");
   }
-  c.need(e.act_q.size >= static_cast<uint64_t>(e.max_tokens) * K, "activation scratch too small");
+  c.need(e.act_q.size >= std::max<uint64_t>(e.max_tokens, 16) * K, "activation scratch too small");
   return {{e.act_q.buf, 0, e.act_q.size}, {e.act_qp.buf, 0, e.act_qp.size}};
 }
 
@@ -166,7 +168,7 @@ std::unique_ptr<PreparedOp> prep_rms_norm(Ctx c) {
   auto prepared = std::make_unique<PreparedOp>(
       [=, &kern](VkCommandBuffer cb, int T) {
         const uint32_t Tr = c.rows(x, T), rows = Tr * u32(N / G);
-        const RmsNormPush push = {u32(G), rows, eps, gemm_order(for_gemm, Tr),
+        const RmsNormPush push = {u32(G), rows, eps, gemm_order(c.env.ctx, for_gemm, Tr),
                                   last ? u32((T - 1) * N) : 0u};
         if (kern_sg && Tr > 1)
           dispatch_flat(cb, *kern_sg, set_sg, push, ceil_div(rows, 256 / sg));
@@ -301,12 +303,13 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
       [=](VkCommandBuffer cb, int T) {
         const uint32_t Tr = c.rows(x, T);
         if (kq) {
-          dispatch_flat(cb, *kq, qset, QuantPush{u32(K), Tr, gemm_order(for_gemm, Tr)}, Tr);
+          dispatch_flat(cb, *kq, qset, QuantPush{u32(K), Tr, gemm_order(c.env.ctx, for_gemm, Tr)},
+                        Tr);
           compute_barrier(cb);
         }
         const uint32_t tt = Tr == 1 ? 1 : Tr >= kPrefillTT ? kPrefillTT : std::bit_ceil(Tr);
         for (const Part& pt : parts) {  // R rows x tt tokens per workgroup
-          if (gemm.on && Tr >= GemmPlan::kTokens) {
+          if (gemm.on && Tr >= gemm.from) {
             gemm.record(cb, *kernels, pt.set, u32(K), pt.ch.rows, pt.ch.r0, u32(N), Tr, u32(G));
             continue;
           }
@@ -583,7 +586,7 @@ std::unique_ptr<PreparedOp> prep_elementwise(Ctx c) {
     auto prepared = std::make_unique<PreparedOp>(
         [=, &k](VkCommandBuffer cb, int T) {
           const uint32_t Tr = c.rows(I[0], T);
-          dispatch_flat(cb, k, set, QuantPush{u32(N), Tr, gemm_order(for_gemm, Tr)}, Tr);
+          dispatch_flat(cb, k, set, QuantPush{u32(N), Tr, gemm_order(c.env.ctx, for_gemm, Tr)}, Tr);
         },
         nullptr);
     prepared->phases = {phase_of(k, r)};

@@ -95,8 +95,10 @@ struct GemmTile {
   uint32_t kc;      // K bytes staged a step
 };
 struct GemmPlan {
-  static constexpr uint32_t kTokens = 16;          // forwards of at least this many tokens use it
-  bool on = false;                                 // false: the op has no GEMM
+  static constexpr uint32_t kTokens = 16;  // forwards of at least this many tokens use the tiles
+  bool on = false;                         // false: the op has no GEMM
+  // Forwards of from .. kTokens - 1 tokens run linear_8da4w_rows_coopmat (gemm_from).
+  uint32_t from = kTokens;
   Shader id{};                                     // its module
   uint32_t kc = 0, max_shared = 0, min_tiles = 1;  // kc: the largest chunk the group allows
   // Tuning::gemm_tile, gemm_rows
@@ -421,7 +423,12 @@ bool feeds_only_8da4w(const Ctx& c, int32_t y);
 // GemmPlan::kTokens tokens x's int8 scratch is stored in the GEMMs' order (vk_ops.cpp).
 bool scratch_for_gemm(const Ctx& c, int32_t x);
 // The quantizers' push constant for a forward of Tr tokens (1: store in that order).
-uint32_t gemm_order(bool for_gemm, uint32_t Tr);
+uint32_t gemm_order(const Context& ctx, bool for_gemm, uint32_t Tr);
+// The fewest tokens of a forward whose linear_8da4w ops run on the matrix units: 2 where the
+// device has int8 cooperative matrices (forwards of 2-15 tokens on linear_8da4w_rows_coopmat,
+// 16 weight rows by 8 or 16 tokens a multiply-add), else GemmPlan::kTokens; Tuning::gemm_from
+// forces it. The quantizers store the scratch in the GEMMs' order from the same count.
+uint32_t gemm_from(const Context& ctx);
 // The tiled GEMM of the float-activation linears (linear, linear_q4w) in forwards of at least
 // GemmPlan::kTokens tokens: its module (before the _f16 suffix) and its workgroups, kFloatGemmTile
 // tokens x kFloatGemmTile rows each. fp16 activations and weights (the fp16 recipe) run on fp16

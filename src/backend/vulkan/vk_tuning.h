@@ -28,6 +28,9 @@ struct Tuning {
   // Prefill GEMM of linear_8da4w (GemmPlan): forced tile tokens and rows (0: the rule).
   uint32_t gemm_tile = 0, gemm_rows = 0;
   bool gemm_wide = false;  // 64 x 128 tiles first
+  // The fewest tokens a forward's linear_8da4w runs on the matrix units (0: the rule, 2 where the
+  // rows kernel has cooperative matrices, else GemmPlan::kTokens; 16 turns the rows kernel off).
+  uint32_t gemm_from = 0;
 
   // Prefill attention: forced keys a tile (32|64), rows a thread (1|2).
   uint32_t attn_bk = 0, attn_rq = 0;

@@ -221,8 +221,9 @@ class VulkanExecutor final : public Executor {
       env.batch_out_offset = static_cast<uint32_t>(4 * max_t_);
       env.batch_block_tokens = static_cast<uint32_t>(batch->block_tokens);
     }
+    const uint64_t scratch_t = std::max<uint64_t>(max_t_, 16);  // (act_scratch's rows)
     for (const Op& op : p_.ops)
-      env.act_q_bytes = std::max(env.act_q_bytes, act_quant_bytes_per_token(p_, op) * max_t_);
+      env.act_q_bytes = std::max(env.act_q_bytes, act_quant_bytes_per_token(p_, op) * scratch_t);
     for (const Op& op : p_.ops) ops_.push_back(prepare_op(env, op));
     // The plans: each records its fused runs as one step each (vk_fused.h: the prefill's for
     // forwards of several tokens, the decode step's for one-token forwards) and the other ops
