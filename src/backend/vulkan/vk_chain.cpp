@@ -91,6 +91,7 @@ std::unique_ptr<PreparedOp> prepare_chain(OpEnv& env, const std::vector<Match>& 
   bool any_post = false;               // post-norm stages or GeGLU epilogues (Gemma 3's)
   uint32_t xv = chain_xv(0);           // the float row's vec4s (linear_8da4w_chain.comp XV)
   uint32_t att_hd = 0, att_flags = 0;  // the attention stages' (linear_8da4w_chain.comp ATT_HD)
+  bool any_ring = false;  // a stage's caches are a sliding layer's ring (ATT_FLAGS 128)
   std::vector<VkBuffer> reads, writes;
   auto clock_slot = [&](size_t at, const std::string& what) {
     table[at + kChainWords - 1] = 0xFFFFFFFFu;  // the clock's slot (none)
@@ -109,6 +110,7 @@ std::unique_ptr<PreparedOp> prepare_chain(OpEnv& env, const std::vector<Match>& 
              "a chain's attention stages share one head dim and dtypes");
       att_hd = u32(a.hd);
       att_flags = fl;
+      any_ring = any_ring || a.rows < a.ctx;
       any16 = any16 || (fl & 31u) != 0;
       const auto& I = m.attn->inputs;
       auto range = [&](const BufRange& r) { return ctx.address(r.buf) + r.offset; };
@@ -234,11 +236,12 @@ std::unique_ptr<PreparedOp> prepare_chain(OpEnv& env, const std::vector<Match>& 
     env.alloc.fill(env.chain_clock.buf, 0);
   }
   const uint32_t ub = chain_ub(all_q4w, tune);
-  const Kernel& k = env.kernels.get(
-      chain_shader(ctx.use_int_dot(), clock, chain_wg(tune) == 512), any16,
-      {chain_depth(ub), grid_spin_limit(ctx.info()), tune.chain_noload ? 1u : 0u, kChainSpecialize,
-       xv, any_q4w ? 1u : 0u, kChainPipe, chain_deal(tune), ub, att_hd, att_flags,
-       chain_split_sync(any_q4w, tune), any_int8 ? 1u : 0u, any_post ? 1u : 0u});
+  const Kernel& k =
+      env.kernels.get(chain_shader(ctx.use_int_dot(), clock, chain_wg(tune) == 512), any16,
+                      {chain_depth(ub), grid_spin_limit(ctx.info()), tune.chain_noload ? 1u : 0u,
+                       kChainSpecialize, xv, any_q4w ? 1u : 0u, kChainPipe, chain_deal(tune), ub,
+                       att_hd, att_flags | (any_ring ? 128u : 0u), chain_split_sync(any_q4w, tune),
+                       any_int8 ? 1u : 0u, any_post ? 1u : 0u});
   std::vector<BufRange> r = {{env.chain_sync.buf, 0, env.chain_sync.size}, {tab.buf, 0, tab.size}};
   if (clock) r.push_back({env.chain_clock.buf.buf, 0, env.chain_clock.buf.size});
   VkDescriptorSet set = env.kernels.make_set(k, r);

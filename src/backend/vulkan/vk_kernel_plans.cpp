@@ -72,6 +72,7 @@ GemmPlan plan_gemm_8da4w(const Context& ctx, int64_t G, int64_t N, bool y16) {
   p.w16 = G <= 128;
   p.ablate = tune.gemm_ablate & 63u;
   p.from = p.coopmat ? gemm_from(ctx) : GemmPlan::kTokens;
+  p.rows_to = p.from < GemmPlan::kTokens ? std::max(tune.gemm_rows_to, GemmPlan::kTokens) : 0;
   p.on = true;
   p.id = p.coopmat ? Shader::linear_8da4w_mm_coopmat
          : ctx.use_int_dot()
@@ -126,13 +127,16 @@ const Kernel& GemmPlan::kernel(Kernels& kernels, GemmTile t) const {
   return kernels.get(id, y16, spec);
 }
 
-// linear_8da4w_rows_coopmat (T < kTokens): 16 weight rows a workgroup, T <= 8 TF tokens; a
-// subgroup a group of K at a time, up to 16 subgroups (fewer where K has fewer groups). Its
-// specialization: y16 (id 1), TF (9), G / 32 (10), threads (11), W16 (12).
+// linear_8da4w_rows_coopmat (T < rows_to): 16 weight rows a workgroup, T <= 8 TF tokens; a
+// subgroup a group of K at a time, up to 16 subgroups (fewer where K has fewer groups or their
+// staged groups and sums would not fit the shared memory). Its specialization: y16 (id 1), TF
+// (9), G / 32 (10), threads (11), W16 (12).
 void GemmPlan::record(VkCommandBuffer cb, Kernels& kernels, VkDescriptorSet set, uint32_t K,
                       uint32_t rows, uint32_t r0, uint32_t N, uint32_t T, uint32_t G) const {
-  if (T < kTokens) {
-    const uint32_t sgs = std::clamp<uint32_t>(K / G, 1, 16), tf = T <= 8 ? 1 : 2;
+  if (T < rows_to) {
+    const uint32_t tf = ceil_div(T, 8u), sv = G / 16 + 1;
+    uint32_t sgs = std::clamp<uint32_t>(K / G, 1, 16);
+    while (sgs > 1 && sgs * (16 * sv + 32 * tf) * 16 + 32 * tf > max_shared) --sgs;
     std::vector<uint32_t> spec = kernel_spec({y16 ? 1u : 0u}, 0, tf);
     spec.insert(spec.end(), {G / 32, 32 * sgs, w16 ? 1u : 0u});
     dispatch(cb, kernels.get(Shader::linear_8da4w_rows_coopmat, y16, spec), set,

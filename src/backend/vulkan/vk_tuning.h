@@ -31,6 +31,8 @@ struct Tuning {
   // The fewest tokens a forward's linear_8da4w runs on the matrix units (0: the rule, 2 where the
   // rows kernel has cooperative matrices, else GemmPlan::kTokens; 16 turns the rows kernel off).
   uint32_t gemm_from = 0;
+  // Forwards of fewer tokens than this run the rows kernel there (16 .. 64, GemmPlan::kMaxRows).
+  uint32_t gemm_rows_to = 16;
 
   // Prefill attention: forced keys a tile (32|64), rows a thread (1|2).
   uint32_t attn_bk = 0, attn_rq = 0;

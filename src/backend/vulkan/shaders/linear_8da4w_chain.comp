@@ -152,12 +152,12 @@ shared uvec2 stab[2][SREC / 2u];
 // 14 k cache, 16 v cache, 18 output, 20 split partials, 22 split counters, 24 the step's position,
 // 26 rope's cos/sin table, 28 q norm weight, 30 k norm weight (addresses), 32 H, 33 Hkv, 34 S,
 // 35 C, 36 R, 37 orig, 38 ctx, 39 scale, 40 q eps, 41 k eps, 42 window (0: none), 43 the caches'
-// rows (a sliding layer's ring: attention_decode.glsl AttP).
+// rows (a sliding layer's ring: attention_decode.glsl AttP; read where ATT_FLAGS has 128).
 const uint HD = ATT_HD > 0u ? ATT_HD : 8u;
 const bool A16 = (ATT_FLAGS & 1u) != 0u, C16 = (ATT_FLAGS & 2u) != 0u,
            Y16 = (ATT_FLAGS & 4u) != 0u, N16 = (ATT_FLAGS & 8u) != 0u,
            R16 = (ATT_FLAGS & 16u) != 0u, QKNORM = (ATT_FLAGS & 32u) != 0u,
-           ROPE = (ATT_FLAGS & 64u) != 0u;
+           ROPE = (ATT_FLAGS & 64u) != 0u, RING = (ATT_FLAGS & 128u) != 0u;
 const uint ATT_MEASURE = 0u;
 layout(buffer_reference, std430, buffer_reference_align = 8) readonly buffer KWRef { uvec2 v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 4) readonly buffer KNRef { uint v[]; };
@@ -186,6 +186,9 @@ uvec2 AW(uint w) { return stab[att_par][w >> 1u]; }  // (w even)
 shared float qs[HD], tmp[2u * HD];  // q as attended; the q and k rows before norm and rope
 shared uint last_split;
 #define ATT_MERGE
+// Cache rows: a ring's (kv_row) only in chains with a sliding layer's ring (RING, 128).
+uint att_rows = 0xFFFFFFFFu;
+#define ATT_ROW(j) (RING ? kv_row(j, att_rows) : (j))
 #include "attention_split.glsl"
 #include "attention_decode.glsl"
 

@@ -1,5 +1,5 @@
 #version 450
-// linear_8da4w for forwards of 2-15 tokens (a batched decode step's rows, a short prompt) on
+// linear_8da4w for forwards of a few tokens (a batched decode step's rows, a short prompt) on
 // NVIDIA cooperative matrices (int8 x int8 -> int32, 16 x 8 x 32): the weights are the matrices'
 // 16 rows and the tokens their 8 columns, so one multiply-add covers 16 weight rows for up to 8
 // tokens, and the nibbles' widening, which bounds the mat-vecs, is paid once for every token.
@@ -19,7 +19,7 @@
 #extension GL_EXT_shader_explicit_arithmetic_types_int8 : require
 #extension GL_EXT_shader_explicit_arithmetic_types_int32 : require
 #define WG_SPEC
-layout(constant_id = 9) const uint TF = 1;     // 8-token fragments: 1 or 2
+layout(constant_id = 9) const uint TF = 1;     // 8-token fragments: 1 .. 8
 layout(constant_id = 10) const uint GQ = 4;    // G / 32: 32-weight steps a group
 layout(constant_id = 11) const uint NT = 512;  // threads: 32 SGS
 layout(constant_id = 12) const bool W16 = false;  // nibbles widened to 16 q (G <= 128)
@@ -41,10 +41,8 @@ const uint SV = 2u * GQ + 1u;     // a staged row of one group in uvec4 (one of 
 const uint STAGE = 16u * SV;      // a subgroup's staged group: 16 rows
 const uint CE = 4u;               // accumulator elements a lane (16 x 8 on 32 lanes)
 const uint WL = GQ;               // uvec2 of nibbles a lane loads a group (16 rows x G / 16)
-// The staged groups, then (after a barrier) the subgroups' sums: 16 rows x 8 TF tokens each.
-const uint SUMS = SGS * 32u * TF;  // uvec4 of the sums
-const uint SM_WORDS = SGS * STAGE > SUMS ? SGS * STAGE : SUMS;
-shared uvec4 sm[SM_WORDS];
+shared uvec4 sm[SGS * STAGE];     // the staged groups (first the accumulator layout's probe)
+shared uvec4 s_sum[SGS * TF * 32u];  // each lane's sums: [subgroup][fragment][lane], 4 elements
 shared int s_zp[8u * TF];
 
 // One group's words for this lane: its nibbles (lane l, word j: row (l + 32 j) / (2 GQ), word
@@ -127,23 +125,25 @@ void main() {
     }
     subgroupBarrier();  // every lane's fragment loads done before the next group is staged
   }
-  barrier();  // every staged group read before the sums overwrite them
-  // Sums: [subgroup][token 8 TF][row 16] floats.
-  [[unroll]] for (uint f = 0; f < TF; ++f)[[unroll]] for (uint e = 0; e < CE; ++e) {
-    const uint at = (sg * 8u * TF + 8u * f + col[e]) * 16u + row[e];
-    sm[at / 4u][at % 4u] = floatBitsToUint(acc[f][e]);
-  }
+  // The sums of every subgroup, each lane's four elements as one word; then the lanes of
+  // subgroup f % SGS add those of fragment f in subgroup order and store them.
+  [[unroll]] for (uint f = 0; f < TF; ++f)
+    s_sum[(sg * TF + f) * 32u + lane] =
+        floatBitsToUint(vec4(acc[f][0], acc[f][1], acc[f][2], acc[f][3]));
   barrier();
-  for (uint o = tid; o < 16u * 8u * TF; o += NT) {
-    const uint t = o / 16u, r = o % 16u, n = r0 + r;
-    if (t >= pc.T || n >= pc.Nc) continue;
-    precise float v = 0.0;
+  for (uint f = sg; f < TF; f += SGS) {
+    precise float v[CE];
+    [[unroll]] for (uint e = 0; e < CE; ++e) v[e] = 0.0;
     for (uint i = 0; i < min(SGS, ng); ++i) {
-      const uint at = (i * 8u * TF + t) * 16u + r;
-      v = v + uintBitsToFloat(sm[at / 4u][at % 4u]);
+      const vec4 p = uintBitsToFloat(s_sum[(i * TF + f) * 32u + lane]);
+      [[unroll]] for (uint e = 0; e < CE; ++e) v[e] = v[e] + p[e];
     }
-    const float sx = uintBitsToFloat(qp[2u * t]) * (W16 ? 0.0625 : 1.0);  // (exact)
-    precise float out_v = v * sx;
-    STOREF(y, Y16, t * pc.N + pc.n0 + n, out_v);
+    [[unroll]] for (uint e = 0; e < CE; ++e) {
+      const uint t = 8u * f + col[e], n = r0 + row[e];
+      if (t >= pc.T || n >= pc.Nc) continue;
+      const float sx = uintBitsToFloat(qp[2u * t]) * (W16 ? 0.0625 : 1.0);  // (exact)
+      precise float out_v = v[e] * sx;
+      STOREF(y, Y16, t * pc.N + pc.n0 + n, out_v);
+    }
   }
 }
