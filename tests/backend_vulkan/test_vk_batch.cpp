@@ -102,10 +102,11 @@ TEST(VulkanBatchChecks, OneRowForwardsAndRefusals) {
 }
 
 // A batched executor's one-row forwards take the decode plan's fused runs (the mat-vec runs as
-// decode chains here, forced: lavapipe has none by default), and every forward the attention runs
-// (the q/k norms and ropes in the batched KV store and attention): the same logits, bit for bit,
-// as the unfused batched executor's, over a prompt, decode steps that cross KV blocks and a
-// forward of two sequences at other positions; the profile shows the chains and attention runs.
+// decode chains of two workgroups here, forced: lavapipe has none by default), and every forward
+// the attention runs (the q/k norms and ropes in the batched KV store and attention): the same
+// logits, bit for bit, as the unfused batched executor's, over a prompt, decode steps that cross
+// KV blocks and a forward of two sequences at other positions; the profile shows the chains and
+// attention runs.
 // The third toy's layer 0 has Gemma 3's sliding window of 5 keys: the prompt (positions 0-5)
 // reaches and passes it, the decode steps (6-20) are past it, the second sequence's prompt
 // (0-2) below it.
@@ -119,7 +120,7 @@ TEST(VulkanBatchChecks, OneRowForwardsTakeTheDecodeChains) {
     auto run = [&](bool fused, std::string* profile) {
       VulkanOptions o = validated();
       o.no_fusion = !fused;
-      o.tuning.chain_groups = 1;
+      o.tuning.chain_groups = 2;
       o.profile = true;
       std::vector<float> all;
       ::testing::internal::CaptureStderr();

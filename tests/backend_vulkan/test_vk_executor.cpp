@@ -106,13 +106,15 @@ TEST_P(VulkanFusion, DecodeStepEqualsTheUnfusedProgram) {
   const uint64_t msgs = vk::validation_message_count();
   // mode 0: nothing fused; 1: the default runs (attention); 2: every pattern (the tail runs take
   // the norms and SwiGLU); 3: every pattern but the tail runs (the mat-vec runs take them); 4: the
-  // mat-vec runs as the stages of decode chains (linear_8da4w_chain.comp), one 256-thread
-  // workgroup (the decode attention as a stage of the chains where their shared memory holds it);
-  // 5: the same with the default 512-thread workgroup; 6: the same with the other unit width than
+  // mat-vec runs as the stages of decode chains (linear_8da4w_chain.comp), a grid of two 256-thread
+  // workgroups (the decode attention as a stage of the chains where their shared memory holds it);
+  // 5: the same with three of the default 512 threads; 6: the same with four and the other unit
+  // width than
   // the recipe's default (one block a lane a unit for q4w chains, two otherwise: chain_ub), rows
   // dealt within workgroups (chain_deal off), the other grid sync than the recipe's default (split
   // in two for q4w chains, whole otherwise: chain_split_sync) and the attention in its own
-  // dispatch between chains (chain_att 0); 7: mode 5 with the executor's two decode plans changing
+  // dispatch between chains (chain_att 0); 7: mode 5 on two workgroups with the executor's two
+  // decode plans changing
   // halfway through the decode steps (the attention stages below the position chain_att_until,
   // the attention in its own dispatch from there). Modes 1 and 5 take the streamed decode
   // mat-vecs at every width (mv 1: the H200's lm_heads take them), so the lm_head with the final
@@ -130,7 +132,7 @@ TEST_P(VulkanFusion, DecodeStepEqualsTheUnfusedProgram) {
     if (mode == 0) o.no_fusion = true;
     if (mode >= 2) tn.fuse_all = true;
     if (mode >= 3) tn.no_fuse = {"tail"};
-    if (mode >= 4) tn.chain_groups = 1;
+    if (mode >= 4) tn.chain_groups = mode == 7 ? 2 : mode - 2;
     if (mode == 1 || mode == 5) tn.mv = 1;
     if (mode == 4) tn.chain_wg = 256;
     const bool q4w = GetParam().cfg.lin == Lin::Q4W;
@@ -140,8 +142,7 @@ TEST_P(VulkanFusion, DecodeStepEqualsTheUnfusedProgram) {
       tn.chain_split_sync = q4w ? 1 : 0;
       tn.chain_att = 0;
     }
-    // (One workgroup makes every attention item a round of its own: the default plan rule would
-    // take the attention stages at no position.)
+    // (The default plan rule would take the attention stages at no position on grids this small.)
     if (mode >= 4) tn.chain_att_until = mode == 7 ? n + 6 : 1 << 20;
     o.profile = profile != nullptr;
     auto gpu = make_vulkan_executor(toy.p, toy.w, o);

@@ -8,6 +8,7 @@
 #include <list>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <utility>
 
 namespace vkllm::test {
@@ -122,6 +123,15 @@ std::string options_key(const VulkanOptions& o) {
 }
 
 namespace {
+
+// lavapipe runs a dispatch's workgroups on one thread each only while it has a thread for each
+// (LP_NUM_THREADS, by default one a core); the chain tests' grids of up to four workgroups must be
+// resident, so the process asks for at least four before any Vulkan instance exists (a setting
+// from the environment wins).
+const bool kLavapipeThreads = [] {
+  if (std::thread::hardware_concurrency() < 4) setenv("LP_NUM_THREADS", "4", 0);
+  return true;
+}();
 
 // Most recently used first.
 std::list<std::pair<std::string, std::shared_ptr<Device>>>& devices() {

@@ -152,10 +152,12 @@ class Context {
   uint64_t max_binding_ = 0;
 };
 
-// grid_sync.glsl's spin limit for this device: polls of the arrival counter before a sync gives
-// up (seconds on a GPU; CPU devices run a workgroup a hundred times slower).
+// grid_sync.glsl's spin limit for this device: on GPUs the polls of the arrival counter before a
+// wait gives up (seconds); on CPU devices bit 31 and the loop iterations of a dispatch's waits,
+// 256 polls each (llvmpipe ends an invocation's loops after 65,535 iterations in all; half of
+// them is left to the kernel's own loops).
 inline uint32_t grid_spin_limit(const DeviceInfo& d) {
-  return d.type == "cpu" ? 1u << 31 : 1u << 22;
+  return d.type == "cpu" ? (1u << 31) | (1u << 15) : 1u << 22;
 }
 
 }  // namespace vkllm::vk

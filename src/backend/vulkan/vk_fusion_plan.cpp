@@ -81,9 +81,9 @@ uint32_t chain_groups(const DeviceInfo& dev, const Tuning& tune) {
   // By default 512 threads an SM on GPUs whose driver reports its SMs (NVIDIA's SM builtins):
   // measured faster than the step without chains on the H200 (measured),
   // and the kernel's registers (95-126 a thread) let an SM hold them. Elsewhere off
-  // unless asked for (Tuning::chain_groups = n, -1 for one an SM or CU): on lavapipe two or more
-  // workgroups disagree with the CPU (cause open, docs/perf.md). A grid that turns out not to be
-  // resident fails the decode with one line (the executor reads the grid sync's error flag).
+  // unless asked for (Tuning::chain_groups = n, -1 for one an SM or CU). A grid that turns out not
+  // to be resident fails the decode with one line (the executor reads the grid sync's error flag;
+  // lavapipe holds a workgroup a thread: docs/portability.md).
   // Chains sum each row in one part: a forced matvec_parts other than 1 turns them off.
   if (!dev.buffer_address || !tune.chain || tune.matvec_parts != 1) return 0;
   if (!tune.chain_groups) return dev.sm_builtins ? 512 / chain_wg(tune) * dev.compute_units : 0;

@@ -10,10 +10,19 @@
 // (gs_ctr[2] != 0) rather than a hung GPU.
 // Data that one workgroup writes before a sync and another reads after it must be declared
 // `coherent` (loads bypass caches that are not coherent across compute units).
-// GS_SPIN: the specialization constant of the spin limit (the host's: a few seconds of polling on
-// its device, far longer on CPU devices, whose workgroups run a hundred times slower).
+// GS_SPIN: the specialization constant of the spin limit (the host's, vk_context.h
+// grid_spin_limit). Bit 31 clear (GPUs): polls of the counter one wait makes, one a loop iteration
+// (a few seconds of polling). Bit 31 set (CPU devices): the low bits are the loop iterations of
+// the whole dispatch's waits, each iteration GS_CPU_POLLS polls in straight-line code. llvmpipe
+// (lavapipe) ends every loop of an invocation once the invocation has run 65,535 loop iterations
+// in all, silently: a wait counted in polls alone would end early there (the grid passing a sync
+// before every workgroup arrived) and leave the invocation's later loops one iteration each. A
+// wait that ends without seeing its target sets the error flag, however its loop ended.
 layout(std430, binding = GS_BINDING) coherent buffer GridSync { uint gs_ctr[]; };
 layout(constant_id = GS_SPIN) const uint GS_SPIN_LIMIT = 1u << 22;
+const bool GS_CPU = (GS_SPIN_LIMIT & 0x80000000u) != 0u;
+const uint GS_CPU_POLLS = 256u;
+uint gs_cpu_left = GS_SPIN_LIMIT & 0x7FFFFFFFu;  // (CPU devices) the dispatch's iterations left
 
 uint grid_groups() { return gl_NumWorkGroups.x * gl_NumWorkGroups.y * gl_NumWorkGroups.z; }
 
@@ -29,11 +38,18 @@ void grid_arrive() {
 void grid_wait(uint k) {
   if (gl_LocalInvocationIndex == 0u) {
     const uint target = (k + 1u) * grid_groups();
-    for (uint spins = 0u; atomicAdd(gs_ctr[0], 0u) < target; ++spins)
-      if (spins > GS_SPIN_LIMIT) {
-        atomicOr(gs_ctr[2], 1u);
-        break;
+    bool seen = false;
+    if (GS_CPU) {
+      for (; !seen && gs_cpu_left > 0u; --gs_cpu_left) {
+        uint c = 0u;
+        [[unroll]] for (uint i = 0u; i < GS_CPU_POLLS; ++i) c = max(c, atomicAdd(gs_ctr[0], 0u));
+        seen = c >= target;
       }
+    } else {
+      for (uint spins = 0u; !seen && spins <= GS_SPIN_LIMIT; ++spins)
+        seen = atomicAdd(gs_ctr[0], 0u) >= target;
+    }
+    if (!seen) atomicOr(gs_ctr[2], 1u);
   }
   barrier();
   memoryBarrierBuffer();
