@@ -137,7 +137,7 @@ void GemmPlan::record(VkCommandBuffer cb, Kernels& kernels, VkDescriptorSet set,
     const uint32_t tf = ceil_div(T, 8u), sv = G / 16 + 1;
     uint32_t sgs = std::clamp<uint32_t>(K / G, 1, 16);
     while (sgs > 1 && sgs * (16 * sv + 32 * tf) * 16 + 32 * tf > max_shared) --sgs;
-    std::vector<uint32_t> spec = kernel_spec({y16 ? 1u : 0u}, 0, tf);
+    std::vector<uint32_t> spec = kernel_spec({y16 ? 1u : 0u}, 1, tf);  // (id 8 unused)
     spec.insert(spec.end(), {G / 32, 32 * sgs, w16 ? 1u : 0u});
     dispatch(cb, kernels.get(Shader::linear_8da4w_rows_coopmat, y16, spec), set,
              GemmPush{K, rows, r0, N, T, G}, ceil_div(rows, 16u), 1);
