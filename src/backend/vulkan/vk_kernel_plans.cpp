@@ -114,17 +114,18 @@ GemmTile GemmPlan::tile(uint32_t rows, uint32_t T) const {
   return {32, 64, 32};
 }
 
-// Specialization: y16 (id 1), KC (8), BT (9), BN (10), threads (11: a subgroup a 32 x 32 part of
-// the coopmat tile; the portable kernel has its own local size, 2 BT), W16 (12, coopmat only),
-// the ablation bits (13, coopmat only: VKLLM_GEMM_ABLATE, a measurement switch whose results are
-// wrong).
+// The coopmat kernel's threads: a subgroup a 32 x 32 part of the tile (the portable kernel has
+// its own local size, 2 BT); W16 and the ablation bits (VKLLM_GEMM_ABLATE, a measurement switch
+// whose results are wrong) are the coopmat kernel's only.
 const Kernel& GemmPlan::kernel(Kernels& kernels, GemmTile t) const {
-  std::vector<uint32_t> spec = kernel_spec({y16 ? 1u : 0u}, t.kc, t.bt);
-  spec.push_back(t.bn);
-  spec.push_back(t.bt * t.bn / 32);
-  spec.push_back(w16 ? 1 : 0);
-  spec.push_back(ablate);
-  return kernels.get(id, y16, spec);
+  return kernels.get(id, y16,
+                     GemmSpec{.y16 = y16,
+                              .kc = t.kc,
+                              .bt = t.bt,
+                              .bn = t.bn,
+                              .nt = t.bt * t.bn / 32,
+                              .w16 = w16,
+                              .ablate = ablate});
 }
 
 // linear_8da4w_rows_coopmat (T < rows_to): 16 weight rows a workgroup, T <= 8 TF tokens; a
@@ -137,8 +138,7 @@ void GemmPlan::record(VkCommandBuffer cb, Kernels& kernels, VkDescriptorSet set,
     const uint32_t tf = ceil_div(T, 8u), sv = G / 16 + 1;
     uint32_t sgs = std::clamp<uint32_t>(K / G, 1, 16);
     while (sgs > 1 && sgs * (16 * sv + 32 * tf) * 16 + 32 * tf > max_shared) --sgs;
-    std::vector<uint32_t> spec = kernel_spec({y16 ? 1u : 0u}, 0, tf);
-    spec.insert(spec.end(), {G / 32, 32 * sgs, w16 ? 1u : 0u});
+    const RowsCoopmatSpec spec{.y16 = y16, .tf = tf, .gq = G / 32, .nt = 32 * sgs, .w16 = w16};
     dispatch(cb, kernels.get(Shader::linear_8da4w_rows_coopmat, y16, spec), set,
              GemmPush{K, rows, r0, N, T, G}, ceil_div(rows, 16u), 1);
     return;
@@ -184,15 +184,32 @@ PrefillAttention prefill_attention(const Context& ctx, int hd, bool a16, bool c1
   return a;
 }
 
-const Kernel* PrefillAttention::kernel(Ctx& c, int hd, const std::vector<uint32_t>& flags,
-                                       bool rope) const {
-  if (coopmat)
+const Kernel* PrefillAttention::kernel(Ctx& c, int hd, const AttentionSpec& f, bool rope) const {
+  if (coopmat)  // (q and the caches are fp16: the _f16 module)
     return &c.kernel(
-        rope ? Shader::attention_prefill_coopmat_rope : Shader::attention_prefill_coopmat, flags,
-        u32(hd), cbk, 0, 64, {cbq, 2 * cbq * gq, gq});
+        rope ? Shader::attention_prefill_coopmat_rope : Shader::attention_prefill_coopmat,
+        PrefillCoopmatSpec{.y16 = f.y16,
+                           .x16 = f.x16,
+                           .qknorm = f.qknorm,
+                           .n16 = f.n16,
+                           .hd = u32(hd),
+                           .bk = cbk,
+                           .bq = cbq,
+                           .nt = 2 * cbq * gq,
+                           .gq = gq},
+        true);
   if (tiled)
-    return &c.kernel(rope ? Shader::attention_prefill_rope : Shader::attention_prefill, flags,
-                     u32(hd), bk, 0, 64, {rq, 128});
+    return &c.kernel(rope ? Shader::attention_prefill_rope : Shader::attention_prefill,
+                     PrefillAttentionSpec{.a16 = f.a16,
+                                          .c16 = f.c16,
+                                          .y16 = f.y16,
+                                          .x16 = f.x16,
+                                          .qknorm = f.qknorm,
+                                          .n16 = f.n16,
+                                          .hd = u32(hd),
+                                          .bk = bk,
+                                          .rq = rq,
+                                          .nt = 128});
   return nullptr;
 }
 
