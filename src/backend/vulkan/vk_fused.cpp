@@ -247,7 +247,7 @@ std::unique_ptr<PreparedOp> prepare_prefill_attention(OpEnv& env, const Match& m
 
 // A tail run: its mat-vecs (in row chunks: one dispatch per chunk, no barrier between them, one
 // counter across all) and the row op after them, run by the workgroup that finishes last.
-std::unique_ptr<PreparedOp> prepare_tail(OpEnv& env, const Match& m) {
+std::unique_ptr<PreparedOp> prepare_tail(OpEnv& env, const Match& m, int32_t scratch_in) {
   const Program& p = env.program;
   Ctx c{env, *m.mv[0], p};
   const Op& l0 = *m.mv[0];
@@ -260,7 +260,7 @@ std::unique_ptr<PreparedOp> prepare_tail(OpEnv& env, const Match& m) {
   std::vector<Phase> phases;
   const Kernel* kq = nullptr;
   VkDescriptorSet qset = VK_NULL_HANDLE;
-  if (env.quant_src != m.x) {  // the step before did not quantize the input: quantize it first
+  if (scratch_in != m.x) {  // the step before did not quantize the input: quantize it first
     kq = &c.kernel(Shader::linear_8da4w_quant, QuantSpec{.x16 = c.f16(m.x), .hold = quant_hold(K)});
     const std::vector<BufRange> r = {c.whole(m.x), qr, qpr};
     qset = env.kernels.make_set(*kq, r);
@@ -423,10 +423,10 @@ std::unique_ptr<PreparedOp> prepare_head(OpEnv& env, const Match& m) {
   return prepared;
 }
 
-std::unique_ptr<PreparedOp> prepare(OpEnv& env, const Match& m, bool quantize_out) {
+std::unique_ptr<PreparedOp> prepare(OpEnv& env, const Match& m, const FusedRun& run) {
   if (m.pat->kind == Kind::PrefillAttention) return prepare_prefill_attention(env, m);
-  if (m.pat->kind == Kind::Attention) return prepare_attention(env, m, quantize_out);
-  if (m.pat->kind == Kind::Tail) return prepare_tail(env, m);
+  if (m.pat->kind == Kind::Attention) return prepare_attention(env, m, run.quantize_out);
+  if (m.pat->kind == Kind::Tail) return prepare_tail(env, m, run.scratch_in);
   if (m.pat->kind == Kind::Head) return prepare_head(env, m);
   const Program& p = env.program;
   Ctx c{env, *m.mv[0], p};
@@ -510,7 +510,7 @@ std::unique_ptr<PreparedOp> prepare_fused(OpEnv& env, const FusedRun& run) {
       fail("vulkan backend: chain run at op {} no longer matches", run.first);
     return prepare_chain(env, stages);
   }
-  if (auto m = rematch(matcher, run, unfused_family)) return prepare(env, *m, run.quantize_out);
+  if (auto m = rematch(matcher, run, unfused_family)) return prepare(env, *m, run);
   fail("vulkan backend: fused run {} at op {} no longer matches", run.pattern, run.first);
 }
 

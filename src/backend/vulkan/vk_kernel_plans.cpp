@@ -1,6 +1,7 @@
 // The kernel plans of vk_ops_internal.h that more than one op (and `vkllm bench`) record
 // through: the prefill GEMM's tile and chunk, which forwards store their int8 scratch in the
-// GEMM's order, and the prefill attention's kernel and shape.
+// GEMM's order, and the prefill attention's kernel and shape; which op writes the int8 scratch
+// (plan_scratch, vk_ops.h).
 #include <algorithm>
 #include <optional>
 
@@ -44,8 +45,11 @@ uint32_t gemm_from(const Context& ctx) {
 // Does the norm's output go only to linear_8da4w ops (as their input), so that the norm can
 // quantize it for them?
 bool feeds_only(const Ctx& c, int32_t y, std::string_view family) {
+  return feeds_only(c.p, y, family);
+}
+bool feeds_only(const Program& p, int32_t y, std::string_view family) {
   bool any = false;
-  for (const Op& o : c.p.ops)
+  for (const Op& o : p.ops)
     for (size_t i = 0; i < o.inputs.size(); ++i)
       if (o.inputs[i] == y) {
         if (o.family != family || i != 0) return false;
@@ -56,6 +60,37 @@ bool feeds_only(const Ctx& c, int32_t y, std::string_view family) {
 bool feeds_only_8da4w(const Ctx& c, int32_t y) {
   return feeds_only(c, y, "linear_8da4w");
 }
+
+}  // namespace vkllm::vk::detail
+
+namespace vkllm::vk {
+
+ScratchPlan plan_scratch(const Program& p) {
+  using detail::feeds_only;
+  ScratchPlan s;
+  int32_t held = -1;
+  for (const Op& o : p.ops) {
+    const int32_t x = o.inputs.empty() ? -1 : o.inputs[0],
+                  y = o.outputs.empty() ? -1 : o.outputs[0];
+    const int64_t N = y >= 0 && !p.tensors[y].shape.empty() ? p.tensors[y].shape.back() : 0;
+    int32_t w = -1;
+    if (o.family == "rms_norm" && o.attrs.value("group", int64_t(0)) == N && N % 4 == 0 &&
+        feeds_only(p, y, "linear_8da4w"))
+      w = y;
+    if ((o.family == "swiglu" || o.family == "geglu") && N % 4 == 0 &&
+        feeds_only(p, y, "linear_8da4w"))
+      w = y;
+    if (o.family == "linear_8da4w" && held != x) w = x;
+    s.holds.push_back(held);
+    s.writes.push_back(w);
+    if (w >= 0) held = w;
+  }
+  return s;
+}
+
+}  // namespace vkllm::vk
+
+namespace vkllm::vk::detail {
 
 GemmPlan plan_gemm_8da4w(const Context& ctx, int64_t G, int64_t N, bool y16) {
   GemmPlan p;

@@ -124,11 +124,11 @@ std::unique_ptr<PreparedOp> prep_rms_norm(Ctx c) {
          "bad group or weight");
   c.need_float(x);
   c.need_float(y);
-  // A norm over whole rows whose only readers are linear_8da4w ops quantizes for them.
-  const bool quant = G == N && N % 4 == 0 && feeds_only_8da4w(c, y);
   // The op that computes x, when fused here: an add (the kernel reads its inputs and stores x
   // itself), or a last_row (the kernel reads the last row of its input in place).
   const size_t k = op_index(c);
+  // A norm over whole rows whose only readers are linear_8da4w ops quantizes for them.
+  const bool quant = c.env.scratch.writes[k] == y;
   const Op* prev =
       k > 0 && fuses_into_next(c.p, k - 1, c.env.unfused_family) ? &c.p.ops[k - 1] : nullptr;
   const Op* add = prev && prev->family == "add" ? prev : nullptr;
@@ -145,7 +145,6 @@ std::unique_ptr<PreparedOp> prep_rms_norm(Ctx c) {
   if (quant) {
     auto [q, qp] = act_scratch(c, N);
     r.insert(r.end(), {q, qp});
-    c.env.quant_src = y;
   }
   const Shader id = add ? (quant ? Shader::rms_norm_add_quant : Shader::rms_norm_add)
                         : (quant ? Shader::rms_norm_quant : Shader::rms_norm);
@@ -278,11 +277,10 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
   if (f == "linear_8da4w") {
     OpEnv& e = c.env;
     const auto [q, qp] = act_scratch(c, K);
-    if (e.quant_src != x) {
+    if (e.scratch.writes[op_index(c)] == x) {  // (else the scratch holds x already)
       kq = &c.kernel(Shader::linear_8da4w_quant, QuantSpec{.x16 = c.f16(x), .hold = quant_hold(K)});
       qranges = {c.whole(x), q, qp};
       qset = e.kernels.make_set(*kq, qranges);
-      e.quant_src = x;
     }
     head = {q, qp};
   } else {
@@ -589,7 +587,7 @@ std::unique_ptr<PreparedOp> prep_elementwise(Ctx c) {
     fused->fused_into_next = true;  // the next op's kernel (rms_norm_add) computes the sum
     return fused;
   }
-  if ((c.op.family == "swiglu" || c.op.family == "geglu") && N % 4 == 0 && feeds_only_8da4w(c, y)) {
+  if (c.env.scratch.writes[op_index(c)] == y) {  // (swiglu, geglu)
     // Only linear_8da4w ops read y: the kernel also quantizes the rows for them as it computes
     // them (linear_8da4w_quant.comp VKLLM_SWIGLU [VKLLM_GEGLU], a workgroup a token).
     auto [q, qp] = act_scratch(c, N);
@@ -600,7 +598,6 @@ std::unique_ptr<PreparedOp> prep_elementwise(Ctx c) {
     const bool for_gemm = scratch_for_gemm(c, y);
     const std::vector<BufRange> r = {c.whole(I[0]), c.whole(I[1]), c.whole(y), q, qp};
     VkDescriptorSet set = c.env.kernels.make_set(k, r);
-    c.env.quant_src = y;
     auto prepared = std::make_unique<PreparedOp>(
         [=, &k](VkCommandBuffer cb, int T) {
           const uint32_t Tr = c.rows(I[0], T);
@@ -676,6 +673,13 @@ bool fuses_into_next(const Program& p, size_t k, const std::string& unfused_fami
       return false;
   }
   return true;
+}
+
+void check_scratch(const OpEnv& env, size_t k, int32_t held) {
+  const Op& op = env.program.ops[k];
+  if (op.family == "linear_8da4w" && env.scratch.writes[k] < 0 && held != op.inputs[0])
+    fail("vulkan: op {} (linear_8da4w of {}) would read an int8 scratch holding another tensor", k,
+         env.program.tensors[op.inputs[0]].name);
 }
 
 uint64_t& dispatch_count() {

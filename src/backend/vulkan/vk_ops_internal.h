@@ -394,6 +394,7 @@ BufRange rope_table(Ctx& c, const std::vector<int32_t>& invs, int R, float a);
 std::pair<BufRange, BufRange> act_scratch(Ctx& c, int64_t K);
 // Does tensor y go only to ops of `family` (as their first input), and to at least one?
 bool feeds_only(const Ctx& c, int32_t y, std::string_view family);
+bool feeds_only(const Program& p, int32_t y, std::string_view family);
 // Does tensor y go only to linear_8da4w ops (as their input), so that its producer can quantize
 // it for them?
 bool feeds_only_8da4w(const Ctx& c, int32_t y);
