@@ -41,7 +41,8 @@ struct UnaryOp {
   const char* attr;
 };
 constexpr UnaryOp kUnaryOps[] = {
-    {"scale", Shader::scale, "factor"},  // y = x * factor (Gemma's embedding scale)
+    {"scale", Shader::scale, "factor"},   // y = x * factor (Gemma's embedding scale)
+    {"softcap", Shader::softcap, "cap"},  // y = cap * tanh(x / cap) (final_logit_softcapping)
 };
 
 const UnaryOp* find_unary(std::string_view family) {
