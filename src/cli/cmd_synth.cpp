@@ -198,6 +198,11 @@ void add_synth(CLI::App& app) {
                   "The adapter's delta RMS relative to 1/sqrt(fan_in) (default 0.5; 0 writes B = "
                   "0, an adapter that changes nothing)")
       ->check(CLI::Range(0.0, 100.0));
+  cmd->add_option(
+         "--final-logit-softcapping", args->o.final_logit_softcapping,
+         "Set config.json's final_logit_softcapping c: the logits become c * tanh(logits / "
+         "c) (Gemma 2 style; default: the preset's, null)")
+      ->check(CLI::PositiveNumber);
   cmd->add_flag("--json", args->json, "Machine-readable output (for --list and for the summary)");
   cmd->add_flag("--quiet,-q", args->quiet, "No progress line");
   cmd->callback([args] { run(*args); });

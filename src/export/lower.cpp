@@ -204,7 +204,9 @@ LoweredModel lower_model(const ModelDesc& d, int max_ctx) {
   int32_t n = b.op("rms_norm", {last, b.norm("model.norm.weight", D, gm)},
                    b.act("x.final_norm", D, 1), {{"eps", eps}, {"group", D}});
   const int32_t head = d.tied_embeddings ? embed : b.hf("lm_head.weight", {V, D});
-  p.logits = b.op("linear", {n, head}, b.act("logits", V, 1));
+  p.logits = b.op("linear", {n, head}, b.act(d.final_softcap > 0 ? "logits.raw" : "logits", V, 1));
+  if (d.final_softcap > 0)  // final_logit_softcapping
+    p.logits = b.op("softcap", {p.logits}, b.act("logits", V, 1), {{"cap", d.final_softcap}});
   p.next_token = p.add_tensor({"next_token", DType::I32, TensorKind::Activation, {1, 1}, 0, 0});
   m.origin.resize(p.tensors.size());
   b.op("argmax", {p.logits}, p.next_token);

@@ -79,12 +79,12 @@ std::vector<int> ids_of(const json* v) {
 
 // Config keys whose effect the lowering does not implement: refused with one line naming the key
 // when set to anything but the plain value (null, false, or what every layer does anyway).
-// Reads max_position_embeddings and n_layers from m; sets m.sliding_window and m.use_rope.
+// Reads max_position_embeddings and n_layers from m; sets m.sliding_window, m.use_rope and
+// m.final_softcap.
 void refuse_unimplemented(const json& c, ModelDesc& m, const std::string& where) {
   const bool gemma = m.hf_class == "Gemma3ForCausalLM";
-  for (const char* key :
-       {"attn_logit_softcapping", "final_logit_softcapping", "query_pre_attn_scalar",
-        "sliding_window_pattern", "num_local_experts", "num_experts"}) {
+  for (const char* key : {"attn_logit_softcapping", "query_pre_attn_scalar",
+                          "sliding_window_pattern", "num_local_experts", "num_experts"}) {
     const std::string k = key;
     if (gemma && (k == "query_pre_attn_scalar" || k == "sliding_window_pattern")) continue;
     const json* v = find(c, key);
@@ -97,6 +97,12 @@ void refuse_unimplemented(const json& c, ModelDesc& m, const std::string& where)
   if (const json* v = find(c, "use_bidirectional_attention");
       v && !(v->is_boolean() && !v->get<bool>()))
     fail("{}: 'use_bidirectional_attention': {} is not supported", where, v->dump());
+  if (const json* v = find(c, "final_logit_softcapping"); v && !v->is_null()) {
+    if (!v->is_number() || !(v->get<double>() >= 0) || !std::isfinite(v->get<double>()))
+      fail("{}: 'final_logit_softcapping' must be a number >= 0 or null (got {})", where,
+           v->dump());
+    m.final_softcap = v->get<double>();
+  }
   const bool window_off = find(c, "use_sliding_window") != nullptr;  // present: false, checked
   // A window at least max_position_embeddings long (Phi-4-mini's) never cuts anything off.
   // (Gemma: sliding_window and layer_types are per layer, parse_gemma3.)

@@ -45,6 +45,9 @@ struct ModelDesc {
   //    empty: every layer global; rope_local: the rotary tables of the windowed layers.
   bool gemma_norms = false;
   double embed_scale = 0, attn_scale = 0;
+  // final_logit_softcapping (any family): the logits as c * tanh(logits / c) (0: none; the
+  // program's softcap op, not stored in the artifact's description).
+  double final_softcap = 0;
   std::vector<int> layer_window;
   RopeDesc rope_local;
   int layer_win(int layer) const {

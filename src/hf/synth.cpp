@@ -708,7 +708,9 @@ SynthResult synth_write(const SynthOptions& o) {
     }
   }
   // config.json last: a directory interrupted mid-way is never mistaken for a checkpoint.
-  write_text_file((dir / "config.json").string(), dump_like_hf(synth_config_json(p)));
+  json config = synth_config_json(p);
+  if (o.final_logit_softcapping > 0) config["final_logit_softcapping"] = o.final_logit_softcapping;
+  write_text_file((dir / "config.json").string(), dump_like_hf(config));
   res.files.push_back("config.json");
   return res;
 }

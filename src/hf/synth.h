@@ -53,6 +53,8 @@ struct SynthOptions {
   bool force = false;  // also write into a folder holding files synth does not write
   uint64_t max_shard_bytes = 2000000000ull;  // like HF's max_shard_size="2GB"
   int threads = 0;                           // 0: all cores
+  double final_logit_softcapping =
+      0;  // > 0: config.json's final_logit_softcapping (0: the preset's)
   // Called with (bytes written, total bytes) while weights are written; may be empty.
   std::function<void(uint64_t, uint64_t)> progress;
 };

@@ -156,6 +156,11 @@ void check_scale(const OpCheck& c, const Op& o) {
   c.out_act(o.outputs[0], c.rows(o.inputs[0]), c.act(o.inputs[0]));
 }
 
+void check_softcap(const OpCheck& c, const Op& o) {
+  if (!(c.fattr(o, "cap") > 0)) c.bad("attribute cap must be positive");
+  c.out_act(o.outputs[0], c.rows(o.inputs[0]), c.act(o.inputs[0]));
+}
+
 void check_last_row(const OpCheck& c, const Op& o) {
   c.out_act(o.outputs[0], 1, c.act(o.inputs[0]));
 }
@@ -209,6 +214,8 @@ constexpr OpSchema kSchemas[] = {
      check_elementwise},
     {"scale", 1, 1, 1, "x [T,N]", "y [T,N]", "`factor` s",
      "`y = x * s` (Gemma's embedding times sqrt(hidden))", check_scale},
+    {"softcap", 1, 1, 1, "x [T,N]", "y [T,N]", "`cap` c",
+     "`y = c * tanh(x / c)` (the logits' final_logit_softcapping, Gemma 2 style)", check_softcap},
     {"add", 2, 2, 1, "a [T,N], b [T,N]", "y [T,N]", "", "`y = a + b`", check_elementwise},
     {"bias_add", 2, 2, 1, "x [T,N], b F32 [N]", "y [T,N]", "",
      "`y[t] = x[t] + b` (Qwen2's q/k/v projection biases)", check_bias_add},

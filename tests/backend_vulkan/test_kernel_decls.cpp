@@ -2,14 +2,18 @@
 // module and its fp16 twin exist; each binding the module declares is within the declared count
 // and has the declared access (r: every view of it NonWritable, w: every view NonReadable, b:
 // otherwise); the push-constant block is as large as the declared struct; every embedded module
-// is declared; the VK_KERNEL_KHR modules are embedded exactly when configure found their compiler
+// is declared; every specialization constant of a module is a field of the declared spec struct,
+// with the struct's default, and every field is a constant of some module of the struct's lines;
+// the VK_KERNEL_KHR modules are embedded exactly when configure found their compiler
 // (VKLLM_KHR_SHADERS), as SPIR-V 1.6 with the cooperative-matrix extensions. No device needed:
 // the modules are read as words.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <map>
 #include <set>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -73,6 +77,36 @@ ModuleFacts read_module(const ShaderBlob& b) {
   return f;
 }
 
+// A module's specialization constants: SpecId -> the defaults of the constants decorated with it
+// (OpSpecConstant, OpSpecConstantTrue / False; a bool as 0 or 1). A constant local_size_x_id names
+// is also the first constituent of the WorkgroupSize composite, whose default is the local size's
+// (1 where the shader gives none): where the id has a named constant too, only that one's counts.
+std::map<uint32_t, std::set<uint32_t>> spec_constants(const ShaderBlob& b) {
+  constexpr uint32_t kSpecTrue = 48, kSpecFalse = 49, kSpecConstant = 50, kSpecComposite = 51,
+                     kDecorate = 71, kSpecId = 1, kBuiltIn = 11, kWorkgroupSize = 25;
+  std::map<uint32_t, uint32_t> spec_id, value;   // result id -> SpecId, default
+  std::map<uint32_t, uint32_t> composite_first;  // composite -> its first constituent
+  uint32_t wg = 0;
+  const uint32_t* w = b.code;
+  for (size_t i = 5; i < b.words;) {
+    const uint32_t op = w[i] & 0xFFFFu, len = w[i] >> 16;
+    if (len == 0 || i + len > b.words) break;
+    const uint32_t* a = w + i + 1;
+    if (op == kDecorate && len >= 4 && a[1] == kSpecId) spec_id[a[0]] = a[2];
+    if (op == kDecorate && len >= 4 && a[1] == kBuiltIn && a[2] == kWorkgroupSize) wg = a[0];
+    if ((op == kSpecTrue || op == kSpecFalse) && len >= 3) value[a[1]] = op == kSpecTrue;
+    if (op == kSpecConstant && len >= 4) value[a[1]] = a[2];
+    if (op == kSpecComposite && len >= 4) composite_first[a[1]] = a[2];
+    i += len;
+  }
+  const uint32_t wg_x = composite_first.count(wg) ? composite_first[wg] : 0;
+  std::map<uint32_t, std::set<uint32_t>> named, size;
+  for (const auto& [rid, sid] : spec_id) (rid == wg_x ? size : named)[sid].insert(value[rid]);
+  for (const auto& [sid, v] : size)
+    if (!named.count(sid)) named[sid] = v;
+  return named;
+}
+
 const ShaderBlob* blob(const std::string& name) {
   for (const ShaderBlob& b : all_shaders())
     if (name == b.name) return &b;
@@ -107,6 +141,93 @@ TEST(KernelDecls, EveryDeclarationMatchesItsModule) {
     }
   }
   EXPECT_GE(checked, 2 * 60u);
+}
+
+// What is wrong with `fields` (defaults `defaults`) as the spec struct of module b: a constant of
+// the module that is no field, or a field whose default is not the constant's; fp16 flags that
+// are set by default. Empty: nothing.
+std::vector<std::string> spec_mismatches(const ShaderBlob& b, std::span<const SpecField> fields,
+                                         std::span<const uint32_t> defaults) {
+  std::vector<std::string> out;
+  for (const auto& [id, values] : spec_constants(b)) {
+    size_t i = 0;
+    while (i < fields.size() && fields[i].id != id) ++i;
+    if (i == fields.size()) {
+      out.push_back(fmt::format("{}: constant {} is no field of its spec struct", b.name, id));
+      continue;
+    }
+    if (!values.count(defaults[i]))
+      out.push_back(fmt::format("{}: constant {} defaults to {} in the shader, {} in the struct",
+                                b.name, id, *values.begin(), defaults[i]));
+    if (fields[i].kind == kF16 && defaults[i] != 0)
+      out.push_back(fmt::format("{}: fp16 flag {} set by default", b.name, id));
+  }
+  return out;
+}
+
+TEST(KernelDecls, SpecStructsMatchTheModulesConstants) {
+  std::map<const SpecField*, std::set<uint32_t>> seen;  // spec struct -> ids its modules declare
+  std::map<const SpecField*, std::string> struct_of;    // (a line of it, for messages)
+  size_t checked = 0;
+  for (const KernelDecl& d : kernel_decls()) {
+    std::set<uint32_t> ids;
+    for (const SpecField& f : d.spec_fields) {
+      EXPECT_TRUE(ids.insert(f.id).second) << d.name << ": constant " << f.id << " twice";
+      EXPECT_GT(f.id, 0u) << d.name;
+    }
+    ASSERT_EQ(d.spec_defaults.size(), d.spec_fields.size()) << d.name;
+    struct_of[d.spec_fields.data()] = std::string(d.name);
+    for (bool f16 : {false, true}) {
+      const ShaderBlob* b = blob(module_name(d.id, f16));
+      if (!b) continue;  // (not embedded in this build: EveryDeclarationMatchesItsModule)
+      for (const auto& [id, v] : spec_constants(*b)) seen[d.spec_fields.data()].insert(id);
+      for (const std::string& e : spec_mismatches(*b, d.spec_fields, d.spec_defaults))
+        ADD_FAILURE() << e;
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 2 * 60u);
+  for (const KernelDecl& d : kernel_decls()) {
+    if (!seen.count(d.spec_fields.data())) continue;
+    for (const SpecField& f : d.spec_fields)
+      EXPECT_TRUE(seen[d.spec_fields.data()].count(f.id))
+          << "the spec struct of " << struct_of[d.spec_fields.data()] << " declares constant "
+          << f.id << ", which none of its modules has";
+  }
+}
+
+// The checker sees a wrong struct: rms_norm's fp16 twin against the GLU kernels' struct (no
+// ROWS_SG), against its own with another default, and linear_8da4w_b32 against a struct whose
+// workgroup size defaults to 256.
+TEST(KernelDecls, TheSpecCheckerTellsStructsApart) {
+  const ShaderBlob& norm = *blob(module_name(Shader::rms_norm, true));
+  EXPECT_TRUE(
+      spec_mismatches(norm, spec_fields<RmsNormSpec>(), kSpecDefaults<RmsNormSpec>).empty());
+  EXPECT_EQ(spec_mismatches(norm, spec_fields<GluSpec>(), kSpecDefaults<GluSpec>).size(), 1u);
+  std::array<uint32_t, 5> rows_sg_on = kSpecDefaults<RmsNormSpec>;
+  rows_sg_on[4] = 1;
+  EXPECT_EQ(spec_mismatches(norm, spec_fields<RmsNormSpec>(), rows_sg_on).size(), 1u);
+  const ShaderBlob& mv = *blob(module_name(Shader::linear_8da4w_b32, false));
+  std::array<uint32_t, 5> wg256 = kSpecDefaults<Matvec8da4wSpec>;
+  EXPECT_TRUE(spec_mismatches(mv, spec_fields<Matvec8da4wSpec>(), wg256).empty());
+  wg256[4] = 256;
+  EXPECT_EQ(spec_mismatches(mv, spec_fields<Matvec8da4wSpec>(), wg256).size(), 1u);
+}
+
+// The reader finds the constants: rms_norm's fp16 twin has X16, Y16 (its quantizing variant's
+// B16, S16 are unused) and ROWS_SG, all false; linear_8da4w_b32's workgroup size (17) defaults
+// to its local_size_x, 64, and the portable GEMM's BT (9) to 64, not its composite's 1.
+TEST(KernelDecls, TheSpecReaderSeesConstantsAndDefaults) {
+  const auto norm = spec_constants(*blob(module_name(Shader::rms_norm, true)));
+  ASSERT_EQ(norm.size(), 3u);
+  EXPECT_EQ(norm.at(1), std::set<uint32_t>{0});
+  EXPECT_EQ(norm.at(5), std::set<uint32_t>{0});
+  const auto mv = spec_constants(*blob(module_name(Shader::linear_8da4w_b32, false)));
+  EXPECT_EQ(mv.at(17), std::set<uint32_t>{64});
+  EXPECT_EQ(mv.at(8), std::set<uint32_t>{4});
+  const auto mm = spec_constants(*blob(module_name(Shader::linear_8da4w_mm, false)));
+  EXPECT_EQ(mm.at(9), std::set<uint32_t>{64});
+  static_assert(kSpecDefaults<Matvec8da4wSpec>[4] == 64 && Matvec8da4wSpec::fields[4].id == 17);
 }
 
 TEST(KernelDecls, EveryEmbeddedModuleIsDeclared) {

@@ -33,14 +33,16 @@ namespace {
 
 // The non-quantized artifact of the twin (a small tokenizer in place of the fixture's) at a
 // context of `ctx`, written once per process and removed at its exit.
+// softcap > 0: the checkpoint's final_logit_softcapping.
 struct Artifact {
   std::string root, path;
-  explicit Artifact(int ctx)
+  explicit Artifact(int ctx, double softcap = 0)
       : root(testutil::temp_dir("vkgemma3")), path(root + "/tiny-gemma3.vkllm") {
     SynthOptions so;
     so.preset = "tiny-gemma3";
     so.out_dir = root + "/twin";
     so.no_tokenizer = true;
+    so.final_logit_softcapping = softcap;
     synth_write(so);
     write_text_file(so.out_dir + "/tokenizer.json", testutil::tiny_tokenizer_json());
     RecipeOptions o;
@@ -60,8 +62,9 @@ const std::string& artifact() {
 
 // A prompt in chunks of max_tokens, then greedy decode steps: the same ids on both backends,
 // logits within the recipe's bound at every step.
-void agree(const std::vector<int32_t>& prompt, int max_tokens, int steps) {
-  ArtifactReader r(artifact());
+void agree(const std::vector<int32_t>& prompt, int max_tokens, int steps,
+           const std::string& path = artifact()) {
+  ArtifactReader r(path);
   ASSERT_EQ(r.desc().layer_window, (std::vector<int>{8, 0, 8, 0}));
   const int vocab = r.desc().vocab;
   const double bound = agreement_bounds("non-quantized").max_nmse;
@@ -425,6 +428,35 @@ TEST(VulkanGemma3, WindowedAttentionOpOverARing) {
       EXPECT_LE(nmse(got, want_ring), 1e-10);
       EXPECT_EQ(kring, kr2) << "the device's ring after the store";
     }
+}
+
+// final_logit_softcapping on the twin: the capped checkpoint's logits are transformers'
+// cap * tanh(logits / cap) of the plain one's on the CPU (the same weights), the cap (below the
+// largest logits) changes them, and Vulkan agrees with the CPU on them, prefill and decode.
+TEST(VulkanGemma3, FinalLogitSoftcapping) {
+  constexpr double kCap = 2.0;
+  static const Artifact capped(64, kCap);
+  ArtifactReader plain(artifact()), r(capped.path);
+  const int vocab = r.desc().vocab;
+  size_t caps = 0;
+  for (const Op& op : r.program().ops) caps += op.family == "softcap";
+  ASSERT_EQ(caps, 1u);
+  auto cpu_plain = make_cpu_executor(plain.program(), plain);
+  auto cpu_capped = make_cpu_executor(r.program(), r);
+  const std::vector<int32_t> prompt = {2, 17, 301, 5};
+  std::vector<float> raw(static_cast<size_t>(vocab)), got(raw.size());
+  cpu_plain->forward(prompt.data(), 4, 0, raw.data());
+  cpu_capped->forward(prompt.data(), 4, 0, got.data());
+  float most = 0, moved = 0;
+  for (size_t i = 0; i < raw.size(); ++i) {
+    const float want = std::tanh(raw[i] / float(kCap)) * float(kCap);
+    ASSERT_EQ(got[i], want) << i << ": raw " << raw[i];
+    most = std::max(most, std::abs(raw[i]));
+    moved = std::max(moved, std::abs(got[i] - raw[i]));
+  }
+  EXPECT_GT(most, kCap) << "the cap would change no logit much";
+  EXPECT_GT(moved, 0.1f);
+  agree(prompt, 4, 3, capped.path);
 }
 
 // The memory figure (ModelInfo::kv_cache_bytes, `vkllm bench`'s kv_cache_mib): the twin at a

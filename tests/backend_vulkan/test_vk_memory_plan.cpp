@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backend/vulkan/vk_memory_plan.h"
+#include "backend/vulkan/vk_ops.h"
 #include "core/error.h"
 #include "selftest/toy_model.h"
 
@@ -76,6 +77,49 @@ TEST(VulkanMemoryPlan, RefusesAnActivationReadBeforeItIsWritten) {
     const std::string msg = e.what();
     EXPECT_NE(msg.find("before any op writes it"), std::string::npos) << msg;
     EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  }
+}
+
+}  // namespace
+}  // namespace vkllm::test
+
+namespace vkllm::test {
+namespace {
+
+// The int8 scratch plan (vk_ops.h plan_scratch) of the int8 toy, a Llama layer and a Gemma one:
+// each whole-row norm and each SwiGLU / GeGLU quantizes its output for the linears that read it,
+// q, k and v (gate and up) read that one quantization, and the o projection, whose input no such
+// op writes, quantizes its own; holds[k] follows writes.
+TEST(VulkanScratchPlan, EachRowIsQuantizedOnceForTheLinearsThatReadIt) {
+  for (bool gemma : {false, true}) {
+    toy::ToyConfig cfg{toy::Lin::A8W4};
+    cfg.gemma = gemma;
+    const Program p = toy::build_toy(cfg, 3).p;
+    const vk::ScratchPlan s = vk::plan_scratch(p);
+    ASSERT_EQ(s.writes.size(), p.ops.size());
+    ASSERT_EQ(s.holds.size(), p.ops.size());
+    int32_t held = -1;
+    size_t norms = 0, glus = 0, own = 0, shared = 0;
+    for (size_t k = 0; k < p.ops.size(); ++k) {
+      const Op& o = p.ops[k];
+      EXPECT_EQ(s.holds[k], held) << k;
+      if (o.family == "linear_8da4w") {
+        // A linear reads its own input's rows: written by itself unless they are there already.
+        EXPECT_EQ(s.writes[k], held == o.inputs[0] ? -1 : o.inputs[0]) << k;
+        ++(s.writes[k] < 0 ? shared : own);
+      } else if (s.writes[k] >= 0) {
+        EXPECT_EQ(s.writes[k], o.outputs[0]) << k;
+        ++(o.family == "rms_norm" ? norms : glus);
+      }
+      if (s.writes[k] >= 0) held = s.writes[k];
+    }
+    const size_t layers = 2;
+    EXPECT_EQ(glus, layers) << gemma;  // every SwiGLU / GeGLU feeds its down projection
+    // The attention's and the MLP's input norms, and the final norm (of the last row, whole);
+    // Gemma's norms after the attention and the MLP feed adds.
+    EXPECT_EQ(norms, 2 * layers + 1) << gemma;
+    EXPECT_EQ(shared, 6 * layers + 1) << gemma;  // q, k, v, gate, up, down; the lm_head
+    EXPECT_EQ(own, layers) << gemma;             // o (of the attention's output)
   }
 }
 

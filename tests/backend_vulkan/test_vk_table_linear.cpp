@@ -223,10 +223,20 @@ std::vector<LinCase> linear_cases() {
   sweep(Lin::A8W4, 160, 45, DType::F32, 32, {6});
   sweep(Lin::A8W4, 112, 45, DType::F32, 16, {6});   // the four-weights-at-a-time path
   sweep(Lin::A8W4, 256, 45, DType::F32, 128, {6});  // one scale for four 32-weight blocks
-  // The rows kernel (forwards of 2-15 tokens where there are int8 cooperative matrices) with
-  // more groups than subgroups (72: a subgroup sums 4 or 5 of them) and with groups of 256.
-  for (int T : {4, 12}) add(lin(Lin::A8W4, 2304, 45, T, DType::F32, 32));
-  add(lin(Lin::A8W4, 512, 70, 6, DType::F32, 256));
+  // The rows kernel (Tuning::gemm_from: forwards of 2-15 tokens on int8 cooperative matrices;
+  // elsewhere the mat-vecs run): few groups, more groups than subgroups (72: a subgroup sums 4 or
+  // 5 of them), groups of 128 and 256 (nibbles widened to q, not 16 q), fp16, one and two token
+  // fragments.
+  auto rows = [](LinCase c) {
+    c.opt.tuning.gemm_from = 2;
+    c.var = "rows";
+    return c;
+  };
+  for (int T : {2, 5, 8, 9, 15}) add(rows(lin(Lin::A8W4, 160, 45, T, DType::F32, 32)));
+  for (int T : {4, 12}) add(rows(lin(Lin::A8W4, 2304, 45, T, DType::F32, 32)));
+  add(rows(lin(Lin::A8W4, 256, 45, 6, DType::F32, 128)));
+  add(rows(lin(Lin::A8W4, 512, 70, 6, DType::F32, 256)));
+  add(rows(lin(Lin::A8W4, 256, 33, 5, DType::F16, 32)));
   // fp16 activations of the quantized families.
   for (int T : {1, 3, 16, 20}) add(lin(Lin::Q4W, 160, 45, T, DType::F16));
   for (int T : {1, 5, 16}) add(lin(Lin::A8W4, 256, 33, T, DType::F16));

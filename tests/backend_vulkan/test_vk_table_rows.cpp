@@ -149,7 +149,8 @@ INSTANTIATE_TEST_SUITE_P(Table, VulkanOpsRmsNorm,
                                            NormCase{200, 40, 7, DType::F16, DType::F16}),
                          [](const auto& p) { return p.param.name(); });
 
-// add, swiglu and geglu of two T x N operands; scale of one (by 1.7); bias_add of a row of N, its
+// add, swiglu and geglu of two T x N operands; scale of one (by 1.7) and softcap (cap 1.7, against
+// transformers' formula: values from -4 to 4 reach tanh's flat ends); bias_add of a row of N, its
 // output then read by an add in the same forward (the barrier between them; bias_add is one fp32
 // add: exact).
 struct ElemCase {
@@ -173,7 +174,7 @@ TEST_P(VulkanOpsElementwise, MatchesTheCpu) {
   const int T = e.T;
   const int64_t N = e.N;
   const DType dt = e.dt;
-  const bool bias = e.family == "bias_add", unary = e.family == "scale";
+  const bool bias = e.family == "bias_add", unary = e.family == "scale" || e.family == "softcap";
   const float factor = 1.7f;
   std::mt19937 rng(bias ? static_cast<unsigned>(N) : 5u);
   Case c;
@@ -187,7 +188,7 @@ TEST_P(VulkanOpsElementwise, MatchesTheCpu) {
                           : c.add("b", dt, TK::Activation, {-1, N}, enc(dt, b));
   const int32_t ty = c.add("y", dt, TK::Activation, {-1, N});
   if (unary)
-    c.op(e.family, {ta}, ty, {{"factor", factor}});
+    c.op(e.family, {ta}, ty, {{e.family == "scale" ? "factor" : "cap", factor}});
   else
     c.op(e.family, {ta, tb}, ty);
   int32_t tz = -1;
@@ -202,6 +203,8 @@ TEST_P(VulkanOpsElementwise, MatchesTheCpu) {
     cpu::swiglu(a.data(), b.data(), T * N, want.data());
   else if (e.family == "geglu")
     cpu::geglu(a.data(), b.data(), T * N, want.data());
+  else if (e.family == "softcap")  // logits / cap, tanh, times cap
+    for (size_t i = 0; i < a.size(); ++i) want[i] = std::tanh(a[i] / factor) * factor;
   else if (unary)
     cpu::scale(a.data(), T * N, factor, want.data());
   else
@@ -224,7 +227,7 @@ TEST_P(VulkanOpsElementwise, MatchesTheCpu) {
 
 std::vector<ElemCase> elementwise_cases() {
   std::vector<ElemCase> v;
-  for (const char* f : {"add", "swiglu", "geglu", "scale"})
+  for (const char* f : {"add", "swiglu", "geglu", "scale", "softcap"})
     for (DType dt : {DType::F32, DType::F16}) v.push_back({f, dt, 133, 7});
   for (int T : {1, 9}) {
     v.push_back({"bias_add", DType::F32, 133, T});

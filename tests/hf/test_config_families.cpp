@@ -179,9 +179,8 @@ TEST(ConfigFamilies, UnimplementedKeysAreRefusedByName) {
       {{{"attn_logit_softcapping", 50.0}},
        "config.json: 'attn_logit_softcapping' is not supported (the lowering does not implement "
        "it)"},
-      {{{"final_logit_softcapping", 30.0}},
-       "config.json: 'final_logit_softcapping' is not supported (the lowering does not implement "
-       "it)"},
+      {{{"final_logit_softcapping", "30"}},
+       "config.json: 'final_logit_softcapping' must be a number >= 0 or null (got \"30\")"},
       {{{"query_pre_attn_scalar", 256}},
        "config.json: 'query_pre_attn_scalar' is not supported (the lowering does not implement "
        "it)"},
@@ -258,6 +257,34 @@ TEST(ConfigFamilies, Qwen2IsLlamaWithQkvBiases) {
   EXPECT_EQ(
       count_ops(lower_model(parse_hf_config(mistral_cfg(), json(), "config.json"), 64), "bias_add"),
       0u);
+}
+
+// final_logit_softcapping c: the lm_head's output goes through one softcap op of cap c, whose
+// output is the program's logits (argmax reads them); null or 0: no softcap op.
+TEST(ConfigFamilies, FinalLogitSoftcappingCapsTheLogits) {
+  json c = mistral_cfg();
+  for (const json& none : {json(nullptr), json(0.0)}) {
+    c["final_logit_softcapping"] = none;
+    EXPECT_EQ(count_ops(lower_model(parse_hf_config(c, json(), "config.json"), 64), "softcap"), 0u);
+  }
+  c["final_logit_softcapping"] = 30.0;
+  const ModelDesc d = parse_hf_config(c, json(), "config.json");
+  EXPECT_EQ(d.final_softcap, 30.0);
+  const LoweredModel lm = lower_model(d, 64);
+  const Program& p = lm.program;
+  ASSERT_EQ(count_ops(lm, "softcap"), 1u);
+  const Op& cap = p.ops[p.ops.size() - 2];
+  ASSERT_EQ(cap.family, "softcap");
+  EXPECT_EQ(cap.attrs.at("cap").get<double>(), 30.0);
+  EXPECT_EQ(cap.outputs[0], p.logits);
+  EXPECT_EQ(p.tensors[p.logits].name, "logits");
+  EXPECT_EQ(p.ops[p.ops.size() - 3].family, "linear");
+  EXPECT_EQ(p.ops[p.ops.size() - 3].outputs[0], cap.inputs[0]);
+  EXPECT_EQ(p.ops.back().family, "argmax");
+  EXPECT_EQ(p.ops.back().inputs[0], p.logits);
+  c["final_logit_softcapping"] = -1.0;
+  EXPECT_EQ(config_error(c),
+            "config.json: 'final_logit_softcapping' must be a number >= 0 or null (got -1.0)");
 }
 
 TEST(ConfigFamilies, Qwen2SlidingWindowIsRefusedByName) {

@@ -135,9 +135,8 @@ TEST(Gemma3Config, RefusesWhatItDoesNotImplementInOneLine) {
        "full_attention"},
       {{{"layer_types", {"sliding_attention"}}},
        "config.json: key 'layer_types' must be a list of 26 (num_hidden_layers) layer types"},
-      {{{"final_logit_softcapping", 30.0}},
-       "config.json: 'final_logit_softcapping' is not supported (the lowering does not implement "
-       "it)"},
+      {{{"final_logit_softcapping", true}},
+       "config.json: 'final_logit_softcapping' must be a number >= 0 or null (got true)"},
       {{{"attn_logit_softcapping", 50.0}},
        "config.json: 'attn_logit_softcapping' is not supported (the lowering does not implement "
        "it)"},

@@ -112,8 +112,8 @@ TEST(OpSchema, BiasAddTakesAnF32RowOfTheInputsWidth) {
             "program: op 2 (bias_add): bias must be a weight of another dtype (has f16)");
 }
 
-// Gemma's ops: scale takes a finite float factor; geglu two inputs of one shape; attention's
-// optional window a positive integer.
+// Gemma's ops: scale takes a finite float factor, softcap a positive cap; geglu two inputs of one
+// shape; attention's optional window a positive integer.
 TEST(OpSchema, GemmaOpsAndTheAttentionWindow) {
   auto error = [](const Op& o, size_t at) {
     Program p = small_program();
@@ -134,6 +134,11 @@ TEST(OpSchema, GemmaOpsAndTheAttentionWindow) {
   EXPECT_EQ(error(Op{"scale", {x}, {x}}, 2),
             "program: op 2 (scale): attribute factor is missing or not a number");
   EXPECT_EQ(error(Op{"geglu", {x, x}, {x}}, 2), "");
+  EXPECT_EQ(error(Op{"softcap", {x}, {x}, {{"cap", 30.0}}}, 2), "");
+  EXPECT_EQ(error(Op{"softcap", {x}, {x}, {{"cap", 0.0}}}, 2),
+            "program: op 2 (softcap): attribute cap must be positive");
+  EXPECT_EQ(error(Op{"softcap", {x}, {x}}, 2),
+            "program: op 2 (softcap): attribute cap is missing or not a number");
   ASSERT_NE(find_op_schema("attention"), nullptr);
   EXPECT_EQ(find_op_schema("geglu")->min_inputs, 2u);
   // The window: a program with an attention op (q = k = v = [T, 4], one head of 4).

@@ -2,6 +2,7 @@
 // Activations live in fp32 vectors; tensors declared F16 are rounded through fp16 on store so
 // that the CPU mirrors the GPU's fp16 storage exactly.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <span>
 #include <utility>
@@ -204,6 +205,12 @@ class CpuInterpreter {
     } else if (f == "scale") {
       need(width(o) == width(I[0]), op, "shape mismatch");
       cpu::scale(in(I[0]), rows(I[0]) * width(I[0]), attr_f(op, "factor"), out(o));
+    } else if (f == "softcap") {  // transformers: logits / cap, tanh, times cap
+      need(width(o) == width(I[0]), op, "shape mismatch");
+      const float cap = attr_f(op, "cap");
+      const float* x = in(I[0]);
+      float* y = out(o);
+      for (int64_t i = 0; i < rows(I[0]) * width(I[0]); ++i) y[i] = std::tanh(x[i] / cap) * cap;
     } else if (f == "add") {
       cpu::add(in(I[0]), in(I[1]), rows(I[0]) * width(I[0]), out(o));
     } else if (f == "bias_add") {

@@ -238,10 +238,20 @@ std::unique_ptr<PreparedOp> prepare_chain(OpEnv& env, const std::vector<Match>& 
   const uint32_t ub = chain_ub(all_q4w, tune);
   const Kernel& k =
       env.kernels.get(chain_shader(ctx.use_int_dot(), clock, chain_wg(tune) == 512), any16,
-                      {chain_depth(ub), grid_spin_limit(ctx.info()), tune.chain_noload ? 1u : 0u,
-                       kChainSpecialize, xv, any_q4w ? 1u : 0u, kChainPipe, chain_deal(tune), ub,
-                       att_hd, att_flags | (any_ring ? 128u : 0u), chain_split_sync(any_q4w, tune),
-                       any_int8 ? 1u : 0u, any_post ? 1u : 0u});
+                      ChainSpec{.depth = chain_depth(ub),
+                                .spin_limit = grid_spin_limit(ctx.info()),
+                                .measure = tune.chain_noload ? 1u : 0u,
+                                .specialize = kChainSpecialize,
+                                .xv = xv,
+                                .q4w = any_q4w ? 1u : 0u,
+                                .pipe = kChainPipe,
+                                .deal = chain_deal(tune),
+                                .ub = ub,
+                                .att_hd = att_hd,
+                                .att_flags = att_flags | (any_ring ? 128u : 0u),
+                                .split_sync = chain_split_sync(any_q4w, tune),
+                                .int8 = any_int8 ? 1u : 0u,
+                                .post = any_post ? 1u : 0u});
   std::vector<BufRange> r = {{env.chain_sync.buf, 0, env.chain_sync.size}, {tab.buf, 0, tab.size}};
   if (clock) r.push_back({env.chain_clock.buf.buf, 0, env.chain_clock.buf.size});
   VkDescriptorSet set = env.kernels.make_set(k, r);

@@ -108,10 +108,17 @@ std::unique_ptr<PreparedOp> prepare_attention(OpEnv& env, const Match& m, bool q
   const bool oquant = quantize_out && (int64_t(H) * hd) % 4 == 0 && feeds_only_8da4w(c, m.y);
   const auto [qs, qps] = act_scratch(c, int64_t(H) * hd);
   const bool any16 = a.a16 || a.c16 || a.y16 || a.n16 || a.r16;
-  const Kernel& k =
-      env.kernels.get(Shader::attention_decode, any16,
-                      {a.a16, a.c16, a.y16, m.qnorm != nullptr, m.qrope != nullptr, a.n16, a.r16,
-                       oquant, u32(hd), env.ctx.tuning().att_measure, 1u});
+  const Kernel& k = env.kernels.get(Shader::attention_decode, any16,
+                                    DecodeAttentionSpec{.a16 = a.a16,
+                                                        .c16 = a.c16,
+                                                        .y16 = a.y16,
+                                                        .qknorm = m.qnorm != nullptr,
+                                                        .rope = m.qrope != nullptr,
+                                                        .n16 = a.n16,
+                                                        .r16 = a.r16,
+                                                        .oquant = oquant,
+                                                        .hd = u32(hd),
+                                                        .measure = env.ctx.tuning().att_measure});
   const std::vector<BufRange> r = {c.whole(m.q),
                                    c.whole(m.k),
                                    c.whole(I[2]),
@@ -145,14 +152,18 @@ std::unique_ptr<PreparedOp> prepare_attention(OpEnv& env, const Match& m, bool q
 // unfused ops' bits, as below.
 std::unique_ptr<PreparedOp> prepare_batch_attention(OpEnv& env, const Match& m,
                                                     const AttentionSetup& a,
-                                                    const std::vector<uint32_t>& flags) {
+                                                    const AttentionSpec& flags) {
   Ctx c{env, *m.attn, env.program};
   const auto& I = m.attn->inputs;
-  const uint32_t hd = u32(a.hd), H = u32(a.H), Hkv = u32(a.Hkv), W = Hkv * hd, qkn = flags[4];
+  const uint32_t hd = u32(a.hd), H = u32(a.H), Hkv = u32(a.Hkv), W = Hkv * hd, qkn = flags.qknorm;
   const uint32_t sg = env.ctx.info().subgroup_size;
-  const Kernel& ks = c.kernel(Shader::attention_store_rope_batch,
-                              {c.f16(I[2]), flags[1], 0, c.f16(m.k), qkn, flags[5]}, hd);
-  const Kernel& ka = c.kernel(Shader::attention_batch_rope, flags, hd);
+  const Kernel& ks = c.kernel(Shader::attention_store_rope_batch, AttentionSpec{.a16 = c.f16(I[2]),
+                                                                                .c16 = flags.c16,
+                                                                                .x16 = c.f16(m.k),
+                                                                                .qknorm = qkn,
+                                                                                .n16 = flags.n16,
+                                                                                .hd = hd});
+  const Kernel& ka = c.kernel(Shader::attention_batch_rope, flags);
   attention_splits(env, a.H, a.hd);  // (the partials binding: unused with one split)
   const BufRange rows = c.batch_rows(), part = {env.attn_part.buf, 0, env.attn_part.size};
   const std::vector<BufRange> rs = {c.whole(m.k), c.whole(I[2]), c.whole(I[3]), c.whole(I[4]),
@@ -196,14 +207,17 @@ std::unique_ptr<PreparedOp> prepare_prefill_attention(OpEnv& env, const Match& m
   c.need(r16 == v16, "rotated q, k and v must share one dtype");
   const uint32_t sg = env.ctx.info().subgroup_size;
   c.need(!qkn || (sg > 0 && sg <= 64), "the run's key norms need subgroups of at most 64");
-  if (env.batched()) return prepare_batch_attention(env, m, a, {r16, a.c16, a.y16, q16, qkn, n16});
+  const AttentionSpec flags{
+      .a16 = r16, .c16 = a.c16, .y16 = a.y16, .x16 = q16, .qknorm = qkn, .n16 = n16, .hd = u32(hd)};
+  if (env.batched()) return prepare_batch_attention(env, m, a, flags);
   const PrefillAttention pa = prefill_attention(env.ctx, hd, r16, a.c16, H / a.Hkv);
   // (The cooperative-matrix kernel takes no window: windowed runs are not planned there.)
-  const Kernel* kp =
-      a.win && pa.coopmat ? nullptr : pa.kernel(c, hd, {r16, a.c16, a.y16, q16, qkn, n16}, true);
+  const Kernel* kp = a.win && pa.coopmat ? nullptr : pa.kernel(c, hd, flags, true);
   c.need(kp != nullptr, "no prefill attention kernel for the run");
   const Kernel& ks =
-      c.kernel(Shader::attention_store_rope, {v16, a.c16, 0, k16, qkn, n16}, u32(hd));
+      c.kernel(Shader::attention_store_rope,
+               AttentionSpec{
+                   .a16 = v16, .c16 = a.c16, .x16 = k16, .qknorm = qkn, .n16 = n16, .hd = u32(hd)});
   const BufRange step = {env.step.buf, 0, env.step.size};
   const std::vector<BufRange> rs = {c.whole(m.k), c.whole(I[2]), c.whole(I[3]), c.whole(I[4]),
                                     step,         a.table,       a.nk},
@@ -233,7 +247,7 @@ std::unique_ptr<PreparedOp> prepare_prefill_attention(OpEnv& env, const Match& m
 
 // A tail run: its mat-vecs (in row chunks: one dispatch per chunk, no barrier between them, one
 // counter across all) and the row op after them, run by the workgroup that finishes last.
-std::unique_ptr<PreparedOp> prepare_tail(OpEnv& env, const Match& m) {
+std::unique_ptr<PreparedOp> prepare_tail(OpEnv& env, const Match& m, int32_t scratch_in) {
   const Program& p = env.program;
   Ctx c{env, *m.mv[0], p};
   const Op& l0 = *m.mv[0];
@@ -246,8 +260,8 @@ std::unique_ptr<PreparedOp> prepare_tail(OpEnv& env, const Match& m) {
   std::vector<Phase> phases;
   const Kernel* kq = nullptr;
   VkDescriptorSet qset = VK_NULL_HANDLE;
-  if (env.quant_src != m.x) {  // the step before did not quantize the input: quantize it first
-    kq = &c.kernel(Shader::linear_8da4w_quant, {c.f16(m.x)}, quant_hold(K));
+  if (scratch_in != m.x) {  // the step before did not quantize the input: quantize it first
+    kq = &c.kernel(Shader::linear_8da4w_quant, QuantSpec{.x16 = c.f16(m.x), .hold = quant_hold(K)});
     const std::vector<BufRange> r = {c.whole(m.x), qr, qpr};
     qset = env.kernels.make_set(*kq, r);
     phases.push_back(phase_of(*kq, r));
@@ -271,17 +285,23 @@ std::unique_ptr<PreparedOp> prepare_tail(OpEnv& env, const Match& m) {
   const int64_t N = p.tensors[l0.inputs[1]].shape[0];
   const DecodeSplit split = decode_split(env.ctx, K, N);  // as the unfused mat-vec sums
   const uint32_t a16 = c.f16(ta), b16 = norm ? 0u : c.f16(tb), s16 = c.f16(ts), n16 = c.f16(tn);
-  // Spec constants 1-16 (linear_8da4w.comp): Y16, five unused, TT = 1, BPL, the tail's, PARTS.
-  const std::vector<uint32_t> spec = {
-      y16, 0,   0,   0,   0,      0,          0, 1, split.bpl, static_cast<uint32_t>(m.pat->tail),
-      a16, b16, s16, n16, tquant, split.parts};
+  const MatvecTailSpec spec{.y16 = y16,
+                            .tt = 1,
+                            .bpl = split.bpl,
+                            .tail = static_cast<uint32_t>(m.pat->tail),
+                            .a16 = a16,
+                            .b16 = b16,
+                            .s16 = s16,
+                            .n16 = n16,
+                            .tquant = tquant,
+                            .parts = split.parts};
   const bool any16 = y16 || a16 || b16 || s16 || n16;
   c.need(!any16 || env.ctx.use_fp16(), "fp16 tensors need 16-bit storage");
   const Shader id =
       env.ctx.use_int_dot() ? Shader::linear_8da4w_b32_tail_idot : Shader::linear_8da4w_b32_tail;
   const Kernel& k = env.kernels.get(id, any16, spec);
-  std::vector<uint32_t> spec_none = spec;  // the dispatches before the last have no tail
-  spec_none[9] = 2;
+  MatvecTailSpec spec_none = spec;  // the dispatches before the last have no tail
+  spec_none.tail = 2;
   const Kernel& k_none = env.kernels.get(id, any16, spec_none);
   // One dispatch per row chunk of the weights (a SwiGLU dispatch computes the chunk's gate and up
   // rows, the up's in the second half of its workgroups); the chunks before the last run without
@@ -358,8 +378,8 @@ std::unique_ptr<PreparedOp> prepare_head(OpEnv& env, const Match& m) {
   const MatvecPlan mv = head_matvec(p, m, env.ctx.info(), env.ctx.tuning());
   c.need(mv.on, "the head run's mat-vec is not streamed");
   const bool x16 = c.f16(m.x), y16 = c.f16(m.y), h16 = c.f16(m.norm->outputs[0]);
-  std::vector<uint32_t> spec = mv.spec(y16, x16);
-  spec[13] = h16 ? 1u : 0u;  // (H16)
+  StreamedMatvecSpec spec = mv.spec(y16, x16);
+  spec.h16 = h16;
   const Shader id = q4w                     ? Shader::linear_q4w_mv_norm
                     : env.ctx.use_int_dot() ? Shader::linear_8da4w_mv_norm_idot
                                             : Shader::linear_8da4w_mv_norm;
@@ -403,10 +423,10 @@ std::unique_ptr<PreparedOp> prepare_head(OpEnv& env, const Match& m) {
   return prepared;
 }
 
-std::unique_ptr<PreparedOp> prepare(OpEnv& env, const Match& m, bool quantize_out) {
+std::unique_ptr<PreparedOp> prepare(OpEnv& env, const Match& m, const FusedRun& run) {
   if (m.pat->kind == Kind::PrefillAttention) return prepare_prefill_attention(env, m);
-  if (m.pat->kind == Kind::Attention) return prepare_attention(env, m, quantize_out);
-  if (m.pat->kind == Kind::Tail) return prepare_tail(env, m);
+  if (m.pat->kind == Kind::Attention) return prepare_attention(env, m, run.quantize_out);
+  if (m.pat->kind == Kind::Tail) return prepare_tail(env, m, run.scratch_in);
   if (m.pat->kind == Kind::Head) return prepare_head(env, m);
   const Program& p = env.program;
   Ctx c{env, *m.mv[0], p};
@@ -433,16 +453,16 @@ std::unique_ptr<PreparedOp> prepare(OpEnv& env, const Match& m, bool quantize_ou
     c.need(c.width(l.inputs[0]) == K && c.width(l.outputs[0]) == N, "fused mat-vec shape");
     const bool y16 = c.f16(y), r16 = m.residual >= 0 && c.f16(m.residual);
     const MatvecShape tn = matvec_shape(env.ctx, K, N);
-    const std::vector<uint32_t> spec = {f16x,
-                                        y16,
-                                        h16,
-                                        o16,
-                                        r16,
-                                        static_cast<uint32_t>(m.pat->pro),
-                                        static_cast<uint32_t>(m.pat->epi),
-                                        tn.rps,
-                                        tn.bpl,
-                                        tn.parts};
+    const FusedMatvecSpec spec{.x16 = f16x,
+                               .y16 = y16,
+                               .h16 = h16,
+                               .o16 = o16,
+                               .r16 = r16,
+                               .pro = static_cast<uint32_t>(m.pat->pro),
+                               .epi = static_cast<uint32_t>(m.pat->epi),
+                               .rps = tn.rps,
+                               .bpl = tn.bpl,
+                               .parts = tn.parts};
     const bool any16 = f16x || y16 || h16 || o16 || r16;
     if (any16 && !env.ctx.use_fp16()) c.need(false, "fp16 tensors need 16-bit storage");
     kern = &env.kernels.get(
@@ -490,7 +510,7 @@ std::unique_ptr<PreparedOp> prepare_fused(OpEnv& env, const FusedRun& run) {
       fail("vulkan backend: chain run at op {} no longer matches", run.first);
     return prepare_chain(env, stages);
   }
-  if (auto m = rematch(matcher, run, unfused_family)) return prepare(env, *m, run.quantize_out);
+  if (auto m = rematch(matcher, run, unfused_family)) return prepare(env, *m, run);
   fail("vulkan backend: fused run {} at op {} no longer matches", run.pattern, run.first);
 }
 

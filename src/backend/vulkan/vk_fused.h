@@ -19,6 +19,9 @@ struct FusedRun {
   bool private_scratch = false;  // derives its int8 rows itself (not in the shared scratch)
   bool tail = false;             // a tail run (reads its input's int8 row from the scratch)
   bool quantize_out = false;     // attention runs: quantize the output for the tail run after
+  // The tensor the shared int8 scratch holds when the run starts (-1: none; the executor's plan
+  // sets it from the steps before): a tail run quantizes its input only when it is another.
+  int32_t scratch_in = -1;
   // A chain run: consecutive mat-vec runs, each a stage of one persistent dispatch
   // (linear_8da4w_chain.comp); first..last span them all.
   std::vector<FusedRun> stages;

@@ -496,7 +496,7 @@ std::optional<Match> rematch(const Matcher& matcher, const FusedRun& run,
                              const std::string& unfused);
 
 // The prepared step of one matched run (vk_fused.cpp) and of a chain's stages (vk_chain.cpp).
-std::unique_ptr<PreparedOp> prepare(OpEnv& env, const Match& m, bool quantize_out);
+std::unique_ptr<PreparedOp> prepare(OpEnv& env, const Match& m, const FusedRun& run);
 std::unique_ptr<PreparedOp> prepare_chain(OpEnv& env, const std::vector<Match>& stages);
 
 }  // namespace vkllm::vk::fusion

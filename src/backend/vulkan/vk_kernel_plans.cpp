@@ -1,6 +1,7 @@
 // The kernel plans of vk_ops_internal.h that more than one op (and `vkllm bench`) record
 // through: the prefill GEMM's tile and chunk, which forwards store their int8 scratch in the
-// GEMM's order, and the prefill attention's kernel and shape.
+// GEMM's order, and the prefill attention's kernel and shape; which op writes the int8 scratch
+// (plan_scratch, vk_ops.h).
 #include <algorithm>
 #include <optional>
 
@@ -37,15 +38,19 @@ uint32_t gemm_order(const Context& ctx, bool for_gemm, uint32_t Tr) {
 }
 uint32_t gemm_from(const Context& ctx) {
   const uint32_t forced = ctx.tuning().gemm_from;
-  if (forced) return std::clamp<uint32_t>(forced, 2, GemmPlan::kTokens);
-  return ctx.use_coopmat() && ctx.info().subgroup_size == 32 ? 2 : GemmPlan::kTokens;
+  if (forced && ctx.use_coopmat() && ctx.info().subgroup_size == 32)
+    return std::clamp<uint32_t>(forced, 2, GemmPlan::kTokens);
+  return GemmPlan::kTokens;
 }
 
 // Does the norm's output go only to linear_8da4w ops (as their input), so that the norm can
 // quantize it for them?
 bool feeds_only(const Ctx& c, int32_t y, std::string_view family) {
+  return feeds_only(c.p, y, family);
+}
+bool feeds_only(const Program& p, int32_t y, std::string_view family) {
   bool any = false;
-  for (const Op& o : c.p.ops)
+  for (const Op& o : p.ops)
     for (size_t i = 0; i < o.inputs.size(); ++i)
       if (o.inputs[i] == y) {
         if (o.family != family || i != 0) return false;
@@ -56,6 +61,37 @@ bool feeds_only(const Ctx& c, int32_t y, std::string_view family) {
 bool feeds_only_8da4w(const Ctx& c, int32_t y) {
   return feeds_only(c, y, "linear_8da4w");
 }
+
+}  // namespace vkllm::vk::detail
+
+namespace vkllm::vk {
+
+ScratchPlan plan_scratch(const Program& p) {
+  using detail::feeds_only;
+  ScratchPlan s;
+  int32_t held = -1;
+  for (const Op& o : p.ops) {
+    const int32_t x = o.inputs.empty() ? -1 : o.inputs[0],
+                  y = o.outputs.empty() ? -1 : o.outputs[0];
+    const int64_t N = y >= 0 && !p.tensors[y].shape.empty() ? p.tensors[y].shape.back() : 0;
+    int32_t w = -1;
+    if (o.family == "rms_norm" && o.attrs.value("group", int64_t(0)) == N && N % 4 == 0 &&
+        feeds_only(p, y, "linear_8da4w"))
+      w = y;
+    if ((o.family == "swiglu" || o.family == "geglu") && N % 4 == 0 &&
+        feeds_only(p, y, "linear_8da4w"))
+      w = y;
+    if (o.family == "linear_8da4w" && held != x) w = x;
+    s.holds.push_back(held);
+    s.writes.push_back(w);
+    if (w >= 0) held = w;
+  }
+  return s;
+}
+
+}  // namespace vkllm::vk
+
+namespace vkllm::vk::detail {
 
 GemmPlan plan_gemm_8da4w(const Context& ctx, int64_t G, int64_t N, bool y16) {
   GemmPlan p;
@@ -114,17 +150,18 @@ GemmTile GemmPlan::tile(uint32_t rows, uint32_t T) const {
   return {32, 64, 32};
 }
 
-// Specialization: y16 (id 1), KC (8), BT (9), BN (10), threads (11: a subgroup a 32 x 32 part of
-// the coopmat tile; the portable kernel has its own local size, 2 BT), W16 (12, coopmat only),
-// the ablation bits (13, coopmat only: VKLLM_GEMM_ABLATE, a measurement switch whose results are
-// wrong).
+// The coopmat kernel's threads: a subgroup a 32 x 32 part of the tile (the portable kernel has
+// its own local size, 2 BT); W16 and the ablation bits (VKLLM_GEMM_ABLATE, a measurement switch
+// whose results are wrong) are the coopmat kernel's only.
 const Kernel& GemmPlan::kernel(Kernels& kernels, GemmTile t) const {
-  std::vector<uint32_t> spec = kernel_spec({y16 ? 1u : 0u}, t.kc, t.bt);
-  spec.push_back(t.bn);
-  spec.push_back(t.bt * t.bn / 32);
-  spec.push_back(w16 ? 1 : 0);
-  spec.push_back(ablate);
-  return kernels.get(id, y16, spec);
+  return kernels.get(id, y16,
+                     GemmSpec{.y16 = y16,
+                              .kc = t.kc,
+                              .bt = t.bt,
+                              .bn = t.bn,
+                              .nt = t.bt * t.bn / 32,
+                              .w16 = w16,
+                              .ablate = ablate});
 }
 
 // linear_8da4w_rows_coopmat (T < rows_to): 16 weight rows a workgroup, T <= 8 TF tokens; a
@@ -137,8 +174,7 @@ void GemmPlan::record(VkCommandBuffer cb, Kernels& kernels, VkDescriptorSet set,
     const uint32_t tf = ceil_div(T, 8u), sv = G / 16 + 1;
     uint32_t sgs = std::clamp<uint32_t>(K / G, 1, 16);
     while (sgs > 1 && sgs * (16 * sv + 32 * tf) * 16 + 32 * tf > max_shared) --sgs;
-    std::vector<uint32_t> spec = kernel_spec({y16 ? 1u : 0u}, 1, tf);  // (id 8 unused)
-    spec.insert(spec.end(), {G / 32, 32 * sgs, w16 ? 1u : 0u});
+    const RowsCoopmatSpec spec{.y16 = y16, .tf = tf, .gq = G / 32, .nt = 32 * sgs, .w16 = w16};
     dispatch(cb, kernels.get(Shader::linear_8da4w_rows_coopmat, y16, spec), set,
              GemmPush{K, rows, r0, N, T, G}, ceil_div(rows, 16u), 1);
     return;
@@ -184,15 +220,32 @@ PrefillAttention prefill_attention(const Context& ctx, int hd, bool a16, bool c1
   return a;
 }
 
-const Kernel* PrefillAttention::kernel(Ctx& c, int hd, const std::vector<uint32_t>& flags,
-                                       bool rope) const {
-  if (coopmat)
+const Kernel* PrefillAttention::kernel(Ctx& c, int hd, const AttentionSpec& f, bool rope) const {
+  if (coopmat)  // (q and the caches are fp16: the _f16 module)
     return &c.kernel(
-        rope ? Shader::attention_prefill_coopmat_rope : Shader::attention_prefill_coopmat, flags,
-        u32(hd), cbk, 0, 64, {cbq, 2 * cbq * gq, gq});
+        rope ? Shader::attention_prefill_coopmat_rope : Shader::attention_prefill_coopmat,
+        PrefillCoopmatSpec{.y16 = f.y16,
+                           .x16 = f.x16,
+                           .qknorm = f.qknorm,
+                           .n16 = f.n16,
+                           .hd = u32(hd),
+                           .bk = cbk,
+                           .bq = cbq,
+                           .nt = 2 * cbq * gq,
+                           .gq = gq},
+        true);
   if (tiled)
-    return &c.kernel(rope ? Shader::attention_prefill_rope : Shader::attention_prefill, flags,
-                     u32(hd), bk, 0, 64, {rq, 128});
+    return &c.kernel(rope ? Shader::attention_prefill_rope : Shader::attention_prefill,
+                     PrefillAttentionSpec{.a16 = f.a16,
+                                          .c16 = f.c16,
+                                          .y16 = f.y16,
+                                          .x16 = f.x16,
+                                          .qknorm = f.qknorm,
+                                          .n16 = f.n16,
+                                          .hd = u32(hd),
+                                          .bk = bk,
+                                          .rq = rq,
+                                          .nt = 128});
   return nullptr;
 }
 

@@ -6,12 +6,15 @@ namespace vkllm::vk {
 
 namespace {
 constexpr KernelDecl kDecls[] = {
-#define VK_KERNEL(name, file, defines, access, P) \
-  {Shader::name, #name, #file, defines, access, push_bytes<P>(), false, false},
-#define VK_MEASURE_KERNEL(name, file, defines, access, P) \
-  {Shader::name, #name, #file, defines, access, push_bytes<P>(), true, false},
-#define VK_KERNEL_KHR(name, file, defines, access, P) \
-  {Shader::name, #name, #file, defines, access, push_bytes<P>(), false, true},
+#define VK_KERNEL(name, file, defines, access, P, S)                                   \
+  {Shader::name,     #name, #file, defines, access, push_bytes<P>(), spec_fields<S>(), \
+   kSpecDefaults<S>, false, false},
+#define VK_MEASURE_KERNEL(name, file, defines, access, P, S)                           \
+  {Shader::name,     #name, #file, defines, access, push_bytes<P>(), spec_fields<S>(), \
+   kSpecDefaults<S>, true,  false},
+#define VK_KERNEL_KHR(name, file, defines, access, P, S)                               \
+  {Shader::name,     #name, #file, defines, access, push_bytes<P>(), spec_fields<S>(), \
+   kSpecDefaults<S>, false, true},
 #include "backend/vulkan/kernels.def"
 #undef VK_KERNEL
 #undef VK_MEASURE_KERNEL

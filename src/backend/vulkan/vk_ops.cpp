@@ -49,8 +49,9 @@ std::unique_ptr<PreparedOp> prep_embedding(Ctx c) {
     c.need_float(tab);
     rb = {static_cast<uint64_t>(D) * (c.f16(tab) ? 2 : 4)};
   }
-  const Kernel& k = q4 ? c.kernel(Shader::embedding_q4, {c.f16(y)})
-                       : c.kernel(Shader::embedding, {c.f16(tab), c.f16(y)});
+  const Kernel& k =
+      q4 ? c.kernel(Shader::embedding_q4, YSpec{.y16 = c.f16(y)})
+         : c.kernel(Shader::embedding, EmbeddingSpec{.tab16 = c.f16(tab), .y16 = c.f16(y)});
   struct Part {
     RowChunk ch;
     VkDescriptorSet set;
@@ -123,31 +124,31 @@ std::unique_ptr<PreparedOp> prep_rms_norm(Ctx c) {
          "bad group or weight");
   c.need_float(x);
   c.need_float(y);
-  // A norm over whole rows whose only readers are linear_8da4w ops quantizes for them.
-  const bool quant = G == N && N % 4 == 0 && feeds_only_8da4w(c, y);
   // The op that computes x, when fused here: an add (the kernel reads its inputs and stores x
   // itself), or a last_row (the kernel reads the last row of its input in place).
   const size_t k = op_index(c);
+  // A norm over whole rows whose only readers are linear_8da4w ops quantizes for them.
+  const bool quant = c.env.scratch.writes[k] == y;
   const Op* prev =
       k > 0 && fuses_into_next(c.p, k - 1, c.env.unfused_family) ? &c.p.ops[k - 1] : nullptr;
   const Op* add = prev && prev->family == "add" ? prev : nullptr;
   const bool last = prev && prev->family == "last_row";
   const int32_t xin = add ? add->inputs[0] : last ? prev->inputs[0] : x;
   std::vector<BufRange> r = {c.whole(xin), c.whole(w), c.whole(y)};
-  std::vector<uint32_t> flags = {c.f16(xin), c.f16(y)};
+  RmsNormSpec spec{.x16 = c.f16(xin), .y16 = c.f16(y)};
   if (add) {
     r.insert(r.end(), {c.whole(add->inputs[1]), c.whole(x)});
-    flags.insert(flags.end(), {c.f16(add->inputs[1]), c.f16(x)});
+    spec.b16 = c.f16(add->inputs[1]);
+    spec.s16 = c.f16(x);
   }
   const bool for_gemm = quant && scratch_for_gemm(c, y);
   if (quant) {
     auto [q, qp] = act_scratch(c, N);
     r.insert(r.end(), {q, qp});
-    c.env.quant_src = y;
   }
   const Shader id = add ? (quant ? Shader::rms_norm_add_quant : Shader::rms_norm_add)
                         : (quant ? Shader::rms_norm_quant : Shader::rms_norm);
-  const Kernel& kern = c.kernel(id, flags);
+  const Kernel& kern = c.kernel(id, spec);
   VkDescriptorSet set = c.env.kernels.make_set(kern, r);
   // Forwards of several tokens normalize groups of at most 256 values (per-head norms: no add, no
   // quantizing) a subgroup a row (rms_norm.comp ROWS_SG) instead of a 256-thread workgroup a row;
@@ -160,10 +161,9 @@ std::unique_ptr<PreparedOp> prep_rms_norm(Ctx c) {
   const Kernel* kern_sg = nullptr;
   VkDescriptorSet set_sg = VK_NULL_HANDLE;
   if (!quant && !add && G <= 256 && (G < N || feeds_only(c, y, "rope")) && sg > 0 && sg <= 256) {
-    std::vector<uint32_t> f = flags;
-    f.resize(4, 0);
-    f.push_back(1);
-    kern_sg = &c.kernel(Shader::rms_norm, f);
+    RmsNormSpec sg_spec = spec;
+    sg_spec.rows_sg = 1;
+    kern_sg = &c.kernel(Shader::rms_norm, sg_spec);
     set_sg = c.env.kernels.make_set(*kern_sg, r);
   }
   auto prepared = std::make_unique<PreparedOp>(
@@ -223,13 +223,22 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
       f == "linear_8da4w" && G % 32 == 0 ? decode_split(c.env.ctx, K, N) : DecodeSplit{1, 0};
   const uint32_t wg = split.bpl ? decode_matvec_wg(c.env.ctx) : 64;
   auto variant = [&](uint32_t tt) -> KernelId {
-    if (f == "linear") return c.kernel_id(Shader::linear, {c.f16(x), c.f16(W), c.f16(y)}, tt);
-    if (f == "linear_q4w") return c.kernel_id(Shader::linear_q4w, {c.f16(x), c.f16(y)}, tt);
+    if (f == "linear")
+      return c.kernel_id(Shader::linear,
+                         LinearSpec{.x16 = c.f16(x), .w16 = c.f16(W), .y16 = c.f16(y), .tt = tt});
+    if (f == "linear_q4w")
+      return c.kernel_id(Shader::linear_q4w, Q4wSpec{.x16 = c.f16(x), .y16 = c.f16(y), .tt = tt});
     const bool idot = c.env.ctx.use_int_dot();
+    Matvec8da4wSpec spec{.y16 = c.f16(y), .tt = tt};
+    if (tt == 1 && split.bpl) {  // the decode variant (G % 32 == 0): its split and workgroup size
+      spec.bpl = split.bpl;
+      spec.parts = split.parts;
+      spec.wg = wg;
+    }
     return c.kernel_id(G % 32 == 0
                            ? (idot ? Shader::linear_8da4w_b32_idot : Shader::linear_8da4w_b32)
                            : (idot ? Shader::linear_8da4w_idot : Shader::linear_8da4w),
-                       {c.f16(y)}, tt, tt == 1 ? split.bpl : 0, tt == 1 ? split.parts : 0, wg);
+                       spec);
   };
   const Kernel *k = &variant(kPrefillTT).get(c.env.kernels), *k1 = &variant(1).get(c.env.kernels);
   const std::array<KernelId, 3> k_small = {variant(2), variant(4), variant(8)};
@@ -255,10 +264,11 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
   if (for_gemm) gemm = plan_gemm_8da4w(c.env.ctx, G, N, c.f16(y));
   // The float-activation linears (linear, linear_q4w) run a tiled GEMM there instead
   // (float_gemm_module; VKLLM_LINEAR_MM=0 measures the mat-vec kernels).
-  const Kernel* kmm = f == "linear_8da4w"
-                          ? nullptr
-                          : &c.kernel(float_gemm_module(c.env.ctx, q4w, c.f16(x), c.f16(W), K),
-                                      {c.f16(x), q4w ? 0u : c.f16(W), c.f16(y)});
+  const Kernel* kmm =
+      f == "linear_8da4w"
+          ? nullptr
+          : &c.kernel(float_gemm_module(c.env.ctx, q4w, c.f16(x), c.f16(W), K),
+                      FloatGemmSpec{.x16 = c.f16(x), .w16 = q4w ? 0u : c.f16(W), .y16 = c.f16(y)});
   const Kernel* kq = nullptr;
   VkDescriptorSet qset = VK_NULL_HANDLE;
   std::vector<BufRange> qranges;
@@ -267,11 +277,10 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
   if (f == "linear_8da4w") {
     OpEnv& e = c.env;
     const auto [q, qp] = act_scratch(c, K);
-    if (e.quant_src != x) {
-      kq = &c.kernel(Shader::linear_8da4w_quant, {c.f16(x)}, quant_hold(K));
+    if (e.scratch.writes[op_index(c)] == x) {  // (else the scratch holds x already)
+      kq = &c.kernel(Shader::linear_8da4w_quant, QuantSpec{.x16 = c.f16(x), .hold = quant_hold(K)});
       qranges = {c.whole(x), q, qp};
       qset = e.kernels.make_set(*kq, qranges);
-      e.quant_src = x;
     }
     head = {q, qp};
   } else {
@@ -398,8 +407,8 @@ std::unique_ptr<PreparedOp> prep_rope(Ctx c) {
          "bad shape");
   c.need_float(x);
   c.need_float(y);
-  const Kernel& k =
-      c.kernel(c.env.batched() ? Shader::rope_batch : Shader::rope, {c.f16(x), c.f16(y)});
+  const Kernel& k = c.kernel(c.env.batched() ? Shader::rope_batch : Shader::rope,
+                             XYSpec{.x16 = c.f16(x), .y16 = c.f16(y)});
   std::vector<int32_t> invs = {c.op.inputs[1]};
   uint32_t orig = UINT32_MAX;  // past this many positions a forward uses the long table
   if (c.op.inputs.size() == 3) {
@@ -428,12 +437,14 @@ std::unique_ptr<PreparedOp> prep_rope(Ctx c) {
 // cache row, then each (row, head) over its sequence's positions through the block table, one
 // split (S = 1: a batch has T x H pairs to fill the GPU).
 std::unique_ptr<PreparedOp> prep_attention_batch(Ctx c, int H, int Hkv, int hd, float scale,
-                                                 uint32_t win, const std::vector<uint32_t>& flags) {
+                                                 uint32_t win, const AttentionSpec& flags) {
   const auto& I = c.op.inputs;
   const int32_t y = c.op.outputs[0];
   const int64_t W = int64_t(Hkv) * hd;
-  const Kernel& ks = c.kernel(Shader::attention_store_batch, flags);
-  const Kernel& ka = c.kernel(Shader::attention_batch, flags, u32(hd));
+  AttentionSpec spec = flags;
+  spec.hd = u32(hd);
+  const Kernel& ks = c.kernel(Shader::attention_store_batch, spec);
+  const Kernel& ka = c.kernel(Shader::attention_batch, spec);
   attention_splits(c.env, H, hd);  // (the partials binding: unused with one split)
   const BufRange rows = c.batch_rows(), part = {c.env.attn_part.buf, 0, c.env.attn_part.size};
   const std::vector<BufRange> rs = {c.whole(I[1]), c.whole(I[2]), c.whole(I[3]), c.whole(I[4]),
@@ -475,14 +486,15 @@ std::unique_ptr<PreparedOp> prep_attention(Ctx c) {
   c.need(c.f16(I[0]) == c.f16(I[1]) && c.f16(I[1]) == c.f16(I[2]),
          "q, k and v must share one dtype");
   const uint32_t a16 = c.f16(I[0]), c16 = c.f16(I[3]), y16 = c.f16(y);
-  if (c.env.batched()) return prep_attention_batch(c, H, Hkv, hd, scale, win, {a16, c16, y16});
-  const Kernel& ks = c.kernel(Shader::attention_store, {a16, c16, y16});
+  const AttentionSpec spec{.a16 = a16, .c16 = c16, .y16 = y16, .hd = u32(hd)};
+  if (c.env.batched()) return prep_attention_batch(c, H, Hkv, hd, scale, win, spec);
+  const Kernel& ks = c.kernel(Shader::attention_store, spec);
   // (attention_split.glsl's tiles and merge, specialized on the head dim)
-  const Kernel& ka = c.kernel(Shader::attention, {a16, c16, y16}, u32(hd));
-  const Kernel& kc = c.kernel(Shader::attention_combine, {0, 0, y16}, u32(hd));
+  const Kernel& ka = c.kernel(Shader::attention, spec);
+  const Kernel& kc = c.kernel(Shader::attention_combine, AttentionSpec{.y16 = y16, .hd = u32(hd)});
   // Forwards of several tokens: the prefill kernel (none: the split kernel below, S = 1).
   const PrefillAttention pa = prefill_attention(c.env.ctx, hd, a16, c16, H / Hkv);
-  const Kernel* kp = win && pa.coopmat ? nullptr : pa.kernel(c, hd, {a16, c16, y16}, false);
+  const Kernel* kp = win && pa.coopmat ? nullptr : pa.kernel(c, hd, spec, false);
   const uint32_t bq = pa.bq, gq = pa.gq;
   // A decode step splits the context into S parts of C keys (C a multiple of the kernel's 64-key
   // tile, S <= 64; parts past the current position stay empty) and merges them in a second pass:
@@ -542,7 +554,8 @@ std::unique_ptr<PreparedOp> prep_elementwise(Ctx c) {
       return fused;
     }
     if (c.env.batched()) {
-      const Kernel& k = c.kernel(Shader::last_row_batch, {c.f16(I[0]), c.f16(y)});
+      const Kernel& k =
+          c.kernel(Shader::last_row_batch, XYSpec{.x16 = c.f16(I[0]), .y16 = c.f16(y)});
       const std::vector<BufRange> r = {c.whole(I[0]), c.whole(y), c.batch_rows()};
       VkDescriptorSet set = c.env.kernels.make_set(k, r);
       const uint32_t off = c.env.batch_out_offset;
@@ -556,7 +569,7 @@ std::unique_ptr<PreparedOp> prep_elementwise(Ctx c) {
       prepared->phases = {phase_of(k, r)};
       return prepared;
     }
-    const Kernel& k = c.kernel(Shader::last_row, {c.f16(I[0]), c.f16(y)});
+    const Kernel& k = c.kernel(Shader::last_row, XYSpec{.x16 = c.f16(I[0]), .y16 = c.f16(y)});
     const std::vector<BufRange> r = {c.whole(I[0]), c.whole(y)};
     VkDescriptorSet set = c.env.kernels.make_set(k, r);
     auto prepared = std::make_unique<PreparedOp>(
@@ -574,16 +587,17 @@ std::unique_ptr<PreparedOp> prep_elementwise(Ctx c) {
     fused->fused_into_next = true;  // the next op's kernel (rms_norm_add) computes the sum
     return fused;
   }
-  if ((c.op.family == "swiglu" || c.op.family == "geglu") && N % 4 == 0 && feeds_only_8da4w(c, y)) {
+  if (c.env.scratch.writes[op_index(c)] == y) {  // (swiglu, geglu)
     // Only linear_8da4w ops read y: the kernel also quantizes the rows for them as it computes
     // them (linear_8da4w_quant.comp VKLLM_SWIGLU [VKLLM_GEGLU], a workgroup a token).
     auto [q, qp] = act_scratch(c, N);
-    const Kernel& k = c.kernel(c.op.family == "geglu" ? Shader::geglu_quant : Shader::swiglu_quant,
-                               {c.f16(I[0]), c.f16(I[1]), c.f16(y)}, quant_hold(N));
+    const Kernel& k = c.kernel(
+        c.op.family == "geglu" ? Shader::geglu_quant : Shader::swiglu_quant,
+        GluQuantSpec{
+            .g16 = c.f16(I[0]), .u16 = c.f16(I[1]), .y16 = c.f16(y), .hold = quant_hold(N)});
     const bool for_gemm = scratch_for_gemm(c, y);
     const std::vector<BufRange> r = {c.whole(I[0]), c.whole(I[1]), c.whole(y), q, qp};
     VkDescriptorSet set = c.env.kernels.make_set(k, r);
-    c.env.quant_src = y;
     auto prepared = std::make_unique<PreparedOp>(
         [=, &k](VkCommandBuffer cb, int T) {
           const uint32_t Tr = c.rows(I[0], T);
@@ -597,116 +611,16 @@ std::unique_ptr<PreparedOp> prep_elementwise(Ctx c) {
   const Shader id = c.op.family == "add"     ? Shader::add
                     : c.op.family == "geglu" ? Shader::geglu
                                              : Shader::swiglu;
-  const Kernel& k = c.kernel(id, {c.f16(I[0]), c.f16(I[1]), c.f16(y)});
+  const Kernel& k =
+      c.op.family == "add"
+          ? c.kernel(id, AddSpec{.a16 = c.f16(I[0]), .b16 = c.f16(I[1]), .y16 = c.f16(y)})
+          : c.kernel(id, GluSpec{.g16 = c.f16(I[0]), .u16 = c.f16(I[1]), .y16 = c.f16(y)});
   const std::vector<BufRange> r = {c.whole(I[0]), c.whole(I[1]), c.whole(y)};
   VkDescriptorSet set = c.env.kernels.make_set(k, r);
   auto prepared = std::make_unique<PreparedOp>(
       [=, &k](VkCommandBuffer cb, int T) {
         const uint64_t n = uint64_t(c.rows(I[0], T)) * N;
         dispatch_flat(cb, k, set, CountPush{u32(n)}, ceil_div(n, 64));
-      },
-      nullptr);
-  prepared->phases = {phase_of(k, r)};
-  return prepared;
-}
-
-// bias_add.comp: the fp32 bias row added to every row of x.
-std::unique_ptr<PreparedOp> prep_bias_add(Ctx c) {
-  const int32_t x = c.op.inputs[0], b = c.op.inputs[1], y = c.op.outputs[0];
-  c.need_float(x);
-  c.need_float(y);
-  const int64_t N = c.width(x);
-  c.need(c.decl(b).kind == TensorKind::Weight && c.decl(b).dtype == DType::F32 &&
-             c.decl(b).shape == std::vector<int64_t>{N} && c.width(y) == N &&
-             c.per_token(x) == c.per_token(y),
-         "bias must be an f32 weight [N] of x's width");
-  const Kernel& k = c.kernel(Shader::bias_add, {c.f16(x), c.f16(y)});
-  const std::vector<BufRange> r = {c.whole(x), c.whole(b), c.whole(y)};
-  VkDescriptorSet set = c.env.kernels.make_set(k, r);
-  auto prepared = std::make_unique<PreparedOp>(
-      [=, &k](VkCommandBuffer cb, int T) {
-        const uint64_t n = uint64_t(c.rows(x, T)) * N;
-        dispatch_flat(cb, k, set, BiasAddPush{u32(n), u32(N)}, ceil_div(n, 64));
-      },
-      nullptr);
-  prepared->phases = {phase_of(k, r)};
-  return prepared;
-}
-
-// scale.comp: y = x * factor (Gemma's embedding scale).
-std::unique_ptr<PreparedOp> prep_scale(Ctx c) {
-  const int32_t x = c.op.inputs[0], y = c.op.outputs[0];
-  c.need_float(x);
-  c.need_float(y);
-  const int64_t N = c.width(x);
-  c.need(c.width(y) == N && c.per_token(x) == c.per_token(y), "output must have x's shape");
-  const float s = c.attr_f("factor");
-  const Kernel& k = c.kernel(Shader::scale, {c.f16(x), c.f16(y)});
-  const std::vector<BufRange> r = {c.whole(x), c.whole(y)};
-  VkDescriptorSet set = c.env.kernels.make_set(k, r);
-  auto prepared = std::make_unique<PreparedOp>(
-      [=, &k](VkCommandBuffer cb, int T) {
-        const uint64_t n = uint64_t(c.rows(x, T)) * N;
-        dispatch_flat(cb, k, set, ScalePush{u32(n), s}, ceil_div(n, 64));
-      },
-      nullptr);
-  prepared->phases = {phase_of(k, r)};
-  return prepared;
-}
-
-std::unique_ptr<PreparedOp> prep_argmax(Ctx c) {
-  const int32_t x = c.op.inputs[0], y = c.op.outputs[0];
-  c.need_float(x);
-  c.need(!c.per_token(x) && c.decl(x).shape[0] == 1 && c.decl(y).dtype == DType::I32,
-         "argmax takes [1, V] to i32");
-  const int64_t V = c.width(x);
-  if (c.env.batched()) {  // one token per output row (argmax_rows.comp): ~32 workgroups a row
-    const uint32_t chunk = std::max<uint32_t>(1024, ceil_div(ceil_div(V, 32), 1024) * 1024),
-                   P = ceil_div(V, chunk), max_rows = u32(c.env.max_tokens);
-    const Kernel& k = c.kernel(Shader::argmax_rows, {c.f16(x)});
-    const Buffer part = c.env.alloc.create(uint64_t(P) * max_rows * 8, false, "argmax partials");
-    const Buffer count = c.env.alloc.create(uint64_t(max_rows) * 4, false, "argmax counters");
-    c.env.alloc.fill(count, 0);
-    const std::vector<BufRange> r = {
-        c.whole(x), c.whole(y), {part.buf, 0, part.size}, {count.buf, 0, count.size}};
-    VkDescriptorSet set = c.env.kernels.make_set(k, r);
-    auto prepared = std::make_unique<PreparedOp>(
-        [=, &k](VkCommandBuffer cb, int) {
-          const uint32_t n = c.rows(x, 1);
-          if (n > max_rows) fail("argmax: {} rows, at most {}", n, max_rows);
-          dispatch_flat(cb, k, set, ArgmaxPush{u32(V), chunk, P, n}, n * P);
-        },
-        nullptr);
-    prepared->phases = {phase_of(k, r)};
-    return prepared;
-  }
-  // Up to 128 workgroups of 1,024-value multiples each; the last to finish merges their partials
-  // and ends the decode step (argmax.comp: the token into the next step's input ids and the
-  // submit's tokens, the position advanced).
-  const uint32_t chunk = std::max<uint32_t>(1024, ceil_div(ceil_div(V, 128), 1024) * 1024),
-                 P = ceil_div(V, chunk);
-  const Kernel& k = c.kernel(Shader::argmax, {c.f16(x)});
-  const Buffer part = c.env.alloc.create(uint64_t(P) * 8, false, "argmax partials");
-  const Buffer count = c.env.alloc.create(4, false, "argmax counter");
-  c.env.alloc.fill(count, 0);
-  // (A program without input ids, as op tests build: the token goes to a scratch word.)
-  const BufRange ids = c.p.input_ids >= 0
-                           ? c.whole(c.p.input_ids)
-                           : BufRange{c.env.alloc.create(4, false, "argmax ids").buf, 0, 4};
-  const Buffer& tokens = c.env.tokens;
-  c.need(tokens.buf != VK_NULL_HANDLE, "no token buffer for the decode steps");
-  const std::vector<BufRange> r = {c.whole(x),
-                                   {part.buf, 0, part.size},
-                                   c.whole(y),
-                                   {count.buf, 0, count.size},
-                                   {c.env.step.buf, 0, c.env.step.size},
-                                   ids,
-                                   {tokens.buf, 0, tokens.size}};
-  VkDescriptorSet set = c.env.kernels.make_set(k, r);
-  const uint32_t ntok = u32(static_cast<int64_t>(tokens.size / 4));
-  auto prepared = std::make_unique<PreparedOp>(
-      [=, &k](VkCommandBuffer cb, int) {
-        dispatch(cb, k, set, ArgmaxPush{u32(V), chunk, P, ntok}, P);
       },
       nullptr);
   prepared->phases = {phase_of(k, r)};
@@ -761,6 +675,13 @@ bool fuses_into_next(const Program& p, size_t k, const std::string& unfused_fami
   return true;
 }
 
+void check_scratch(const OpEnv& env, size_t k, int32_t held) {
+  const Op& op = env.program.ops[k];
+  if (op.family == "linear_8da4w" && env.scratch.writes[k] < 0 && held != op.inputs[0])
+    fail("vulkan: op {} (linear_8da4w of {}) would read an int8 scratch holding another tensor", k,
+         env.program.tensors[op.inputs[0]].name);
+}
+
 uint64_t& dispatch_count() {
   static thread_local uint64_t n = 0;
   return n;
@@ -784,7 +705,7 @@ std::unique_ptr<PreparedOp> prepare_op_kernels(OpEnv& env, const Op& op) {
   if (f == "attention") return prep_attention(c);
   if (f == "swiglu" || f == "geglu" || f == "add" || f == "last_row") return prep_elementwise(c);
   if (f == "bias_add") return prep_bias_add(c);
-  if (f == "scale") return prep_scale(c);
+  if (unary_op(f)) return prep_unary(c);
   if (f == "argmax") return prep_argmax(c);
   fail("vulkan backend: op family '{}' is not implemented", f);
 }

@@ -29,6 +29,18 @@ struct ChainClock {
   std::vector<std::string> slots;  // each slot's row: the stage's pattern, widths, place in chain
 };
 
+// The shared int8 scratch of linear_8da4w as data: per op of the program, in program order, the
+// tensor whose int8 rows the op writes there (writes[k], -1: none) and the tensor the scratch holds
+// when the op starts (holds[k], -1: none). A norm over whole rows and a SwiGLU or GeGLU whose only
+// readers are linear_8da4w ops quantize their output for them (rms_norm_quant, swiglu_quant); a
+// linear_8da4w quantizes its input unless the scratch holds it (q, k and v of one row quantize it
+// once). A plan's steps run in their own order: the executor checks that every unfused
+// linear_8da4w that only reads the scratch finds its input there (check_scratch).
+struct ScratchPlan {
+  std::vector<int32_t> writes, holds;
+};
+ScratchPlan plan_scratch(const Program& p);
+
 struct OpEnv {
   Context& ctx;
   Kernels& kernels;
@@ -41,12 +53,11 @@ struct OpEnv {
   // far (the host writes (pos, 0) before each submit; the argmax advances both, argmax.comp).
   Buffer step;
   Buffer tokens;  // host-visible: the tokens of a submit's greedy decode steps (argmax.comp)
-  // linear_8da4w scratch (int8 activations and per-token scale / zero point), shared by all ops.
-  // Ops are prepared in program order; quant_src is the tensor the last quantizing op wrote
-  // there, so the next linears of that same tensor (q, k, v; gate, up) skip quantizing it again.
+  // linear_8da4w scratch (int8 activations and per-token scale / zero point), shared by all ops,
+  // and which tensor each op finds in it and writes there (the unfused ops; plan_scratch).
   uint64_t act_q_bytes = 0;
   Buffer act_q, act_qp;
-  int32_t quant_src = -1;
+  ScratchPlan scratch = plan_scratch(program);
   std::map<std::pair<std::vector<int32_t>, float>, Buffer>
       rope_tables;  // by (inv_freq tensors, factor)
   // Split-K attention partials of a decode step, shared by the attention ops (each one's combine
@@ -88,7 +99,7 @@ class PreparedOp {
   // the pair as one op.
   bool fused_into_next = false;
   // The tensor whose int8 quantization the op writes to the shared scratch (-1: none), so that a
-  // plan knows which tensor the scratch holds after the op (OpEnv::quant_src).
+  // plan knows which tensor the scratch holds after the op.
   int32_t quantizes = -1;
   // Records the op's dispatches (with barriers between its own stages; none after the last).
   void record(VkCommandBuffer cb, int T) const { record_(cb, T); }
@@ -110,6 +121,10 @@ uint64_t act_quant_bytes_per_token(const Program& p, const Op& op);
 // only the norm reads (the norm reads the row in place)? The executor keeps op k's inputs alive
 // through the norm, so that no buffer the fused kernel writes shares memory with them.
 bool fuses_into_next(const Program& p, size_t k, const std::string& unfused_family = {});
+
+// Fails unless op k of the program, run alone as a step of a plan, finds what it reads in the int8
+// scratch: `held`, the tensor the plan's steps before it left there.
+void check_scratch(const OpEnv& env, size_t k, int32_t held);
 
 // Prepares op `op`, which must be an element of env.program.ops (fusion looks at its neighbours).
 std::unique_ptr<PreparedOp> prepare_op(OpEnv& env, const Op& op);

@@ -52,31 +52,14 @@ inline uint32_t ceil_div(uint64_t a, uint64_t b) {
   return static_cast<uint32_t>((a + b - 1) / b);
 }
 
-// A kernel variant's module and specialization: made (or found) by get.
+// A kernel variant's module and specialization (the values of its spec struct's fields): made (or
+// found) by get.
 struct KernelId {
   Shader id{};
   bool f16 = false;
   std::vector<uint32_t> spec;
-  const Kernel& get(Kernels& kernels) const { return kernels.get(id, f16, spec); }
+  const Kernel& get(Kernels& kernels) const { return kernels.get_words(id, f16, spec); }
 };
-
-// The specialization constants of a kernel variant: the per-binding fp16 flags at constants
-// 1..7, then (when nonzero) the tokens per workgroup tt at 8 and bpl at 9 (the mat-vec kernels'
-// TT and blocks per lane; the prefill GEMM's KC and BT), then parts at 16 and the workgroup size
-// wg at 17 (linear_8da4w.comp's decode variant, decode_split; 10-15 are its tail variant's).
-inline std::vector<uint32_t> kernel_spec(std::vector<uint32_t> flags, uint32_t tt, uint32_t bpl,
-                                         uint32_t parts = 0, uint32_t wg = 64) {
-  if (!tt) return flags;
-  std::vector<uint32_t> s(parts ? 17 : bpl ? 9 : 8, 0);
-  std::copy_n(flags.begin(), std::min<size_t>(flags.size(), 7), s.begin());
-  s[7] = tt;
-  if (bpl) s[8] = bpl;
-  if (parts) {
-    s[15] = parts;
-    s[16] = wg;
-  }
-  return s;
-}
 
 // The tiled prefill GEMM of linear_8da4w: BT tokens x BN rows a workgroup, on cooperative
 // matrices where the device has them (linear_8da4w_mm_coopmat.comp), else with int8 dot products
@@ -181,17 +164,15 @@ struct MatvecPlan {
   uint32_t shared_vec4 = 0;  // linear_q4w_mv: the row's vec4s in shared memory (XN)
   // linear_8da4w_mv: a group's weight sum from its nibbles, not from memory (WSUM_NIBBLES).
   uint32_t wsum_nibbles = 0;
-  std::vector<uint32_t> spec(bool y16, bool x16 = false) const {
-    std::vector<uint32_t> s(17, 0);
-    s[12] = wsum_nibbles;
-    s[0] = y16;
-    s[1] = x16;
-    s[8] = depth;
-    s[9] = bpg;
-    s[10] = batches;
-    s[11] = shared_vec4;
-    s[16] = wg;
-    return s;
+  StreamedMatvecSpec spec(bool y16, bool x16 = false) const {
+    return {.y16 = y16,
+            .x16 = x16,
+            .depth = depth,
+            .bpg = bpg,
+            .batches = batches,
+            .xn = shared_vec4,
+            .wsum_nibbles = wsum_nibbles,
+            .wg = wg};
   }
   // Workgroups for N rows.
   uint32_t grid(uint32_t N, uint32_t subgroup) const {
@@ -277,36 +258,25 @@ struct Ctx {
            decl(t).name, b.size, env.ctx.max_binding());
     return {b.buf, 0, b.size};
   }
-  // Kernel variant: the _f16 module when any binding is fp16. tt: the mat-vec kernels' tokens per
-  // workgroup (matvec.glsl), specialization constant 8. more: constants 10, 11, ... (after tt and
-  // bpl, without parts).
-  const Kernel& kernel(Shader k, const std::vector<uint32_t>& flags, uint32_t tt = 0,
-                       uint32_t bpl = 0, uint32_t parts = 0, uint32_t wg = 64,
-                       const std::vector<uint32_t>& more = {}) {
-    return kernel_id(k, flags, tt, bpl, parts, wg, more).get(env.kernels);
+  // Kernel variant: the _f16 module when any of the spec's fp16 flags is set (or f16).
+  template <class S>
+  const Kernel& kernel(Shader k, const S& spec, bool f16 = false) {
+    return kernel_id(k, spec, f16).get(env.kernels);
   }
   // The same variant's identity, for a record function that makes it on first use.
-  KernelId kernel_id(Shader k, const std::vector<uint32_t>& flags, uint32_t tt = 0,
-                     uint32_t bpl = 0, uint32_t parts = 0, uint32_t wg = 64,
-                     const std::vector<uint32_t>& more = {}) {
-    bool any16 = false;
-    for (uint32_t f : flags) any16 = any16 || f;
-    if (any16) {
-      if (!env.ctx.use_fp16())
-        fail(
-            "program tensor of op {} is fp16 but Vulkan device {} ({}) has no 16-bit storage{}; "
-            "choose another "
-            "device (--device) or a recipe without fp16",
-            op.family, env.ctx.info().index, env.ctx.info().name,
-            env.ctx.options().no_fp16 ? " (VKLLM_NO_FP16 is set)" : "");
-    }
-    std::vector<uint32_t> spec = kernel_spec(flags, tt, bpl, parts, wg);
-    if (!more.empty()) {
-      if (parts || !bpl)
-        fail("kernel {}: constants after 9 need tt and bpl and no parts", kernel_decl(k).name);
-      spec.insert(spec.end(), more.begin(), more.end());
-    }
-    return {k, any16, spec};
+  template <class S>
+  KernelId kernel_id(Shader k, const S& spec, bool f16 = false) {
+    if (kernel_decl(k).spec_fields.data() != spec_fields<S>().data())
+      fail("vulkan: kernel {} is specialized by another struct", kernel_decl(k).name);
+    const auto w = spec_words(spec);
+    for (size_t i = 0; i < w.size(); ++i) f16 = f16 || (S::fields[i].kind == kF16 && w[i]);
+    if (f16 && !env.ctx.use_fp16())
+      fail(
+          "program tensor of op {} is fp16 but Vulkan device {} ({}) has no 16-bit storage{}; "
+          "choose another device (--device) or a recipe without fp16",
+          op.family, env.ctx.info().index, env.ctx.info().name,
+          env.ctx.options().no_fp16 ? " (VKLLM_NO_FP16 is set)" : "");
+    return {k, f16, std::vector<uint32_t>(w.begin(), w.end())};
   }
   int64_t attr_i(const char* k) const {
     need(op.attrs.contains(k) && op.attrs[k].is_number(), k);
@@ -401,14 +371,20 @@ struct PrefillAttention {
   bool coopmat = false, tiled = false;
   uint32_t rq = 0, bk = 0, cbk = 0, cbq = 0, bq = 0;  // bq: tokens a workgroup
   uint32_t gq = 1;  // query heads a workgroup (the cooperative-matrix kernel: one, or its group)
-  // The kernel (nullptr: neither) for the dtypes flags = {q, caches, output}; rope: the prefill
-  // attention run's variant (attention_prefill_q.glsl), flags then {.., q before norm and rope,
-  // q's per-head norm first, the normed q}.
-  const Kernel* kernel(Ctx& c, int hd, const std::vector<uint32_t>& flags, bool rope) const;
+  // The kernel (nullptr: neither) for the dtypes and the run's flags in f (a16, c16, y16; rope:
+  // the prefill attention run's variant, attention_prefill_q.glsl, with x16, qknorm, n16).
+  const Kernel* kernel(Ctx& c, int hd, const AttentionSpec& f, bool rope) const;
 };
 // group: the query heads that share one KV head (n_heads / n_kv_heads). Dispatch H / gq x
 // ceil(T / bq) workgroups.
 PrefillAttention prefill_attention(const Context& ctx, int hd, bool a16, bool c16, int group = 1);
+
+// The ops of vk_ops_rows.cpp: bias_add; the unary ops (scale: one float input, one attribute,
+// elementwise); argmax.
+std::unique_ptr<PreparedOp> prep_bias_add(Ctx c);
+bool unary_op(std::string_view family);
+std::unique_ptr<PreparedOp> prep_unary(Ctx c);
+std::unique_ptr<PreparedOp> prep_argmax(Ctx c);
 
 // The rope op's cos/sin table for inverse-frequency tensors invs and factor a (vk_ops.cpp), made
 // once per executor.
@@ -418,6 +394,7 @@ BufRange rope_table(Ctx& c, const std::vector<int32_t>& invs, int R, float a);
 std::pair<BufRange, BufRange> act_scratch(Ctx& c, int64_t K);
 // Does tensor y go only to ops of `family` (as their first input), and to at least one?
 bool feeds_only(const Ctx& c, int32_t y, std::string_view family);
+bool feeds_only(const Program& p, int32_t y, std::string_view family);
 // Does tensor y go only to linear_8da4w ops (as their input), so that its producer can quantize
 // it for them?
 bool feeds_only_8da4w(const Ctx& c, int32_t y);
@@ -426,10 +403,11 @@ bool feeds_only_8da4w(const Ctx& c, int32_t y);
 bool scratch_for_gemm(const Ctx& c, int32_t x);
 // The quantizers' push constant for a forward of Tr tokens (1: store in that order).
 uint32_t gemm_order(const Context& ctx, bool for_gemm, uint32_t Tr);
-// The fewest tokens of a forward whose linear_8da4w ops run on the matrix units: 2 where the
-// device has int8 cooperative matrices (forwards of 2-15 tokens on linear_8da4w_rows_coopmat,
-// 16 weight rows by 8 or 16 tokens a multiply-add), else GemmPlan::kTokens; Tuning::gemm_from
-// forces it. The quantizers store the scratch in the GEMMs' order from the same count.
+// The fewest tokens of a forward whose linear_8da4w ops run on the matrix units: GemmPlan::kTokens
+// (the tiles); Tuning::gemm_from (2-15, where the device has int8 cooperative matrices) runs
+// forwards from that many tokens on linear_8da4w_rows_coopmat (16 weight rows by 8 tokens a
+// multiply-add), measured slower than the mat-vecs at 4 rows (docs/perf.md). The quantizers store
+// the scratch in the GEMMs' order from the same count.
 uint32_t gemm_from(const Context& ctx);
 // The tiled GEMM of the float-activation linears (linear, linear_q4w) in forwards of at least
 // GemmPlan::kTokens tokens: its module (before the _f16 suffix) and its workgroups, kFloatGemmTile

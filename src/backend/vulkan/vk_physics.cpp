@@ -73,7 +73,9 @@ std::vector<PhysicsRow> measure_physics(Context& ctx, const PhysicsOptions& opt)
   alloc.fill(sync, 0);
   alloc.fill(w, 0x12345678u);
   auto kernel = [&](uint32_t threads, uint32_t mode) -> const Kernel& {
-    return kernels.get(Shader::physics, false, {threads, mode, grid_spin_limit(ctx.info())});
+    return kernels.get(
+        Shader::physics, false,
+        PhysicsSpec{.threads = threads, .mode = mode, .spin_limit = grid_spin_limit(ctx.info())});
   };
   auto set_of = [&](const Kernel& k, uint64_t bytes) {
     const BufRange r[3] = {{sync.buf, 0, 16}, {w.buf, 0, bytes}, {out.buf, 0, 256}};
@@ -176,7 +178,7 @@ std::vector<GemmRow> measure_gemm(Context& ctx, int repeats) {
                           Peak{Shader::gemm_peak_fp16, "mma peak, fp16 16x8x16 -> fp32", 16,
                                ctx.info().coopmat_f16}}) {
       if (!p.ok) continue;
-      const Kernel& k = kernels.get(p.shader, false, {});
+      const Kernel& k = kernels.get(p.shader, false, NoSpec{});
       const BufRange r[1] = {{out.buf, 0, out.size}};
       VkDescriptorSet s = kernels.make_set(k, r);
       const double us = timer.best_us(
@@ -203,7 +205,10 @@ std::vector<GemmRow> measure_gemm(Context& ctx, int repeats) {
           Peak{Shader::gemm_peak_khr_fp16, "fp16 {}x{}x{} -> fp32", ctx.info().khr_f16}}) {
       if (!p.shape) continue;
       const CoopmatShape& sh = p.shape;
-      const Kernel& k = kernels.get(p.shader, false, {sh.m, sh.n, sh.k});
+      const Kernel& k =
+          p.shader == Shader::gemm_peak_khr
+              ? kernels.get(p.shader, false, GemmPeakKhrSpec{.m = sh.m, .n = sh.n, .k = sh.k})
+              : kernels.get(p.shader, false, GemmPeakKhrFp16Spec{.m = sh.m, .n = sh.n, .k = sh.k});
       const BufRange r[1] = {{out.buf, 0, out.size}};
       VkDescriptorSet s = kernels.make_set(k, r);
       const double us = timer.best_us(
@@ -281,7 +286,7 @@ std::vector<GemmRow> measure_gemm(Context& ctx, int repeats) {
     alloc.fill(x, 0x2C1AAC33u);  // halves of ~+-0.06: the sums stay finite
     alloc.fill(w, 0x2A00AA66u);
     const Shader module = detail::float_gemm_module(ctx, false, true, true, sh.K);
-    const Kernel& k = kernels.get(module, true, {1u, 1u, 1u});
+    const Kernel& k = kernels.get(module, true, FloatGemmSpec{.x16 = 1, .w16 = 1, .y16 = 1});
     const BufRange r[4] = {
         {x.buf, 0, x.size}, {w.buf, 0, w.size}, {w.buf, 0, w.size}, {y.buf, 0, y.size}};
     VkDescriptorSet s = kernels.make_set(k, r);
@@ -424,8 +429,9 @@ std::vector<MatvecRow> measure_matvec(Context& ctx, int repeats) {
     const detail::DecodeSplit split = detail::decode_split(ctx, sh.K, sh.N);
     const uint32_t wg = detail::decode_matvec_wg(ctx),
                    R1 = std::max<uint32_t>(1, ctx.matvec_rows(sh.N) * wg / 64 / split.parts);
-    const Kernel& old = kernels.get(idot ? Shader::linear_8da4w_b32_idot : Shader::linear_8da4w_b32,
-                                    false, detail::kernel_spec({0}, 1, split.bpl, split.parts, wg));
+    const Kernel& old =
+        kernels.get(idot ? Shader::linear_8da4w_b32_idot : Shader::linear_8da4w_b32, false,
+                    Matvec8da4wSpec{.tt = 1, .bpl = split.bpl, .parts = split.parts, .wg = wg});
     const auto old_sets = sets_of(old);
     MatvecPush old_push = push;
     old_push.R = R1;
@@ -455,7 +461,7 @@ std::vector<MatvecRow> measure_matvec(Context& ctx, int repeats) {
       };
       const uint64_t qbytes = qb + ng * 4;
       const uint32_t R = ctx.matvec_rows(sh.N);
-      const Kernel& q4 = kernels.get(Shader::linear_q4w, false, detail::kernel_spec({0, 0}, 1, 0));
+      const Kernel& q4 = kernels.get(Shader::linear_q4w, false, Q4wSpec{.tt = 1});
       const auto q4_sets = q4w_sets(q4);
       MatvecPush q4_push = push;
       q4_push.R = R;

@@ -20,7 +20,8 @@ const ShaderBlob* find_shader(std::string_view name) {
   return nullptr;
 }
 
-std::array<uint32_t, 3> local_size(const ShaderBlob& b, const std::vector<uint32_t>& spec) {
+std::array<uint32_t, 3> local_size(const ShaderBlob& b, std::span<const SpecField> fields,
+                                   std::span<const uint32_t> words) {
   // SPIR-V: OpExecutionMode %main LocalSize x y z; with local_size_x_id, gl_WorkGroupSize is an
   // OpSpecConstantComposite decorated BuiltIn WorkgroupSize whose first constituent carries SpecId.
   constexpr uint32_t kExecutionMode = 16, kDecorate = 71, kSpecComposite = 51, kLocalSize = 17,
@@ -44,7 +45,8 @@ std::array<uint32_t, 3> local_size(const ShaderBlob& b, const std::vector<uint32
   for (const auto& [id, first] : composites)
     if (id == wg_id) wg_first = first;
   for (const auto& [id, sid] : spec_ids)
-    if (wg_first && id == wg_first && sid >= 1 && sid <= spec.size()) size[0] = spec[sid - 1];
+    for (size_t f = 0; f < fields.size() && f < words.size(); ++f)
+      if (wg_first && id == wg_first && fields[f].id == sid) size[0] = words[f];
   return size;
 }
 
@@ -80,9 +82,12 @@ void merge(Phase& into, const Phase& p) {
       into.writes.push_back(b);
 }
 
-const Kernel& Kernels::get(Shader id, bool f16, const std::vector<uint32_t>& spec) {
+const Kernel& Kernels::get_words(Shader id, bool f16, std::span<const uint32_t> spec) {
   const KernelDecl& dc = kernel_decl(id);
   const std::string shader = module_name(id, f16);
+  if (spec.size() != dc.spec_fields.size())
+    fail("vulkan: kernel {} takes {} specialization constants, given {}", dc.name,
+         dc.spec_fields.size(), spec.size());
   const uint32_t bindings = dc.bindings(), push_bytes = dc.push_bytes;
   std::string key = shader;
   for (uint32_t s : spec) key += fmt::format(":{}", s);  // (g++ 12 -Wrestrict on ":" + string)
@@ -115,7 +120,7 @@ const Kernel& Kernels::get(Shader id, bool f16, const std::vector<uint32_t>& spe
   VkShaderModule mod;
   VK_CHECK(vkCreateShaderModule(d, &mi, nullptr, &mod));
   std::vector<VkSpecializationMapEntry> entries(spec.size());
-  for (uint32_t i = 0; i < spec.size(); ++i) entries[i] = {i + 1, i * 4, 4};
+  for (uint32_t i = 0; i < spec.size(); ++i) entries[i] = {dc.spec_fields[i].id, i * 4, 4};
   VkSpecializationInfo si{static_cast<uint32_t>(spec.size()), entries.data(), spec.size() * 4,
                           spec.data()};
   VkComputePipelineCreateInfo ci{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
@@ -131,7 +136,7 @@ const Kernel& Kernels::get(Shader id, bool f16, const std::vector<uint32_t>& spe
   VkPipelineShaderStageRequiredSubgroupSizeCreateInfo rs{
       VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_REQUIRED_SUBGROUP_SIZE_CREATE_INFO};
   const DeviceInfo& inf = ctx_.info();
-  const std::array<uint32_t, 3> ls = local_size(*blob, spec);
+  const std::array<uint32_t, 3> ls = local_size(*blob, dc.spec_fields, spec);
   const uint32_t x = ls[0], threads = ls[0] * ls[1] * ls[2];
   if (inf.subgroup_size_control && x > 0 && inf.subgroup_size > 0 && x % inf.subgroup_size == 0 &&
       threads <= inf.subgroup_size * inf.max_wg_subgroups) {

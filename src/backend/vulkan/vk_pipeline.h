@@ -12,6 +12,7 @@
 
 #include "backend/vulkan/vk_context.h"
 #include "backend/vulkan/vk_kernels.h"
+#include "core/error.h"
 
 namespace vkllm::vk {
 
@@ -44,9 +45,11 @@ Phase phase_of(const Kernel& k, std::span<const BufRange> ranges);
 void merge(Phase& into, const Phase& p);
 
 struct ShaderBlob;
-// The workgroup size (x, y, z) of a compute module under the specialization `spec` (constants 1,
-// 2, ...): its LocalSize, x from the constant local_size_x_id names; zeros when it declares none.
-std::array<uint32_t, 3> local_size(const ShaderBlob& b, const std::vector<uint32_t>& spec);
+// The workgroup size (x, y, z) of a compute module under the specialization `words` (the values of
+// `fields`, vk_kernels.h): its LocalSize, x from the constant local_size_x_id names; zeros when it
+// declares none.
+std::array<uint32_t, 3> local_size(const ShaderBlob& b, std::span<const SpecField> fields,
+                                   std::span<const uint32_t> words);
 
 class Kernels {
  public:
@@ -55,9 +58,17 @@ class Kernels {
   Kernels(const Kernels&) = delete;
   Kernels& operator=(const Kernels&) = delete;
 
-  // Module k (its fp16 twin with f16) under the specialization `spec`: constants 1, 2, ...
-  // (constant 0 is unused: the local size is fixed). Made on first use.
-  const Kernel& get(Shader k, bool f16, const std::vector<uint32_t>& spec);
+  // Module k (its fp16 twin with f16) specialized by `spec`, the struct its kernels.def line
+  // declares. Made on first use.
+  template <class S>
+  const Kernel& get(Shader k, bool f16, const S& spec) {
+    if (kernel_decl(k).spec_fields.data() != spec_fields<S>().data())
+      fail("vulkan: kernel {} is specialized by another struct", kernel_decl(k).name);
+    const auto w = spec_words(spec);
+    return get_words(k, f16, w);
+  }
+  // The same, with the values of the declaration's spec fields in their order.
+  const Kernel& get_words(Shader k, bool f16, std::span<const uint32_t> words);
   // A descriptor set of `k`'s layout bound to `ranges` (one per binding, in order).
   VkDescriptorSet make_set(const Kernel& k, std::span<const BufRange> ranges);
   Context& context() { return ctx_; }

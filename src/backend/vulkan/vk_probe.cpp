@@ -36,7 +36,7 @@ std::string SubgroupLayout::describe() const {
 SubgroupLayout probe_subgroups(Context& ctx, uint32_t workgroup) {
   Allocator alloc(ctx);
   Kernels kernels(ctx);
-  const Kernel& k = kernels.get(Shader::subgroup_probe, false, {workgroup});
+  const Kernel& k = kernels.get(Shader::subgroup_probe, false, SubgroupProbeSpec{.wg = workgroup});
   const VkDeviceSize bytes = static_cast<VkDeviceSize>(workgroup) * 16;
   Buffer out = alloc.create(bytes, false, "subgroup probe");
   const BufRange r{out.buf, 0, bytes};
@@ -66,7 +66,7 @@ namespace {
 std::vector<int32_t> run_coopmat_probe(Context& ctx, Shader name, const std::vector<uint32_t>& in) {
   Allocator alloc(ctx);
   Kernels kernels(ctx);
-  const Kernel& k = kernels.get(name, false, {});
+  const Kernel& k = kernels.get(name, false, NoSpec{});
   constexpr uint32_t kWords = 128 + 9 * 32;
   Buffer io = alloc.create(kWords * 4, false, "cooperative-matrix probe");
   std::vector<int32_t> v(kWords, -1);

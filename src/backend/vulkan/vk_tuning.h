@@ -28,8 +28,8 @@ struct Tuning {
   // Prefill GEMM of linear_8da4w (GemmPlan): forced tile tokens and rows (0: the rule).
   uint32_t gemm_tile = 0, gemm_rows = 0;
   bool gemm_wide = false;  // 64 x 128 tiles first
-  // The fewest tokens a forward's linear_8da4w runs on the matrix units (0: the rule, 2 where the
-  // rows kernel has cooperative matrices, else GemmPlan::kTokens; 16 turns the rows kernel off).
+  // The fewest tokens a forward's linear_8da4w runs on the matrix units where there are int8
+  // cooperative matrices: 2-15 the rows kernel from there; 0 (the default) the tiles from 16.
   uint32_t gemm_from = 0;
   // Forwards of fewer tokens than this run the rows kernel there (16 .. 64, GemmPlan::kMaxRows).
   uint32_t gemm_rows_to = 16;

@@ -483,27 +483,27 @@ class VulkanExecutor final : public Executor {
     return next;
   }
 
-  // A plan's steps (fused runs rs, the other ops alone) run in their own order: which tensor the
-  // int8 scratch holds before each (OpEnv::quant_src, read by the decode runs that may skip
-  // quantizing their input) follows it.
-  void plan_steps(Plan& plan, const std::vector<FusedRun>& rs, bool decode) {
-    OpEnv& env = *env_;
-    env.quant_src = -1;
+  // A plan's steps (fused runs rs, the other ops alone) in their own order; held: the tensor the
+  // int8 scratch holds before each (a run's FusedRun::scratch_in; checked for an op alone).
+  void plan_steps(Plan& plan, std::vector<FusedRun> rs, bool decode) {
+    int32_t held = -1;
     for (size_t k = 0, r = 0; k < ops_.size();) {
       const PreparedOp* done = nullptr;
       if (r < rs.size() && rs[r].first == k) {
-        fused_.push_back(prepare_fused(env, rs[r]));
+        rs[r].scratch_in = held;
+        fused_.push_back(prepare_fused(*env_, rs[r]));
         done = fused_.back().get();
         plan.steps.push_back(
             {k, rs[r].last, fused_.back().get(),
              fmt::format("{} {}", rs[r].pattern, profile_widths(p_, rs[r].first, rs[r].last))});
         k = rs[r++].last + 1;
       } else {
+        check_scratch(*env_, k, held);
         done = ops_[k].get();
         plan.steps.push_back({k, k, ops_[k].get(), profile_key(p_, k, ops_[k]->fused_into_next)});
         ++k;
       }
-      if (done->quantizes >= 0) env.quant_src = done->quantizes;
+      if (done->quantizes >= 0) held = done->quantizes;
     }
     plan_barriers(plan, decode);
   }
