@@ -88,18 +88,18 @@ std::unique_ptr<PreparedOp> prep_embedding(Ctx c) {
 namespace detail {
 
 // The int8 activation scratch of linear_8da4w and its scales (shared by all ops; allocated by
-// the first user). It holds at least GemmPlan::kMaxRows tokens' rows, the most
-// linear_8da4w_rows_coopmat reads (its tokens past the forward's are read, never stored).
+// the first user), of at least OpEnv::kScratchMinTokens tokens.
 std::pair<BufRange, BufRange> act_scratch(Ctx& c, int64_t K) {
   OpEnv& e = c.env;
   if (!e.act_q.buf) {
     e.act_q = e.alloc.create(
-        std::max<uint64_t>(e.act_q_bytes, std::max<uint64_t>(e.max_tokens, GemmPlan::kMaxRows) * K),
+        std::max<uint64_t>(e.act_q_bytes,
+                           std::max<uint64_t>(e.max_tokens, OpEnv::kScratchMinTokens) * K),
         false, "int8 activation scratch");
     e.act_qp =
         e.alloc.create(static_cast<uint64_t>(e.max_tokens) * 8, false, "activation scale scratch");
   }
-  c.need(e.act_q.size >= std::max<uint64_t>(e.max_tokens, GemmPlan::kMaxRows) * K,
+  c.need(e.act_q.size >= std::max<uint64_t>(e.max_tokens, OpEnv::kScratchMinTokens) * K,
          "activation scratch too small");
   return {{e.act_q.buf, 0, e.act_q.size}, {e.act_qp.buf, 0, e.act_qp.size}};
 }

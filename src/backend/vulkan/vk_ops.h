@@ -56,6 +56,9 @@ struct OpEnv {
   // linear_8da4w scratch (int8 activations and per-token scale / zero point), shared by all ops,
   // and which tensor each op finds in it and writes there (the unfused ops; plan_scratch).
   uint64_t act_q_bytes = 0;
+  // The fewest tokens the int8 scratch holds: linear_8da4w_rows_coopmat reads up to 64 rows (its
+  // tokens past the forward's are read, never stored).
+  static constexpr uint64_t kScratchMinTokens = 64;
   Buffer act_q, act_qp;
   ScratchPlan scratch = plan_scratch(program);
   std::map<std::pair<std::vector<int32_t>, float>, Buffer>

@@ -82,7 +82,7 @@ struct GemmPlan {
   bool on = false;                         // false: the op has no GEMM
   // Forwards of from .. rows_to - 1 tokens run linear_8da4w_rows_coopmat (gemm_from; rows_to:
   // Tuning::gemm_rows_to, at most kMaxRows), the tiles from there (from kTokens without it).
-  static constexpr uint32_t kMaxRows = 64;
+  static constexpr uint32_t kMaxRows = OpEnv::kScratchMinTokens;
   uint32_t from = kTokens, rows_to = 0;
   Shader id{};                                     // its module
   uint32_t kc = 0, max_shared = 0, min_tiles = 1;  // kc: the largest chunk the group allows

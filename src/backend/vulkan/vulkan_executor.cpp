@@ -221,7 +221,7 @@ class VulkanExecutor final : public Executor {
       env.batch_out_offset = static_cast<uint32_t>(4 * max_t_);
       env.batch_block_tokens = static_cast<uint32_t>(batch->block_tokens);
     }
-    const uint64_t scratch_t = std::max<uint64_t>(max_t_, vk::detail::GemmPlan::kMaxRows);
+    const uint64_t scratch_t = std::max<uint64_t>(max_t_, OpEnv::kScratchMinTokens);
     for (const Op& op : p_.ops)
       env.act_q_bytes = std::max(env.act_q_bytes, act_quant_bytes_per_token(p_, op) * scratch_t);
     for (const Op& op : p_.ops) ops_.push_back(prepare_op(env, op));
