@@ -107,7 +107,7 @@ GemmPlan plan_gemm_8da4w(const Context& ctx, int64_t G, int64_t N, bool y16) {
   p.wide = tune.gemm_wide;
   p.w16 = G <= 128;
   p.ablate = tune.gemm_ablate & 63u;
-  p.from = p.coopmat ? gemm_from(ctx) : GemmPlan::kTokens;
+  p.from = gemm_from(ctx);  // (kTokens without int8 cooperative matrices)
   p.rows_to = p.from < GemmPlan::kTokens ? std::max(tune.gemm_rows_to, GemmPlan::kTokens) : 0;
   p.on = true;
   p.id = p.coopmat ? Shader::linear_8da4w_mm_coopmat
