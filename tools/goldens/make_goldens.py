@@ -29,6 +29,14 @@ import time
 
 N_NEW = 32
 QUESTION = "What is the capital of France?"
+PROMPTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "e2e", "prompts")
+
+
+def read_prompt(name):
+    """The text of an e2e prompt file (e2e/prompts/<name>), byte for byte."""
+    with open(os.path.join(PROMPTS_DIR, name), encoding="utf-8", newline="") as f:
+        return f.read()
+
 
 # docs/design.md section 1 chat prompts. Llama's <|begin_of_text|> is added by the tokenizer's
 # post-processor (add_special_tokens=True), so it is not in the text.
@@ -38,8 +46,10 @@ FAMILIES = {
         "add_special_tokens": False,
         "first_id": 151644,  # <|im_start|>
     },
-    "qwen2": {  # Qwen2.5: the same ChatML tokens as Qwen3
-        "text": "<|im_start|>user\n" + QUESTION + "<|im_end|>\n<|im_start|>assistant\n",
+    # Qwen2.5-Instruct: its e2e cell's prompt (e2e/cells-families.tsv), what the checkpoint's chat
+    # template renders for one user turn: ChatML with the template's default system turn.
+    "qwen2": {
+        "text": read_prompt("qwen2.5.txt"),
         "add_special_tokens": False,
         "first_id": 151644,  # <|im_start|>
     },
@@ -69,8 +79,14 @@ FAMILIES = {
         "first_id": 2,  # <bos>
     },
 }
-# SmolLM3's twin carries the Llama 3.2 tokenizer: Llama 3's turns.
-FAMILIES["smollm3"] = FAMILIES["llama"]
+# SmolLM3: its e2e cell's prompt, what the checkpoint's chat template renders for one user turn with
+# enable_thinking false (ChatML, the metadata system turn, an empty think block). The twin carries
+# the Llama 3.2 tokenizer, which has no ChatML tokens: the markers are plain text there.
+FAMILIES["smollm3"] = {
+    "text": read_prompt("smollm3.txt"),
+    "add_special_tokens": False,
+    "first_id": 27,  # "<", the start of the plain-text "<|im_start|>"
+}
 
 
 def sha256_file(path):
