@@ -55,7 +55,7 @@ struct DeviceInfo {
   bool coopmat_f16 = false;  // and 16 x 8 x 16 fp16 x fp16 -> fp32 (`vkllm bench --gemm`'s ceiling)
   // VK_KHR_cooperative_matrix with its feature, the Vulkan memory model and Vulkan 1.3: a shape
   // of int8 x int8 -> int32 (with shaderInt8) and of fp16 x fp16 -> fp32 (with shaderFloat16) at
-  // subgroup scope from the device's list, zeros where none (vk_context.cpp query_khr_coopmat);
+  // subgroup scope from the device's list, zeros where none (vk_device_info.cpp query_khr_coopmat);
   // `vkllm bench --gemm`'s KHR ceiling rows (gemm_peak_khr.comp). Not read under validation.
   CoopmatShape khr_int8, khr_f16;
   bool compute_queue = false, timestamps = false;
