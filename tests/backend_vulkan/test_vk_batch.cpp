@@ -22,6 +22,9 @@ namespace {
 struct Named {
   const char* name;
   ToyConfig cfg;
+  // Tuning::attn_batch_gq: -1 the device's rule (lavapipe: a workgroup takes a KV head's group of
+  // query heads in every forward), 0 a workgroup a query head.
+  int batch_gq = -1;
 };
 
 class VulkanBatch : public ::testing::TestWithParam<Named> {};
@@ -38,7 +41,9 @@ TEST_P(VulkanBatch, EqualsTheCpuReference) {
   auto cpu = make_cpu_batch_executor(toy.p, toy.w, sc.kBlocks, sc.kBlockTokens, 32);
   const auto want = sc.run_batched(*cpu, vocab);
   {
-    auto loaded = load_vulkan_program(toy.p, toy.w, validated());
+    VulkanOptions opt = validated();
+    opt.tuning.attn_batch_gq = GetParam().batch_gq;
+    auto loaded = load_vulkan_program(toy.p, toy.w, opt);
     auto gpu = loaded->make_batch_executor(sc.kBlocks, sc.kBlockTokens, 32);
     EXPECT_STREQ(gpu->name(), "vulkan");
     const auto got = sc.run_batched(*gpu, vocab);
@@ -52,7 +57,11 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         Named{"f32", {}},
         Named{"a8w4_f16_qknorm", {Lin::A8W4, Emb::Q4, DType::F16, DType::F16, true, false}},
-        Named{"q4w_long_rope", {Lin::Q4W, Emb::F16, DType::F32, DType::F16, false, true}}),
+        Named{"q4w_long_rope", {Lin::Q4W, Emb::F16, DType::F32, DType::F16, false, true}},
+        Named{"f32_head_a_workgroup", {}, 0},
+        Named{"a8w4_f16_qknorm_head_a_workgroup",
+              {Lin::A8W4, Emb::Q4, DType::F16, DType::F16, true, false},
+              0}),
     [](const auto& p) { return std::string(p.param.name); });
 
 // One sequence alone, one row a forward (the batch of one): the same tokens as the CPU's.

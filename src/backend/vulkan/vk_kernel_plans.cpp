@@ -184,6 +184,18 @@ void GemmPlan::record(VkCommandBuffer cb, Kernels& kernels, VkDescriptorSet set,
            ceil_div(T, t.bt));
 }
 
+// The rule: the grouped variant wherever its workgroups, T Hkv, fill the compute units (fewer rows
+// leave the GPU idle while each workgroup walks its heads one after another).
+BatchAttentionGroups batch_attention_groups(const Context& ctx, uint32_t H, uint32_t Hkv) {
+  BatchAttentionGroups g;
+  const int mode = ctx.tuning().attn_batch_gq;
+  const uint32_t group = Hkv > 0 ? H / Hkv : 1;
+  if (mode == 0 || group < 2 || group > 8 || group * Hkv != H) return g;
+  g.gq = group;
+  g.from_rows = mode == 1 ? 1 : ceil_div(std::max<uint32_t>(ctx.info().compute_units, 1), Hkv);
+  return g;
+}
+
 PrefillAttention prefill_attention(const Context& ctx, int hd, bool a16, bool c16, int group) {
   PrefillAttention a;
   // The portable kernel (attention_prefill.comp): 16 RQ query rows a workgroup, BK keys a tile; q

@@ -261,8 +261,9 @@ struct AttentionSpec {
   uint32_t a16 = 0, c16 = 0, y16 = 0;     // q / k / v activations, caches, output
   uint32_t x16 = 0, qknorm = 0, n16 = 0;  // the rows before norm and rope, the norm, its rows
   uint32_t hd = 64;                       // head dim
+  uint32_t gq = 1;                        // VKLLM_BATCH: query heads a workgroup
   static constexpr SpecField fields[] = {{1, kF16}, {2, kF16}, {3, kF16}, {4, kF16},
-                                         {5},       {6, kF16}, {8}};
+                                         {5},       {6, kF16}, {8},       {9}};
 };
 struct DecodeAttentionSpec {  // attention_decode.comp
   uint32_t a16 = 0, c16 = 0, y16 = 0, qknorm = 0, rope = 0, n16 = 0, r16 = 0, oquant = 0;

@@ -379,6 +379,17 @@ struct PrefillAttention {
 // ceil(T / bq) workgroups.
 PrefillAttention prefill_attention(const Context& ctx, int hd, bool a16, bool c16, int group = 1);
 
+// A batched forward's attention (attention.comp VKLLM_BATCH, one split): forwards of from_rows
+// rows or more run the variant whose workgroup takes gq query heads, a KV head's group, so that
+// each key and value tile is loaded once for the group rather than once a head; forwards of fewer
+// rows the one-head variant (more workgroups: each head's tiles run in parallel). gq is the group
+// where it has 2..8 heads, else 1 (from_rows then never). Dispatch T H / gq workgroups.
+struct BatchAttentionGroups {
+  uint32_t gq = 1, from_rows = UINT32_MAX;
+  uint32_t at(uint32_t T) const { return T >= from_rows ? gq : 1; }
+};
+BatchAttentionGroups batch_attention_groups(const Context& ctx, uint32_t H, uint32_t Hkv);
+
 // The ops of vk_ops_rows.cpp: bias_add; the unary ops (scale: one float input, one attribute,
 // elementwise); argmax.
 std::unique_ptr<PreparedOp> prep_bias_add(Ctx c);

@@ -118,6 +118,8 @@ void read_environment(VulkanOptions& opt) {
   set_choice("VKLLM_ATTN_RQ", t.attn_rq, {1, 2});
   set_bool("VKLLM_ATTN_PORTABLE", t.attn_portable);
   set_bool("VKLLM_ATTN_GQA", t.attn_gqa);
+  if (const auto x = integer("VKLLM_ATTN_BATCH_GQ"))
+    t.attn_batch_gq = *x == 0 ? 0 : *x == 1 ? 1 : -1;
   if (const char* v = get("VKLLM_FUSE")) t.fuse_all = std::string(v) == "all";
   if (const char* v = get("VKLLM_NO_FUSE")) {
     const std::string list = v;
@@ -186,6 +188,7 @@ std::string Tuning::describe() const {
   num("attn_rq", attn_rq, d.attn_rq);
   num("attn_portable", attn_portable, d.attn_portable);
   num("attn_gqa", attn_gqa, d.attn_gqa);
+  num("attn_batch_gq", attn_batch_gq, d.attn_batch_gq);
   num("fuse_all", fuse_all, d.fuse_all);
   if (!no_fuse.empty()) add("no_fuse", fmt::format("{}", fmt::join(no_fuse, ",")));
   num("chain", chain, d.chain);

@@ -38,6 +38,9 @@ struct Tuning {
   uint32_t attn_bk = 0, attn_rq = 0;
   bool attn_portable = false;  // the portable kernel where the cooperative-matrix one would run
   bool attn_gqa = false;       // a workgroup takes a KV head's group of query heads
+  // Batched forwards' attention (attention.comp VKLLM_BATCH): a workgroup takes a KV head's group
+  // of query heads: -1 the rule (batch_attention_groups), 0 never, 1 in every forward.
+  int attn_batch_gq = -1;
 
   bool fuse_all = false;             // patterns off by default are used too
   std::vector<std::string> no_fuse;  // patterns whose names contain one of these are not used

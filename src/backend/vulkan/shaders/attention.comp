@@ -18,6 +18,10 @@
 // VKLLM_ROPE with VKLLM_BATCH (the batched attention run, vk_fused.cpp): the store's keys as
 // above, and the default variant's queries normed and rotated as it loads them (attention_run.glsl),
 // each at its row's position.
+// GQ (VKLLM_BATCH's default variant): query heads a workgroup, GQ consecutive heads of one kv
+// head's group, so that each tile's key and value loads serve all of them; the heads' tiles are
+// computed one head after the other, each exactly as a workgroup of its own would (the same
+// values). The host uses GQ > 1 only with one split.
 // Push constant win > 0 (the default and batch variants): query position p attends to keys
 // max(0, p - win + 1)..p only (Gemma's sliding-window layers). Push constant rows (the store and
 // default variants): the caches' rows, position j at row kv_row(j, rows) (a sliding layer's ring;
@@ -124,14 +128,21 @@ uint att_tb;  // this row's block table offset in brow
 DECL_STEP(5)
 layout(push_constant) uniform PC { uint T, H, Hkv, hd; float scale; uint S, C, win, rows; } pc;
 #endif
-shared float qs[HD];
+#ifdef VKLLM_BATCH
+layout(constant_id = 9) const uint GQ = 1;
+uint att_qo = 0u;  // the current head's row in qs
+#define ATT_QOFF att_qo
+#else
+const uint GQ = 1u;
+#endif
+shared float qs[HD * GQ];
 #include "attention_split.glsl"
 
 void main() {
   const uint g = flat_group(), tid = gl_LocalInvocationID.x;
-  const uint th = g / pc.S, c = g % pc.S;
-  if (th >= pc.T * pc.H) return;  // uniform per workgroup
-  const uint t = th / pc.H, h = th % pc.H;
+  const uint th0 = g / pc.S * GQ, c = g % pc.S;  // heads th0 .. th0 + GQ - 1 of row t
+  if (th0 >= pc.T * pc.H) return;  // uniform per workgroup
+  const uint t = th0 / pc.H, h = th0 % pc.H;
   const uint kvh = h / (pc.H / pc.Hkv), W = pc.Hkv * HD, koff = kvh * HD;
 #ifdef VKLLM_BATCH
   att_tb = brow[t * 4u + 1u];
@@ -145,16 +156,47 @@ void main() {
   const uint lo = pc.win > 0u && p + 1u > pc.win ? p + 1u - pc.win : 0u;
   const uint first = max(c * pc.C, lo), n = min(p + 1u, c * pc.C + pc.C);
   att_fetch(first, n, W, koff, ATT_NONE);  // the first tile's loads beside q's
+  [[unroll]] for (uint i = 0; i < GQ; ++i) {
+    const uint th = th0 + i;
 #if defined(VKLLM_BATCH) && defined(VKLLM_ROPE)
-  const float inv = QKNORM ? run_inv(th * HD) : 0.0;  // (every subgroup the row's sum)
-  if (tid < HD) qs[tid] = run_out(th * HD, tid, t, inv);
+    const float inv = QKNORM ? run_inv(th * HD) : 0.0;  // (every subgroup the row's sum)
+    if (tid < HD) qs[i * HD + tid] = run_out(th * HD, tid, t, inv);
 #else
-  if (tid < HD) qs[tid] = LOADF(q, A16, th * HD + tid);
+    if (tid < HD) qs[i * HD + tid] = LOADF(q, A16, th * HD + tid);
 #endif
+  }
   barrier();
-  att_run(first, n, W, koff, pc.scale, ATT_NONE, true);
+  if (GQ == 1u) {
+    att_run(first, n, W, koff, pc.scale, ATT_NONE, true);
+  } else {
+#ifdef VKLLM_BATCH
+    // Each head's running state, swapped into attention_split.glsl's for its turn of a tile.
+    float m[GQ], l[GQ], acc[GQ];
+    [[unroll]] for (uint i = 0; i < GQ; ++i) {
+      m[i] = att_m;
+      l[i] = att_l;
+      acc[i] = att_acc;
+    }
+    for (uint base = first; base < n; base += ATT_KT) {
+      if (base != first) att_fetch(base, n, W, koff, ATT_NONE);
+      [[unroll]] for (uint i = 0; i < GQ; ++i) {
+        att_qo = i * HD;
+        att_m = m[i];
+        att_l = l[i];
+        att_acc = acc[i];
+        att_tile(base, n, pc.scale, ATT_NONE);
+        m[i] = att_m;
+        l[i] = att_l;
+        acc[i] = att_acc;
+      }
+    }
+    if (tid < HD)
+      [[unroll]] for (uint i = 0; i < GQ; ++i) STOREF(o, Y16, (th0 + i) * HD + tid, acc[i] / l[i]);
+    return;
+#endif
+  }
   if (pc.S == 1u) {
-    if (tid < HD) STOREF(o, Y16, th * HD + tid, att_acc / att_l);
+    if (tid < HD) STOREF(o, Y16, th0 * HD + tid, att_acc / att_l);
     return;
   }
   att_write_part(g * (HD + 2u));  // the (th, c) partial

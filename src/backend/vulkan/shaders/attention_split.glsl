@@ -29,6 +29,11 @@
 uint att_rows = 0xFFFFFFFFu;
 #define ATT_ROW(j) kv_row(j, att_rows)
 #endif
+// ATT_QOFF: where the query row starts in qs (the batched kernel's group of query heads sit one
+// after the other); 0 by default.
+#ifndef ATT_QOFF
+#define ATT_QOFF 0u
+#endif
 #ifndef ATT_PART
 #define ATT_PART(i) part[i]
 #define ATT_KCW(i) kcw[i]
@@ -141,7 +146,7 @@ void att_tile(uint base, uint n, float scale, uint fresh) {
   [[unroll]] for (uint i = 0; i < ATT_NWK; ++i)
     [[unroll]] for (uint e = 0; e < ATT_VPW; ++e) {
       const uint dim = (i * ATT_TPK + s) * ATT_VPW + e;
-      d += qs[dim] * (jk == fresh ? att_ks[dim] : att_word(ATT_KWORD(i), e));
+      d += qs[ATT_QOFF + dim] * (jk == fresh ? att_ks[dim] : att_word(ATT_KWORD(i), e));
     }
   d += subgroupShuffleXor(d, 1u);
   d += subgroupShuffleXor(d, 2u);
