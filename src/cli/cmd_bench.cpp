@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/load_stages.h"
 #include "core/error.h"
 #include "runtime/model_impl.h"
 #include "vkllm/vkllm.h"
@@ -281,28 +282,9 @@ void run(const BenchArgs& a) {
   const auto t_ready = clock::now();
   const double load_ms = ms(t0, t_ready);
   const ModelInfo& info = model->info();
-  // The load's stages (JSON only): the model opened and the session made (the executor: its
-  // pipelines and buffers); on Vulkan, of the model's opening, the device's (its probes included),
-  // the weights' upload and the rest ("artifact": the file mapped and checked, the tokenizer and
-  // chat template), and the time of every pipeline created so far (in the device's and the
-  // session's) with what the pipeline cache did.
-  nlohmann::json stages = {{"open", ms(t0, t_open)}, {"session", ms(t_open, t_ready)}};
-  nlohmann::json pipeline_cache;
-#ifdef VKLLM_WITH_VULKAN
-  if (info.backend == "vulkan") {
-    const VulkanLoadStages ls = vulkan_load_stages(*ModelAccess::of(*model).loaded);
-    stages["device"] = ls.device_ms;
-    stages["weights"] = ls.weights_ms;
-    stages["artifact"] = std::max(0.0, ms(t0, t_open) - ls.device_ms - ls.weights_ms);
-    stages["pipelines"] = ls.pipelines.pipeline_ms;
-    pipeline_cache = {{"enabled", ls.pipelines.enabled},
-                      {"loaded_bytes", ls.pipelines.loaded_bytes},
-                      {"saved_bytes", ls.pipelines.saved_bytes},
-                      {"pipelines", ls.pipelines.pipelines},
-                      {"hits", ls.pipelines.hits}};
-    if (!ls.pipelines.ignored.empty()) pipeline_cache["ignored"] = ls.pipelines.ignored;
-  }
-#endif
+  // The load's stages (JSON only) and what the pipeline cache did (cli/load_stages.h).
+  const nlohmann::json stages = cli::load_stages_json(*model, ms(t0, t_open), ms(t_open, t_ready));
+  const nlohmann::json pipeline_cache = cli::pipeline_cache_json(*model);
   if (!a.parallel.empty()) {
     const nlohmann::json rows = run_parallel(a, *model);
     if (a.output == "json") {

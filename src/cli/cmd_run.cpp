@@ -12,6 +12,7 @@
 
 #include "cli/commands.h"
 #include "cli/gen_flags.h"
+#include "cli/load_stages.h"
 #include "core/device_error.h"
 #include "core/error.h"
 #include "core/mapped_file.h"
@@ -91,7 +92,8 @@ void run(const RunArgs& a) {
     mo.context_length = a.seq_len;
     return Model::open(a.model, mo);
   });
-  const double load_ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
+  const auto t_open = clock::now();
+  const double load_ms = std::chrono::duration<double, std::milli>(t_open - t0).count();
   if (a.chat) prompt = model->chat_prompt(prompt);
   const std::vector<int32_t> ids = step(kPrompt, [&] {
     std::vector<int32_t> v;
@@ -158,6 +160,10 @@ void run(const RunArgs& a) {
         {"generated_tokens", st.generated_tokens},
         {"load_ms", load_ms},
         {"session_ms", std::chrono::duration<double, std::milli>(t_ready - t0).count() - load_ms},
+        // (the model's open split into stages, and the session's: cli/load_stages.h)
+        {"load_stages_ms",
+         cli::load_stages_json(
+             *model, load_ms, std::chrono::duration<double, std::milli>(t_ready - t_open).count())},
         {"ttft_ms", st.prefill_ms},
         {"prefill_tok_s", st.prefill_tok_s()},
         {"decode_tok_s", st.decode_tok_s()},

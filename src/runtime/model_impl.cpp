@@ -1,6 +1,7 @@
 #include "runtime/model_impl.h"
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 
 #include "artifact/load.h"
@@ -73,7 +74,14 @@ void Model::Impl::open(const std::string& path) {
   info.device_name = loaded->device_name();
 }
 
+namespace {
+double ms_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+}
+}  // namespace
+
 void Model::Impl::open_hf_dir(const std::string& dir) {
+  const auto t0 = std::chrono::steady_clock::now();
   HfCheckpoint ckpt(dir);
   desc = ckpt.desc();
   if (options.context_length > desc.max_pos)
@@ -82,6 +90,8 @@ void Model::Impl::open_hf_dir(const std::string& dir) {
   const int ctx =
       options.context_length > 0 ? options.context_length : std::min(desc.max_pos, 4096);
   reference = load_reference_model(ckpt, ctx);
+  open_model_ms = ms_since(t0);
+  const auto t1 = std::chrono::steady_clock::now();
   // tokenizer_config.json is optional, as in export and in an artifact (no file: no specials).
   const std::string cfg = ckpt.tokenizer_config_path();
   tok = std::make_unique<Tokenizer>(Tokenizer::from_files(
@@ -93,11 +103,13 @@ void Model::Impl::open_hf_dir(const std::string& dir) {
       chat_template_of(std::filesystem::exists(cfg) ? read_text_file(cfg) : std::string(),
                        std::filesystem::exists(jinja) ? read_text_file(jinja) : std::string(), dir),
       dir));
+  open_tokenizer_ms = ms_since(t1);
   info.recipe = "non-quantized";
   for (auto& w : reference->weights.data) info.weight_bytes += w.size();
 }
 
 void Model::Impl::open_artifact(const std::string& path) {
+  const auto t0 = std::chrono::steady_clock::now();
   ReadOptions ro;
   ro.check_data_hash =
       false;  // header, metadata and embedded files are still hash-checked; `verify` checks all
@@ -109,10 +121,13 @@ void Model::Impl::open_artifact(const std::string& path) {
          path, options.context_length, max_ctx);
   if (options.context_length > 0 && options.context_length < max_ctx)
     resized = with_context(artifact->program(), options.context_length);
+  open_model_ms = ms_since(t0);
+  const auto t1 = std::chrono::steady_clock::now();
   // The tokenizer, the chat template, the embedded files: the load check verify and export run.
   ArtifactLoad parts = load_artifact(*artifact);
   tok = std::make_unique<Tokenizer>(std::move(parts.tokenizer));
   chat = std::make_unique<ChatRenderer>(std::move(parts.chat));
+  open_tokenizer_ms = ms_since(t1);
   info.recipe = artifact->recipe_name();
   info.weight_bytes = artifact->data_size();
 }

@@ -39,6 +39,10 @@ struct __attribute__((visibility("hidden"))) Model::Impl {
   std::unique_ptr<ChatRenderer> chat;     // the checkpoint's chat template or a native format
   std::shared_ptr<LoadedProgram> loaded;  // the weights on the backend
   std::mutex run_mu;                      // one session at a time on the backend
+  // The open's stages (ms): the model file (an artifact mapped and its header, metadata and
+  // program checked; or a checkpoint's weights read and lowered), then its tokenizer and chat
+  // template (parsed and checked).
+  double open_model_ms = 0, open_tokenizer_ms = 0;
 
   // The vocabulary's index for constrained generation, built on first use (~0.1 s).
   std::shared_ptr<const grammar::TokenIndex> token_index();

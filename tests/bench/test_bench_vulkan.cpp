@@ -73,9 +73,12 @@ TEST(Bench, LoadStagesAndPipelineCache) {
     ASSERT_EQ(js.rc, 0) << js.out;
     const auto j = nlohmann::json::parse(js.out);
     const auto& s = j["load_stages_ms"];
-    for (const char* k : {"open", "session", "device", "weights", "artifact", "pipelines"})
+    for (const char* k :
+         {"open", "session", "tokenizer", "device", "weights", "artifact", "pipelines"})
       EXPECT_TRUE(s.contains(k) && s[k].get<double>() >= 0) << k << " in " << js.out;
-    EXPECT_LE(s["device"].get<double>() + s["weights"].get<double>(), s["open"].get<double>());
+    EXPECT_GT(s["tokenizer"].get<double>(), 0.0) << js.out;
+    EXPECT_LE(s["tokenizer"].get<double>() + s["device"].get<double>() + s["weights"].get<double>(),
+              s["open"].get<double>());
     EXPECT_LE(s["open"].get<double>() + s["session"].get<double>(),
               j["load_ms"].get<double>() + 1e-6);
     const auto& pc = j["pipeline_cache"];
