@@ -27,7 +27,7 @@ nlohmann::json load_stages_json(const Model& model, double open_ms, double sessi
   return s;
 }
 
-nlohmann::json pipeline_cache_json(const Model& model) {
+nlohmann::json pipeline_cache_json([[maybe_unused]] const Model& model) {
   nlohmann::json j;
 #ifdef VKLLM_WITH_VULKAN
   if (model.info().backend == "vulkan") {

@@ -1,6 +1,10 @@
 // Loading tokenizer.json / tokenizer_config.json into TokenizerImpl. Everything read is validated;
 // unsupported components are refused with one clear line (never silently tokenized differently).
+#include <algorithm>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "core/error.h"
 #include "core/json_int.h"
@@ -306,6 +310,102 @@ void check_decoder(TokenizerImpl& t, const json& d) {
   }
 }
 
+// tokenizer.json's DOM, built by a SAX pass that keeps model.vocab's entries and model.merges'
+// elements out of it: a vocabulary's object of ~100k keys is most of a DOM parse's time (a map
+// node a key, and as long again to free). They go to two vectors, and the DOM holds an empty object
+// and an empty array in their place. The vocab's entries come sorted by key, the last of equal
+// keys kept, as the DOM's object would hold them; a repeated "vocab" or "merges" key, or "model"
+// key, keeps the last, as the DOM does.
+class TokenizerDom {
+ public:
+  json root;
+  std::vector<std::pair<std::string, json>> vocab;
+  std::vector<json> merges;
+  std::string error;  // a parse error's message
+
+  bool null() { return put(json(nullptr)); }
+  bool boolean(bool v) { return put(json(v)); }
+  bool number_integer(json::number_integer_t v) { return put(json(v)); }
+  bool number_unsigned(json::number_unsigned_t v) { return put(json(v)); }
+  bool number_float(json::number_float_t v, const std::string&) { return put(json(v)); }
+  bool string(std::string& v) { return put(json(std::move(v))); }
+  bool binary(json::binary_t& v) { return put(json(std::move(v))); }
+  bool start_object(std::size_t) { return open(true); }
+  bool start_array(std::size_t) { return open(false); }
+  bool key(std::string& k) {
+    key_ = std::move(k);
+    return true;
+  }
+  bool end_object() { return close(); }
+  bool end_array() { return close(); }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) {
+    error = e.what();
+    return false;
+  }
+
+  // The vocab in the DOM object's order: by key, the last of equal keys.
+  void sort_vocab() {
+    std::stable_sort(vocab.begin(), vocab.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    size_t out = 0;
+    for (size_t i = 0; i < vocab.size(); ++i)
+      if (i + 1 == vocab.size() || vocab[i + 1].first != vocab[i].first) {
+        if (out != i) vocab[out] = std::move(vocab[i]);
+        ++out;
+      }
+    vocab.resize(out);
+  }
+
+ private:
+  enum class Kind { Plain, Model, Vocab, Merges };
+  struct Frame {
+    json value;
+    Kind kind;
+    std::string key;  // its key in the parent object
+  };
+  std::vector<Frame> stack_;
+  std::string key_;
+
+  bool open(bool object) {
+    Kind kind = Kind::Plain;
+    if (!stack_.empty() && stack_.back().value.is_object()) {
+      const Kind parent = stack_.back().kind;
+      if (stack_.size() == 1 && parent == Kind::Plain && object && key_ == "model")
+        kind = Kind::Model;
+      else if (parent == Kind::Model && object && key_ == "vocab")
+        kind = Kind::Vocab;
+      else if (parent == Kind::Model && !object && key_ == "merges")
+        kind = Kind::Merges;
+    }
+    if (kind == Kind::Vocab) vocab.clear();
+    if (kind == Kind::Merges) merges.clear();
+    stack_.push_back({json(object ? json::value_t::object : json::value_t::array), kind, key_});
+    return true;
+  }
+  bool close() {
+    Frame f = std::move(stack_.back());
+    stack_.pop_back();
+    key_ = std::move(f.key);
+    return put(std::move(f.value));
+  }
+  bool put(json v) {
+    if (stack_.empty()) {
+      root = std::move(v);
+      return true;
+    }
+    Frame& top = stack_.back();
+    if (top.kind == Kind::Vocab)
+      vocab.emplace_back(key_, std::move(v));
+    else if (top.kind == Kind::Merges)
+      merges.push_back(std::move(v));
+    else if (top.value.is_object())
+      top.value[key_] = std::move(v);
+    else
+      top.value.push_back(std::move(v));
+    return true;
+  }
+};
+
 void set_id(TokenizerImpl& t, int64_t id, const std::string& spelling, std::string bytes) {
   auto i = static_cast<size_t>(id);
   if (t.id_token.size() <= i) {
@@ -317,7 +417,8 @@ void set_id(TokenizerImpl& t, int64_t id, const std::string& spelling, std::stri
   t.id_bytes[i] = std::move(bytes);
 }
 
-void load_model(TokenizerImpl& t, const json& m) {
+// m: the DOM's model object; dom: its vocab's entries and merges (TokenizerDom).
+void load_model(TokenizerImpl& t, const json& m, const TokenizerDom& dom) {
   if (!m.is_object()) fail("{}: \"model\" must be an object", t.where);
   if (m.contains("type") && m.at("type") != "BPE")
     fail("{}: unsupported model type {} (only BPE)", t.where, m.at("type").dump());
@@ -331,20 +432,22 @@ void load_model(TokenizerImpl& t, const json& m) {
     fail("{}: BPE dropout is not supported", t.where);
   t.ignore_merges = flag(m, "ignore_merges");
 
-  const json& vocab = need(m, "vocab", t.where, "model");
-  if (!vocab.is_object() || vocab.empty())
+  // (An object there is always the one whose entries the SAX pass kept.)
+  const json& vocab_obj = need(m, "vocab", t.where, "model");
+  const auto& vocab = dom.vocab;
+  if (!vocab_obj.is_object() || vocab.empty())
     fail("{}: model.vocab must be a non-empty object", t.where);
   t.bytes_to_id.reserve(vocab.size());
   t.token_to_id.reserve(vocab.size() + 1024);
   const std::string what_id = t.where + ": model.vocab id";
-  for (auto it = vocab.begin(); it != vocab.end(); ++it) {
-    const int64_t id = json_int<int64_t>(it.value(), what_id);
+  for (const auto& [key, value] : vocab) {
+    const int64_t id = json_int<int64_t>(value, what_id);
     if (id < 0 || id >= kMaxVocab)
-      fail("{}: vocab entry {} has id {} out of range", t.where, json(it.key()).dump(), id);
-    std::string bytes = t.byte_level ? raw_bytes_of(it.key()) : it.key();
+      fail("{}: vocab entry {} has id {} out of range", t.where, json(key).dump(), id);
+    std::string bytes = t.byte_level ? raw_bytes_of(key) : key;
     t.bytes_to_id.emplace(bytes, static_cast<int32_t>(id));
-    t.token_to_id[it.key()] = static_cast<int32_t>(id);
-    set_id(t, id, it.key(), std::move(bytes));
+    t.token_to_id[key] = static_cast<int32_t>(id);
+    set_id(t, id, key, std::move(bytes));
   }
   for (int b = 0; b < 256 && t.byte_level; ++b) {
     auto it = t.bytes_to_id.find(std::string(1, static_cast<char>(b)));
@@ -353,8 +456,10 @@ void load_model(TokenizerImpl& t, const json& m) {
     t.byte_id[static_cast<size_t>(b)] = it->second;
   }
 
-  const json& merges = need(m, "merges", t.where, "model");
-  if (!merges.is_array()) fail("{}: model.merges must be an array", t.where);
+  // (An array there is always the one whose elements the SAX pass kept.)
+  if (!need(m, "merges", t.where, "model").is_array())
+    fail("{}: model.merges must be an array", t.where);
+  const auto& merges = dom.merges;
   t.merges.reserve(merges.size());
   int32_t rank = 0;
   for (const auto& mg : merges) {
@@ -409,19 +514,17 @@ void load_added(TokenizerImpl& t, const json& added) {
 }  // namespace
 
 void load_tokenizer_json(TokenizerImpl& t, const std::string& text) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {
-    fail("{}: not valid JSON ({})", t.where, e.what());
-  }
+  TokenizerDom dom;
+  if (!json::sax_parse(text, &dom)) fail("{}: not valid JSON ({})", t.where, dom.error);
+  dom.sort_vocab();
+  const json& j = dom.root;
   try {
     if (!j.is_object()) fail("{}: tokenizer.json must be a JSON object", t.where);
     // A ByteLevel pre-tokenizer makes BPE run over bytes; without one (SentencePiece style) it
     // runs over characters.
     t.byte_level = j.contains("pre_tokenizer") && has_byte_level(j.at("pre_tokenizer"));
     const json& model = need(j, "model", t.where, "tokenizer.json");
-    load_model(t, model);
+    load_model(t, model, dom);
     if (j.contains("added_tokens")) load_added(t, j.at("added_tokens"));
     if (j.contains("normalizer")) load_normalizer(t, j.at("normalizer"));
     bool byte_level = false;
