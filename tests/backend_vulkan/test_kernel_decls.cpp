@@ -32,6 +32,18 @@ struct ModuleFacts {
   uint32_t push_bytes = 0;
 };
 
+// Calls f(opcode, word count, operands) for each instruction after the module's 5-word header,
+// stopping at a malformed length.
+template <typename F>
+void for_each_instruction(const ShaderBlob& b, F f) {
+  for (size_t i = 5; i < b.words;) {
+    const uint32_t op = b.code[i] & 0xFFFFu, len = b.code[i] >> 16;
+    if (len == 0 || i + len > b.words) break;
+    f(op, len, b.code + i + 1);
+    i += len;
+  }
+}
+
 // Reads bindings and the push block out of a module's instructions (SPIR-V 1.3 opcodes).
 ModuleFacts read_module(const ShaderBlob& b) {
   constexpr uint32_t kTypeInt = 21, kTypeFloat = 22, kTypeVector = 23, kTypeStruct = 30,
@@ -42,11 +54,7 @@ ModuleFacts read_module(const ShaderBlob& b) {
   std::map<uint32_t, std::vector<uint32_t>> members;  // struct -> member types
   std::map<uint32_t, std::map<uint32_t, uint32_t>> offsets;
   std::set<uint32_t> non_writable, non_readable, push_vars;
-  const uint32_t* w = b.code;
-  for (size_t i = 5; i < b.words;) {
-    const uint32_t op = w[i] & 0xFFFFu, len = w[i] >> 16;
-    if (len == 0 || i + len > b.words) break;
-    const uint32_t* a = w + i + 1;
+  for_each_instruction(b, [&](uint32_t op, uint32_t len, const uint32_t* a) {
     if (op == kDecorate && len >= 4 && a[1] == kBinding) binding[a[0]] = a[2];
     if (op == kMemberDecorate && len >= 4 && a[2] == kNonWritable) non_writable.insert(a[0]);
     if (op == kMemberDecorate && len >= 4 && a[2] == kNonReadable) non_readable.insert(a[0]);
@@ -59,8 +67,7 @@ ModuleFacts read_module(const ShaderBlob& b) {
       var_type[a[1]] = pointee[a[0]];
       if (a[2] == kPushConstant) push_vars.insert(a[1]);
     }
-    i += len;
-  }
+  });
   ModuleFacts f;
   std::map<uint32_t, std::set<char>> views;
   for (const auto& [var, bind] : binding) {
@@ -87,18 +94,13 @@ std::map<uint32_t, std::set<uint32_t>> spec_constants(const ShaderBlob& b) {
   std::map<uint32_t, uint32_t> spec_id, value;   // result id -> SpecId, default
   std::map<uint32_t, uint32_t> composite_first;  // composite -> its first constituent
   uint32_t wg = 0;
-  const uint32_t* w = b.code;
-  for (size_t i = 5; i < b.words;) {
-    const uint32_t op = w[i] & 0xFFFFu, len = w[i] >> 16;
-    if (len == 0 || i + len > b.words) break;
-    const uint32_t* a = w + i + 1;
+  for_each_instruction(b, [&](uint32_t op, uint32_t len, const uint32_t* a) {
     if (op == kDecorate && len >= 4 && a[1] == kSpecId) spec_id[a[0]] = a[2];
     if (op == kDecorate && len >= 4 && a[1] == kBuiltIn && a[2] == kWorkgroupSize) wg = a[0];
     if ((op == kSpecTrue || op == kSpecFalse) && len >= 3) value[a[1]] = op == kSpecTrue;
     if (op == kSpecConstant && len >= 4) value[a[1]] = a[2];
     if (op == kSpecComposite && len >= 4) composite_first[a[1]] = a[2];
-    i += len;
-  }
+  });
   const uint32_t wg_x = composite_first.count(wg) ? composite_first[wg] : 0;
   std::map<uint32_t, std::set<uint32_t>> named, size;
   for (const auto& [rid, sid] : spec_id) (rid == wg_x ? size : named)[sid].insert(value[rid]);

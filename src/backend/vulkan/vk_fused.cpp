@@ -163,35 +163,28 @@ std::unique_ptr<PreparedOp> prepare_batch_attention(OpEnv& env, const Match& m,
                                                                                 .qknorm = qkn,
                                                                                 .n16 = flags.n16,
                                                                                 .hd = hd});
-  const Kernel& ka = c.kernel(Shader::attention_batch_rope, flags);
-  const BatchAttentionGroups grp = batch_attention_groups(env.ctx, H, Hkv);
-  AttentionSpec gflags = flags;
-  gflags.gq = grp.gq;
-  const Kernel& kg = c.kernel(Shader::attention_batch_rope, gflags);
   attention_splits(env, a.H, a.hd);  // (the partials binding: unused with one split)
   const BufRange rows = c.batch_rows(), part = {env.attn_part.buf, 0, env.attn_part.size};
   const std::vector<BufRange> rs = {c.whole(m.k), c.whole(I[2]), c.whole(I[3]), c.whole(I[4]),
                                     rows,         a.table,       a.nk},
                               ra = {c.whole(m.q), c.whole(I[3]), c.whole(I[4]), c.whole(m.y),
                                     part,         a.table,       a.nq,          rows};
-  VkDescriptorSet ss = env.kernels.make_set(ks, rs), sa = env.kernels.make_set(ka, ra),
-                  sgq = env.kernels.make_set(kg, ra);
+  VkDescriptorSet ss = env.kernels.make_set(ks, rs);
+  const BatchAttention ka = batch_attention(c, Shader::attention_batch_rope, flags, H, Hkv, ra);
   const uint32_t R = a.R, orig = a.orig, ctx = a.ctx, bt = env.batch_block_tokens, win = a.win;
   const float scale = a.scale, qeps = a.qeps, keps = a.keps;
   auto prepared = std::make_unique<PreparedOp>(
-      [=, &ks, &ka, &kg](VkCommandBuffer cb, int T) {
+      [=, &ks](VkCommandBuffer cb, int T) {
         const uint32_t groups =
             qkn ? ceil_div(uint64_t(T) * Hkv, 64 / sg) : ceil_div(uint64_t(T) * W, 64);
         dispatch_flat(cb, ks, ss, KvStoreRopePush{u32(T), W, R, orig, ctx, keps, ctx}, groups);
         compute_barrier(cb);
-        const uint32_t gq = grp.at(u32(T));
-        dispatch_flat(
-            cb, gq > 1 ? kg : ka, gq > 1 ? sgq : sa,
-            AttentionBatchRopePush{u32(T), H, Hkv, hd, scale, 1u, ctx, bt, win, R, orig, ctx, qeps},
-            uint64_t(T) * H / gq);
+        ka.record(cb, u32(T), H,
+                  AttentionBatchRopePush{u32(T), H, Hkv, hd, scale, 1u, ctx, bt, win, R, orig, ctx,
+                                         qeps});
       },
       nullptr);
-  prepared->phases = {phase_of(ks, rs), phase_of(ka, ra)};
+  prepared->phases = {phase_of(ks, rs), phase_of(*ka.one, ra)};
   return prepared;
 }
 

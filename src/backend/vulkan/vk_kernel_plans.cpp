@@ -186,6 +186,7 @@ void GemmPlan::record(VkCommandBuffer cb, Kernels& kernels, VkDescriptorSet set,
 
 // The rule: the grouped variant wherever its workgroups, T Hkv, fill the compute units (fewer rows
 // leave the GPU idle while each workgroup walks its heads one after another).
+namespace {
 BatchAttentionGroups batch_attention_groups(const Context& ctx, uint32_t H, uint32_t Hkv) {
   BatchAttentionGroups g;
   const int mode = ctx.tuning().attn_batch_gq;
@@ -194,6 +195,22 @@ BatchAttentionGroups batch_attention_groups(const Context& ctx, uint32_t H, uint
   g.gq = group;
   g.from_rows = mode == 1 ? 1 : ceil_div(std::max<uint32_t>(ctx.info().compute_units, 1), Hkv);
   return g;
+}
+}  // namespace
+
+BatchAttention batch_attention(Ctx& c, Shader id, const AttentionSpec& spec, uint32_t H,
+                               uint32_t Hkv, const std::vector<BufRange>& r) {
+  BatchAttention a;
+  a.groups = batch_attention_groups(c.env.ctx, H, Hkv);
+  a.one = &c.kernel(id, spec);
+  a.one_set = c.env.kernels.make_set(*a.one, r);
+  if (a.groups.gq > 1) {
+    AttentionSpec g = spec;
+    g.gq = a.groups.gq;
+    a.group = &c.kernel(id, g);
+    a.group_set = c.env.kernels.make_set(*a.group, r);
+  }
+  return a;
 }
 
 PrefillAttention prefill_attention(const Context& ctx, int hd, bool a16, bool c16, int group) {

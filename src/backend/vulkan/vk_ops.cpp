@@ -444,32 +444,24 @@ std::unique_ptr<PreparedOp> prep_attention_batch(Ctx c, int H, int Hkv, int hd, 
   AttentionSpec spec = flags;
   spec.hd = u32(hd);
   const Kernel& ks = c.kernel(Shader::attention_store_batch, spec);
-  const Kernel& ka = c.kernel(Shader::attention_batch, spec);
-  const BatchAttentionGroups grp = batch_attention_groups(c.env.ctx, u32(H), u32(Hkv));
-  AttentionSpec gspec = spec;
-  gspec.gq = grp.gq;
-  const Kernel& kg = c.kernel(Shader::attention_batch, gspec);
   attention_splits(c.env, H, hd);  // (the partials binding: unused with one split)
   const BufRange rows = c.batch_rows(), part = {c.env.attn_part.buf, 0, c.env.attn_part.size};
   const std::vector<BufRange> rs = {c.whole(I[1]), c.whole(I[2]), c.whole(I[3]), c.whole(I[4]),
                                     rows},
                               ra = {c.whole(I[0]), c.whole(I[3]), c.whole(I[4]),
                                     c.whole(y),    part,          rows};
-  VkDescriptorSet ss = c.env.kernels.make_set(ks, rs), sa = c.env.kernels.make_set(ka, ra),
-                  sg = c.env.kernels.make_set(kg, ra);
+  VkDescriptorSet ss = c.env.kernels.make_set(ks, rs);
+  const BatchAttention ka = batch_attention(c, Shader::attention_batch, spec, u32(H), u32(Hkv), ra);
   const uint32_t ctx = u32(c.p.max_ctx), bt = c.env.batch_block_tokens;
   auto prepared = std::make_unique<PreparedOp>(
-      [=, &ks, &ka, &kg](VkCommandBuffer cb, int T) {
+      [=, &ks](VkCommandBuffer cb, int T) {
         dispatch_flat(cb, ks, ss, KvStorePush{u32(T), u32(W), ctx}, ceil_div(uint64_t(T) * W, 64));
         compute_barrier(cb);
-        const uint32_t gq = grp.at(u32(T));
-        dispatch_flat(
-            cb, gq > 1 ? kg : ka, gq > 1 ? sg : sa,
-            AttentionBatchPush{u32(T), u32(H), u32(Hkv), u32(hd), scale, 1u, ctx, bt, win},
-            uint64_t(T) * H / gq);
+        ka.record(cb, u32(T), u32(H),
+                  AttentionBatchPush{u32(T), u32(H), u32(Hkv), u32(hd), scale, 1u, ctx, bt, win});
       },
       nullptr);
-  prepared->phases = {phase_of(ks, rs), phase_of(ka, ra)};
+  prepared->phases = {phase_of(ks, rs), phase_of(*ka.one, ra)};
   return prepared;
 }
 

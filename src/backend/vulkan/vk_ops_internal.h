@@ -388,7 +388,22 @@ struct BatchAttentionGroups {
   uint32_t gq = 1, from_rows = UINT32_MAX;
   uint32_t at(uint32_t T) const { return T >= from_rows ? gq : 1; }
 };
-BatchAttentionGroups batch_attention_groups(const Context& ctx, uint32_t H, uint32_t Hkv);
+// The batched attention kernel (attention_batch or attention_batch_rope) with its set over the
+// bindings r, in both variants where the heads have groups; record() dispatches the one for T rows.
+struct BatchAttention {
+  BatchAttentionGroups groups;
+  const Kernel* one = nullptr;    // a query head a workgroup
+  const Kernel* group = nullptr;  // a KV head's group of query heads (where groups.gq > 1)
+  VkDescriptorSet one_set = VK_NULL_HANDLE, group_set = VK_NULL_HANDLE;
+  template <typename P>
+  void record(VkCommandBuffer cb, uint32_t T, uint32_t H, const P& push) const {
+    const uint32_t gq = groups.at(T);
+    dispatch_flat(cb, gq > 1 ? *group : *one, gq > 1 ? group_set : one_set, push,
+                  uint64_t(T) * H / gq);
+  }
+};
+BatchAttention batch_attention(Ctx& c, Shader id, const AttentionSpec& spec, uint32_t H,
+                               uint32_t Hkv, const std::vector<BufRange>& r);
 
 // The ops of vk_ops_rows.cpp: bias_add; the unary ops (scale: one float input, one attribute,
 // elementwise); argmax.
