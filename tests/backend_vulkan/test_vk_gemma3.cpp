@@ -161,13 +161,13 @@ TEST(VulkanGemma3, BatchedForwardWithWindows) {
     EXPECT_EQ(want[i].token, single[i].token) << i;
     EXPECT_LE(nmse(want[i].logits, single[i].logits), 1e-10) << i;
   }
-  const double bound = agreement_bounds("non-quantized").max_nmse;
+  const AgreementBounds& bounds = agreement_bounds("non-quantized");
   const uint64_t msgs = vk::validation_message_count();
   {
     auto loaded = load_vulkan_program(r.program(), r, validated());
     auto gpu = loaded->make_batch_executor(sc.kBlocks, sc.kBlockTokens, 32);
     const auto got = sc.run_batched(*gpu, vocab);
-    expect_batch_agrees(got, want, bound);
+    expect_batch_agrees(got, want, bounds.max_nmse, bounds.max_tie_margin);
   }
   EXPECT_EQ(vk::validation_message_count(), msgs) << "Vulkan validation reported messages";
 }

@@ -45,9 +45,11 @@ double nmse(const std::vector<float>& got, const std::vector<float>& want);
 std::vector<float> round_f16(std::vector<float> v);
 
 // A batched forward's rows (testutil/batch_scenario.h) against the reference's: each row's logits
-// within NMSE `bound`, and its token the reference's where the best logit leads by over 1e-3.
+// within NMSE `bound`, and its token the reference's where the best logit leads by more than
+// `tie_margin` (the recipe's near-tie bound, as vkllm verify --agree allows).
 void expect_batch_agrees(const std::vector<testutil::BatchOutput>& got,
-                         const std::vector<testutil::BatchOutput>& want, double bound);
+                         const std::vector<testutil::BatchOutput>& want, double bound,
+                         double tie_margin);
 
 // The steps a plan of an executor's profile (VulkanOptions::profile, printed to stderr when it
 // ends) records for `key`: the count column of section `plan`'s rows ("prefill", "decode") keyed
