@@ -61,9 +61,8 @@ std::string twin_dir(const std::string& preset) {
   return made[preset] = dir;
 }
 
-// The twin's artifact under the recipe on Vulkan (opt) against the CPU reference: the prompt's
-// forwards, then 8 decode steps, the same greedy tokens and logits within the recipe's bound.
-void expect_agreement(const TwinCase& tc, VulkanOptions opt, const std::vector<int32_t>& prompt) {
+TEST_P(VulkanTwins, ExportedProgramAgreesWithCpu) {
+  const TwinCase tc = GetParam();
   const std::string dir = twin_dir(tc.preset);
   RecipeOptions o;
   o.recipe = tc.recipe;
@@ -74,8 +73,11 @@ void expect_agreement(const TwinCase& tc, VulkanOptions opt, const std::vector<i
   const int vocab = r.desc().vocab;
   const double bound = agreement_bounds(tc.recipe).max_nmse;
   const uint64_t msgs = vk::validation_message_count();
+  VulkanOptions opt = validated();
+  opt.max_tokens = 8;  // the 11-token prompt runs as two chunks
   auto gpu = make_vulkan_executor(r.program(), r, opt);
   auto cpu = make_cpu_executor(r.program(), r);
+  std::vector<int32_t> prompt = {5, 17, 299, 0, 42, 42, 7, 100, 3, 250, 11};
   std::vector<float> lc(static_cast<size_t>(vocab)), lg(lc.size());
   int32_t c = cpu->forward(prompt.data(), static_cast<int>(prompt.size()), 0, lc.data());
   int32_t g = gpu->forward(prompt.data(), static_cast<int>(prompt.size()), 0, lg.data());
@@ -94,24 +96,6 @@ void expect_agreement(const TwinCase& tc, VulkanOptions opt, const std::vector<i
   gpu.reset();
   EXPECT_EQ(vk::validation_message_count(), msgs) << "Vulkan validation reported messages";
   std::filesystem::remove(path);
-}
-
-TEST_P(VulkanTwins, ExportedProgramAgreesWithCpu) {
-  VulkanOptions opt = validated();
-  opt.max_tokens = 8;  // the 11-token prompt runs as two chunks
-  expect_agreement(GetParam(), opt, {5, 17, 299, 0, 42, 42, 7, 100, 3, 250, 11});
-}
-
-// A 40-token prompt in one forward, its int8 linears on the tiled GEMM with K split over 4
-// workgroups (Tuning::gemm_split; the rule splits only where tiles are far fewer than a GPU's
-// compute units).
-TEST(VulkanTwinsSplit, SplitGemmPrefillAgreesWithCpu) {
-  VulkanOptions opt = validated();
-  opt.tuning.gemm_split = 4;
-  std::vector<int32_t> prompt;
-  for (int i = 0; i < 40; ++i) prompt.push_back((i * 37 + 5) % 300);
-  for (const char* recipe : {"quantized-8da4w", "quantized-8da4w-fp16"})
-    expect_agreement({"tiny-qwen2.5", recipe}, opt, prompt);
 }
 
 // Every recipe (export/recipe.h) on one twin.

@@ -4,7 +4,6 @@
 // (plan_scratch, vk_ops.h).
 #include <algorithm>
 #include <optional>
-#include <tuple>
 
 #include "backend/vulkan/vk_ops_internal.h"
 
@@ -108,8 +107,6 @@ GemmPlan plan_gemm_8da4w(const Context& ctx, int64_t G, int64_t N, bool y16) {
   p.wide = tune.gemm_wide;
   p.w16 = G <= 128;
   p.ablate = tune.gemm_ablate & 63u;
-  p.force_split = tune.gemm_split;
-  std::tie(p.split_floats, p.split_tiles) = GemmPlan::split_capacity(ctx);
   p.from = gemm_from(ctx);  // (kTokens without int8 cooperative matrices)
   p.rows_to = p.from < GemmPlan::kTokens ? std::max(tune.gemm_rows_to, GemmPlan::kTokens) : 0;
   p.on = true;
@@ -153,35 +150,10 @@ GemmTile GemmPlan::tile(uint32_t rows, uint32_t T) const {
   return {32, 64, 32};
 }
 
-// The partial buffer of a split: room for kMaxTile floats a compute unit (at least 32 units'),
-// as many tiles, which the rule's splits (tiles x splits <= compute units) never exceed.
-std::pair<uint64_t, uint32_t> GemmPlan::split_capacity(const Context& ctx) {
-  constexpr uint64_t kMaxTile = 64 * 128;
-  const uint32_t units = std::max<uint32_t>(ctx.info().compute_units, 32);
-  return {units * kMaxTile, units};
-}
-
-// The rule: the largest power of two of splits (up to kMaxSplit) whose workgroups, tiles x
-// splits, do not exceed the compute units, so a forward of few tiles (a batched decode step's
-// 16-64 rows) reads its weights on every compute unit; Tuning::gemm_split 1 never splits, 2-16
-// forces a count. At most one split a group of K, and what the partial buffer holds.
-uint32_t GemmPlan::splits(GemmTile t, uint32_t rows, uint32_t T, uint32_t K, uint32_t G) const {
-  if (force_split == 1) return 1;
-  const uint64_t tiles = uint64_t(ceil_div(rows, t.bn)) * ceil_div(T, t.bt);
-  uint32_t sk = std::min(force_split, kMaxSplit);
-  if (!force_split) {
-    sk = 1;
-    while (sk * 2 <= kMaxSplit && tiles * sk * 2 <= min_tiles) sk *= 2;
-  }
-  sk = std::min<uint32_t>(sk, K / G);
-  while (sk > 1 && (tiles > split_tiles || sk * tiles * t.bt * t.bn > split_floats)) --sk;
-  return std::max<uint32_t>(sk, 1);
-}
-
 // The coopmat kernel's threads: a subgroup a 32 x 32 part of the tile (the portable kernel has
 // its own local size, 2 BT); W16 and the ablation bits (VKLLM_GEMM_ABLATE, a measurement switch
 // whose results are wrong) are the coopmat kernel's only.
-const Kernel& GemmPlan::kernel(Kernels& kernels, GemmTile t, uint32_t sk) const {
+const Kernel& GemmPlan::kernel(Kernels& kernels, GemmTile t) const {
   return kernels.get(id, y16,
                      GemmSpec{.y16 = y16,
                               .kc = t.kc,
@@ -189,30 +161,27 @@ const Kernel& GemmPlan::kernel(Kernels& kernels, GemmTile t, uint32_t sk) const 
                               .bn = t.bn,
                               .nt = t.bt * t.bn / 32,
                               .w16 = w16,
-                              .ablate = ablate,
-                              .sk = sk});
+                              .ablate = ablate});
 }
 
 // linear_8da4w_rows_coopmat (T < rows_to): 16 weight rows a workgroup, T <= 8 TF tokens; a
 // subgroup a group of K at a time, up to 16 subgroups (fewer where K has fewer groups or their
 // staged groups and sums would not fit the shared memory). Its specialization: y16 (id 1), TF
 // (9), G / 32 (10), threads (11), W16 (12).
-void GemmPlan::record(VkCommandBuffer cb, Kernels& kernels, VkDescriptorSet rows_set,
-                      VkDescriptorSet set, uint32_t K, uint32_t rows, uint32_t r0, uint32_t N,
-                      uint32_t T, uint32_t G) const {
+void GemmPlan::record(VkCommandBuffer cb, Kernels& kernels, VkDescriptorSet set, uint32_t K,
+                      uint32_t rows, uint32_t r0, uint32_t N, uint32_t T, uint32_t G) const {
   if (T < rows_to) {
     const uint32_t tf = ceil_div(T, 8u), sv = G / 16 + 1;
     uint32_t sgs = std::clamp<uint32_t>(K / G, 1, 16);
     while (sgs > 1 && sgs * (16 * sv + 32 * tf) * 16 + 32 * tf > max_shared) --sgs;
     const RowsCoopmatSpec spec{.y16 = y16, .tf = tf, .gq = G / 32, .nt = 32 * sgs, .w16 = w16};
-    dispatch(cb, kernels.get(Shader::linear_8da4w_rows_coopmat, y16, spec), rows_set,
+    dispatch(cb, kernels.get(Shader::linear_8da4w_rows_coopmat, y16, spec), set,
              GemmPush{K, rows, r0, N, T, G}, ceil_div(rows, 16u), 1);
     return;
   }
   const GemmTile t = tile(rows, T);
-  const uint32_t sk = splits(t, rows, T, K, G);
-  dispatch(cb, kernel(kernels, t, sk), set, GemmPush{K, rows, r0, N, T, G}, ceil_div(rows, t.bn),
-           ceil_div(T, t.bt), sk);
+  dispatch(cb, kernel(kernels, t), set, GemmPush{K, rows, r0, N, T, G}, ceil_div(rows, t.bn),
+           ceil_div(T, t.bt));
 }
 
 // The rule: the grouped variant wherever its workgroups, T Hkv, fill the compute units (fewer rows

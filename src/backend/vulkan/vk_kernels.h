@@ -239,8 +239,7 @@ struct GemmSpec {  // linear_8da4w_mm.comp, linear_8da4w_mm_coopmat.comp (GemmPl
   uint32_t nt = 128;                   // threads (the coopmat kernel's)
   uint32_t w16 = 0;                    // nibbles widened to 16 q (coopmat)
   uint32_t ablate = 0;                 // a measurement build's wrong-result switch
-  uint32_t sk = 1;                     // workgroups a tile's K is split over (gemm_split.glsl)
-  static constexpr SpecField fields[] = {{1, kF16}, {8}, {9}, {10}, {11}, {12}, {13}, {14}};
+  static constexpr SpecField fields[] = {{1, kF16}, {8}, {9}, {10}, {11}, {12}, {13}};
 };
 struct RowsCoopmatSpec {  // linear_8da4w_rows_coopmat.comp
   uint32_t y16 = 0;

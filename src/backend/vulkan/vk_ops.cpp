@@ -104,20 +104,6 @@ std::pair<BufRange, BufRange> act_scratch(Ctx& c, int64_t K) {
   return {{e.act_q.buf, 0, e.act_q.size}, {e.act_qp.buf, 0, e.act_qp.size}};
 }
 
-// The next of the GEMMs' split slices (partials and their zeroed tile counters), allocated by its
-// first user.
-std::array<BufRange, 2> gemm_split_scratch(Ctx& c, const GemmPlan& plan) {
-  OpEnv& e = c.env;
-  const int i = e.gemm_slices_dealt++ % OpEnv::kGemmSlices;
-  if (!e.gemm_part[i].buf) {
-    e.gemm_part[i] = e.alloc.create(plan.split_floats * 4, false, "GEMM split partials");
-    e.gemm_count[i] = e.alloc.create(uint64_t(plan.split_tiles) * 4, false, "GEMM split counters");
-    e.alloc.fill(e.gemm_count[i], 0);
-  }
-  return {BufRange{e.gemm_part[i].buf, 0, e.gemm_part[i].size},
-          BufRange{e.gemm_count[i].buf, 0, e.gemm_count[i].size}};
-}
-
 }  // namespace detail
 
 namespace {
@@ -304,18 +290,11 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
     RowChunk ch;
     VkDescriptorSet set;
     uint32_t R, R1;  // matvec.glsl: rows per workgroup, of the prefill and decode variants
-    VkDescriptorSet mv_set = VK_NULL_HANDLE;    // linear_8da4w_mv's
-    VkDescriptorSet mm_set = VK_NULL_HANDLE;    // linear_mm's (x, weights, scales, y)
-    VkDescriptorSet gemm_set = VK_NULL_HANDLE;  // the int8 GEMM's (set's and a split slice)
+    VkDescriptorSet mv_set = VK_NULL_HANDLE;  // linear_8da4w_mv's
+    VkDescriptorSet mm_set = VK_NULL_HANDLE;  // linear_mm's (x, weights, scales, y)
   };
   std::vector<Part> parts;
-  const std::vector<RowChunk> chunks = row_chunks(c, N, rb);
-  // A split GEMM's partials and counters: one slice for the op (its row chunks, one after another
-  // in one stage, never split).
-  if (gemm.on && chunks.size() > 1) gemm.force_split = 1;
-  std::array<BufRange, 2> split_slice{};
-  if (gemm.on) split_slice = gemm_split_scratch(c, gemm);
-  for (const RowChunk& ch : chunks) {
+  for (const RowChunk& ch : row_chunks(c, N, rb)) {
     std::vector<BufRange> r = head;
     for (size_t i = 0; i < wts.size(); ++i) r.push_back(chunk_range(c, wts[i], rb[i], ch));
     r.insert(r.end(), tail.begin(), tail.end());
@@ -325,11 +304,6 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
     parts.push_back({ch, c.env.kernels.make_set(*k, r), R,
                      split.bpl ? std::max<uint32_t>(1, R * wg / 64 / split.parts) : R,
                      kmv ? c.env.kernels.make_set(*kmv, r) : VK_NULL_HANDLE});
-    if (gemm.on) {
-      r.insert(r.end(), split_slice.begin(), split_slice.end());
-      merge(phase, phase_of(kernel_decl(gemm.id), r));
-      parts.back().gemm_set = c.env.kernels.make_set(gemm.id, r);
-    }
     if (kmm) {  // (linear: the weights bound again where linear_q4w's scales go)
       std::vector<BufRange> rm = {r[0], r[1], r[q4w ? 2 : 1], r.back()};
       parts.back().mm_set = c.env.kernels.make_set(*kmm, rm);
@@ -346,8 +320,7 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
         const uint32_t tt = Tr == 1 ? 1 : Tr >= kPrefillTT ? kPrefillTT : std::bit_ceil(Tr);
         for (const Part& pt : parts) {  // R rows x tt tokens per workgroup
           if (gemm.on && Tr >= gemm.from) {
-            gemm.record(cb, *kernels, pt.set, pt.gemm_set, u32(K), pt.ch.rows, pt.ch.r0, u32(N), Tr,
-                        u32(G));
+            gemm.record(cb, *kernels, pt.set, u32(K), pt.ch.rows, pt.ch.r0, u32(N), Tr, u32(G));
             continue;
           }
           if (kmm && Tr >= GemmPlan::kTokens) {

@@ -61,12 +61,6 @@ struct OpEnv {
   static constexpr uint64_t kScratchMinTokens = 64;
   Buffer act_q, act_qp;
   ScratchPlan scratch = plan_scratch(program);
-  // The int8 GEMMs' split partials and tile counters (gemm_split.glsl): kGemmSlices pairs, dealt to
-  // the GEMMs in program order, so that neighbouring linears (q, k and v) share no buffer and need
-  // no barrier between them.
-  static constexpr int kGemmSlices = 4;
-  Buffer gemm_part[kGemmSlices], gemm_count[kGemmSlices];
-  int gemm_slices_dealt = 0;
   std::map<std::pair<std::vector<int32_t>, float>, Buffer>
       rope_tables;  // by (inv_freq tensors, factor)
   // Split-K attention partials of a decode step, shared by the attention ops (each one's combine

@@ -4,7 +4,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <array>
 #include <cstdlib>
 #include <cstring>
 #include <numeric>
@@ -31,7 +30,7 @@ inline uint32_t fbits(float f) {
 // with the push-constant struct its module declares (kernels.def).
 template <class P>
 void dispatch(VkCommandBuffer cb, const Kernel& k, VkDescriptorSet set, const P& push, uint32_t gx,
-              uint32_t gy = 1, uint32_t gz = 1) {
+              uint32_t gy = 1) {
   if (push_bytes<P>() != k.push_bytes)
     fail("vulkan: kernel {} takes {} push-constant bytes, given {}", k.decl->name, k.push_bytes,
          push_bytes<P>());
@@ -40,7 +39,7 @@ void dispatch(VkCommandBuffer cb, const Kernel& k, VkDescriptorSet set, const P&
   vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, k.layout, 0, 1, &set, 0, nullptr);
   if constexpr (push_bytes<P>() > 0)
     vkCmdPushConstants(cb, k.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, push_bytes<P>(), &push);
-  vkCmdDispatch(cb, gx, gy, gz);
+  vkCmdDispatch(cb, gx, gy, 1);
 }
 template <class P>
 void dispatch_flat(VkCommandBuffer cb, const Kernel& k, VkDescriptorSet set, const P& push,
@@ -96,22 +95,13 @@ struct GemmPlan {
   // coopmat, G <= 128: nibbles widened to 16 q (to q measured 3% slower)
   bool w16 = false;
   uint32_t ablate = 0;  // Tuning::gemm_ablate (a measurement build's wrong-result switch)
-  // K split over workgroups (gemm_split.glsl) where a forward's tiles are too few for the GPU:
-  // Tuning::gemm_split, and the floats and tile counters of the partial buffers (split_capacity).
-  static constexpr uint32_t kMaxSplit = 16;
-  uint32_t force_split = 0;
-  uint64_t split_floats = 0;
-  uint32_t split_tiles = 0;
-  static std::pair<uint64_t, uint32_t> split_capacity(const Context& ctx);
   uint32_t shared(GemmTile t) const;  // bytes of shared memory
   GemmTile tile(uint32_t rows, uint32_t T) const;
-  uint32_t splits(GemmTile t, uint32_t rows, uint32_t T, uint32_t K, uint32_t G) const;
-  const Kernel& kernel(Kernels& kernels, GemmTile t, uint32_t sk = 1) const;  // made on first use
-  // Records rows [r0, r0 + rows) of y (N wide) for T tokens. `rows_set` binds the rows kernel's six
-  // buffers (activations, their scales, nibbles, scales, weight sums, y), `set` the tiles' eight
-  // (those, then a partial buffer and its tile counters: split_capacity, counters zero).
-  void record(VkCommandBuffer cb, Kernels& kernels, VkDescriptorSet rows_set, VkDescriptorSet set,
-              uint32_t K, uint32_t rows, uint32_t r0, uint32_t N, uint32_t T, uint32_t G) const;
+  const Kernel& kernel(Kernels& kernels, GemmTile t) const;  // made on first use
+  // Records rows [r0, r0 + rows) of y (N wide) for T tokens; `set` binds the GEMM's six buffers
+  // (activations, their scales, nibbles, scales, weight sums, y).
+  void record(VkCommandBuffer cb, Kernels& kernels, VkDescriptorSet set, uint32_t K, uint32_t rows,
+              uint32_t r0, uint32_t N, uint32_t T, uint32_t G) const;
 };
 GemmPlan plan_gemm_8da4w(const Context& ctx, int64_t G, int64_t N, bool y16);
 
@@ -428,7 +418,6 @@ BufRange rope_table(Ctx& c, const std::vector<int32_t>& invs, int R, float a);
 
 // The int8 activation scratch of linear_8da4w (shared by all ops; allocated by the first user).
 std::pair<BufRange, BufRange> act_scratch(Ctx& c, int64_t K);
-std::array<BufRange, 2> gemm_split_scratch(Ctx& c, const GemmPlan& plan);
 // Does tensor y go only to ops of `family` (as their first input), and to at least one?
 bool feeds_only(const Ctx& c, int32_t y, std::string_view family);
 bool feeds_only(const Program& p, int32_t y, std::string_view family);

@@ -256,17 +256,13 @@ std::vector<GemmRow> measure_gemm(Context& ctx, int repeats) {
     alloc.fill(q, 0x9A3C61E7u);
     alloc.fill(sc, 0x3A000000u);
     alloc.fill(ws, 17u);
-    Buffer part = alloc.create(plan.split_floats * 4, false, "split partials"),
-           count = alloc.create(uint64_t(plan.split_tiles) * 4, false, "split counters");
-    alloc.fill(count, 0);
     const detail::GemmTile tile = plan.tile(sh.M, sh.N);
-    const BufRange r[8] = {{qx.buf, 0, qx.size},     {qp.buf, 0, qp.size},      {q.buf, 0, q.size},
-                           {sc.buf, 0, sc.size},     {ws.buf, 0, ws.size},      {y.buf, 0, y.size},
-                           {part.buf, 0, part.size}, {count.buf, 0, count.size}};
-    VkDescriptorSet s = kernels.make_set(plan.id, r),
-                    s6 = kernels.make_set(Shader::linear_8da4w_rows_coopmat, std::span(r, 6));
+    const Kernel& k = plan.kernel(kernels, tile);
+    const BufRange r[6] = {{qx.buf, 0, qx.size}, {qp.buf, 0, qp.size}, {q.buf, 0, q.size},
+                           {sc.buf, 0, sc.size}, {ws.buf, 0, ws.size}, {y.buf, 0, y.size}};
+    VkDescriptorSet s = kernels.make_set(k, r);
     const double us = per_gemm_us(
-        [&](VkCommandBuffer cb) { plan.record(cb, kernels, s6, s, sh.K, sh.M, 0, sh.M, sh.N, G); });
+        [&](VkCommandBuffer cb) { plan.record(cb, kernels, s, sh.K, sh.M, 0, sh.M, sh.N, G); });
     const std::string path = plan.id == Shader::linear_8da4w_mm_coopmat ? "cooperative matrix"
                              : plan.id == Shader::linear_8da4w_mm_idot  ? "int8 dot product"
                                                                         : "portable integer";

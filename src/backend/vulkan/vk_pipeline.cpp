@@ -57,17 +57,14 @@ Kernels::~Kernels() {
     vkDestroyPipelineLayout(d, k->layout, nullptr);
     vkDestroyDescriptorSetLayout(d, k->set_layout, nullptr);
   }
-  for (auto& [n, l] : layouts_) vkDestroyDescriptorSetLayout(d, l, nullptr);
   for (VkDescriptorPool p : pools_) vkDestroyDescriptorPool(d, p, nullptr);
 }
 
 Phase phase_of(const Kernel& k, std::span<const BufRange> ranges) {
-  return phase_of(*k.decl, ranges);
-}
-Phase phase_of(const KernelDecl& d, std::span<const BufRange> ranges) {
-  const std::string_view access = d.access;
+  const std::string_view access = k.decl->access;
   if (ranges.size() != access.size())
-    fail("vulkan: kernel {} takes {} bindings, given {}", d.name, access.size(), ranges.size());
+    fail("vulkan: kernel {} takes {} bindings, given {}", k.decl->name, access.size(),
+         ranges.size());
   Phase ph;
   for (size_t i = 0; i < ranges.size(); ++i) {
     if (access[i] != 'w') ph.reads.push_back(ranges[i].buf);
@@ -84,21 +81,6 @@ void merge(Phase& into, const Phase& p) {
     if (std::find(into.writes.begin(), into.writes.end(), b) == into.writes.end())
       into.writes.push_back(b);
 }
-
-// A module's set layout: its bindings' count of storage buffers, compute stage (as get_words).
-namespace {
-VkDescriptorSetLayout storage_layout(VkDevice d, uint32_t bindings) {
-  std::vector<VkDescriptorSetLayoutBinding> b(bindings);
-  for (uint32_t i = 0; i < bindings; ++i)
-    b[i] = {i, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
-  VkDescriptorSetLayoutCreateInfo dl{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
-  dl.bindingCount = bindings;
-  dl.pBindings = b.data();
-  VkDescriptorSetLayout layout;
-  VK_CHECK(vkCreateDescriptorSetLayout(d, &dl, nullptr, &layout));
-  return layout;
-}
-}  // namespace
 
 const Kernel& Kernels::get_words(Shader id, bool f16, std::span<const uint32_t> spec) {
   const KernelDecl& dc = kernel_decl(id);
@@ -118,7 +100,13 @@ const Kernel& Kernels::get_words(Shader id, bool f16, std::span<const uint32_t> 
   k->decl = &dc;
   k->bindings = bindings;
   k->push_bytes = push_bytes;
-  k->set_layout = storage_layout(d, bindings);
+  std::vector<VkDescriptorSetLayoutBinding> b(bindings);
+  for (uint32_t i = 0; i < bindings; ++i)
+    b[i] = {i, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
+  VkDescriptorSetLayoutCreateInfo dl{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
+  dl.bindingCount = bindings;
+  dl.pBindings = b.data();
+  VK_CHECK(vkCreateDescriptorSetLayout(d, &dl, nullptr, &k->set_layout));
   VkPushConstantRange pr{VK_SHADER_STAGE_COMPUTE_BIT, 0, push_bytes};
   VkPipelineLayoutCreateInfo pl{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
   pl.setLayoutCount = 1;
@@ -229,25 +217,11 @@ void Kernels::print_statistics(const std::string& key, VkPipeline pipeline) cons
 VkDescriptorSet Kernels::make_set(const Kernel& k, std::span<const BufRange> ranges) {
   if (ranges.size() != k.bindings)
     fail("vulkan: kernel needs {} bindings, got {}", k.bindings, ranges.size());
-  return allocate_set(k.set_layout, ranges);
-}
-
-VkDescriptorSet Kernels::make_set(Shader id, std::span<const BufRange> ranges) {
-  const uint32_t n = kernel_decl(id).bindings();
-  if (ranges.size() != n)
-    fail("vulkan: kernel {} needs {} bindings, got {}", kernel_decl(id).name, n, ranges.size());
-  auto it = layouts_.find(n);
-  if (it == layouts_.end()) it = layouts_.emplace(n, storage_layout(ctx_.device(), n)).first;
-  return allocate_set(it->second, ranges);
-}
-
-VkDescriptorSet Kernels::allocate_set(VkDescriptorSetLayout layout,
-                                      std::span<const BufRange> ranges) {
   VkDevice d = ctx_.device();
   VkDescriptorSet set = VK_NULL_HANDLE;
   VkDescriptorSetAllocateInfo ai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
   ai.descriptorSetCount = 1;
-  ai.pSetLayouts = &layout;
+  ai.pSetLayouts = &k.set_layout;
   VkResult r = VK_ERROR_OUT_OF_POOL_MEMORY;
   if (!pools_.empty()) {
     ai.descriptorPool = pools_.back();

@@ -41,7 +41,6 @@ struct Kernel {
 // The reads and writes of a dispatch of `k` over `ranges` (one per binding), from the access its
 // declaration gives each binding.
 Phase phase_of(const Kernel& k, std::span<const BufRange> ranges);
-Phase phase_of(const KernelDecl& d, std::span<const BufRange> ranges);
 // Adds p's reads and writes to `into` (one stage of several dispatches).
 void merge(Phase& into, const Phase& p);
 
@@ -72,17 +71,12 @@ class Kernels {
   const Kernel& get_words(Shader k, bool f16, std::span<const uint32_t> words);
   // A descriptor set of `k`'s layout bound to `ranges` (one per binding, in order).
   VkDescriptorSet make_set(const Kernel& k, std::span<const BufRange> ranges);
-  // The same for any pipeline of module `id`, before one is made (every module's layout is its
-  // bindings' count of storage buffers: sets of equal counts are interchangeable).
-  VkDescriptorSet make_set(Shader id, std::span<const BufRange> ranges);
   Context& context() { return ctx_; }
 
  private:
   void print_statistics(const std::string& key, VkPipeline pipeline) const;
   Context& ctx_;
-  VkDescriptorSet allocate_set(VkDescriptorSetLayout layout, std::span<const BufRange> ranges);
   std::map<std::string, std::unique_ptr<Kernel>> cache_;
-  std::map<uint32_t, VkDescriptorSetLayout> layouts_;  // make_set(Shader): by binding count
   std::vector<VkDescriptorPool> pools_;
 };
 

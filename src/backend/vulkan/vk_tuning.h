@@ -33,9 +33,6 @@ struct Tuning {
   uint32_t gemm_from = 0;
   // Forwards of fewer tokens than this run the rows kernel there (16 .. 64, GemmPlan::kMaxRows).
   uint32_t gemm_rows_to = 16;
-  // Workgroups a tile's K is split over (GemmPlan::splits): 0 the rule, 1 never, 2-16 forced
-  // (fewer where K has fewer groups or the partial buffer cannot hold them).
-  uint32_t gemm_split = 0;
 
   // Prefill attention: forced keys a tile (32|64), rows a thread (1|2).
   uint32_t attn_bk = 0, attn_rq = 0;

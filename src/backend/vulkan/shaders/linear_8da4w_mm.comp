@@ -16,8 +16,7 @@
 // idot.glsl: OpSDotAccSat with VKLLM_IDOT, portable otherwise). Devices with NVIDIA cooperative
 // matrices run linear_8da4w_mm_coopmat.comp instead (same tile, bindings and result).
 // Needs G % KC == 0 and KC in {32, 64, 128} (the host picks KC); rows and tokens past the tile's
-// edge are read clamped and never stored. With SK > 1 the tile's groups are split over SK
-// workgroups (gemm_split.glsl): the sum is no longer the CPU's order, within the linear bound.
+// edge are read clamped and never stored.
 #extension GL_KHR_shader_subgroup_basic : require
 #define WG_SPEC
 layout(constant_id = 9) const uint BT = 64;  // tokens per tile: 128 (KC >= 64), 64 or 32
@@ -35,7 +34,6 @@ DECL_FBUF(5, y, writeonly)
 layout(push_constant) uniform PC {
   uint K, Nc, n0, N, T, G;
 } pc;
-#include "gemm_split.glsl"
 
 const uint BN = 64, NT = BT * 2u;  // rows per tile; threads
 const uint CV = KC / 16u;          // 16-byte words of a staged row
@@ -106,9 +104,8 @@ void main() {
   precise float acc[4][8];
   [[unroll]] for (uint i = 0; i < 4u; ++i)[[unroll]] for (uint j = 0; j < 8u; ++j) acc[i][j] = 0.0;
   const uint chunks = pc.G / KC;
-  const uvec2 gs = split_groups(ng);  // this workgroup's groups of K
-  fetch(t0, r0, gs.x * pc.G, gs.x, true, tid);
-  for (uint g = gs.x; g < gs.y; ++g) {
+  fetch(t0, r0, 0u, 0u, true, tid);
+  for (uint g = 0; g < ng; ++g) {
     int d[4][8];
     for (uint kc = 0; kc < chunks; ++kc) {
       barrier();  // every read of the previous chunk done
@@ -120,7 +117,7 @@ void main() {
           [[unroll]] for (uint i = 0; i < 4u; ++i) d[i][j] = zp[i] * nws + kMagic;
         }
       const uint next = g * chunks + kc + 1u;  // the next chunk, fetched while this one computes
-      if (next < gs.y * chunks) fetch(t0, r0, next * KC, next / chunks, next % chunks == 0u, tid);
+      if (next < ng * chunks) fetch(t0, r0, next * KC, next / chunks, next % chunks == 0u, tid);
       for (uint k4 = 0; k4 < KC / 4u; ++k4) {
         int a[4], b[8];
         [[unroll]] for (uint i = 0; i < 4u; ++i) a[i] = int(sa[(tx + TX * i) * SW + k4]);
@@ -137,13 +134,6 @@ void main() {
         acc[i][j] = acc[i][j] + term;
       }
     }
-  }
-  if (SK > 1u) {
-    [[unroll]] for (uint i = 0; i < 4u; ++i)[[unroll]] for (uint j = 0; j < 8u; ++j)
-      split_keep((tx + TX * i) * BN + ty + 8u * j, BT * BN, acc[i][j]);
-    if (!split_last()) return;
-    [[unroll]] for (uint i = 0; i < 4u; ++i)[[unroll]] for (uint j = 0; j < 8u; ++j)
-      acc[i][j] = split_sum((tx + TX * i) * BN + ty + 8u * j, BT * BN);
   }
   [[unroll]] for (uint i = 0; i < 4u; ++i) {
     const uint t = t0 + tx + TX * i;

@@ -28,8 +28,7 @@
 //   the CPU's, and each token's scale by 1 / 16 (powers of two scale a float exactly, away from the
 //   subnormal range).
 // Needs G % KC == 0 and KC in {32, 64, 128}; BT 128 needs KC >= 64. Rows and tokens past the
-// tile's edge are read clamped and never stored. With SK > 1 the tile's groups are split over SK
-// workgroups (gemm_split.glsl): the sum is no longer the CPU's order, within the linear bound.
+// tile's edge are read clamped and never stored.
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_NV_cooperative_matrix : require
 #extension GL_NV_integer_cooperative_matrix : require
@@ -61,7 +60,6 @@ DECL_FBUF(5, y, writeonly)
 layout(push_constant) uniform PC {
   uint K, Nc, n0, N, T, G;
 } pc;
-#include "gemm_split.glsl"
 
 const uint CV = KC / 16u;          // 16-byte words of a staged row
 const uint SV = CV + 1u;           // a staged row in uvec4 (one of padding against bank conflicts)
@@ -154,13 +152,11 @@ void main() {
   [[unroll]] for (uint i = 0; i < 2u; ++i)[[unroll]] for (uint j = 0; j < JN; ++j)
     [[unroll]] for (uint e = 0; e < CE; ++e) acc[i][j][e] = 0.0;
   icoopmatNV<32, gl_ScopeSubgroup, 16, 8> cd[2][JN];
-  const uint per_group = pc.G / KC, ng = pc.K / pc.G;
-  const uvec2 gs = split_groups(ng);
-  const uint c0 = gs.x * per_group, chunks = gs.y * per_group;  // this workgroup's chunks of K
-  fetch(t0, r0, c0, tid);
-  stage(c0 & 1u, tid);
+  const uint chunks = pc.K / KC, per_group = pc.G / KC;
+  fetch(t0, r0, 0u, tid);
+  stage(0u, tid);
   barrier();
-  for (uint c = c0; c < chunks; ++c) {
+  for (uint c = 0; c < chunks; ++c) {
     const uint b = c & 1u, base = b * SLOT;
     if (c + 1u < chunks) fetch(t0, r0, c + 1u, tid);  // in flight during this chunk's work
     if (c % per_group == 0u && (ABLATE & 1u) == 0u) {  // a group's first chunk: its sums start
@@ -206,15 +202,6 @@ void main() {
   if (ABLATE != 0u)  // (measurement: the left-out parts' inputs reach the result)
     [[unroll]] for (uint i = 0; i < 2u; ++i)[[unroll]] for (uint j = 0; j < JN; ++j)
       [[unroll]] for (uint e = 0; e < CE; ++e) acc[i][j][e] += float(cd[i][j][e] ^ int(ablated));
-  if (SK > 1u) {
-    [[unroll]] for (uint i = 0; i < 2u; ++i)[[unroll]] for (uint e = 0; e < CE; ++e)
-      [[unroll]] for (uint j = 0; j < JN; ++j)
-        split_keep((mt + 16u * i + row[e]) * BN + mr + 8u * j + col[e], BT * BN, acc[i][j][e]);
-    if (!split_last()) return;
-    [[unroll]] for (uint i = 0; i < 2u; ++i)[[unroll]] for (uint e = 0; e < CE; ++e)
-      [[unroll]] for (uint j = 0; j < JN; ++j)
-        acc[i][j][e] = split_sum((mt + 16u * i + row[e]) * BN + mr + 8u * j + col[e], BT * BN);
-  }
   [[unroll]] for (uint i = 0; i < 2u; ++i)[[unroll]] for (uint e = 0; e < CE; ++e) {
     const uint t = t0 + mt + 16u * i + row[e];
     if (t >= pc.T) continue;
