@@ -22,18 +22,22 @@ namespace vkllm::testutil {
 
 struct WindowScenario {
   // Window 8 (the tiny-gemma3 twin's), blocks of 4, steps of 8 tokens: a request holds at most
-  // ceil((8 - 1 + 8) / 4) + 1 = 5 window blocks; three run at once.
-  static constexpr int kBlockTokens = 4, kStepTokens = 8, kRunning = 3, kWindow = 8;
-  static constexpr int kFullBlocks = 64, kWindowBlocks = 3 * 5;
+  // ceil((8 - 1 + 8) / 4) + 1 = 5 window blocks; four run at once.
+  static constexpr int kBlockTokens = 4, kStepTokens = 8, kRunning = 4, kWindow = 8;
+  static constexpr int kFullBlocks = 72, kWindowBlocks = 4 * 5;
   struct Request {
-    int arrival;
+    int arrival;  // the step it is added at; -1: the step after request 1 finished
     std::vector<int32_t> prompt;
     int max_new;
   };
+  // Request 5's prompt is request 1's tokens (its prompt and the 30 fed back) and one more: a
+  // prefix hit of 10 blocks, whose window blocks 8 and 9 request 1 held until it finished.
   std::vector<Request> requests = {
-      {0, ids(13, 1), 30}, {0, ids(5, 2), 40},  {2, ids(21, 3), 24},
-      {6, ids(3, 4), 36},  {9, ids(17, 1), 20},  // (its first 12 tokens are request 0's: a prefix
-                                                 // hit)
+      {0, ids(13, 1), 30},
+      {0, ids(5, 2), 40},
+      {2, ids(21, 3), 24},
+      {6, ids(3, 4), 36},
+      {-1, history(ids(13, 1), 1, 30), 12},
   };
   static std::vector<int32_t> ids(int n, int seed) {
     std::vector<int32_t> p;
@@ -43,6 +47,12 @@ struct WindowScenario {
   }
   static int32_t next_id(uint64_t id, int k) {
     return static_cast<int32_t>((id * 71 + k * 29) % 400);
+  }
+  // A prompt, the n tokens request id is fed back, and one more token.
+  static std::vector<int32_t> history(std::vector<int32_t> p, uint64_t id, int n) {
+    for (int k = 0; k < n; ++k) p.push_back(next_id(id, k));
+    p.push_back(7);
+    return p;
   }
 
   // One work item of a step: request id computes positions begin..end-1 (these tokens).
@@ -75,9 +85,11 @@ struct WindowScenario {
     Run run;
     std::map<int, std::set<uint64_t>> holders;  // window block -> requests that held it
     size_t done = 0;
+    int first_done = -2;  // the step request 1 finished at
     for (int step = 0; done < requests.size() && step < 1000; ++step) {
       for (size_t r = 0; r < requests.size(); ++r)
-        if (requests[r].arrival == step) s.add(r + 1, requests[r].prompt, requests[r].max_new);
+        if (requests[r].arrival == step || (requests[r].arrival < 0 && first_done == step - 1))
+          s.add(r + 1, requests[r].prompt, requests[r].max_new);
       const batch::StepPlan plan = s.step();
       if (plan.empty()) continue;
       const batch::BlockManager& bm = s.blocks();
@@ -143,7 +155,10 @@ struct WindowScenario {
                            std::vector<float>(logits.begin() + static_cast<long>(o) * vocab,
                                               logits.begin() + static_cast<long>(o + 1) * vocab)});
         ++o;
-        if (s.on_token(it.id, next_id(it.id, s.generated(it.id)), false)) ++done;
+        if (s.on_token(it.id, next_id(it.id, s.generated(it.id)), false)) {
+          ++done;
+          if (it.id == 1) first_done = step;
+        }
       }
       run.steps.push_back(std::move(items));
     }
