@@ -178,7 +178,7 @@ TEST(VulkanGemma3, BatchedForwardWithWindows) {
 // scheduler's plans for five requests running to 4-7 windows' positions, the window pool of 20
 // blocks holding 5 a request, its blocks released past the window and handed to other requests.
 // The CPU's batched forward equals one CPU forward per request (a prefix hit's prompt prefilled
-// first), and Vulkan's agrees with it.
+// first), and Vulkan's agrees with it, with the fused attention runs and without.
 TEST(VulkanGemma3, BatchedWindowPoolReleasesAndReusesBlocks) {
   ArtifactReader r(artifact());
   const int vocab = r.desc().vocab;
@@ -203,8 +203,11 @@ TEST(VulkanGemma3, BatchedWindowPoolReleasesAndReusesBlocks) {
   EXPECT_EQ(want.prefix_hit_tokens, 40u);  // request 5's 10 blocks, in both pools
   const AgreementBounds& bounds = agreement_bounds("non-quantized");
   const uint64_t msgs = vk::validation_message_count();
-  {
-    auto loaded = load_vulkan_program(r.program(), r, validated());
+  for (const bool fused : {true, false}) {  // the attention runs, and the unfused attention ops
+    SCOPED_TRACE(fused ? "fused" : "unfused");
+    VulkanOptions o = validated();
+    o.no_fusion = !fused;
+    auto loaded = load_vulkan_program(r.program(), r, o);
     auto gpu = loaded->make_batch_executor(sc.kFullBlocks, sc.kBlockTokens, 32, sc.kWindowBlocks);
     const auto got = sc.run_batched(*gpu, vocab);
     expect_batch_agrees(got.out, want.out, bounds.max_nmse, bounds.max_tie_margin);
