@@ -232,13 +232,16 @@ class VKLLM_API Session {
 // chunks of the prompts being prefilled), then samples each request's next token with its own
 // options. The KV cache is a pool of fixed-size blocks from a memory budget: a request holds the
 // blocks of its tokens, and requests that start with the same tokens share the blocks of that
-// prefix. Requests are admitted first come first served while the pool and max_sequences allow;
+// prefix. A model with sliding-window layers beside full ones keeps those layers' KV in a pool of
+// its own that holds only each request's window (docs/serve.md, "Sliding-window layers in the
+// pool"). Requests are admitted first come first served while the pool and max_sequences allow;
 // when the pool runs out, the newest running request is preempted (its KV recomputed later).
 // A request's tokens are those Session::generate gives for the same prompt and options alone.
 struct EngineOptions {
   int max_sequences = 16;  // requests in the running batch at once (more wait)
   // KV pool size in bytes. 0: room for max_sequences requests at the full context length (plus
-  // one spare block).
+  // one spare block). With sliding-window layers, split between the two pools as docs/serve.md
+  // says.
   uint64_t kv_budget_bytes = 0;
   int block_tokens = 16;  // token rows per KV block
   int step_tokens = 512;  // tokens one step computes (decodes and prefill chunks); >= max_sequences
@@ -266,6 +269,11 @@ struct EngineStats {
   int kv_blocks_used = 0, kv_blocks_cached = 0, kv_blocks_total = 0;
   int block_tokens = 0;
   uint64_t kv_block_bytes = 0;
+  // The sliding-window layers' pool, where they have one (kv_window > 0: their window in tokens;
+  // the kv_blocks_* above are then the full-attention layers' pool): blocks of block_tokens.
+  int kv_window = 0;
+  int kv_window_blocks_used = 0, kv_window_blocks_cached = 0, kv_window_blocks_total = 0;
+  uint64_t kv_window_block_bytes = 0;
   uint64_t prefix_hit_tokens = 0;  // prompt tokens served from the prefix cache, all requests
   uint64_t preemptions = 0, steps = 0;
 };

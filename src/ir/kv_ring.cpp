@@ -26,12 +26,9 @@ bool is_cache(const Program& p, int32_t t) {
          p.tensors[static_cast<size_t>(t)].kind == TensorKind::KVCache;
 }
 
-}  // namespace
-
-Program with_ring_caches(const Program& p, int64_t forward_tokens) {
-  p.validate();
-  // Per cache: the largest window of its readers, or -1 once any reader is not a windowed
-  // attention op reading it as a cache.
+// Per cache that some op reads: the largest window of its readers, or -1 once any reader is not a
+// windowed attention op reading it as a cache.
+std::map<int32_t, int64_t> cache_windows(const Program& p) {
   std::map<int32_t, int64_t> window;
   for (const Op& o : p.ops)
     for (size_t i = 0; i < o.inputs.size(); ++i) {
@@ -41,6 +38,14 @@ Program with_ring_caches(const Program& p, int64_t forward_tokens) {
       auto [it, fresh] = window.emplace(t, w > 0 ? w : -1);
       if (!fresh) it->second = it->second < 0 || w <= 0 ? -1 : std::max(it->second, w);
     }
+  return window;
+}
+
+}  // namespace
+
+Program with_ring_caches(const Program& p, int64_t forward_tokens) {
+  p.validate();
+  const std::map<int32_t, int64_t> window = cache_windows(p);
   Program q = p;
   for (const auto& [t, w] : window) {
     TensorDecl& d = q.tensors[static_cast<size_t>(t)];
@@ -48,6 +53,38 @@ Program with_ring_caches(const Program& p, int64_t forward_tokens) {
       d.shape[0] = std::min(d.shape[0], ring_rows(p.max_ctx, w, forward_tokens));
   }
   return q;
+}
+
+KvGroups kv_groups(const Program& p) {
+  p.validate();
+  const std::map<int32_t, int64_t> window = cache_windows(p);
+  int64_t widest = 0;  // the window group's window (0: none)
+  bool full = false;
+  for (size_t t = 0; t < p.tensors.size(); ++t) {
+    if (!is_cache(p, static_cast<int32_t>(t))) continue;
+    const auto it = window.find(static_cast<int32_t>(t));
+    if (it != window.end() && it->second > 0)
+      widest = std::max(widest, it->second);
+    else
+      full = true;
+  }
+  if (!full && widest == 0) fail("program: no KV cache");
+  KvGroups g;
+  if (full) g.windows.push_back(0);
+  if (widest > 0) g.windows.push_back(widest);
+  g.bytes_per_token.assign(g.windows.size(), 0);
+  g.of_tensor.assign(p.tensors.size(), -1);
+  for (size_t t = 0; t < p.tensors.size(); ++t) {
+    const TensorDecl& d = p.tensors[t];
+    if (d.kind != TensorKind::KVCache) continue;
+    const auto it = window.find(static_cast<int32_t>(t));
+    const int k = full && it != window.end() && it->second > 0 ? 1 : 0;
+    g.of_tensor[t] = k;
+    if (d.shape.size() == 2 && d.shape[0] > 0)
+      g.bytes_per_token[static_cast<size_t>(k)] +=
+          dtype_nbytes(d.dtype, d.shape) / static_cast<uint64_t>(d.shape[0]);
+  }
+  return g;
 }
 
 int64_t attention_cache_rows(const Program& p, const Op& o) {

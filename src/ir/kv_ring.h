@@ -39,6 +39,18 @@ int64_t attention_cache_rows(const Program& p, const Op& o);
 // Error where an op's caches are malformed (attention_cache_rows).
 int ring_forward_tokens(const Program& p);
 
+// The KV groups of a batched pool (docs/serve.md "Sliding-window layers in the pool"): the caches
+// that only windowed attention ops read (the sliding-window layers') form the window group, the
+// others the full group. Full comes first; a program with caches of one kind has one group.
+struct KvGroups {
+  std::vector<int64_t> windows;  // per group: 0 (full attention) or the largest window of its ops
+  std::vector<int> of_tensor;    // per tensor: its group, -1 where it is no KV cache
+  std::vector<uint64_t> bytes_per_token;  // per group: K and V bytes of one position, all layers
+  int size() const { return static_cast<int>(windows.size()); }
+};
+// Error on a malformed program (Program::validate) or one without KV caches.
+KvGroups kv_groups(const Program& p);
+
 // What a single sequence's rings still hold, for continuing after a rewind (a session keeping a
 // prefix of its context): forwards write every position from theirs on, so a ring of R rows holds
 // position j while no position j + R or later has been written since j was. A forward at position

@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "grammar/grammar.h"
+#include "ir/kv_ring.h"
 #include "runtime/constraint.h"
 #include "runtime/model_impl.h"
 #include "runtime/scheduler.h"
@@ -23,14 +24,59 @@ namespace vkllm {
 
 namespace {
 
-// KV bytes of one token row: every KVCache tensor's bytes over its rows.
-uint64_t kv_bytes_per_token(const Program& p) {
-  uint64_t b = 0;
-  for (const TensorDecl& t : p.tensors)
-    if (t.kind == TensorKind::KVCache && t.shape[0] > 0)
-      b += dtype_nbytes(t.dtype, t.shape) / static_cast<uint64_t>(t.shape[0]);
-  if (b == 0) fail("the model's program has no KV cache");
-  return b;
+// The pools of an engine (docs/serve.md, "Sliding-window layers in the pool"): one for every
+// cache, or, where the sliding-window layers' window holds fewer blocks than the context, the full
+// layers' pool (group 0) and the sliding layers' (group 1).
+struct Pools {
+  std::vector<batch::KvGroupConfig> groups;  // (one: a full group of every cache)
+  uint64_t block_bytes = 0, window_block_bytes = 0;
+};
+
+Pools plan_pools(const Program& p, const EngineOptions& o) {
+  const KvGroups kg = kv_groups(p);
+  const uint64_t bt = static_cast<uint64_t>(o.block_tokens);
+  const uint64_t seq_blocks = (static_cast<uint64_t>(p.max_ctx) + bt - 1) / bt;
+  const uint64_t n = static_cast<uint64_t>(o.max_sequences);
+  uint64_t all = 0;
+  for (uint64_t b : kg.bytes_per_token) all += b;
+  if (all == 0) fail("the model's program has no KV cache");
+  const bool split = kg.size() == 2 && kg.bytes_per_token[0] > 0 && kg.bytes_per_token[1] > 0 &&
+                     static_cast<uint64_t>(batch::window_seq_blocks(kg.windows[1], o.block_tokens,
+                                                                    o.step_tokens)) < seq_blocks;
+  Pools r;
+  r.block_bytes = (split ? kg.bytes_per_token[0] : all) * bt;
+  uint64_t window = 0;  // the window pool's blocks
+  uint64_t budget = o.kv_budget_bytes;
+  if (split) {
+    const int64_t w = kg.windows[1];
+    const uint64_t wseq =
+        static_cast<uint64_t>(batch::window_seq_blocks(w, o.block_tokens, o.step_tokens));
+    r.window_block_bytes = kg.bytes_per_token[1] * bt;
+    if (budget == 0) {
+      window = wseq * n;
+    } else {
+      // As many sequences' bounded window as the budget holds sequences at the full context
+      // (at least one, at most max_sequences); the full layers' pool takes the rest.
+      const uint64_t whole = budget / (r.block_bytes * seq_blocks + r.window_block_bytes * wseq);
+      window = wseq * std::clamp<uint64_t>(whole, 1, n);
+      if (window * r.window_block_bytes >= budget)
+        fail(
+            "engine: a KV budget of {} bytes cannot hold the sliding-window layers' {} blocks of "
+            "{} bytes that one sequence needs",
+            budget, wseq, r.window_block_bytes);
+      budget -= window * r.window_block_bytes;
+    }
+  }
+  // The default: every sequence at the full context, plus the spare block admission keeps.
+  uint64_t blocks = o.kv_budget_bytes > 0 ? budget / r.block_bytes : seq_blocks * n + 1;
+  if (blocks < 2)
+    fail("engine: a KV budget of {} bytes holds {} blocks of {} bytes; at least 2 are needed",
+         o.kv_budget_bytes, blocks, r.block_bytes);
+  r.groups.push_back({static_cast<int>(std::min<uint64_t>(blocks, INT32_MAX / 2)), 0});
+  if (split)
+    r.groups.push_back(
+        {static_cast<int>(std::min<uint64_t>(window, INT32_MAX / 2)), kg.windows[1]});
+  return r;
 }
 
 }  // namespace
@@ -56,7 +102,7 @@ struct __attribute__((visibility("hidden"))) Engine::Impl {
   std::shared_ptr<Model> model;
   EngineOptions opt;
   int max_ctx = 0, vocab = 0;
-  uint64_t block_bytes = 0;
+  uint64_t block_bytes = 0, window_block_bytes = 0;
   std::unique_ptr<BatchExecutor> ex;
   std::unique_ptr<batch::Scheduler> sched;
   std::unordered_map<uint64_t, std::unique_ptr<Req>> reqs;  // step() only
@@ -92,20 +138,12 @@ Engine::Engine(std::shared_ptr<Model> model, const EngineOptions& o)
   if (o.step_tokens < o.max_sequences || o.step_tokens > 65536)
     fail("engine: step_tokens {} must be in [max_sequences {}, 65536]", o.step_tokens,
          o.max_sequences);
-  const uint64_t per_token = kv_bytes_per_token(p);
-  e.block_bytes = per_token * static_cast<uint64_t>(o.block_tokens);
-  const uint64_t blocks_per_seq = (static_cast<uint64_t>(e.max_ctx) + o.block_tokens - 1) /
-                                  static_cast<uint64_t>(o.block_tokens);
-  // The default: every sequence at the full context, plus the spare block admission keeps.
-  uint64_t blocks = o.kv_budget_bytes > 0
-                        ? o.kv_budget_bytes / e.block_bytes
-                        : blocks_per_seq * static_cast<uint64_t>(o.max_sequences) + 1;
-  if (blocks < 2)
-    fail("engine: a KV budget of {} bytes holds {} blocks of {} bytes; at least 2 are needed",
-         o.kv_budget_bytes, blocks, e.block_bytes);
-  blocks = std::min<uint64_t>(blocks, INT32_MAX / 2);
+  const Pools pools = plan_pools(p, o);
+  e.block_bytes = pools.block_bytes;
+  e.window_block_bytes = pools.window_block_bytes;
   batch::SchedulerConfig sc;
-  sc.num_blocks = static_cast<int>(blocks);
+  sc.num_blocks = pools.groups[0].num_blocks;
+  sc.groups = pools.groups;
   sc.block_tokens = o.block_tokens;
   sc.max_running = o.max_sequences;
   sc.step_tokens = o.step_tokens;
@@ -114,7 +152,8 @@ Engine::Engine(std::shared_ptr<Model> model, const EngineOptions& o)
   e.sched = std::make_unique<batch::Scheduler>(sc);
   {
     std::lock_guard<std::mutex> lock(m.run_mu);
-    e.ex = m.loaded->make_batch_executor(sc.num_blocks, sc.block_tokens, sc.step_tokens);
+    e.ex = m.loaded->make_batch_executor(sc.num_blocks, sc.block_tokens, sc.step_tokens,
+                                         sc.groups.size() == 2 ? sc.groups[1].num_blocks : 0);
   }
   e.publish();
 }
@@ -145,7 +184,7 @@ uint64_t Engine::add(const std::vector<int32_t>& prompt, const GenerationOptions
   r->max_new = static_cast<int>(std::min<int64_t>(opts.max_new_tokens, e.max_ctx - n + 1));
   const int64_t bt = e.opt.block_tokens;
   const int64_t need = (n + r->max_new - 1 + bt - 1) / bt + 1;
-  if (need > e.sched->blocks().total_blocks())
+  if (!e.sched->blocks().fits_alone(n + r->max_new - 1, 1))
     fail("the request needs {} KV blocks of {} tokens, the pool has {} (raise the KV budget)", need,
          bt, e.sched->blocks().total_blocks());
   r->sampler.add_context(prompt);
@@ -191,6 +230,14 @@ void Engine::Impl::publish() {
   snapshot.kv_blocks_total = sched->blocks().total_blocks();
   snapshot.block_tokens = opt.block_tokens;
   snapshot.kv_block_bytes = block_bytes;
+  const batch::BlockManager& bm = sched->blocks();
+  if (bm.groups() == 2) {
+    snapshot.kv_window = static_cast<int>(bm.window(1));
+    snapshot.kv_window_blocks_used = c.window_blocks_used;
+    snapshot.kv_window_blocks_cached = c.window_blocks_cached;
+    snapshot.kv_window_blocks_total = bm.total_blocks(1);
+    snapshot.kv_window_block_bytes = window_block_bytes;
+  }
   snapshot.prefix_hit_tokens = c.prefix_hit_tokens;
   snapshot.preemptions = c.preemptions;
   snapshot.steps = c.steps;
@@ -302,15 +349,15 @@ std::vector<EngineEvent> Engine::Impl::step() {
     return events;
   }
   // The rows: every work item's tokens, sequences numbered in plan order.
-  std::vector<int32_t> ids, pos, seq, out_rows, table;
+  std::vector<int32_t> ids, pos, seq, out_rows, table, window_table;
   std::vector<uint64_t> out_ids;
-  std::vector<const std::vector<batch::BlockId>*> tables;
+  std::vector<batch::SeqId> seqs;
   bool want_logits = false;
   for (const auto* list : {&plan.decode, &plan.prefill})
     for (const batch::Work& w : *list) {
       const std::vector<int32_t>& toks = sched->tokens(w.id);
-      const int s = static_cast<int>(tables.size());
-      tables.push_back(&sched->blocks().block_table(w.id));
+      const int s = static_cast<int>(seqs.size());
+      seqs.push_back(w.id);
       for (int p = w.begin; p < w.end; ++p) {
         ids.push_back(toks[static_cast<size_t>(p)]);
         pos.push_back(p);
@@ -324,11 +371,21 @@ std::vector<EngineEvent> Engine::Impl::step() {
     }
   // A step of prefill chunks alone still needs an output row (its token is not used).
   if (out_rows.empty()) out_rows.push_back(static_cast<int32_t>(ids.size()) - 1);
+  // The block tables, one row per sequence in each group; the entries a window group released or
+  // has not allocated yet (past its scheduled forward) are never read: block 0 stands in.
+  const batch::BlockManager& bm = sched->blocks();
   size_t stride = 1;
-  for (const auto* t : tables) stride = std::max(stride, t->size());
-  table.assign(tables.size() * stride, 0);
-  for (size_t s = 0; s < tables.size(); ++s)
-    std::copy(tables[s]->begin(), tables[s]->end(), table.begin() + static_cast<long>(s * stride));
+  for (batch::SeqId id : seqs)
+    for (int g = 0; g < bm.groups(); ++g) stride = std::max(stride, bm.block_table(id, g).size());
+  for (int g = 0; g < bm.groups(); ++g) {
+    std::vector<int32_t>& t = g == 0 ? table : window_table;
+    t.assign(seqs.size() * stride, 0);
+    for (size_t s = 0; s < seqs.size(); ++s) {
+      const std::vector<batch::BlockId>& ids_g = bm.block_table(seqs[s], g);
+      for (size_t i = 0; i < ids_g.size(); ++i)
+        t[s * stride + i] = std::max<batch::BlockId>(ids_g[i], 0);
+    }
+  }
   std::vector<int32_t> next(out_rows.size());
   if (want_logits) logits.resize(out_rows.size() * static_cast<size_t>(vocab));
   BatchForward b;
@@ -336,8 +393,9 @@ std::vector<EngineEvent> Engine::Impl::step() {
   b.ids = ids.data();
   b.pos = pos.data();
   b.seq = seq.data();
-  b.n_seqs = static_cast<int>(tables.size());
+  b.n_seqs = static_cast<int>(seqs.size());
   b.block_table = table.data();
+  b.window_table = window_table.empty() ? nullptr : window_table.data();
   b.table_stride = static_cast<int>(stride);
   b.out_rows = out_rows.data();
   b.n_out = static_cast<int>(out_rows.size());

@@ -26,18 +26,57 @@ int kv_blocks_for_budget(uint64_t budget_bytes, const KvGeometry& g, int block_t
   return static_cast<int>(std::min<uint64_t>(n, INT32_MAX));
 }
 
-BlockManager::BlockManager(int num_blocks, int block_tokens) : block_tokens_(block_tokens) {
-  if (num_blocks < 1 || block_tokens < 1)
-    fail("kv blocks: need at least one block of at least one token (got {} blocks of {})",
-         num_blocks, block_tokens);
-  blocks_.resize(num_blocks);
-  free_.reserve(num_blocks);
-  // Reversed so that allocation hands out block 0 first (readable tables in tests and logs).
-  for (int b = num_blocks - 1; b >= 0; --b) free_.push_back(b);
+int window_seq_blocks(int64_t window, int block_tokens, int max_forward_tokens) {
+  if (window < 1 || block_tokens < 1 || max_forward_tokens < 1)
+    fail("kv blocks: window {}, block tokens {}, forward tokens {} must all be positive", window,
+         block_tokens, max_forward_tokens);
+  const int64_t n = (window - 1 + max_forward_tokens + block_tokens - 1) / block_tokens + 1;
+  if (n > INT32_MAX / 2) fail("kv blocks: a window of {} tokens is too long", window);
+  return static_cast<int>(n);
+}
+
+BlockManager::BlockManager(int num_blocks, int block_tokens)
+    : BlockManager(std::vector<KvGroupConfig>{{num_blocks, 0}}, block_tokens, INT_MAX) {}
+
+BlockManager::BlockManager(const std::vector<KvGroupConfig>& groups, int block_tokens,
+                           int max_forward_tokens)
+    : block_tokens_(block_tokens), max_forward_tokens_(max_forward_tokens) {
+  if (block_tokens < 1 || max_forward_tokens < 1 || groups.empty() || groups[0].num_blocks < 1)
+    fail(
+        "kv blocks: need at least one block of at least one token (got {} blocks of {}, forwards "
+        "of {})",
+        groups.empty() ? 0 : groups[0].num_blocks, block_tokens, max_forward_tokens);
+  if (groups.empty() || groups.size() > 2 ||
+      (groups.size() == 2 && (groups[0].window > 0) == (groups[1].window > 0)))
+    fail("kv blocks: {} groups (one or two: at most one full and one windowed)", groups.size());
+  for (const KvGroupConfig& g : groups) {
+    if (g.window < 0) fail("kv blocks: a group of window {}", g.window);
+    Pool q;
+    q.window = g.window;
+    q.seq_blocks = g.window > 0 ? window_seq_blocks(g.window, block_tokens, max_forward_tokens) : 0;
+    if (g.num_blocks < std::max(1, q.seq_blocks))
+      fail("kv blocks: need at least {} blocks of {} tokens in a group of window {} (got {})",
+           std::max(1, q.seq_blocks), block_tokens, g.window, g.num_blocks);
+    q.blocks.resize(g.num_blocks);
+    q.free.reserve(g.num_blocks);
+    // Reversed so that allocation hands out block 0 first (readable tables in tests and logs).
+    for (int b = g.num_blocks - 1; b >= 0; --b) q.free.push_back(b);
+    pools_.push_back(std::move(q));
+  }
+}
+
+const BlockManager::Pool& BlockManager::pool(int g) const {
+  if (g < 0 || g >= groups()) fail("kv blocks: group {} of {}", g, groups());
+  return pools_[static_cast<size_t>(g)];
 }
 
 int BlockManager::blocks_for(int64_t tokens) const {
   return static_cast<int>((tokens + block_tokens_ - 1) / block_tokens_);
+}
+
+int BlockManager::first_read_block(const Pool& q, int64_t pos) const {
+  if (q.window == 0) return 0;
+  return static_cast<int>(std::max<int64_t>(0, pos - q.window + 1) / block_tokens_);
 }
 
 uint64_t BlockManager::block_hash(uint64_t parent, std::span<const int32_t> tokens) {
@@ -60,104 +99,184 @@ uint64_t BlockManager::block_hash(uint64_t parent, std::span<const int32_t> toke
 }
 
 BlockManager::Hit BlockManager::find_prefix(std::span<const int32_t> tokens) const {
-  Hit hit;
   // Only full blocks before the last token: the sequence computes at least its last token (its
   // logits give the next one), and that row must land in a private block.
-  const size_t full = tokens.empty() ? 0 : (tokens.size() - 1) / block_tokens_;
-  uint64_t parent_hash = 0, parent_uid = 0;
-  for (size_t i = 0; i < full; ++i) {
-    auto part = tokens.subspan(i * block_tokens_, block_tokens_);
-    uint64_t h = block_hash(parent_hash, part);
-    auto it = cache_.find(h);
-    if (it == cache_.end()) break;
-    const Block& b = blocks_[it->second];
-    if (b.parent_uid != parent_uid ||
-        !std::equal(part.begin(), part.end(), b.tokens.begin(), b.tokens.end()))
-      break;  // a collision: not this prefix
-    hit.blocks.push_back(it->second);
-    if (b.refs == 0) ++hit.revived;
-    parent_hash = h;
-    parent_uid = b.uid;
+  const int full = tokens.empty() ? 0 : static_cast<int>((tokens.size() - 1) / block_tokens_);
+  std::vector<uint64_t> hash(static_cast<size_t>(full));  // the chain's hash of each block
+  uint64_t parent = 0;
+  for (int i = 0; i < full; ++i)
+    hash[i] = parent =
+        block_hash(parent, tokens.subspan(static_cast<size_t>(i) * block_tokens_, block_tokens_));
+  auto part = [&](int i) {
+    return tokens.subspan(static_cast<size_t>(i) * block_tokens_, block_tokens_);
+  };
+  auto same = [&](const Block& b, int i) {
+    auto t = part(i);
+    return std::equal(t.begin(), t.end(), b.tokens.begin(), b.tokens.end());
+  };
+  // cached[g][i]: group g's block holding block i of this prefix, or kNoBlock.
+  std::vector<std::vector<BlockId>> cached(pools_.size());
+  int n = full;
+  for (size_t g = 0; g < pools_.size(); ++g) {
+    const Pool& q = pools_[g];
+    cached[g].assign(static_cast<size_t>(full), kNoBlock);
+    uint64_t parent_uid = 0;
+    for (int i = 0; i < full; ++i) {
+      auto it = q.cache.find(hash[i]);
+      if (it == q.cache.end()) {
+        if (q.window == 0) break;
+        continue;
+      }
+      const Block& b = q.blocks[it->second];
+      const bool parent_ok =
+          q.window == 0 ? b.parent_uid == parent_uid : b.parent_hash == (i > 0 ? hash[i - 1] : 0);
+      if (!parent_ok || !same(b, i)) {  // a collision: not this prefix
+        if (q.window == 0) break;
+        continue;
+      }
+      cached[g][i] = it->second;
+      parent_uid = b.uid;
+    }
+  }
+  // The longest n whose first forward finds what it reads in every group.
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t g = 0; g < pools_.size(); ++g) {
+      auto ok = [&](int m) {
+        for (int i = first_read_block(pools_[g], int64_t(m) * block_tokens_); i < m; ++i)
+          if (cached[g][i] == kNoBlock) return false;
+        return true;
+      };
+      while (n > 0 && !ok(n)) --n, changed = true;
+    }
+  }
+  Hit hit;
+  hit.n = n;
+  hit.hash = n > 0 ? hash[n - 1] : 0;
+  for (size_t g = 0; g < pools_.size(); ++g) {
+    const int first = std::min(n, first_read_block(pools_[g], int64_t(n) * block_tokens_));
+    hit.first.push_back(first);
+    hit.ids.emplace_back(cached[g].begin() + first, cached[g].begin() + n);
+    int revived = 0;
+    for (BlockId b : hit.ids.back()) revived += pools_[g].blocks[b].refs == 0;
+    hit.revived.push_back(revived);
   }
   return hit;
 }
 
+int BlockManager::full_need(std::span<const int32_t> tokens, const Hit& hit, int g) const {
+  return blocks_for(static_cast<int64_t>(tokens.size())) - hit.n + hit.revived[g];
+}
+
 BlockManager::AddCost BlockManager::add_cost(std::span<const int32_t> tokens) const {
-  Hit hit = find_prefix(tokens);
-  int n = static_cast<int>(hit.blocks.size());
-  return {blocks_for(static_cast<int64_t>(tokens.size())) - n + hit.revived, n * block_tokens_};
+  const Hit hit = find_prefix(tokens);
+  AddCost c{0, hit.n * block_tokens_};
+  for (int g = 0; g < groups(); ++g)
+    if (pools_[g].window == 0) c.blocks = std::max(c.blocks, full_need(tokens, hit, g));
+  return c;
 }
 
 bool BlockManager::can_add(std::span<const int32_t> tokens, int reserve_blocks) const {
-  return add_cost(tokens).blocks + int64_t(std::max(reserve_blocks, 0)) <=
-         free_blocks() + cached_blocks();
+  const Hit hit = find_prefix(tokens);
+  for (int g = 0; g < groups(); ++g) {
+    const Pool& q = pools_[g];
+    if (q.window == 0 ? full_need(tokens, hit, g) + int64_t(std::max(reserve_blocks, 0)) >
+                            int64_t(q.free.size() + q.lru.size())
+                      : int64_t(sequences() + 1) * q.seq_blocks > int64_t(q.blocks.size()))
+      return false;
+  }
+  return true;
 }
 
-BlockId BlockManager::allocate() {
+bool BlockManager::fits_alone(int64_t tokens, int reserve_blocks) const {
+  for (const Pool& q : pools_)
+    if (q.window == 0
+            ? blocks_for(tokens) + int64_t(std::max(reserve_blocks, 0)) > int64_t(q.blocks.size())
+            : q.seq_blocks > static_cast<int>(q.blocks.size()))
+      return false;
+  return true;
+}
+
+BlockId BlockManager::allocate(Pool& q) {
   BlockId b;
-  if (!free_.empty()) {
-    b = free_.back();
-    free_.pop_back();
+  if (!q.free.empty()) {
+    b = q.free.back();
+    q.free.pop_back();
   } else {
-    if (lru_.empty()) fail("kv blocks: the pool is exhausted (an internal accounting error)");
-    b = lru_.front();
-    lru_.pop_front();
-    Block& e = blocks_[b];
-    cache_.erase(e.hash);
+    if (q.lru.empty()) fail("kv blocks: the pool is exhausted (an internal accounting error)");
+    b = q.lru.front();
+    q.lru.pop_front();
+    Block& e = q.blocks[b];
+    q.cache.erase(e.hash);
     e = Block{};
   }
-  blocks_[b].refs = 1;
-  ++used_;
+  q.blocks[b].refs = 1;
+  ++q.used;
   return b;
 }
 
-void BlockManager::release(BlockId id) {
-  Block& b = blocks_[id];
+void BlockManager::release(Pool& q, BlockId id) {
+  Block& b = q.blocks[id];
   if (--b.refs > 0) return;
-  --used_;
+  --q.used;
   if (b.published) {
-    lru_.push_back(id);
-    b.lru_pos = std::prev(lru_.end());
+    q.lru.push_back(id);
+    b.lru_pos = std::prev(q.lru.end());
   } else {
-    free_.push_back(id);
+    q.free.push_back(id);
   }
 }
 
 int BlockManager::add_sequence(SeqId id, std::span<const int32_t> tokens) {
   if (seqs_.count(id)) fail("kv blocks: sequence {} already exists", id);
   if (tokens.empty()) fail("kv blocks: sequence {} has no tokens", id);
-  Hit hit = find_prefix(tokens);
-  const int n_hit = static_cast<int>(hit.blocks.size());
-  const int need = blocks_for(static_cast<int64_t>(tokens.size())) - n_hit + hit.revived;
-  if (need > free_blocks() + cached_blocks())
-    fail("kv blocks: sequence {} needs {} blocks, {} are available", id, need,
-         free_blocks() + cached_blocks());
+  const Hit hit = find_prefix(tokens);
+  for (int g = 0; g < groups(); ++g) {
+    const Pool& q = pools_[g];
+    const int avail = static_cast<int>(q.free.size() + q.lru.size());
+    const int need = q.window == 0 ? full_need(tokens, hit, g) : hit.revived[g];
+    if (need > avail)
+      fail("kv blocks: sequence {} needs {} blocks, {} are available", id, need, avail);
+  }
   Seq s;
   s.tokens.assign(tokens.begin(), tokens.end());
-  for (BlockId b : hit.blocks) {
-    Block& blk = blocks_[b];
-    if (blk.refs++ == 0) {
-      lru_.erase(blk.lru_pos);
-      ++used_;
+  for (int g = 0; g < groups(); ++g) {
+    Pool& q = pools_[g];
+    Table t;
+    t.ids.assign(static_cast<size_t>(hit.first[g]), kNoBlock);
+    t.released = hit.first[g];
+    for (BlockId b : hit.ids[g]) {
+      Block& blk = q.blocks[b];
+      if (blk.refs++ == 0) {
+        q.lru.erase(blk.lru_pos);
+        ++q.used;
+      }
+      t.ids.push_back(b);
+      t.chain_uid = blk.uid;
     }
-    s.table.push_back(b);
-    s.chain_hash = blk.hash;
-    s.chain_uid = blk.uid;
+    t.published = hit.n;
+    t.chain_hash = hit.hash;
+    if (q.window == 0)
+      while (static_cast<int>(t.ids.size()) < blocks_for(static_cast<int64_t>(tokens.size())))
+        t.ids.push_back(allocate(q));
+    s.tables.push_back(std::move(t));
   }
-  s.published = n_hit;
-  s.computed = n_hit * block_tokens_;
-  while (static_cast<int>(s.table.size()) < blocks_for(static_cast<int64_t>(tokens.size())))
-    s.table.push_back(allocate());
+  s.computed = hit.n * block_tokens_;
   seqs_.emplace(id, std::move(s));
-  return n_hit * block_tokens_;
+  return hit.n * block_tokens_;
 }
 
 bool BlockManager::can_append(SeqId id, int k) const {
   const Seq& s = seq(id, "can_append");
   if (k < 0) return false;
-  int need =
-      blocks_for(static_cast<int64_t>(s.tokens.size()) + k) - static_cast<int>(s.table.size());
-  return need <= free_blocks() + cached_blocks();
+  for (int g = 0; g < groups(); ++g) {
+    const Pool& q = pools_[g];
+    if (q.window > 0) continue;
+    const int need = blocks_for(static_cast<int64_t>(s.tokens.size()) + k) -
+                     static_cast<int>(s.tables[g].ids.size());
+    if (need > static_cast<int>(q.free.size() + q.lru.size())) return false;
+  }
+  return true;
 }
 
 void BlockManager::append(SeqId id, std::span<const int32_t> tokens) {
@@ -166,8 +285,82 @@ void BlockManager::append(SeqId id, std::span<const int32_t> tokens) {
     fail("kv blocks: sequence {} cannot grow by {} tokens: {} blocks are available", id,
          tokens.size(), free_blocks() + cached_blocks());
   s.tokens.insert(s.tokens.end(), tokens.begin(), tokens.end());
-  while (static_cast<int>(s.table.size()) < blocks_for(static_cast<int64_t>(s.tokens.size())))
-    s.table.push_back(allocate());
+  for (int g = 0; g < groups(); ++g) {
+    if (pools_[g].window > 0) continue;
+    std::vector<BlockId>& ids = s.tables[g].ids;
+    while (static_cast<int>(ids.size()) < blocks_for(static_cast<int64_t>(s.tokens.size())))
+      ids.push_back(allocate(pools_[g]));
+  }
+}
+
+void BlockManager::schedule(SeqId id, int begin, int end) {
+  Seq& s = seq(id, "schedule");
+  if (begin < 0 || begin >= end || end > static_cast<int>(s.tokens.size()) ||
+      end - begin > max_forward_tokens_)
+    fail("kv blocks: sequence {} schedules positions [{}, {}) of {} (at most {} a forward)", id,
+         begin, end, s.tokens.size(), max_forward_tokens_);
+  for (int g = 0; g < groups(); ++g) {
+    Pool& q = pools_[g];
+    if (q.window == 0) continue;
+    Table& t = s.tables[g];
+    const int first = first_read_block(q, begin);
+    if (first < t.released)
+      fail("kv blocks: sequence {} schedules position {}, whose window's block {} was released", id,
+           begin, t.released - 1);
+    for (; t.released < std::min<int>(first, static_cast<int>(t.ids.size())); ++t.released) {
+      BlockId& b = t.ids[static_cast<size_t>(t.released)];
+      release(q, b);
+      b = kNoBlock;
+    }
+    const int want = blocks_for(end);
+    const int room = static_cast<int>(q.free.size() + q.lru.size());
+    if (want - static_cast<int>(t.ids.size()) > room)
+      fail("kv blocks: sequence {} needs {} window blocks, {} are available", id,
+           want - static_cast<int>(t.ids.size()), room);
+    while (static_cast<int>(t.ids.size()) < want) {
+      // (a block below the window is never read: it is not allocated)
+      if (static_cast<int>(t.ids.size()) < first) {
+        t.ids.push_back(kNoBlock);
+        t.released = static_cast<int>(t.ids.size());
+      } else {
+        t.ids.push_back(allocate(q));
+      }
+    }
+  }
+}
+
+void BlockManager::publish(Pool& q, Table& t, const Seq& s, int full) {
+  for (; t.published < full; ++t.published) {
+    if (t.chain_broken) continue;
+    const BlockId b = t.ids[static_cast<size_t>(t.published)];
+    auto part = std::span<const int32_t>(s.tokens).subspan(
+        static_cast<size_t>(t.published) * block_tokens_, block_tokens_);
+    const uint64_t h = block_hash(t.chain_hash, part);
+    if (b == kNoBlock) {  // released past the window before its KV was computed: none after it
+      t.chain_broken = true;
+      continue;
+    }
+    Block& blk = q.blocks[b];
+    if (blk.published || q.cache.count(h)) {
+      // Another sequence published this content first (or a collision): keep the block
+      // private; the blocks after it cannot be reached through the cache either.
+      t.chain_broken = !blk.published;
+      if (blk.published) {
+        t.chain_hash = blk.hash;
+        t.chain_uid = blk.uid;
+      }
+      continue;
+    }
+    blk.published = true;
+    blk.hash = h;
+    blk.uid = next_uid_++;
+    blk.parent_uid = t.chain_uid;
+    blk.parent_hash = t.chain_hash;
+    blk.tokens.assign(part.begin(), part.end());
+    q.cache.emplace(h, b);
+    t.chain_hash = h;
+    t.chain_uid = blk.uid;
+  }
 }
 
 void BlockManager::mark_computed(SeqId id, int n) {
@@ -176,32 +369,10 @@ void BlockManager::mark_computed(SeqId id, int n) {
     fail("kv blocks: sequence {} marks {} tokens computed, it has {} computed of {}", id, n,
          s.computed, s.tokens.size());
   s.computed = n;
-  const int full = n / block_tokens_;
-  for (; s.published < full; ++s.published) {
-    if (s.chain_broken) continue;
-    const BlockId b = s.table[s.published];
-    Block& blk = blocks_[b];
-    auto part = std::span<const int32_t>(s.tokens).subspan(
-        static_cast<size_t>(s.published) * block_tokens_, block_tokens_);
-    const uint64_t h = block_hash(s.chain_hash, part);
-    if (blk.published || cache_.count(h)) {
-      // Another sequence published this content first (or a collision): keep the block
-      // private; the blocks after it cannot be reached through the cache either.
-      s.chain_broken = !blk.published;
-      if (blk.published) {
-        s.chain_hash = blk.hash;
-        s.chain_uid = blk.uid;
-      }
-      continue;
-    }
-    blk.published = true;
-    blk.hash = h;
-    blk.uid = next_uid_++;
-    blk.parent_uid = s.chain_uid;
-    blk.tokens.assign(part.begin(), part.end());
-    cache_.emplace(h, b);
-    s.chain_hash = h;
-    s.chain_uid = blk.uid;
+  for (int g = 0; g < groups(); ++g) {
+    Table& t = s.tables[g];
+    // (a window group's blocks past its last scheduled forward hold nothing yet)
+    publish(pools_[g], t, s, std::min<int>(n / block_tokens_, static_cast<int>(t.ids.size())));
   }
 }
 
@@ -209,7 +380,11 @@ void BlockManager::free(SeqId id) {
   auto it = seqs_.find(id);
   if (it == seqs_.end()) fail("kv blocks: free of unknown sequence {} (never added or freed)", id);
   // Last block first, so the LRU list evicts a sequence's tail before its (more shared) head.
-  for (auto b = it->second.table.rbegin(); b != it->second.table.rend(); ++b) release(*b);
+  for (int g = 0; g < groups(); ++g) {
+    const std::vector<BlockId>& ids = it->second.tables[g].ids;
+    for (auto b = ids.rbegin(); b != ids.rend(); ++b)
+      if (*b != kNoBlock) release(pools_[g], *b);
+  }
   seqs_.erase(it);
 }
 
@@ -225,8 +400,9 @@ BlockManager::Seq& BlockManager::seq(SeqId id, const char* what) {
   return it->second;
 }
 
-const std::vector<BlockId>& BlockManager::block_table(SeqId id) const {
-  return seq(id, "block_table").table;
+const std::vector<BlockId>& BlockManager::block_table(SeqId id, int g) const {
+  pool(g);
+  return seq(id, "block_table").tables[static_cast<size_t>(g)].ids;
 }
 const std::vector<int32_t>& BlockManager::tokens(SeqId id) const {
   return seq(id, "tokens").tokens;
@@ -236,62 +412,77 @@ int BlockManager::computed(SeqId id) const {
 }
 
 void BlockManager::check_invariants() const {
-  const int n = total_blocks();
-  std::vector<int> refs(n, 0);
-  for (const auto& [id, s] : seqs_) {
-    if (static_cast<int>(s.table.size()) != blocks_for(static_cast<int64_t>(s.tokens.size())))
-      fail("kv invariant: sequence {} has {} blocks for {} tokens", id, s.table.size(),
-           s.tokens.size());
-    if (s.computed > static_cast<int>(s.tokens.size()))
-      fail("kv invariant: sequence {} computed {} of {} tokens", id, s.computed, s.tokens.size());
-    for (size_t i = 0; i < s.table.size(); ++i) {
-      BlockId b = s.table[i];
-      if (b < 0 || b >= n) fail("kv invariant: sequence {} holds block {} out of range", id, b);
-      if (std::count(s.table.begin(), s.table.end(), b) != 1)
-        fail("kv invariant: sequence {} holds block {} twice", id, b);
-      ++refs[b];
-      // A shared block is full, published and holds this sequence's tokens at that place.
-      const Block& blk = blocks_[b];
-      if (blk.published &&
-          !std::equal(blk.tokens.begin(), blk.tokens.end(), s.tokens.begin() + i * block_tokens_))
-        fail("kv invariant: block {} of sequence {} holds other tokens", b, id);
-      if (blk.refs > 1 && !blk.published)
-        fail("kv invariant: block {} is shared but not published", b);
+  for (int g = 0; g < groups(); ++g) {
+    const Pool& q = pools_[g];
+    const int n = static_cast<int>(q.blocks.size());
+    std::vector<int> refs(n, 0);
+    for (const auto& [id, s] : seqs_) {
+      const Table& t = s.tables[g];
+      const int want = blocks_for(static_cast<int64_t>(s.tokens.size()));
+      if (q.window == 0 ? static_cast<int>(t.ids.size()) != want
+                        : static_cast<int>(t.ids.size()) > want)
+        fail("kv invariant: sequence {} has {} blocks of group {} for {} tokens", id, t.ids.size(),
+             g, s.tokens.size());
+      if (s.computed > static_cast<int>(s.tokens.size()))
+        fail("kv invariant: sequence {} computed {} of {} tokens", id, s.computed, s.tokens.size());
+      int held = 0;
+      for (size_t i = 0; i < t.ids.size(); ++i) {
+        BlockId b = t.ids[i];
+        if ((b == kNoBlock) != (static_cast<int>(i) < t.released))
+          fail("kv invariant: sequence {} entry {} of group {} is {} ({} released)", id, i, g, b,
+               t.released);
+        if (b == kNoBlock) continue;
+        if (b < 0 || b >= n) fail("kv invariant: sequence {} holds block {} out of range", id, b);
+        if (std::count(t.ids.begin(), t.ids.end(), b) != 1)
+          fail("kv invariant: sequence {} holds block {} twice", id, b);
+        ++refs[b];
+        ++held;
+        // A shared block is full, published and holds this sequence's tokens at that place.
+        const Block& blk = q.blocks[b];
+        if (blk.published &&
+            !std::equal(blk.tokens.begin(), blk.tokens.end(), s.tokens.begin() + i * block_tokens_))
+          fail("kv invariant: block {} of sequence {} holds other tokens", b, id);
+        if (blk.refs > 1 && !blk.published)
+          fail("kv invariant: block {} is shared but not published", b);
+      }
+      if (q.window > 0 && held > q.seq_blocks)
+        fail("kv invariant: sequence {} holds {} window blocks, the bound is {}", id, held,
+             q.seq_blocks);
     }
-  }
-  std::vector<int> where(n, 0);  // 1: free list, 2: LRU list
-  for (BlockId b : free_) {
-    if (b < 0 || b >= n || where[b]) fail("kv invariant: free list holds block {} badly", b);
-    where[b] = 1;
-    if (blocks_[b].published) fail("kv invariant: free block {} is published", b);
-  }
-  for (BlockId b : lru_) {
-    if (b < 0 || b >= n || where[b]) fail("kv invariant: cached list holds block {} badly", b);
-    where[b] = 2;
-    if (!blocks_[b].published) fail("kv invariant: cached block {} is not published", b);
-  }
-  int used = 0;
-  for (int b = 0; b < n; ++b) {
-    if (refs[b] != blocks_[b].refs)
-      fail("kv invariant: block {} counts {} references, the tables hold {}", b, blocks_[b].refs,
-           refs[b]);
-    if (refs[b] > 0 && where[b]) fail("kv invariant: block {} is held and also listed free", b);
-    if (refs[b] == 0 && !where[b])
-      fail("kv invariant: block {} is lost (neither held nor free)", b);
-    if (refs[b] > 0) ++used;
-    if (blocks_[b].published) {
-      auto it = cache_.find(blocks_[b].hash);
-      if (it == cache_.end() || it->second != b)
-        fail("kv invariant: published block {} is missing from the cache map", b);
+    std::vector<int> where(n, 0);  // 1: free list, 2: LRU list
+    for (BlockId b : q.free) {
+      if (b < 0 || b >= n || where[b]) fail("kv invariant: free list holds block {} badly", b);
+      where[b] = 1;
+      if (q.blocks[b].published) fail("kv invariant: free block {} is published", b);
     }
+    for (BlockId b : q.lru) {
+      if (b < 0 || b >= n || where[b]) fail("kv invariant: cached list holds block {} badly", b);
+      where[b] = 2;
+      if (!q.blocks[b].published) fail("kv invariant: cached block {} is not published", b);
+    }
+    int used = 0;
+    for (int b = 0; b < n; ++b) {
+      if (refs[b] != q.blocks[b].refs)
+        fail("kv invariant: block {} counts {} references, the tables hold {}", b, q.blocks[b].refs,
+             refs[b]);
+      if (refs[b] > 0 && where[b]) fail("kv invariant: block {} is held and also listed free", b);
+      if (refs[b] == 0 && !where[b])
+        fail("kv invariant: block {} is lost (neither held nor free)", b);
+      if (refs[b] > 0) ++used;
+      if (q.blocks[b].published) {
+        auto it = q.cache.find(q.blocks[b].hash);
+        if (it == q.cache.end() || it->second != b)
+          fail("kv invariant: published block {} is missing from the cache map", b);
+      }
+    }
+    if (used != q.used) fail("kv invariant: {} blocks in use, counted {}", used, q.used);
+    for (const auto& [h, b] : q.cache)
+      if (b < 0 || b >= n || !q.blocks[b].published || q.blocks[b].hash != h)
+        fail("kv invariant: the cache map names block {} wrongly", b);
+    if (q.used + static_cast<int>(q.free.size() + q.lru.size()) != n)
+      fail("kv invariant: used {} + free {} + cached {} != {}", q.used, q.free.size(), q.lru.size(),
+           n);
   }
-  if (used != used_) fail("kv invariant: {} blocks in use, counted {}", used, used_);
-  for (const auto& [h, b] : cache_)
-    if (b < 0 || b >= n || !blocks_[b].published || blocks_[b].hash != h)
-      fail("kv invariant: the cache map names block {} wrongly", b);
-  if (used_ + free_blocks() + cached_blocks() != n)
-    fail("kv invariant: used {} + free {} + cached {} != {}", used_, free_blocks(), cached_blocks(),
-         n);
 }
 
 }  // namespace vkllm::batch

@@ -26,9 +26,9 @@ class CpuLoaded final : public LoadedProgram {
  public:
   CpuLoaded(const Program& p, const WeightSource& w) : p_(p), w_(w) {}
   std::unique_ptr<Executor> make_executor() override { return make_cpu_executor(p_, w_); }
-  std::unique_ptr<BatchExecutor> make_batch_executor(int num_blocks, int block_tokens,
-                                                     int max_rows) override {
-    return make_cpu_batch_executor(p_, w_, num_blocks, block_tokens, max_rows);
+  std::unique_ptr<BatchExecutor> make_batch_executor(int num_blocks, int block_tokens, int max_rows,
+                                                     int window_blocks) override {
+    return make_cpu_batch_executor(p_, w_, num_blocks, block_tokens, max_rows, window_blocks);
   }
   std::string device_name() const override { return "cpu"; }
 

@@ -15,7 +15,8 @@ BlockManager make_pool(const SchedulerConfig& c) {
     fail("scheduler: step_tokens {} is below max_running {}: decodes would not fit a step",
          c.step_tokens, c.max_running);
   if (c.max_seq_tokens < 0) fail("scheduler: max_seq_tokens must not be negative");
-  return BlockManager(c.num_blocks, c.block_tokens);
+  if (c.groups.empty()) return BlockManager({{c.num_blocks, 0}}, c.block_tokens, c.step_tokens);
+  return BlockManager(c.groups, c.block_tokens, c.step_tokens);
 }
 
 }  // namespace
@@ -49,7 +50,7 @@ void Scheduler::add(SeqId id, std::span<const int32_t> prompt, int max_new_token
   // generated token, which is never fed back) with the one spare block admission keeps.
   const int64_t bt = cfg_.block_tokens;
   const int64_t need = (total - 1 + bt - 1) / bt + 1;
-  if (need > blocks_.total_blocks())
+  if (!blocks_.fits_alone(total - 1, 1))
     fail("scheduler: request {} needs {} blocks of {} tokens, the pool has {}", id, need, bt,
          blocks_.total_blocks());
   Request r;
@@ -125,6 +126,7 @@ StepPlan Scheduler::step() {
     const int len = std::min(n - r.computed, budget);
     if (len <= 0) return;
     Work w{id, r.computed, r.computed + len, r.computed + len == n};
+    blocks_.schedule(id, w.begin, w.end);
     if (w.samples) r.prefilled = r.due = true;
     r.computed = w.end;
     budget -= len;
@@ -135,6 +137,7 @@ StepPlan Scheduler::step() {
     if (!r.prefilled) continue;
     const int n = static_cast<int>(r.tokens.size());
     plan.decode.push_back({id, n - 1, n, true});
+    blocks_.schedule(id, n - 1, n);
     r.computed = n;
     r.due = true;
     --budget;
@@ -184,6 +187,11 @@ SchedulerCounters Scheduler::counters() const {
   c.blocks_used = blocks_.used_blocks();
   c.blocks_free = blocks_.free_blocks();
   c.blocks_cached = blocks_.cached_blocks();
+  if (blocks_.groups() == 2) {
+    c.window_blocks_used = blocks_.used_blocks(1);
+    c.window_blocks_free = blocks_.free_blocks(1);
+    c.window_blocks_cached = blocks_.cached_blocks(1);
+  }
   c.prefix_hit_tokens = prefix_hit_tokens_;
   c.preemptions = preemptions_;
   c.steps = steps_;

@@ -21,6 +21,10 @@
 //      max_running run, and the request's blocks (those its prefix hit does not cover) plus one
 //      spare fit; the head of the queue waits for room rather than being overtaken. No admission
 //      in a step that preempted. An admitted request's first chunk starts after its cached prefix.
+// Every work item of the plan is announced to the block manager (BlockManager::schedule): a window
+// group (sliding-window layers, kv_blocks.h) releases the blocks the sequence's window has passed
+// and allocates the item's own; admission and the preemption rule above count the full groups'
+// blocks, a window group admitting while it has room for every running sequence's bounded need.
 // A prefill chunk that reaches the end of the sequence's tokens samples a token (its last
 // position's logits), as every decode does. A sequence leaves when on_token reports eos or its
 // max_new_tokens-th token, or on cancel(); its blocks are freed at once.
@@ -41,6 +45,8 @@ struct SchedulerConfig {
   int max_running = 8;     // sequences in the batch at once (--parallel)
   int step_tokens = 512;   // tokens one step computes, decodes and prefill chunks together
   int max_seq_tokens = 0;  // prompt + max_new_tokens limit (the model's context); 0: none
+  // The KV groups (kv_blocks.h); empty: one full group of num_blocks blocks.
+  std::vector<KvGroupConfig> groups;
 };
 
 // Work on one sequence in a step: compute the KV of its tokens [begin, end). `samples`: end is
@@ -72,6 +78,10 @@ struct SchedulerCounters {
   int blocks_used = 0;
   int blocks_free = 0;
   int blocks_cached = 0;
+  // The window group's (sliding-window layers'), where the pool has one beside the full group.
+  int window_blocks_used = 0;
+  int window_blocks_free = 0;
+  int window_blocks_cached = 0;
   uint64_t prefix_hit_tokens = 0;  // tokens whose KV admission found in the prefix cache
   uint64_t preemptions = 0;
   uint64_t steps = 0;

@@ -89,6 +89,17 @@ std::string Metrics::render(const Gauges& g) const {
         "blocks.\n# TYPE vkllm_preemptions_total counter\nvkllm_preemptions_total {}\n",
         g.kv_blocks_used, g.kv_blocks_cached, g.kv_blocks_total, g.block_tokens,
         g.prefix_hit_tokens, g.preemptions);
+    if (g.kv_window_blocks_total > 0)
+      out += fmt::format(
+          "# HELP vkllm_kv_window_blocks_used Sliding-window layers' KV pool blocks held by "
+          "running requests.\n# TYPE vkllm_kv_window_blocks_used gauge\n"
+          "vkllm_kv_window_blocks_used {}\n"
+          "# HELP vkllm_kv_window_blocks_cached Sliding-window layers' KV pool blocks held only "
+          "by the prefix cache.\n# TYPE vkllm_kv_window_blocks_cached gauge\n"
+          "vkllm_kv_window_blocks_cached {}\n"
+          "# HELP vkllm_kv_window_blocks_total Sliding-window layers' KV pool blocks.\n"
+          "# TYPE vkllm_kv_window_blocks_total gauge\nvkllm_kv_window_blocks_total {}\n",
+          g.kv_window_blocks_used, g.kv_window_blocks_cached, g.kv_window_blocks_total);
     return out;
   }
   out += fmt::format(

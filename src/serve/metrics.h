@@ -27,6 +27,8 @@ class Metrics {
     int waiting = 0;     // requests queued (behind the running batch or the running request)
     int generating = 0;  // requests running (batched: in the batch; else 0 or 1)
     int kv_blocks_used = 0, kv_blocks_cached = 0, kv_blocks_total = 0, block_tokens = 0;
+    // The sliding-window layers' pool (total 0: the model has none).
+    int kv_window_blocks_used = 0, kv_window_blocks_cached = 0, kv_window_blocks_total = 0;
     uint64_t prefix_hit_tokens = 0, preemptions = 0;
     int slots = 0;          // KV sessions of the pool
     int slots_holding = 0;  // sessions holding a context

@@ -116,13 +116,22 @@ class Server {
     });
     if (runner_) {
       const EngineStats st = runner_->stats();
-      std::fprintf(stderr,
-                   "vkllm: serving %s on http://%s:%d (context %d tokens, %s, continuous batching: "
-                   "up to %d sequences, %d waiting; KV pool %d blocks of %d tokens, %.1f MiB%s)\n",
-                   name_.c_str(), o_.host.c_str(), port, ctx_, model_->info().device_name.c_str(),
-                   o_.parallel, o_.queue, st.kv_blocks_total, st.block_tokens,
-                   static_cast<double>(st.kv_block_bytes) * st.kv_blocks_total / (1 << 20),
-                   o_.kv_budget_mib ? "" : " = the default --kv-budget: --parallel full contexts");
+      const std::string window =
+          st.kv_window > 0
+              ? fmt::format("; sliding-window layers' pool {} blocks, {:.1f} MiB (window {})",
+                            st.kv_window_blocks_total,
+                            static_cast<double>(st.kv_window_block_bytes) *
+                                st.kv_window_blocks_total / (1 << 20),
+                            st.kv_window)
+              : "";
+      std::fprintf(
+          stderr,
+          "vkllm: serving %s on http://%s:%d (context %d tokens, %s, continuous batching: "
+          "up to %d sequences, %d waiting; KV pool %d blocks of %d tokens, %.1f MiB%s%s)\n",
+          name_.c_str(), o_.host.c_str(), port, ctx_, model_->info().device_name.c_str(),
+          o_.parallel, o_.queue, st.kv_blocks_total, st.block_tokens,
+          static_cast<double>(st.kv_block_bytes) * st.kv_blocks_total / (1 << 20), window.c_str(),
+          o_.kv_budget_mib ? "" : " = the default --kv-budget: --parallel full contexts");
     } else {
       std::fprintf(stderr,
                    "vkllm: serving %s on http://%s:%d (context %d tokens, %s, one request at a "
@@ -172,6 +181,9 @@ class Server {
       g.kv_blocks_used = st.kv_blocks_used;
       g.kv_blocks_cached = st.kv_blocks_cached;
       g.kv_blocks_total = st.kv_blocks_total;
+      g.kv_window_blocks_used = st.kv_window_blocks_used;
+      g.kv_window_blocks_cached = st.kv_window_blocks_cached;
+      g.kv_window_blocks_total = st.kv_window_blocks_total;
       g.block_tokens = st.block_tokens;
       g.prefix_hit_tokens = st.prefix_hit_tokens;
       g.preemptions = st.preemptions;
@@ -309,6 +321,12 @@ class Server {
         h["kv_blocks_cached"] = st.kv_blocks_cached;
         h["kv_blocks_total"] = st.kv_blocks_total;
         h["prefix_hit_tokens"] = st.prefix_hit_tokens;
+        if (st.kv_window > 0) {  // the sliding-window layers' pool
+          h["kv_window"] = st.kv_window;
+          h["kv_window_blocks_used"] = st.kv_window_blocks_used;
+          h["kv_window_blocks_cached"] = st.kv_window_blocks_cached;
+          h["kv_window_blocks_total"] = st.kv_window_blocks_total;
+        }
       }
       send_json(res, 200, h);
     });

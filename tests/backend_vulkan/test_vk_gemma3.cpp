@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <random>
 #include <span>
 
@@ -25,6 +26,7 @@
 #include "runtime/agreement.h"
 #include "testutil/batch_scenario.h"
 #include "testutil/tiny_checkpoint.h"
+#include "testutil/window_scenario.h"
 #include "vk_harness.h"
 #include "vkllm/vkllm.h"
 
@@ -170,6 +172,140 @@ TEST(VulkanGemma3, BatchedForwardWithWindows) {
     expect_batch_agrees(got, want, bounds.max_nmse, bounds.max_tie_margin);
   }
   EXPECT_EQ(vk::validation_message_count(), msgs) << "Vulkan validation reported messages";
+}
+
+// The sliding layers' KV in a window pool of their own (the batched engine's KV groups): the
+// scheduler's plans for five requests running to 4-7 windows' positions, the window pool of 20
+// blocks holding 5 a request, its blocks released past the window and handed to other requests.
+// The CPU's batched forward equals one CPU forward per request (a prefix hit's prompt prefilled
+// first), and Vulkan's agrees with it, with the fused attention runs and without.
+TEST(VulkanGemma3, BatchedWindowPoolReleasesAndReusesBlocks) {
+  ArtifactReader r(artifact());
+  const int vocab = r.desc().vocab;
+  const testutil::WindowScenario sc;
+  auto cpu = make_cpu_batch_executor(r.program(), r, sc.kFullBlocks, sc.kBlockTokens, 32,
+                                     sc.kWindowBlocks);
+  EXPECT_EQ(cpu->window_blocks(), sc.kWindowBlocks);
+  const auto want = sc.run_batched(*cpu, vocab);
+  const auto single = sc.run_single([&] { return make_cpu_executor(r.program(), r); }, want, vocab);
+  ASSERT_EQ(single.size(), want.out.size());
+  ASSERT_GT(want.out.size(), 100u);
+  for (size_t i = 0; i < single.size(); ++i) {
+    EXPECT_EQ(want.out[i].seq, single[i].seq) << i;
+    EXPECT_EQ(want.out[i].token, single[i].token) << i;
+    EXPECT_LE(nmse(want.out[i].logits, single[i].logits), 1e-10) << i;
+  }
+  // Positions up to 56 need 14 blocks each in the full pool, at most 5 in the window pool.
+  EXPECT_GT(want.most_full_used, sc.kWindowBlocks);
+  EXPECT_LE(want.most_window_per_seq, 5);
+  EXPECT_LE(want.most_window_used, sc.kWindowBlocks);
+  EXPECT_GT(want.window_blocks_shared_over_time, 5);
+  EXPECT_EQ(want.prefix_hit_tokens, 40u);  // request 5's 10 blocks, in both pools
+  const AgreementBounds& bounds = agreement_bounds("non-quantized");
+  const uint64_t msgs = vk::validation_message_count();
+  for (const bool fused : {true, false}) {  // the attention runs, and the unfused attention ops
+    SCOPED_TRACE(fused ? "fused" : "unfused");
+    VulkanOptions o = validated();
+    o.no_fusion = !fused;
+    auto loaded = load_vulkan_program(r.program(), r, o);
+    auto gpu = loaded->make_batch_executor(sc.kFullBlocks, sc.kBlockTokens, 32, sc.kWindowBlocks);
+    const auto got = sc.run_batched(*gpu, vocab);
+    expect_batch_agrees(got.out, want.out, bounds.max_nmse, bounds.max_tie_margin);
+  }
+  EXPECT_EQ(vk::validation_message_count(), msgs) << "Vulkan validation reported messages";
+}
+
+// The continuous-batching Engine on the twin at a context of 64 (blocks of 4, steps of 8: the
+// sliding layers' pool holds 5 blocks a request, the full layers' 16): requests decoding to 4-7
+// windows' positions, arriving while others run, one sharing another's prefix, on the CPU and on
+// Vulkan: each request's tokens are those a Session gives it alone on the same backend, the
+// window pool's blocks in use stay within 5 a running request while the full pool's grow, and the
+// pool's figures are the split of docs/serve.md. A sixth request, added when the first finishes,
+// continues the first's tokens: its prefix hit takes blocks of both pools.
+TEST(VulkanGemma3, EngineWithAWindowPoolMatchesEachAlone) {
+  for (const char* backend : {"cpu", "vulkan"}) {
+    SCOPED_TRACE(backend);
+    ModelOptions mo;
+    mo.backend = backend;
+    auto m = Model::open(artifact(), mo);
+    EngineOptions eo;
+    eo.max_sequences = 4;
+    eo.block_tokens = 4;
+    eo.step_tokens = 8;
+    Engine e(m, eo);
+    const uint64_t row = 2 * 256 * 4;  // K and V of one position, one layer
+    EngineStats st = e.stats();
+    EXPECT_EQ(st.kv_window, 8);
+    EXPECT_EQ(st.kv_blocks_total, 4 * 16 + 1);
+    EXPECT_EQ(st.kv_window_blocks_total, 4 * 5);
+    EXPECT_EQ(st.kv_block_bytes, 2 * row * 4);  // two global layers, blocks of 4
+    EXPECT_EQ(st.kv_window_block_bytes, 2 * row * 4);
+    if (std::string(backend) == "cpu") {  // a budget: two sequences' bounded need, split
+      EngineOptions eb = eo;
+      eb.kv_budget_bytes = 2 * (16 + 5) * (2 * row * 4) + 100;
+      const EngineStats sb = Engine(m, eb).stats();
+      EXPECT_EQ(sb.kv_window_blocks_total, 2 * 5);
+      EXPECT_EQ(sb.kv_blocks_total, 32);  // (the budget less 10 window blocks) / block bytes
+      eb.kv_budget_bytes = 5 * (2 * row * 4);
+      try {
+        Engine too_small(m, eb);
+        ADD_FAILURE() << "a budget of one sequence's window blocks and no full block";
+      } catch (const Error& err) {
+        EXPECT_NE(std::string(err.what()).find("cannot hold the sliding-window layers' 5 blocks"),
+                  std::string::npos)
+            << err.what();
+      }
+    }
+    const std::vector<int> lens = {13, 5, 21, 3, 17}, news = {40, 50, 30, 45, 25},
+                           arrive = {0, 0, 2, 6, 200};
+    std::vector<std::vector<int32_t>> prompts;
+    for (int i = 0; i < 5; ++i)
+      prompts.push_back(testutil::WindowScenario::ids(lens[i], i == 4 ? 1 : i + 1));
+    std::map<uint64_t, size_t> which;
+    std::vector<std::vector<int32_t>> got(6);
+    std::vector<int> news6 = news;
+    news6.push_back(10);
+    size_t done = 0;
+    int most_window = 0, most_full = 0, cached = 0;
+    auto add = [&](size_t j) {
+      GenerationOptions go;
+      go.max_new_tokens = news6[j];
+      go.stop_at_eos = false;
+      which[e.add(prompts[j], go)] = j;
+    };
+    for (int step = 0; done < 6 && step < 2000; ++step) {
+      for (size_t j = 0; j < 5; ++j)
+        if (arrive[j] == step) add(j);
+      for (const EngineEvent& ev : e.step()) {
+        const size_t j = which.at(ev.request);
+        if (ev.token >= 0) got[j].push_back(ev.token);
+        done += ev.finished;
+        EXPECT_NE(ev.finish_reason, "error") << ev.text;
+        if (j == 5 && ev.finished) cached = ev.cached_tokens;
+        if (j == 0 && ev.finished) {  // the first's tokens (its last never fed back) and one more
+          prompts.push_back(prompts[0]);
+          prompts.back().insert(prompts.back().end(), got[0].begin(), got[0].end() - 1);
+          prompts.back().push_back(7);
+          add(5);
+        }
+      }
+      st = e.stats();
+      EXPECT_LE(st.kv_window_blocks_used, 5 * st.active) << step;
+      most_window = std::max(most_window, st.kv_window_blocks_used);
+      most_full = std::max(most_full, st.kv_blocks_used);
+    }
+    EXPECT_EQ(done, 6u);
+    EXPECT_GT(most_full, 3 * 5);
+    EXPECT_GT(most_window, 0);
+    EXPECT_EQ(cached, 52);  // the first's 53 tokens with KV: 13 blocks
+    for (size_t j = 0; j < 6; ++j) {
+      GenerationOptions go;
+      go.max_new_tokens = news6[j];
+      go.stop_at_eos = false;
+      Session s(m);
+      EXPECT_EQ(got[j], s.generate(prompts[j], go)) << "request " << j;
+    }
+  }
 }
 
 // The fused attention runs (each layer's q/k norms, ropes and attention, vk_fusion.h) against the

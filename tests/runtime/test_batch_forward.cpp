@@ -94,5 +94,17 @@ TEST(CpuBatchChecks, RefusesMalformedBatches) {
   m = b;
   m.out_rows = &bad_row;
   refused(m, "output row");
+  m = b;
+  m.window_table = table;  // an executor of one pool takes no window table
+  refused(m, "a window table given with a window pool of 0 blocks");
   EXPECT_THROW(make_cpu_batch_executor(toy.p, toy.w, 0, 4, 8), Error);
+  // A window pool needs sliding-window layers beside full ones: the toy has none.
+  try {
+    make_cpu_batch_executor(toy.p, toy.w, 4, 4, 8, 4);
+    ADD_FAILURE() << "a window pool without sliding-window layers";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no sliding-window layers beside full ones"),
+              std::string::npos)
+        << e.what();
+  }
 }

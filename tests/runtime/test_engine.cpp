@@ -206,6 +206,28 @@ TEST_P(EngineTest, SharedPrefixIsReused) {
   EXPECT_EQ(e.stats().prefix_hit_tokens, 2u * 40);
 }
 
+// A model without sliding-window layers keeps one pool, sized as it always was: every cache's
+// bytes per token (the session's KV bytes over its context) times block_tokens a block,
+// max_sequences full contexts plus one spare block by default, budget / block bytes with a budget;
+// no window pool in the stats.
+TEST_P(EngineTest, OnePoolWithoutSlidingLayers) {
+  const ModelInfo& info = model()->info();
+  const uint64_t block = info.kv_cache_bytes / static_cast<uint64_t>(info.context_length) * 4;
+  EngineOptions eo;
+  eo.max_sequences = 3;
+  eo.block_tokens = 4;
+  EngineStats st = Engine(model(), eo).stats();
+  EXPECT_EQ(st.kv_block_bytes, block);
+  EXPECT_EQ(st.kv_blocks_total, 3 * ((info.context_length + 3) / 4) + 1);
+  EXPECT_EQ(st.kv_window, 0);
+  EXPECT_EQ(st.kv_window_blocks_total, 0);
+  EXPECT_EQ(st.kv_window_block_bytes, 0u);
+  eo.kv_budget_bytes = 10 * block + block / 2;
+  st = Engine(model(), eo).stats();
+  EXPECT_EQ(st.kv_blocks_total, 10);
+  EXPECT_EQ(st.kv_window_blocks_total, 0);
+}
+
 // A cancelled request ends with a "cancelled" event and frees its blocks; the others go on.
 TEST_P(EngineTest, CancelFreesBlocks) {
   EngineOptions eo;

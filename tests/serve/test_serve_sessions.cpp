@@ -218,3 +218,54 @@ TEST(Serve, ConcurrentClientsGetTheRepliesTheyGetAlone) {
   EXPECT_GE(most, 2) << "no request ran beside another:\n" << err;
   EXPECT_NE(err.find("continuous batching: up to 4 sequences"), std::string::npos) << err;
 }
+
+// A model with sliding-window layers (the tiny-gemma3 twin at a context of 1,024, window 8) served
+// with continuous batching on the CPU: the start line, /health and /metrics show the sliding
+// layers' pool beside the full layers' (--parallel 2: 2 x 64 + 1 blocks of 16 tokens for the
+// context, 2 x 34 for the window and a step's 512 tokens), and two concurrent greedy completions
+// of 40 tokens (five windows past the prompt) equal the same requests sent one at a time.
+TEST(Serve, SlidingWindowPoolInTheStartLineHealthAndMetrics) {
+  const std::string dir = scratch_dir(), art = dir + "/gemma3.vkllm";
+  Proc a = run_vkllm({"synth", "--preset", "tiny-gemma3", "-o", dir + "/twin", "-q"});
+  Proc b = run_vkllm({"export", dir + "/twin", "--recipe", "non-quantized", "--max-context", "1024",
+                      "-o", art, "-q"});
+  ASSERT_EQ(a.code, 0) << a.err;
+  ASSERT_EQ(b.code, 0) << b.err;
+  ServeProc s(art, {"--parallel", "2"}, "cpu");
+  EXPECT_NE(s.err().find("KV pool 129 blocks of 16 tokens"), std::string::npos) << s.err();
+  EXPECT_NE(s.err().find("sliding-window layers' pool 68 blocks"), std::string::npos) << s.err();
+  EXPECT_NE(s.err().find("(window 8)"), std::string::npos) << s.err();
+  auto complete = [&](const std::string& prompt) {
+    httplib::Client c("127.0.0.1", s.port());
+    c.set_read_timeout(300, 0);
+    const json body = {
+        {"prompt", prompt}, {"max_tokens", 40}, {"temperature", 0}, {"ignore_eos", true}};
+    auto res = c.Post("/v1/completions", body.dump(), "application/json");
+    EXPECT_TRUE(res && res->status == 200) << (res ? res->body : "no answer");
+    return res && res->status == 200
+               ? json::parse(res->body)["choices"][0]["text"].get<std::string>()
+               : std::string("(none)");
+  };
+  const std::string p1 = "The quick brown fox jumps over the lazy dog.", p2 = "One two three.";
+  std::string c1, c2;
+  std::thread t([&] { c1 = complete(p1); });
+  c2 = complete(p2);
+  t.join();
+  EXPECT_EQ(c1, complete(p1));
+  EXPECT_EQ(c2, complete(p2));
+  httplib::Client c("127.0.0.1", s.port());
+  auto h = c.Get("/health");
+  ASSERT_TRUE(h && h->status == 200);
+  const json health = json::parse(h->body);
+  EXPECT_EQ(health.value("kv_window", 0), 8) << h->body;
+  EXPECT_EQ(health.value("kv_window_blocks_total", 0), 68) << h->body;
+  EXPECT_EQ(health.value("kv_blocks_total", 0), 129) << h->body;
+  EXPECT_LE(health.value("kv_window_blocks_cached", -1), 68) << h->body;
+  EXPECT_EQ(health.value("kv_window_blocks_used", -1), 0) << h->body;
+  auto m = c.Get("/metrics");
+  ASSERT_TRUE(m && m->status == 200);
+  EXPECT_NE(m->body.find("\nvkllm_kv_window_blocks_total 68\n"), std::string::npos) << m->body;
+  EXPECT_NE(m->body.find("\nvkllm_kv_window_blocks_used 0\n"), std::string::npos) << m->body;
+  EXPECT_NE(m->body.find("\nvkllm_kv_blocks_total 129\n"), std::string::npos) << m->body;
+  EXPECT_EQ(s.stop(SIGTERM), 0) << s.err();
+}

@@ -27,17 +27,22 @@ namespace {
 class CpuInterpreter {
  public:
   // pool_rows: rows of every KVCache tensor in a block pool (batched forwards); 0: a single
-  // sequence's caches of their declared rows.
-  CpuInterpreter(const Program& p, const WeightSource& w, int64_t pool_rows, CpuOpHook hook = {})
+  // sequence's caches of their declared rows. window_rows > 0: the rows of the window group's
+  // caches, in a pool of their own (batch_cache_groups).
+  CpuInterpreter(const Program& p, const WeightSource& w, int64_t pool_rows, CpuOpHook hook = {},
+                 int64_t window_rows = 0)
       : p_(p), w_(w), buf_(p.tensors.size()), hook_(std::move(hook)), pool_rows_(pool_rows) {
     p_.validate();
+    if (window_rows > 0) group_ = batch_cache_groups(p, 1);
     for (size_t i = 0; i < p.tensors.size(); ++i) {
       const TensorDecl& t = p.tensors[i];
       if (t.kind == TensorKind::KVCache) {
         if (t.dtype != DType::F32 && t.dtype != DType::F16)
           fail("program: KV cache {} must be f32 or f16", t.name);
         if (t.shape.size() != 2) fail("program: KV cache {} must be [rows, width]", t.name);
-        const int64_t rows = pool_rows > 0 ? pool_rows : t.shape[0];
+        const int64_t rows = pool_rows == 0                            ? t.shape[0]
+                             : in_window_pool(static_cast<int32_t>(i)) ? window_rows
+                                                                       : pool_rows;
         buf_[i].assign(static_cast<size_t>(rows * t.shape[1]), 0.0f);
       }
       if (t.kind == TensorKind::Weight) {
@@ -54,6 +59,8 @@ class CpuInterpreter {
     pos_ = b.pos[0];
     ids_.assign(b.ids, b.ids + b.T);
     kv_ = cpu::KvRows{b.pos, b.seq, b.block_table, b.table_stride, block_tokens, 0};
+    kv_window_ = kv_;
+    if (b.window_table) kv_window_.table = b.window_table;
     out_rows_.assign(b.out_rows, b.out_rows + b.n_out);
     // The long rope table applies to a sequence whose last row in this forward lies past the
     // original context (as a single forward's pos + T does).
@@ -89,6 +96,7 @@ class CpuInterpreter {
                : r;
   }
   int64_t width(int32_t t) const { return p_.tensors[t].shape.back(); }
+  bool in_window_pool(int32_t t) const { return !group_.empty() && group_[t] == 1; }
   const TensorDecl& decl(int32_t t) const { return p_.tensors[t]; }
   template <typename T>
   const T* wptr(int32_t t) const {
@@ -193,7 +201,7 @@ class CpuInterpreter {
            op, "bad shape");
       // A single sequence's caches: position p at row p % rows (checked by the executor:
       // ring_forward_tokens); a pool's: through the block table.
-      cpu::KvRows kv = kv_;
+      cpu::KvRows kv = in_window_pool(I[3]) ? kv_window_ : kv_;
       if (pool_rows_ == 0) kv.ring = attention_cache_rows(p_, op);
       cpu::attention_rows(in(I[0]), in(I[1]), in(I[2]), T_, kv, buf_[I[3]].data(),
                           buf_[I[4]].data(), decl(I[3]).dtype == DType::F16, H, Hkv, hd,
@@ -248,7 +256,8 @@ class CpuInterpreter {
   std::vector<std::vector<float>> buf_;
   std::vector<int32_t> ids_;
   int T_ = 0, pos_ = 0;
-  cpu::KvRows kv_{};
+  cpu::KvRows kv_{}, kv_window_{};  // the rows of the caches in the pool, in the window pool
+  std::vector<int> group_;          // per tensor: 1 for a cache in the window pool (else empty)
   std::vector<int32_t> out_rows_, seq_last_;
   size_t k_ = 0;
   std::vector<int32_t> next_;
@@ -321,30 +330,35 @@ class CpuExecutor final : public Executor {
 class CpuBatchExecutor final : public BatchExecutor {
  public:
   CpuBatchExecutor(const Program& p, const WeightSource& w, int num_blocks, int block_tokens,
-                   int max_rows)
+                   int max_rows, int window_blocks)
       : p_(p),
-        num_blocks_(check_pool(num_blocks, block_tokens, max_rows)),
+        num_blocks_(check_pool(p, num_blocks, block_tokens, max_rows, window_blocks)),
         block_tokens_(block_tokens),
         max_rows_(max_rows),
-        in_(p, w, static_cast<int64_t>(num_blocks) * block_tokens) {}
+        window_blocks_(window_blocks),
+        in_(p, w, static_cast<int64_t>(num_blocks) * block_tokens, {},
+            static_cast<int64_t>(window_blocks) * block_tokens) {}
 
   const char* name() const override { return "cpu"; }
   int num_blocks() const override { return num_blocks_; }
   int block_tokens() const override { return block_tokens_; }
   int max_rows() const override { return max_rows_; }
+  int window_blocks() const override { return window_blocks_; }
 
   void forward(const BatchForward& b) override {
-    check_batch_forward(b, num_blocks_, block_tokens_, max_rows_, p_.max_ctx);
+    check_batch_forward(b, num_blocks_, block_tokens_, max_rows_, p_.max_ctx, window_blocks_);
     in_.run_rows(b, block_tokens_);
   }
 
  private:
-  static int check_pool(int num_blocks, int block_tokens, int max_rows) {
+  static int check_pool(const Program& p, int num_blocks, int block_tokens, int max_rows,
+                        int window_blocks) {
     check_batch_pool(num_blocks, block_tokens, max_rows);
+    batch_cache_groups(p, window_blocks);
     return num_blocks;
   }
   const Program& p_;
-  int num_blocks_, block_tokens_, max_rows_;
+  int num_blocks_, block_tokens_, max_rows_, window_blocks_;
   CpuInterpreter in_;
 };
 
@@ -356,8 +370,10 @@ std::unique_ptr<Executor> make_cpu_executor(const Program& program, const Weight
 
 std::unique_ptr<BatchExecutor> make_cpu_batch_executor(const Program& program,
                                                        const WeightSource& weights, int num_blocks,
-                                                       int block_tokens, int max_rows) {
-  return std::make_unique<CpuBatchExecutor>(program, weights, num_blocks, block_tokens, max_rows);
+                                                       int block_tokens, int max_rows,
+                                                       int window_blocks) {
+  return std::make_unique<CpuBatchExecutor>(program, weights, num_blocks, block_tokens, max_rows,
+                                            window_blocks);
 }
 
 std::unique_ptr<Executor> make_cpu_executor_with_hook(const Program& program,

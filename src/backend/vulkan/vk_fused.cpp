@@ -164,7 +164,7 @@ std::unique_ptr<PreparedOp> prepare_batch_attention(OpEnv& env, const Match& m,
                                                                                 .n16 = flags.n16,
                                                                                 .hd = hd});
   attention_splits(env, a.H, a.hd);  // (the partials binding: unused with one split)
-  const BufRange rows = c.batch_rows(), part = {env.attn_part.buf, 0, env.attn_part.size};
+  const BufRange rows = c.batch_rows(I[3]), part = {env.attn_part.buf, 0, env.attn_part.size};
   const std::vector<BufRange> rs = {c.whole(m.k), c.whole(I[2]), c.whole(I[3]), c.whole(I[4]),
                                     rows,         a.table,       a.nk},
                               ra = {c.whole(m.q), c.whole(I[3]), c.whole(I[4]), c.whole(m.y),

@@ -106,7 +106,8 @@ uint64_t executor_tensor_bytes(const TensorDecl& t, uint64_t max_rows, uint64_t 
 size_t allocate_program_buffers(Allocator& alloc, const Program& p,
                                 const std::vector<const std::vector<FusedRun>*>& plans,
                                 const std::string& unfused_family, uint64_t max_rows,
-                                uint64_t pool_rows, std::vector<Buffer>& bufs) {
+                                uint64_t pool_rows, std::vector<Buffer>& bufs, uint64_t window_rows,
+                                const std::vector<int>& cache_group) {
   auto bytes = [&](const TensorDecl& t) { return executor_tensor_bytes(t, max_rows, pool_rows); };
   const MemoryPlan m = plan_activation_memory(p, plans, unfused_family, bytes);
   for (size_t i = 0; i < p.tensors.size(); ++i) {
@@ -114,7 +115,9 @@ size_t allocate_program_buffers(Allocator& alloc, const Program& p,
     if (t.kind == TensorKind::KVCache) {
       if (t.dtype != DType::F32 && t.dtype != DType::F16)
         fail("program: KV cache {} must be f32 or f16", t.name);
-      bufs[i] = alloc.create(bytes(t), false, t.name.c_str());
+      const bool window = window_rows > 0 && i < cache_group.size() && cache_group[i] == 1;
+      bufs[i] = alloc.create(window ? executor_tensor_bytes(t, max_rows, window_rows) : bytes(t),
+                             false, t.name.c_str());
       alloc.fill(bufs[i], 0);
     } else if (t.kind == TensorKind::Input) {
       bufs[i] = alloc.create(bytes(t), true, t.name.c_str());

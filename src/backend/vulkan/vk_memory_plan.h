@@ -41,10 +41,13 @@ uint64_t executor_tensor_bytes(const TensorDecl& t, uint64_t max_rows, uint64_t 
 
 // An executor's buffers (bufs[i] for tensor i): the activations in the slots of
 // plan_activation_memory over its plans, a buffer each for the KV caches (zeroed) and the input
-// (host-visible); executor_tensor_bytes sizes them. Returns the slots' count.
+// (host-visible); executor_tensor_bytes sizes them, except that the caches of cache_group 1 (a
+// batched executor's window pool: batch_cache_groups) hold window_rows rows. Returns the slots'
+// count.
 size_t allocate_program_buffers(Allocator& alloc, const Program& p,
                                 const std::vector<const std::vector<FusedRun>*>& plans,
                                 const std::string& unfused_family, uint64_t max_rows,
-                                uint64_t pool_rows, std::vector<Buffer>& bufs);
+                                uint64_t pool_rows, std::vector<Buffer>& bufs,
+                                uint64_t window_rows = 0, const std::vector<int>& cache_group = {});
 
 }  // namespace vkllm::vk

@@ -445,7 +445,7 @@ std::unique_ptr<PreparedOp> prep_attention_batch(Ctx c, int H, int Hkv, int hd, 
   spec.hd = u32(hd);
   const Kernel& ks = c.kernel(Shader::attention_store_batch, spec);
   attention_splits(c.env, H, hd);  // (the partials binding: unused with one split)
-  const BufRange rows = c.batch_rows(), part = {c.env.attn_part.buf, 0, c.env.attn_part.size};
+  const BufRange rows = c.batch_rows(I[3]), part = {c.env.attn_part.buf, 0, c.env.attn_part.size};
   const std::vector<BufRange> rs = {c.whole(I[1]), c.whole(I[2]), c.whole(I[3]), c.whole(I[4]),
                                     rows},
                               ra = {c.whole(I[0]), c.whole(I[3]), c.whole(I[4]),

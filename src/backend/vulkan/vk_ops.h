@@ -78,8 +78,14 @@ struct OpEnv {
   // sequence's last position in the forward, the cache row of its position; the output rows at
   // out_offset; the block tables after them), the pool's block_tokens, and the output rows of the
   // forward being recorded (the rows of every activation after last_row).
+  // With a window pool (batch_window_offset > 0), the words from that byte offset on are the
+  // window group's rows view of the same layout (its rows' cache rows and block tables, their
+  // offsets from there), bound to the attention ops whose caches are in that group
+  // (batch_cache_group: per tensor, 1 for those caches).
   Buffer batch_rows;
   uint32_t batch_out_offset = 0, batch_block_tokens = 0, batch_out = 0;
+  uint64_t batch_window_offset = 0;
+  std::vector<int> batch_cache_group;
   bool batched() const { return batch_rows.buf != VK_NULL_HANDLE; }
 };
 

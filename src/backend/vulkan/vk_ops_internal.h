@@ -240,6 +240,12 @@ struct Ctx {
     return u32(decl(t).shape[0]);
   }
   BufRange batch_rows() const { return {env.batch_rows.buf, 0, env.batch_rows.size}; }
+  // The rows view of the pool holding KV cache `cache` (OpEnv::batch_window_offset).
+  BufRange batch_rows(int32_t cache) const {
+    const uint64_t off = env.batch_window_offset;
+    if (off == 0 || env.batch_cache_group.at(static_cast<size_t>(cache)) != 1) return batch_rows();
+    return {env.batch_rows.buf, off, env.batch_rows.size - off};
+  }
   void need(bool ok, const char* what) const {
     if (!ok)
       fail("program: op {} ({} -> {}): {}", op.family, p.tensors[op.inputs[0]].name, out().name,

@@ -33,6 +33,7 @@ using namespace vk;
 // A batched executor's pool and rows (docs/ir.md "Batched forward").
 struct BatchGeometry {
   int num_blocks = 0, block_tokens = 0, max_rows = 0;
+  int window_blocks = 0;  // the window pool's blocks (0: one pool for every cache)
 };
 
 class VulkanExecutor final : public Executor {
@@ -60,6 +61,7 @@ class VulkanExecutor final : public Executor {
     if (batch) {
       batch_geo_ = *batch;
       check_batch_pool(batch->num_blocks, batch->block_tokens, batch->max_rows);
+      cache_group_ = batch_cache_groups(p_, batch->window_blocks);
       if (batch->max_rows > max_t_)
         fail("batch executor: {} rows a forward; this device and model take at most {}",
              batch->max_rows, max_t_);
@@ -67,8 +69,13 @@ class VulkanExecutor final : public Executor {
       unfused_ = "last_row";
       const uint64_t stride = (static_cast<uint64_t>(p_.max_ctx) + batch->block_tokens - 1) /
                               static_cast<uint64_t>(batch->block_tokens);
-      batch_rows_ = alloc_.create((5 + stride) * static_cast<uint64_t>(max_t_) * 4, true,
-                                  "batch rows and block tables");
+      const uint64_t M = static_cast<uint64_t>(max_t_);
+      // The window pool's rows view (rows, tables) after the rows, outputs and tables, at an
+      // offset every device accepts for a storage buffer binding (256 bytes at most).
+      if (batch->window_blocks > 0) window_words_ = ((5 + stride) * M * 4 + 255) / 256 * 64;
+      batch_rows_ = alloc_.create(
+          (window_words_ > 0 ? window_words_ + (4 + stride) * M : (5 + stride) * M) * 4, true,
+          "batch rows and block tables");
     }
     // A single sequence's forward (and submit of decode steps) writes at most the tokens the
     // sliding layers' rings keep the keys for (ir/kv_ring.h); a batch's caches are its pool.
@@ -128,6 +135,8 @@ class VulkanExecutor final : public Executor {
       env.batch_rows = batch_rows_;
       env.batch_out_offset = static_cast<uint32_t>(4 * max_t_);
       env.batch_block_tokens = static_cast<uint32_t>(batch->block_tokens);
+      env.batch_window_offset = window_words_ * 4;
+      env.batch_cache_group = cache_group_;
     }
     const uint64_t scratch_t = std::max<uint64_t>(max_t_, OpEnv::kScratchMinTokens);
     for (const Op& op : p_.ops)
@@ -245,7 +254,7 @@ class VulkanExecutor final : public Executor {
   // rows recorded with n_out output rows, the tokens (and logits) read back.
   void forward_batch(const BatchForward& b) {
     check_batch_forward(b, batch_geo_.num_blocks, batch_geo_.block_tokens, batch_geo_.max_rows,
-                        p_.max_ctx);
+                        p_.max_ctx, batch_geo_.window_blocks);
     for (auto& op : ops_) op->check(b.ids, b.T);
     const int BT = batch_geo_.block_tokens;
     const uint32_t M = static_cast<uint32_t>(max_t_), tables = 5 * M;
@@ -253,6 +262,10 @@ class VulkanExecutor final : public Executor {
     std::vector<int32_t> last(static_cast<size_t>(b.n_seqs), 0);
     for (int t = 0; t < b.T; ++t)
       last[static_cast<size_t>(b.seq[t])] = std::max(last[static_cast<size_t>(b.seq[t])], b.pos[t]);
+    const uint64_t table_words = static_cast<uint64_t>(b.n_seqs) * b.table_stride;
+    const uint64_t room = (window_words_ > 0 ? window_words_ : batch_rows_.size / 4) - tables;
+    if (table_words > room)
+      fail("batch forward: block tables of {} words exceed the executor's {}", table_words, room);
     for (int t = 0; t < b.T; ++t) {
       const int s = b.seq[t], p = b.pos[t];
       const int64_t base = static_cast<int64_t>(s) * b.table_stride;
@@ -260,13 +273,17 @@ class VulkanExecutor final : public Executor {
       w[4 * t + 1] = tables + static_cast<uint32_t>(base);
       w[4 * t + 2] = static_cast<uint32_t>(last[static_cast<size_t>(s)]);
       w[4 * t + 3] = static_cast<uint32_t>(b.block_table[base + p / BT] * BT + p % BT);
+      if (window_words_ > 0) {  // the window pool's view: its table offsets from its own start
+        uint32_t* v = w + window_words_;
+        v[4 * t] = w[4 * t];
+        v[4 * t + 1] = 4 * M + static_cast<uint32_t>(base);
+        v[4 * t + 2] = w[4 * t + 2];
+        v[4 * t + 3] = static_cast<uint32_t>(b.window_table[base + p / BT] * BT + p % BT);
+      }
     }
     for (int i = 0; i < b.n_out; ++i) w[4 * M + i] = static_cast<uint32_t>(b.out_rows[i]);
-    const uint64_t table_words = static_cast<uint64_t>(b.n_seqs) * b.table_stride;
-    if (tables + table_words > batch_rows_.size / 4)
-      fail("batch forward: block tables of {} words exceed the executor's {}", table_words,
-           batch_rows_.size / 4 - tables);
     std::memcpy(w + tables, b.block_table, table_words * 4);
+    if (window_words_ > 0) std::memcpy(w + window_words_ + 4 * M, b.window_table, table_words * 4);
     std::memcpy(bufs_[p_.input_ids].mapped, b.ids, static_cast<size_t>(b.T) * 4);
     env_->batch_out = static_cast<uint32_t>(b.n_out);
     const uint64_t logits_bytes = static_cast<uint64_t>(b.n_out) * logits_n_ * 4;
@@ -347,8 +364,10 @@ class VulkanExecutor final : public Executor {
   void allocate(const std::vector<const std::vector<FusedRun>*>& plans) {
     const uint64_t pool_rows = static_cast<uint64_t>(batch_geo_.num_blocks) *
                                static_cast<uint64_t>(batch_geo_.block_tokens);
+    const uint64_t window_rows = static_cast<uint64_t>(batch_geo_.window_blocks) *
+                                 static_cast<uint64_t>(batch_geo_.block_tokens);
     n_slots_ = allocate_program_buffers(alloc_, p_, plans, unfused_, static_cast<uint64_t>(max_t_),
-                                        pool_rows, bufs_);
+                                        pool_rows, bufs_, window_rows, cache_group_);
     if (!bufs_[p_.next_token].buf)
       fail("program: no op writes next_token {}", p_.tensors[p_.next_token].name);
     if (!bufs_[p_.logits].buf) fail("program: no op writes logits {}", p_.tensors[p_.logits].name);
@@ -663,12 +682,14 @@ class VulkanExecutor final : public Executor {
   VkQueryPool queries_ = VK_NULL_HANDLE;
   uint64_t held_ = 0;
   std::string corrupt_family_;
-  std::string unfused_;         // OpEnv::unfused_family
-  bool spin_fences_ = false;    // wait_fence polls
-  BatchGeometry batch_geo_;     // a batched executor's (max_rows 0: a single sequence's)
-  uint64_t chain_flag_at_ = 4;  // the chains' error flag in the readback (after the tokens)
-  Buffer batch_rows_;           // OpEnv::batch_rows
-  Buffer logits_rb_;            // a batched forward's logits readback (made on first use)
+  std::string unfused_;           // OpEnv::unfused_family
+  bool spin_fences_ = false;      // wait_fence polls
+  BatchGeometry batch_geo_;       // a batched executor's (max_rows 0: a single sequence's)
+  uint64_t chain_flag_at_ = 4;    // the chains' error flag in the readback (after the tokens)
+  Buffer batch_rows_;             // OpEnv::batch_rows
+  uint64_t window_words_ = 0;     // the window pool's rows view in batch_rows_ (0: none)
+  std::vector<int> cache_group_;  // batch_cache_groups' (a batched executor's)
+  Buffer logits_rb_;              // a batched forward's logits readback (made on first use)
   // Recorded batched forwards by shape (batch_command_buffer), most recently used first.
   std::list<std::pair<uint64_t, VkCommandBuffer>> batch_cbs_;
   size_t n_corrupted_ = 0;  // ops whose outputs the switch zeroed, over every recording
@@ -682,6 +703,7 @@ class VulkanBatchExecutor final : public BatchExecutor {
   int num_blocks() const override { return ex_.batch_geometry().num_blocks; }
   int block_tokens() const override { return ex_.batch_geometry().block_tokens; }
   int max_rows() const override { return ex_.batch_geometry().max_rows; }
+  int window_blocks() const override { return ex_.batch_geometry().window_blocks; }
   const char* name() const override { return "vulkan"; }
 
  private:
@@ -695,9 +717,9 @@ std::unique_ptr<Executor> VulkanLoaded::make_executor() {
 }
 
 std::unique_ptr<BatchExecutor> VulkanLoaded::make_batch_executor(int num_blocks, int block_tokens,
-                                                                 int max_rows) {
-  return std::make_unique<VulkanBatchExecutor>(shared_from_this(),
-                                               BatchGeometry{num_blocks, block_tokens, max_rows});
+                                                                 int max_rows, int window_blocks) {
+  return std::make_unique<VulkanBatchExecutor>(
+      shared_from_this(), BatchGeometry{num_blocks, block_tokens, max_rows, window_blocks});
 }
 
 }  // namespace vkllm

@@ -26,8 +26,8 @@ class VulkanLoaded final : public LoadedProgram, public std::enable_shared_from_
   ~VulkanLoaded() override { vk::usage_release(held); }
 
   std::unique_ptr<Executor> make_executor() override;
-  std::unique_ptr<BatchExecutor> make_batch_executor(int num_blocks, int block_tokens,
-                                                     int max_rows) override;
+  std::unique_ptr<BatchExecutor> make_batch_executor(int num_blocks, int block_tokens, int max_rows,
+                                                     int window_blocks) override;
   std::string device_name() const override { return ctx->info().name; }
 
   const Program& p;
