@@ -126,10 +126,11 @@ TEST(VulkanBatchChecks, OneRowForwardsTakeTheDecodeChains) {
                                          48, 96, nullptr, 64, 16, false, 5}}) {
     const Toy toy = toy::build_toy(cfg, 9);
     const int vocab = static_cast<int>(toy::kVocab);
-    auto run = [&](bool fused, std::string* profile) {
+    auto run = [&](bool fused, std::string* profile, bool prefill_runs = true) {
       VulkanOptions o = validated();
       o.no_fusion = !fused;
       o.tuning.chain_groups = 2;
+      if (!prefill_runs) o.tuning.no_fuse = {"prefill"};
       o.profile = true;
       std::vector<float> all;
       ::testing::internal::CaptureStderr();
@@ -202,6 +203,14 @@ TEST(VulkanBatchChecks, OneRowForwardsTakeTheDecodeChains) {
                           << "; first at " << first << " ("
                           << (first < fused.size() ? fused[first] : 0.f) << " against "
                           << (first < fused.size() ? unfused[first] : 0.f) << ")";
+    // The prompt's forward with every fusion but the prefill attention runs: the unfused bits too
+    // (where the whole fused plan differs, this says whether the attention runs are why).
+    std::string pn;
+    const std::vector<float> no_runs = run(true, &pn, false);
+    size_t prompt_differ = 0;
+    for (size_t i = 0; i < static_cast<size_t>(vocab); ++i)
+      prompt_differ += no_runs[i] != unfused[i];
+    EXPECT_EQ(prompt_differ, 0u) << "the prompt's logits without the prefill attention runs";
     EXPECT_NE(pf.find("decode: "), std::string::npos) << pf;
     EXPECT_NE(pf.find(" chain: "), std::string::npos) << pf;
     EXPECT_EQ(pu.find(" chain: "), std::string::npos) << pu;

@@ -104,8 +104,9 @@ class VulkanFusion : public ::testing::TestWithParam<FusionCase> {};
 TEST_P(VulkanFusion, DecodeStepEqualsTheUnfusedProgram) {
   Toy toy = build_toy(GetParam().cfg, 11);
   const uint64_t msgs = vk::validation_message_count();
-  // mode 0: nothing fused; 1: the default runs (attention); 2: every pattern (the tail runs take
-  // the norms and SwiGLU); 3: every pattern but the tail runs (the mat-vec runs take them); 4: the
+  // mode 0: nothing fused; 1: the default runs without decode chains (attention); 2: every
+  // pattern but the chains (the tail runs take the norms and SwiGLU); 3: those but the tail runs
+  // (the mat-vec runs take them) (modes 1-3 turn the chains off: a GPU's default has them); 4: the
   // mat-vec runs as the stages of decode chains (linear_8da4w_chain.comp), a grid of two 256-thread
   // workgroups (the decode attention as a stage of the chains where their shared memory holds it);
   // 5: the same with three of the default 512 threads; 6: the same with four and the other unit
@@ -130,6 +131,7 @@ TEST_P(VulkanFusion, DecodeStepEqualsTheUnfusedProgram) {
     if (GetParam().cfg.parts) tn.matvec_parts = 0;  // the rule that splits rows in parts
     if (GetParam().chunk) o.max_tokens = GetParam().chunk;
     if (mode == 0) o.no_fusion = true;
+    if (mode >= 1 && mode <= 3) tn.chain = false;
     if (mode >= 2) tn.fuse_all = true;
     if (mode >= 3) tn.no_fuse = {"tail"};
     if (mode >= 4) tn.chain_groups = mode == 7 ? 2 : mode - 2;
