@@ -124,6 +124,10 @@ TEST(VulkanBatchChecks, OneRowForwardsTakeTheDecodeChains) {
                                ToyConfig{Lin::Q4W, Emb::F16, DType::F32, DType::F16, false, true},
                                ToyConfig{Lin::A8W4, Emb::Q4, DType::F16, DType::F16, true, false,
                                          48, 96, nullptr, 64, 16, false, 5}}) {
+    SCOPED_TRACE(::testing::Message()
+                 << "toy: " << (cfg.lin == Lin::A8W4 ? "a8w4" : "q4w")
+                 << (cfg.act == DType::F16 ? " f16" : " f32") << (cfg.qk_norm ? " qk_norm" : "")
+                 << (cfg.partial_long_rope ? " long_rope" : "") << (cfg.window ? " window" : ""));
     const Toy toy = toy::build_toy(cfg, 9);
     const int vocab = static_cast<int>(toy::kVocab);
     auto run = [&](bool fused, std::string* profile, bool prefill_runs = true) {
