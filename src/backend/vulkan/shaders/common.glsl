@@ -46,14 +46,105 @@ float round_to(bool f16, float x) {
 // identity (docs/ir.md "KV caches").
 uint kv_row(uint j, uint rows) { return j < rows ? j : j % rows; }
 
+// The float of sign sgn, biased exponent e and rounded 24-bit quotient q (2^23 <= q <= 2^24; q =
+// 2^24 carries into the exponent), flushed to a signed zero below the normal range and to infinity
+// above it: the last step of div_rn and div_rn_255.
+float div_result(uint sgn, int e, uint q) {
+  if (q == 0x1000000u) {
+    q >>= 1;
+    e += 1;
+  }
+  if (e >= 255) return uintBitsToFloat(sgn | 0x7F800000u);
+  if (e <= 0) return uintBitsToFloat(sgn);
+  return uintBitsToFloat(sgn | (uint(e) << 23) | (q & 0x7FFFFFu));
+}
+
+// Correctly rounded a / b for a normal b > 0, from the significands: an estimate of the 24-bit
+// quotient q = floor(ma * 2^23 / mb) from a reciprocal refined by two Newton steps (within a few
+// units whatever the device's division), then its exact remainder ma * 2^23 - q * mb in 32-bit
+// integers (wrapping: the true remainder is far below 2^31), q corrected until the remainder lies
+// in [0, mb), and rounded up when more than half of mb is left (a quotient is never exactly
+// halfway). No fma is needed (Vulkan does not require it to be fused). Quotients below the normal
+// range come back as a signed zero: every caller here either rounds them to an integer (0) or
+// raises them to FLT_EPSILON, exactly as the CPU does with the subnormal. (The former bit-by-bit
+// long division took ~700 SM cycles on the H200, measured.)
+float div_rn(float a, float b) {
+  const uint ua = floatBitsToUint(a), ub = floatBitsToUint(b), sgn = ua & 0x80000000u;
+  const int ea = int((ua >> 23) & 255u), eb = int((ub >> 23) & 255u);
+  if (ea == 255 || eb == 255 || eb == 0) return a / b;  // inf, nan: as the hardware does
+  if (ea == 0) return uintBitsToFloat(sgn);             // zero or subnormal dividend
+  uint ma = (ua & 0x7FFFFFu) | 0x800000u;
+  const uint mb = (ub & 0x7FFFFFu) | 0x800000u;
+  int e = ea - eb + 127;
+  if (ma < mb) {
+    ma <<= 1;  // (even, so float(ma) stays exact)
+    e -= 1;
+  }
+  const float fa = float(ma), fb = float(mb);
+  float r = 1.0 / fb;
+  r = r * (2.0 - fb * r);
+  r = r * (2.0 - fb * r);
+  uint q = uint(fa * r * 8388608.0);
+  int rem = int((ma << 23) - q * mb);
+  while (rem < 0) {
+    q -= 1u;
+    rem += int(mb);
+  }
+  while (rem >= int(mb)) {
+    q += 1u;
+    rem -= int(mb);
+  }
+  if (2 * rem > int(mb)) q += 1u;
+  return div_result(sgn, e, q);
+}
+
+// Correctly rounded sqrt(x) for a normal x > 0 (others: the device's sqrt, which Vulkan lets be a
+// few ulp off): x = X 2^(2k) with X = m << s (m the 24-bit significand, s 23 or 24 so that the
+// exponent is even); the result's significand r = round(sqrt(X)), in [2^23, 2^24], starts from the
+// device's estimate and moves until (2r - 1)^2 <= 4X < (2r + 1)^2, the squares exact in 64 bits
+// (umulExtended; 4X is even, so never equal to an odd square).
+bool less64(uvec2 a, uvec2 b) { return a.x < b.x || (a.x == b.x && a.y < b.y); }
+uvec2 square64(uint v) {
+  uvec2 r;
+  umulExtended(v, v, r.x, r.y);
+  return r;
+}
+float sqrt_rn(float x) {
+  const uint ux = floatBitsToUint(x);
+  const int ex = int((ux >> 23) & 255u);
+  if (ex == 0 || ex == 255 || (ux >> 31) != 0u) return sqrt(x);
+  const uint m = (ux & 0x7FFFFFu) | 0x800000u;
+  const int s = (ex & 1) == 0 ? 24 : 23, sh = s + 2;
+  const uvec2 x4 = uvec2(m >> (32 - sh), m << sh);  // 4X
+  uint r = uint(roundEven(sqrt(float(m) * exp2(float(s)))));
+  for (int i = 0; i < 4; ++i) {
+    if (less64(x4, square64(2u * r - 1u))) {
+      r -= 1u;
+    } else if (!less64(x4, square64(2u * r + 1u))) {
+      r += 1u;
+    } else {
+      break;
+    }
+  }
+  int e = (ex - 150 - s) / 2 + 150;
+  if (r == 0x1000000u) {
+    r >>= 1;
+    e += 1;
+  }
+  return uintBitsToFloat((uint(e) << 23) | (r & 0x7FFFFFu));
+}
+
 // 1 / sqrt(mean + eps) of a row of n values whose squares sum to ss: the RMS norm's scale, for
 // every kernel that norms (rms_norm.glsl, norm_quant_prologue.glsl, the attention kernels, the
-// decode chain). The mean and eps are added apart (precise), as the CPU reference adds them: a
-// device may otherwise fuse them into one multiply-add where n is a compile-time constant, and so
-// round each kernel's norm differently (docs/portability.md, "Contraction").
+// decode chain). Each step correctly rounded, as the CPU reference's (ss / n, + eps, sqrt, 1 /):
+// Vulkan lets a device's division be 2.5 ulp and its sqrt a few ulp off, and a compiler lower them
+// differently in each kernel (NVIDIA's 1 / sqrt as an approximate rsqrt in some), so a fused
+// kernel's norm could differ from the unfused op's; the mean and eps are added apart (precise),
+// as a device may otherwise fuse them where n is a compile-time constant (docs/portability.md,
+// "Contraction").
 float rms_inv(float ss, uint n, float eps) {
-  precise float ms = ss / float(n) + eps;
-  return 1.0 / sqrt(ms);
+  precise float ms = div_rn(ss, float(n)) + eps;
+  return div_rn(1.0, sqrt_rn(ms));
 }
 
 // GeGLU's product gelu_tanh(x) * u (Gemma's MLP; geglu.comp and the decode chain's GeGLU

@@ -2,10 +2,10 @@
 // linear_8da4w ops (rms_norm_quant): bit-exact with the CPU reference cpu::quantize_act_int8
 // (same float operations; nearbyint = roundEven). SPIR-V's OpFDiv may be 2.5 ulp off (NVIDIA's
 // is), and one ulp moves round(x / scale) across a .5 boundary, so the scale and zero point come
-// from div_rn, which is exact, and so does every quotient within 2^-12 of a .5 boundary: the
-// product by the correctly rounded reciprocal (both roundings correct, as Vulkan requires of
-// OpFMul) is within 2^-23 relative of the exact quotient, 2^-14 at |q| <= 512, so beyond 2^-12 it
-// rounds as the exact one does; a quotient beyond +-512 clamps either way.
+// from div_rn (common.glsl), which is exact, and so does every quotient within 2^-12 of a .5
+// boundary: the product by the correctly rounded reciprocal (both roundings correct, as Vulkan
+// requires of OpFMul) is within 2^-23 relative of the exact quotient, 2^-14 at |q| <= 512, so
+// beyond 2^-12 it rounds as the exact one does; a quotient beyond +-512 clamps either way.
 // The includer defines WG, enables subgroup arithmetic and shuffles, and calls quant_params with
 // every thread of the workgroup.
 // With QUANT_ROW_BINDING defined, the includer is an op that quantizes its own output rows for the
@@ -16,58 +16,6 @@
 #ifndef QUANT_LANES
 shared float q_lo[WG], q_hi[WG];
 #endif
-
-// The float of sign sgn, biased exponent e and rounded 24-bit quotient q (2^23 <= q <= 2^24; q =
-// 2^24 carries into the exponent), flushed to a signed zero below the normal range and to infinity
-// above it: the last step of div_rn and div_rn_255.
-float div_result(uint sgn, int e, uint q) {
-  if (q == 0x1000000u) {
-    q >>= 1;
-    e += 1;
-  }
-  if (e >= 255) return uintBitsToFloat(sgn | 0x7F800000u);
-  if (e <= 0) return uintBitsToFloat(sgn);
-  return uintBitsToFloat(sgn | (uint(e) << 23) | (q & 0x7FFFFFu));
-}
-
-// Correctly rounded a / b for a normal b > 0, from the significands: an estimate of the 24-bit
-// quotient q = floor(ma * 2^23 / mb) from a reciprocal refined by two Newton steps (within a few
-// units whatever the device's division), then its exact remainder ma * 2^23 - q * mb in 32-bit
-// integers (wrapping: the true remainder is far below 2^31), q corrected until the remainder lies
-// in [0, mb), and rounded up when more than half of mb is left (a quotient is never exactly
-// halfway). No fma is needed (Vulkan does not require it to be fused). Quotients below the normal
-// range come back as a signed zero: every caller here either rounds them to an integer (0) or
-// raises them to FLT_EPSILON, exactly as the CPU does with the subnormal. (The former bit-by-bit
-// long division took ~700 SM cycles on the H200, measured.)
-float div_rn(float a, float b) {
-  const uint ua = floatBitsToUint(a), ub = floatBitsToUint(b), sgn = ua & 0x80000000u;
-  const int ea = int((ua >> 23) & 255u), eb = int((ub >> 23) & 255u);
-  if (ea == 255 || eb == 255 || eb == 0) return a / b;  // inf, nan: as the hardware does
-  if (ea == 0) return uintBitsToFloat(sgn);             // zero or subnormal dividend
-  uint ma = (ua & 0x7FFFFFu) | 0x800000u;
-  const uint mb = (ub & 0x7FFFFFu) | 0x800000u;
-  int e = ea - eb + 127;
-  if (ma < mb) {
-    ma <<= 1;  // (even, so float(ma) stays exact)
-    e -= 1;
-  }
-  const float fa = float(ma), fb = float(mb);
-  float r = 1.0 / fb;
-  r = r * (2.0 - fb * r);
-  r = r * (2.0 - fb * r);
-  uint q = uint(fa * r * 8388608.0);
-  int rem = int((ma << 23) - q * mb);
-  while (rem < 0) {
-    q -= 1u;
-    rem += int(mb);
-  }
-  while (rem >= int(mb)) {
-    q += 1u;
-    rem -= int(mb);
-  }
-  if (2 * rem > int(mb)) q += 1u;
-  return div_result(sgn, e, q);
-}
 
 // div_rn(a, 255.0) in integers (the scale's division, on the critical path of every quantizing
 // prologue): 255.0's significand is 255 * 2^16, so the 24-bit quotient floor(ma 2^23 / mb) is
