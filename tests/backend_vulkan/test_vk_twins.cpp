@@ -73,27 +73,39 @@ TEST_P(VulkanTwins, ExportedProgramAgreesWithCpu) {
   const int vocab = r.desc().vocab;
   const double bound = agreement_bounds(tc.recipe).max_nmse;
   const uint64_t msgs = vk::validation_message_count();
-  VulkanOptions opt = validated();
-  opt.max_tokens = 8;  // the 11-token prompt runs as two chunks
-  auto gpu = make_vulkan_executor(r.program(), r, opt);
-  auto cpu = make_cpu_executor(r.program(), r);
-  std::vector<int32_t> prompt = {5, 17, 299, 0, 42, 42, 7, 100, 3, 250, 11};
-  std::vector<float> lc(static_cast<size_t>(vocab)), lg(lc.size());
-  int32_t c = cpu->forward(prompt.data(), static_cast<int>(prompt.size()), 0, lc.data());
-  int32_t g = gpu->forward(prompt.data(), static_cast<int>(prompt.size()), 0, lg.data());
-  ASSERT_EQ(g, c);
-  double worst = nmse(lg, lc);
-  EXPECT_LE(worst, bound);
-  int pos = static_cast<int>(prompt.size());
-  for (int i = 0; i < 8; ++i, ++pos) {
-    c = cpu->forward(&c, 1, pos, lc.data());
-    g = gpu->forward(&g, 1, pos, lg.data());
-    ASSERT_EQ(g, c) << "step " << i;
-    EXPECT_LE(nmse(lg, lc), bound) << "step " << i;
-    worst = std::max(worst, nmse(lg, lc));
+  // The default plan, then, for one recipe a twin, decode chains on a grid of two workgroups (a
+  // GPU's default decode; lavapipe runs them only when asked): every layer's attention a stage
+  // where the chain holds it, so chains end where layers' attention differs (SmolLM3's).
+  const bool chains_too = std::string(tc.recipe) == "quantized-8da4w";
+  for (const bool chains : {false, true}) {
+    if (chains && !chains_too) continue;
+    VulkanOptions opt = validated();
+    opt.max_tokens = 8;  // the 11-token prompt runs as two chunks
+    if (chains) {
+      opt.tuning.chain_groups = 2;
+      opt.tuning.chain_att_until = 1 << 20;
+    }
+    const char* plan = chains ? "chains" : "default";
+    auto gpu = make_vulkan_executor(r.program(), r, opt);
+    auto cpu = make_cpu_executor(r.program(), r);
+    std::vector<int32_t> prompt = {5, 17, 299, 0, 42, 42, 7, 100, 3, 250, 11};
+    std::vector<float> lc(static_cast<size_t>(vocab)), lg(lc.size());
+    int32_t c = cpu->forward(prompt.data(), static_cast<int>(prompt.size()), 0, lc.data());
+    int32_t g = gpu->forward(prompt.data(), static_cast<int>(prompt.size()), 0, lg.data());
+    ASSERT_EQ(g, c) << plan;
+    double worst = nmse(lg, lc);
+    EXPECT_LE(worst, bound) << plan;
+    int pos = static_cast<int>(prompt.size());
+    for (int i = 0; i < 8; ++i, ++pos) {
+      c = cpu->forward(&c, 1, pos, lc.data());
+      g = gpu->forward(&g, 1, pos, lg.data());
+      ASSERT_EQ(g, c) << plan << " step " << i;
+      EXPECT_LE(nmse(lg, lc), bound) << plan << " step " << i;
+      worst = std::max(worst, nmse(lg, lc));
+    }
+    std::printf("[nmse] %s %s %s %.3g (bound %.3g)\n", tc.preset, tc.recipe, plan, worst, bound);
+    gpu.reset();
   }
-  std::printf("[nmse] %s %s %.3g (bound %.3g)\n", tc.preset, tc.recipe, worst, bound);
-  gpu.reset();
   EXPECT_EQ(vk::validation_message_count(), msgs) << "Vulkan validation reported messages";
   std::filesystem::remove(path);
 }

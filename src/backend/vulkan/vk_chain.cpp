@@ -105,7 +105,7 @@ std::unique_ptr<PreparedOp> prepare_chain(OpEnv& env, const std::vector<Match>& 
     const size_t at = i * kChainWords;
     if (m.attn) {  // an attention stage: attention_decode.glsl's items (pro 3, no rows)
       const AttentionSetup a = attention_setup(env, m);
-      const uint32_t fl = a.flags(m);
+      const uint32_t fl = attention_flags(p, m);
       c.need(att_hd == 0 || (att_hd == u32(a.hd) && att_flags == fl),
              "a chain's attention stages share one head dim and dtypes");
       att_hd = u32(a.hd);

@@ -39,6 +39,14 @@ MatvecShape matvec_shape(const Context& ctx, int64_t K, int64_t N) {
 
 }  // namespace
 
+uint32_t attention_flags(const Program& p, const Match& m) {
+  auto f16 = [&](int32_t t) { return p.tensors[t].dtype == DType::F16; };
+  return (f16(m.q) ? 1u : 0u) | (f16(m.attn->inputs[3]) ? 2u : 0u) | (f16(m.y) ? 4u : 0u) |
+         (m.qnorm && f16(m.qnorm->outputs[0]) ? 8u : 0u) |
+         (m.qrope && f16(m.qrope->outputs[0]) ? 16u : 0u) | (m.qnorm ? 32u : 0u) |
+         (m.qrope ? 64u : 0u);
+}
+
 AttentionSetup attention_setup(OpEnv& env, const Match& m) {
   const Program& p = env.program;
   Ctx c{env, *m.attn, p};

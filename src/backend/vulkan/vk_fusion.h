@@ -444,13 +444,13 @@ struct AttentionSetup {
   uint32_t win = 0;        // a sliding window's keys (the op's window attribute; 0: none)
   uint32_t rows = 0;       // the caches' rows (need_attention_shapes: a sliding layer's ring)
   BufRange table, nq, nk;  // rope's cos/sin table, the q / k norm weights (placeholders: v)
-  // attention_decode.glsl's flag bits (linear_8da4w_chain.comp ATT_FLAGS).
-  uint32_t flags(const Match& m) const {
-    return (a16 ? 1u : 0u) | (c16 ? 2u : 0u) | (y16 ? 4u : 0u) | (n16 ? 8u : 0u) |
-           (r16 ? 16u : 0u) | (m.qnorm ? 32u : 0u) | (m.qrope ? 64u : 0u);
-  }
 };
 AttentionSetup attention_setup(OpEnv& env, const Match& m);
+// An attention run's attention_decode.glsl flag bits (linear_8da4w_chain.comp ATT_FLAGS): its
+// rows', caches', output's, normed and rotated rows' dtypes, and whether it norms and rotates.
+// A chain's attention stages share them and the head dim (one compiled attention a chain), so a
+// chain ends where they change (SmolLM3's layers without rope between those with).
+uint32_t attention_flags(const Program& p, const Match& m);
 
 // Chain runs (linear_8da4w_chain.comp). A stage's input row is at most 8,192 values, a normalized
 // one at most 4,096 (the prologue's registers); at most three mat-vecs.
