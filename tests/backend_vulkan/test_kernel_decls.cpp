@@ -210,7 +210,7 @@ TEST(KernelDecls, TheSpecCheckerTellsStructsApart) {
   rows_sg_on[4] = 1;
   EXPECT_EQ(spec_mismatches(norm, spec_fields<RmsNormSpec>(), rows_sg_on).size(), 1u);
   const ShaderBlob& mv = *blob(module_name(Shader::linear_8da4w_b32, false));
-  std::array<uint32_t, 6> wg256 = kSpecDefaults<Matvec8da4wSpec>;
+  std::array<uint32_t, 5> wg256 = kSpecDefaults<Matvec8da4wSpec>;
   EXPECT_TRUE(spec_mismatches(mv, spec_fields<Matvec8da4wSpec>(), wg256).empty());
   wg256[4] = 256;
   EXPECT_EQ(spec_mismatches(mv, spec_fields<Matvec8da4wSpec>(), wg256).size(), 1u);

@@ -153,10 +153,9 @@ std::vector<float> run_linear(const LinCase& c, const VulkanOptions& opt, bool t
   if (c.kind == Lin::A8W4) {  // the int8 quantization is bit-exact with the CPU's
     auto qx = r.read_bytes(r.env().act_q, static_cast<size_t>(T * K));
     auto qp = r.read_bytes(r.env().act_qp, static_cast<size_t>(T * 8));
-    // A forward of several tokens whose linears all have tiles (G % 32 == 0: the tiles and the
-    // mat-vec's GORDER variants read it) has its scratch hold each eight codes e0..e7 as
-    // e0 e2 e4 e6 e1 e3 e5 e7 (quant.glsl).
-    const bool gemm_order = G % 32 == 0 && vk::detail::gemm_order(r.ctx(), true, static_cast<uint32_t>(T));
+    // A forward on the matrix units (on_mm, G % 32 == 0) has its scratch hold each eight codes
+    // e0..e7 as e0 e2 e4 e6 e1 e3 e5 e7 (quant.glsl).
+    const bool gemm_order = on_mm;
     std::vector<int8_t> cq(static_cast<size_t>(K)), natural(static_cast<size_t>(K));
     for (int t = 0; t < T; ++t) {
       float sx;

@@ -2,7 +2,9 @@
 // A pure function of the program, the device's capabilities and the tuning; the executor plans
 // buffer liveness from its runs before any is prepared.
 #include <algorithm>
+#include <optional>
 #include <span>
+#include <utility>
 
 #include "backend/vulkan/vk_fusion.h"
 
@@ -224,10 +226,8 @@ std::vector<FusedRun> find_fused_runs(const Program& p, const DeviceInfo& dev, c
     return attention_stages && chain_attention(hd, c16, tune) && !r.quantize_out && hd <= 256 &&
            chain_shared(xv, hd, int8) <= dev.max_shared;
   };
-  // The current chain's attention stages' head dim (0: none yet) and flags (attention_flags):
-  // another ends it.
-  int64_t chain_hd = 0;
-  uint32_t chain_flags = 0;
+  // The current chain's attention stages' head dim and flags (attention_flags): another ends it.
+  std::optional<std::pair<int64_t, uint32_t>> chain_att;
   for (size_t i = 0; i < runs.size(); ++i) {
     FusedRun& r = runs[i];
     const std::optional<Match>& m = matches[i];
@@ -235,18 +235,14 @@ std::vector<FusedRun> find_fused_runs(const Program& p, const DeviceInfo& dev, c
       out.push_back(std::move(r));
       continue;
     }
-    const int64_t hd = m->attn ? m->attn->attrs["head_dim"].get<int64_t>() : 0;
-    const uint32_t flags = m->attn ? attention_flags(p, *m) : 0;
+    std::optional<std::pair<int64_t, uint32_t>> att;
+    if (m->attn) att = {m->attn->attrs["head_dim"].get<int64_t>(), attention_flags(p, *m)};
     if (out.empty() || out.back().stages.empty() || out.back().last + 1 != r.first ||
-        out.back().stages.size() >= max_stages ||
-        (hd && chain_hd && (hd != chain_hd || flags != chain_flags))) {
+        out.back().stages.size() >= max_stages || (att && chain_att && *att != *chain_att)) {
       out.push_back({r.first, r.last, "chain", true, false, false, {}});
-      chain_hd = 0;
+      chain_att.reset();
     }
-    if (hd) {
-      chain_hd = hd;
-      chain_flags = flags;
-    }
+    if (att) chain_att = att;
     out.back().last = r.last;
     out.back().pattern += (out.back().stages.empty() ? ": " : " | ") + r.pattern;
     out.back().stages.push_back(std::move(r));

@@ -15,9 +15,9 @@ bool gemm_shape(int64_t G, int64_t N) {
 }
 
 // Whether every linear_8da4w that reads x (as its input) has a tiled GEMM: then, in forwards of
-// at least two tokens, x's int8 scratch is read only by GEMMs and the mat-vec's variants of
-// several tokens (GORDER), and its quantizer stores it in their order (quant.glsl's gemm_order).
-// The quantizer and each of its readers decide from this one predicate, so they agree.
+// at least GemmPlan::kTokens tokens, x's int8 scratch is read only by GEMMs, and its quantizer
+// stores it in their staged order (quant.glsl's gemm_order). The quantizer and each of its
+// readers decide from this one predicate, so they agree.
 bool scratch_for_gemm(const Ctx& c, int32_t x) {
   bool any = false;
   for (const Op& o : c.p.ops) {
@@ -32,10 +32,9 @@ bool scratch_for_gemm(const Ctx& c, int32_t x) {
   }
   return any;
 }
-// The quantizers' push constant for a forward of Tr tokens (1: store in gemm_order): forwards of
-// one token keep the codes in order for the decode mat-vecs.
-uint32_t gemm_order(const Context&, bool for_gemm, uint32_t Tr) {
-  return for_gemm && Tr >= 2;
+// The quantizers' push constant for a forward of Tr tokens (1: store in gemm_order).
+uint32_t gemm_order(const Context& ctx, bool for_gemm, uint32_t Tr) {
+  return for_gemm && Tr >= gemm_from(ctx);
 }
 uint32_t gemm_from(const Context& ctx) {
   const uint32_t forced = ctx.tuning().gemm_from;

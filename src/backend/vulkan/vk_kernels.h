@@ -205,8 +205,7 @@ struct Matvec8da4wSpec {  // linear_8da4w.comp
   uint32_t bpl = 1;    // the decode variant's blocks per lane (BPL) ...
   uint32_t parts = 1;  // ... in PARTS parts (decode_split)
   uint32_t wg = 64;    // its workgroup size (local_size_x_id)
-  uint32_t gorder = 0;  // TT > 1: the int8 rows in the tiled GEMMs' order (GORDER)
-  static constexpr SpecField fields[] = {{1, kF16}, {8}, {9}, {16}, {17}, {18}};
+  static constexpr SpecField fields[] = {{1, kF16}, {8}, {9}, {16}, {17}};
 };
 struct MatvecTailSpec {  // linear_8da4w.comp VKLLM_TAIL
   uint32_t y16 = 0, tt = 4, bpl = 1;

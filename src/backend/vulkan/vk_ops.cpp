@@ -222,7 +222,6 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
   const DecodeSplit split =
       f == "linear_8da4w" && G % 32 == 0 ? decode_split(c.env.ctx, K, N) : DecodeSplit{1, 0};
   const uint32_t wg = split.bpl ? decode_matvec_wg(c.env.ctx) : 64;
-  const bool for_gemm = f == "linear_8da4w" && scratch_for_gemm(c, x);
   auto variant = [&](uint32_t tt) -> KernelId {
     if (f == "linear")
       return c.kernel_id(Shader::linear,
@@ -230,7 +229,7 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
     if (f == "linear_q4w")
       return c.kernel_id(Shader::linear_q4w, Q4wSpec{.x16 = c.f16(x), .y16 = c.f16(y), .tt = tt});
     const bool idot = c.env.ctx.use_int_dot();
-    Matvec8da4wSpec spec{.y16 = c.f16(y), .tt = tt, .gorder = tt > 1 && for_gemm};
+    Matvec8da4wSpec spec{.y16 = c.f16(y), .tt = tt};
     if (tt == 1 && split.bpl) {  // the decode variant (G % 32 == 0): its split and workgroup size
       spec.bpl = split.bpl;
       spec.parts = split.parts;
@@ -261,6 +260,7 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
   // executor's pipeline cache, never the OpEnv.)
   GemmPlan gemm;
   Kernels* kernels = &c.env.kernels;
+  const bool for_gemm = f == "linear_8da4w" && scratch_for_gemm(c, x);
   if (for_gemm) gemm = plan_gemm_8da4w(c.env.ctx, G, N, c.f16(y));
   // The float-activation linears (linear, linear_q4w) run a tiled GEMM there instead
   // (float_gemm_module; VKLLM_LINEAR_MM=0 measures the mat-vec kernels).

@@ -35,10 +35,6 @@ layout(constant_id = 1) const bool Y16 = false;
 layout(constant_id = 9) const uint BPL = 1;
 // The decode variant's parts per row (matvec_decode); BPL then counts one part's blocks.
 layout(constant_id = 16) const uint PARTS = 1;
-// VKLLM_B32 variants of several tokens (TT > 1): the int8 rows in the tiled GEMMs' order
-// (quant.glsl's gemm_order: each eight codes e0..e7 as the words e0 e2 e4 e6 and e1 e3 e5 e7),
-// so that a word of nibbles pairs with them through two masks instead of an unpacking.
-layout(constant_id = 18) const bool GORDER = false;
 #ifdef VKLLM_B32
 layout(std430, binding = 0) readonly buffer QX { uvec4 qx[]; };  // K / 16 per token
 layout(std430, binding = 2) readonly buffer Q { uvec4 q[]; };    // K / 32 per row
@@ -94,19 +90,13 @@ void add_group(uint n, uint g, uint ng, int d[TT], float sx[TT], int zp[TT], ino
 
 #ifdef VKLLM_B32
 // Integer dots of 32-weight block b of row n with the block tokens t0.. (16-byte loads).
-// With GORDER the words of weights pair with the rows' words as linear_8da4w_mm.comp stages them:
-// a word of nibbles n0..n7 (byte i holds weights 2i and 2i + 1) gives e0 e2 e4 e6 and e1 e3 e5 e7.
 void block_dot(uint n, uint b, uint t0, inout int d[TT]) {
-  const uint nb = pc.K / 32u, M = 0x0F0F0F0Fu;
+  const uint nb = pc.K / 32u;
   const uvec4 w = Q_AT(n * nb + b);
-  const int w0 = GORDER ? int(widen_nibbles(w.x & M)) : nibbles4_to_i8x4(w.x & 0xFFFFu),
-            w1 = GORDER ? int(widen_nibbles((w.x >> 4) & M)) : nibbles4_to_i8x4(w.x >> 16),
-            w2 = GORDER ? int(widen_nibbles(w.y & M)) : nibbles4_to_i8x4(w.y & 0xFFFFu),
-            w3 = GORDER ? int(widen_nibbles((w.y >> 4) & M)) : nibbles4_to_i8x4(w.y >> 16),
-            w4 = GORDER ? int(widen_nibbles(w.z & M)) : nibbles4_to_i8x4(w.z & 0xFFFFu),
-            w5 = GORDER ? int(widen_nibbles((w.z >> 4) & M)) : nibbles4_to_i8x4(w.z >> 16),
-            w6 = GORDER ? int(widen_nibbles(w.w & M)) : nibbles4_to_i8x4(w.w & 0xFFFFu),
-            w7 = GORDER ? int(widen_nibbles((w.w >> 4) & M)) : nibbles4_to_i8x4(w.w >> 16);
+  const int w0 = nibbles4_to_i8x4(w.x & 0xFFFFu), w1 = nibbles4_to_i8x4(w.x >> 16),
+            w2 = nibbles4_to_i8x4(w.y & 0xFFFFu), w3 = nibbles4_to_i8x4(w.y >> 16),
+            w4 = nibbles4_to_i8x4(w.z & 0xFFFFu), w5 = nibbles4_to_i8x4(w.z >> 16),
+            w6 = nibbles4_to_i8x4(w.w & 0xFFFFu), w7 = nibbles4_to_i8x4(w.w >> 16);
   [[unroll]] for (uint i = 0; i < TT; ++i) {
     if (t0 + i < pc.T) {
       const uint xb = (t0 + i) * (2u * nb) + 2u * b;
