@@ -2,9 +2,7 @@
 // A pure function of the program, the device's capabilities and the tuning; the executor plans
 // buffer liveness from its runs before any is prepared.
 #include <algorithm>
-#include <optional>
 #include <span>
-#include <utility>
 
 #include "backend/vulkan/vk_fusion.h"
 
@@ -226,8 +224,10 @@ std::vector<FusedRun> find_fused_runs(const Program& p, const DeviceInfo& dev, c
     return attention_stages && chain_attention(hd, c16, tune) && !r.quantize_out && hd <= 256 &&
            chain_shared(xv, hd, int8) <= dev.max_shared;
   };
-  // The current chain's attention stages' head dim and flags (attention_flags): another ends it.
-  std::optional<std::pair<int64_t, uint32_t>> chain_att;
+  // The current chain's attention stages' head dim (0: none yet) and flags (attention_flags):
+  // another ends it.
+  int64_t chain_hd = 0;
+  uint32_t chain_flags = 0;
   for (size_t i = 0; i < runs.size(); ++i) {
     FusedRun& r = runs[i];
     const std::optional<Match>& m = matches[i];
@@ -235,14 +235,18 @@ std::vector<FusedRun> find_fused_runs(const Program& p, const DeviceInfo& dev, c
       out.push_back(std::move(r));
       continue;
     }
-    std::optional<std::pair<int64_t, uint32_t>> att;
-    if (m->attn) att = {m->attn->attrs["head_dim"].get<int64_t>(), attention_flags(p, *m)};
+    const int64_t hd = m->attn ? m->attn->attrs["head_dim"].get<int64_t>() : 0;
+    const uint32_t flags = m->attn ? attention_flags(p, *m) : 0;
     if (out.empty() || out.back().stages.empty() || out.back().last + 1 != r.first ||
-        out.back().stages.size() >= max_stages || (att && chain_att && *att != *chain_att)) {
+        out.back().stages.size() >= max_stages ||
+        (hd && chain_hd && (hd != chain_hd || flags != chain_flags))) {
       out.push_back({r.first, r.last, "chain", true, false, false, {}});
-      chain_att.reset();
+      chain_hd = 0;
     }
-    if (att) chain_att = att;
+    if (hd) {
+      chain_hd = hd;
+      chain_flags = flags;
+    }
     out.back().last = r.last;
     out.back().pattern += (out.back().stages.empty() ? ": " : " | ") + r.pattern;
     out.back().stages.push_back(std::move(r));
