@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json_fwd.hpp>
@@ -80,6 +81,13 @@ class AddedTrie {
   std::array<bool, 256> first_{};
 };
 
+// Hash of a string's bytes that also takes string_views, so lookups need not allocate a key.
+struct StringHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+};
+using StringIds = std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>>;
+
 struct TokenizerImpl {
   std::string where;
   std::vector<NormalizerStep> normalizers;
@@ -91,7 +99,7 @@ struct TokenizerImpl {
   // the spelling itself, characters missing from the vocab become <0xNN> tokens (byte_fallback) or
   // the unknown token (runs of them fused into one with fuse_unk), or are dropped without either.
   bool byte_level = true;
-  std::unordered_map<std::string, int32_t> bytes_to_id;
+  StringIds bytes_to_id;
   std::array<int32_t, 256> byte_id{};
   std::unordered_map<char32_t, int32_t> char_id;  // single-character vocab entries (char mode)
   bool byte_fallback = false;
@@ -144,7 +152,7 @@ struct TokenizerImpl {
   std::vector<std::string> id_token;  // spelling in tokenizer.json
   std::vector<std::string> id_bytes;  // raw bytes for decoding
   std::vector<uint8_t> id_special;
-  std::unordered_map<std::string, int32_t> token_to_id;
+  StringIds token_to_id;
   std::vector<AddedToken> added;
   AddedTrie added_raw, added_normalized;  // tokens with normalized=false / true
 

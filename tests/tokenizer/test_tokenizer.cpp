@@ -230,6 +230,32 @@ TEST(Errors, MalformedJson) {
             std::string::npos);
 }
 
+// Merges are looked up on several threads where there are many: the error still names the first
+// bad merge in rank order, whichever thread met it, and a repeated merge keeps its first rank.
+TEST(Errors, FirstBadMergeOfManyIsNamed) {
+  auto with_merges = [](const std::vector<std::pair<size_t, nlohmann::json>>& bad) {
+    auto j = nlohmann::json::parse(tiny_tokenizer_json());
+    nlohmann::json merges = nlohmann::json::array();
+    for (size_t i = 0; i < 70000; ++i) merges.push_back("a b");
+    for (const auto& [at, m] : bad) merges[at] = m;
+    j["model"]["merges"] = merges;
+    return j.dump();
+  };
+  auto error = [&](const std::vector<std::pair<size_t, nlohmann::json>>& bad) {
+    return error_of([&] { Tokenizer::from_text(with_merges(bad), "", "x.json"); });
+  };
+  const nlohmann::json pair_of_ids = nlohmann::json::array({1, 2});
+  std::string msg = error({{50000, "a zz"}, {60000, pair_of_ids}});
+  EXPECT_NE(msg.find("merge \"a zz\" uses a token missing"), std::string::npos) << msg;
+  msg = error({{40000, pair_of_ids}, {60000, "a zz"}});
+  EXPECT_NE(msg.find("merge [1,2] must be \"a b\" or [a, b]"), std::string::npos) << msg;
+  msg = error({{69999, "a  b"}});
+  EXPECT_NE(msg.find("separated by one space"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find('\n'), std::string::npos) << "one line: " << msg;
+  Tokenizer t = Tokenizer::from_text(with_merges({}), "", "x.json");
+  EXPECT_EQ(t.encode("ab"), (std::vector<int32_t>{256}));
+}
+
 TEST(AddedTokens, LstripRstripAbsorbWhitespace) {
   Tokenizer t = Tokenizer::from_text(tiny_tokenizer_json(), "{\"eos_token\": \"<eos>\"}", "tiny");
   EXPECT_EQ(t.eos_id(), 257);
