@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <future>
 
 #include "artifact/load.h"
 #include "artifact/reader.h"
@@ -69,16 +70,30 @@ void Model::Impl::open(const std::string& path) {
   for (const TensorDecl& t : program().tensors)
     if (t.kind == TensorKind::KVCache) info.kv_cache_bytes += dtype_nbytes(t.dtype, t.shape);
   info.eos_ids.assign(desc.eos_ids.begin(), desc.eos_ids.end());
+  try {
+    load();
+  } catch (...) {
+    finish_tokenizer();  // (its error first, as the open's earlier stage)
+    throw;
+  }
+  finish_tokenizer();
   if (chat) info.chat_template = chat->describe();
-  load();
   info.device_name = loaded->device_name();
 }
+
 
 namespace {
 double ms_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
 }
 }  // namespace
+
+void Model::Impl::finish_tokenizer() {
+  if (!tokenizer_parse_.valid()) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  tokenizer_parse_.get();
+  open_tokenizer_ms = ms_since(t0);
+}
 
 void Model::Impl::open_hf_dir(const std::string& dir) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -103,7 +118,7 @@ void Model::Impl::open_hf_dir(const std::string& dir) {
       chat_template_of(std::filesystem::exists(cfg) ? read_text_file(cfg) : std::string(),
                        std::filesystem::exists(jinja) ? read_text_file(jinja) : std::string(), dir),
       dir));
-  open_tokenizer_ms = ms_since(t1);
+  open_tokenizer_ms = tokenizer_parse_ms = ms_since(t1);
   info.recipe = "non-quantized";
   for (auto& w : reference->weights.data) info.weight_bytes += w.size();
 }
@@ -122,12 +137,15 @@ void Model::Impl::open_artifact(const std::string& path) {
   if (options.context_length > 0 && options.context_length < max_ctx)
     resized = with_context(artifact->program(), options.context_length);
   open_model_ms = ms_since(t0);
-  const auto t1 = std::chrono::steady_clock::now();
-  // The tokenizer, the chat template, the embedded files: the load check verify and export run.
-  ArtifactLoad parts = load_artifact(*artifact);
-  tok = std::make_unique<Tokenizer>(std::move(parts.tokenizer));
-  chat = std::make_unique<ChatRenderer>(std::move(parts.chat));
-  open_tokenizer_ms = ms_since(t1);
+  // The tokenizer, the chat template, the embedded files (the load check verify and export run),
+  // on a thread of their own while the backend loads (~0.3 s for a 128K-token vocabulary).
+  tokenizer_parse_ = std::async(std::launch::async, [this] {
+    const auto t1 = std::chrono::steady_clock::now();
+    ArtifactLoad parts = load_artifact(*artifact);
+    tok = std::make_unique<Tokenizer>(std::move(parts.tokenizer));
+    chat = std::make_unique<ChatRenderer>(std::move(parts.chat));
+    tokenizer_parse_ms = ms_since(t1);
+  });
   info.recipe = artifact->recipe_name();
   info.weight_bytes = artifact->data_size();
 }

@@ -3,6 +3,7 @@
 // tokenizer. Sessions make their executors (KV cache, activations) from `loaded` and take turns
 // on it under `run_mu`.
 #pragma once
+#include <future>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -41,8 +42,10 @@ struct __attribute__((visibility("hidden"))) Model::Impl {
   std::mutex run_mu;                      // one session at a time on the backend
   // The open's stages (ms): the model file (an artifact mapped and its header, metadata and
   // program checked; or a checkpoint's weights read and lowered), then its tokenizer and chat
-  // template (parsed and checked).
-  double open_model_ms = 0, open_tokenizer_ms = 0;
+  // template (parsed and checked). An artifact's are parsed on a thread of their own while the
+  // backend loads: open_tokenizer_ms is then the time the open still waited for them after the
+  // backend, tokenizer_parse_ms the parse's own time.
+  double open_model_ms = 0, open_tokenizer_ms = 0, tokenizer_parse_ms = 0;
 
   // The vocabulary's index for constrained generation, built on first use (~0.1 s).
   std::shared_ptr<const grammar::TokenIndex> token_index();
@@ -56,6 +59,8 @@ struct __attribute__((visibility("hidden"))) Model::Impl {
   std::shared_ptr<const grammar::TokenIndex> index_;
   void open_hf_dir(const std::string& dir);
   void open_artifact(const std::string& path);
+  std::future<void> tokenizer_parse_;  // an artifact's tokenizer and chat template being parsed
+  void finish_tokenizer();             // waits for them (rethrowing the parse's error)
   const WeightSource& weights() const;
   void load();  // the backend: device, weights
 };
