@@ -35,7 +35,7 @@ void dispatch(VkCommandBuffer cb, const Kernel& k, VkDescriptorSet set, const P&
     fail("vulkan: kernel {} takes {} push-constant bytes, given {}", k.decl->name, k.push_bytes,
          push_bytes<P>());
   ++dispatch_count();
-  vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, k.pipeline);
+  vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, k.pipeline());
   vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, k.layout, 0, 1, &set, 0, nullptr);
   if constexpr (push_bytes<P>() > 0)
     vkCmdPushConstants(cb, k.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, push_bytes<P>(), &push);

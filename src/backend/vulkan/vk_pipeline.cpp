@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "backend/vulkan/vk_shaders.h"
@@ -50,10 +51,16 @@ std::array<uint32_t, 3> local_size(const ShaderBlob& b, std::span<const SpecFiel
   return size;
 }
 
+Kernels::Kernels(Context& ctx)
+    : ctx_(ctx),
+      compiling_(std::clamp<std::ptrdiff_t>(std::thread::hardware_concurrency(), 1, 256)) {}
+
 Kernels::~Kernels() {
   VkDevice d = ctx_.device();
+  for (auto& [key, k] : cache_)
+    if (k->ready.valid()) k->ready.wait();  // (a failed creation leaves a null pipeline)
   for (auto& [key, k] : cache_) {
-    vkDestroyPipeline(d, k->pipeline, nullptr);
+    vkDestroyPipeline(d, k->pipeline_, nullptr);
     vkDestroyPipelineLayout(d, k->layout, nullptr);
     vkDestroyDescriptorSetLayout(d, k->set_layout, nullptr);
   }
@@ -119,29 +126,43 @@ const Kernel& Kernels::get_words(Shader id, bool f16, std::span<const uint32_t> 
   mi.pCode = blob->code;
   VkShaderModule mod;
   VK_CHECK(vkCreateShaderModule(d, &mi, nullptr, &mod));
-  std::vector<VkSpecializationMapEntry> entries(spec.size());
-  for (uint32_t i = 0; i < spec.size(); ++i) entries[i] = {dc.spec_fields[i].id, i * 4, 4};
-  VkSpecializationInfo si{static_cast<uint32_t>(spec.size()), entries.data(), spec.size() * 4,
-                          spec.data()};
-  VkComputePipelineCreateInfo ci{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
+  // The create info and what it points to, kept whole for the thread that compiles it.
+  struct Job {
+    VkShaderModule mod = VK_NULL_HANDLE;
+    std::vector<uint32_t> spec;
+    std::vector<VkSpecializationMapEntry> entries;
+    VkSpecializationInfo si{};
+    VkPipelineShaderStageRequiredSubgroupSizeCreateInfo rs{
+        VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_REQUIRED_SUBGROUP_SIZE_CREATE_INFO};
+    VkPipelineCreationFeedback fb{}, stage_fb{};
+    VkPipelineCreationFeedbackCreateInfo fci{
+        VK_STRUCTURE_TYPE_PIPELINE_CREATION_FEEDBACK_CREATE_INFO};
+    VkComputePipelineCreateInfo ci{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
+  };
+  auto job = std::make_shared<Job>();
+  job->mod = mod;
+  job->spec.assign(spec.begin(), spec.end());
+  job->entries.resize(spec.size());
+  for (uint32_t i = 0; i < spec.size(); ++i) job->entries[i] = {dc.spec_fields[i].id, i * 4, 4};
+  job->si = {static_cast<uint32_t>(spec.size()), job->entries.data(), spec.size() * 4,
+             job->spec.data()};
+  VkComputePipelineCreateInfo& ci = job->ci;
   ci.stage = {VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO};
   ci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
   ci.stage.module = mod;
   ci.stage.pName = "main";
-  ci.stage.pSpecializationInfo = spec.empty() ? nullptr : &si;
+  ci.stage.pSpecializationInfo = spec.empty() ? nullptr : &job->si;
   // Full subgroups wherever the workgroup holds whole ones: the kernels stride by gl_SubgroupSize
   // and the host sizes their work by DeviceInfo::subgroup_size. Of that size where the workgroup
   // fits the device's subgroup count; else of any size (the workgroup then holds whole subgroups
   // of the largest).
-  VkPipelineShaderStageRequiredSubgroupSizeCreateInfo rs{
-      VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_REQUIRED_SUBGROUP_SIZE_CREATE_INFO};
   const DeviceInfo& inf = ctx_.info();
   const std::array<uint32_t, 3> ls = local_size(*blob, dc.spec_fields, spec);
   const uint32_t x = ls[0], threads = ls[0] * ls[1] * ls[2];
   if (inf.subgroup_size_control && x > 0 && inf.subgroup_size > 0 && x % inf.subgroup_size == 0 &&
       threads <= inf.subgroup_size * inf.max_wg_subgroups) {
-    rs.requiredSubgroupSize = inf.subgroup_size;
-    ci.stage.pNext = &rs;
+    job->rs.requiredSubgroupSize = inf.subgroup_size;
+    ci.stage.pNext = &job->rs;
     ci.stage.flags = VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT;
     k->full_subgroups = true;
   } else if (inf.subgroup_size_control && x > 0 && inf.subgroup_max > 0 &&
@@ -152,23 +173,38 @@ const Kernel& Kernels::get_words(Shader id, bool f16, std::span<const uint32_t> 
   ci.layout = k->layout;
   if (ctx_.pipeline_stats()) ci.flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;
   // Where the driver reports it: whether the pipeline came from the Context's pipeline cache.
-  VkPipelineCreationFeedback fb{}, stage_fb{};
-  VkPipelineCreationFeedbackCreateInfo fci{
-      VK_STRUCTURE_TYPE_PIPELINE_CREATION_FEEDBACK_CREATE_INFO};
-  fci.pPipelineCreationFeedback = &fb;
-  fci.pipelineStageCreationFeedbackCount = 1;
-  fci.pPipelineStageCreationFeedbacks = &stage_fb;
-  if (inf.creation_feedback) ci.pNext = &fci;
-  const auto t0 = std::chrono::steady_clock::now();
-  VkResult r = vkCreateComputePipelines(d, ctx_.pipeline_cache(), 1, &ci, nullptr, &k->pipeline);
-  ctx_.count_pipeline(
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(),
-      (fb.flags & VK_PIPELINE_CREATION_FEEDBACK_VALID_BIT) &&
-          (fb.flags & VK_PIPELINE_CREATION_FEEDBACK_APPLICATION_PIPELINE_CACHE_HIT_BIT));
-  vkDestroyShaderModule(d, mod, nullptr);
-  if (r != VK_SUCCESS) vk_fail(("vkCreateComputePipelines(" + shader + ")").c_str(), r);
-  if (ctx_.pipeline_stats()) print_statistics(key, k->pipeline);
+  job->fci.pPipelineCreationFeedback = &job->fb;
+  job->fci.pipelineStageCreationFeedbackCount = 1;
+  job->fci.pPipelineStageCreationFeedbacks = &job->stage_fb;
+  if (inf.creation_feedback) ci.pNext = &job->fci;
+  // Compiled on a thread of its own, at most one a core at once (the pipeline cache is internally
+  // synchronized); whoever binds it first waits for it (Kernel::pipeline).
+  Kernel* kp = k.get();
+  k->ready = std::async(std::launch::async, [this, job, kp, shader, key] {
+               compiling_.acquire();
+               const auto t0 = std::chrono::steady_clock::now();
+               VkDevice dev = ctx_.device();
+               VkResult r = vkCreateComputePipelines(dev, ctx_.pipeline_cache(), 1, &job->ci,
+                                                     nullptr, &kp->pipeline_);
+               compiling_.release();
+               ctx_.count_pipeline(std::chrono::duration<double, std::milli>(
+                                       std::chrono::steady_clock::now() - t0)
+                                       .count(),
+                                   (job->fb.flags & VK_PIPELINE_CREATION_FEEDBACK_VALID_BIT) &&
+                                       (job->fb.flags &
+                                        VK_PIPELINE_CREATION_FEEDBACK_APPLICATION_PIPELINE_CACHE_HIT_BIT));
+               vkDestroyShaderModule(dev, job->mod, nullptr);
+               if (r != VK_SUCCESS) {
+                 kp->pipeline_ = VK_NULL_HANDLE;
+                 vk_fail(("vkCreateComputePipelines(" + shader + ")").c_str(), r);
+               }
+               if (ctx_.pipeline_stats()) print_statistics(key, kp->pipeline_);
+             }).share();
   return *cache_.emplace(key, std::move(k)).first->second;
+}
+
+void Kernels::wait_all() const {
+  for (const auto& [key, k] : cache_) k->pipeline();
 }
 
 // One line per executable of the pipeline: the driver's compiler statistics (VKLLM_PIPELINE_STATS).

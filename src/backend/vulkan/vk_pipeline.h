@@ -4,8 +4,10 @@
 #include <vulkan/vulkan.h>
 
 #include <array>
+#include <future>
 #include <map>
 #include <memory>
+#include <semaphore>
 #include <span>
 #include <string>
 #include <vector>
@@ -32,10 +34,17 @@ struct Kernel {
   const KernelDecl* decl = nullptr;  // its registry entry (bindings' access, push size)
   VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;
   VkPipelineLayout layout = VK_NULL_HANDLE;
-  VkPipeline pipeline = VK_NULL_HANDLE;
   uint32_t bindings = 0;
   uint32_t push_bytes = 0;
   bool full_subgroups = false;  // created with full subgroups of the device's default size
+  // The pipeline, compiled on a thread of its own (Kernels::get_words): waits for it, and rethrows
+  // its creation's error.
+  VkPipeline pipeline() const {
+    if (ready.valid()) ready.get();
+    return pipeline_;
+  }
+  VkPipeline pipeline_ = VK_NULL_HANDLE;  // (set by its creation, before `ready`)
+  std::shared_future<void> ready;
 };
 
 // The reads and writes of a dispatch of `k` over `ranges` (one per binding), from the access its
@@ -53,7 +62,7 @@ std::array<uint32_t, 3> local_size(const ShaderBlob& b, std::span<const SpecFiel
 
 class Kernels {
  public:
-  explicit Kernels(Context& ctx) : ctx_(ctx) {}
+  explicit Kernels(Context& ctx);
   ~Kernels();
   Kernels(const Kernels&) = delete;
   Kernels& operator=(const Kernels&) = delete;
@@ -72,12 +81,17 @@ class Kernels {
   // A descriptor set of `k`'s layout bound to `ranges` (one per binding, in order).
   VkDescriptorSet make_set(const Kernel& k, std::span<const BufRange> ranges);
   Context& context() { return ctx_; }
+  // Waits until every pipeline made so far is compiled (rethrowing the first error): an
+  // executor's ops request theirs as they are prepared, so that the driver compiles them at once,
+  // a thread each (at most the machine's cores), then waits once.
+  void wait_all() const;
 
  private:
   void print_statistics(const std::string& key, VkPipeline pipeline) const;
   Context& ctx_;
   std::map<std::string, std::unique_ptr<Kernel>> cache_;
   std::vector<VkDescriptorPool> pools_;
+  std::counting_semaphore<256> compiling_{1};  // (sized in the constructor)
 };
 
 }  // namespace vkllm::vk

@@ -17,7 +17,7 @@ namespace {
 void run_one_workgroup(Context& ctx, Kernels& kernels, const Kernel& k, const BufRange& r) {
   VkDescriptorSet set = kernels.make_set(k, {&r, 1});
   VkCommandBuffer cb = ctx.begin_once();
-  vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, k.pipeline);
+  vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, k.pipeline());
   vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, k.layout, 0, 1, &set, 0, nullptr);
   vkCmdDispatch(cb, 1, 1, 1);
   ctx.submit_and_wait(cb);

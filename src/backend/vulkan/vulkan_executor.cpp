@@ -151,6 +151,7 @@ class VulkanExecutor final : public Executor {
     if (!runs_long_.empty()) short_until_ = chain_attention_until(p_, ctx_->info(), tune);
     chain_clock_ = env.chain_clock;
     chain_sync_ = env.chain_sync;
+    env.kernels.wait_all();  // (the ops' pipelines compiled meanwhile, a thread each)
     if (ctx_->options().profile) {
       const PipelineCacheStats pc = ctx_->pipeline_cache_stats();
       std::fprintf(stderr,
