@@ -11,11 +11,10 @@ namespace vkllm::cli {
 
 nlohmann::json load_stages_json(const Model& model, double open_ms, double session_ms) {
   const auto& m = ModelAccess::of(model);
-  nlohmann::json s = {
-      {"open", open_ms},
-      {"session", session_ms},
-      {"tokenizer", m.open_tokenizer_ms},
-      {"tokenizer_parse", m.tokenizer_parse_ms}};
+  nlohmann::json s = {{"open", open_ms},
+                      {"session", session_ms},
+                      {"tokenizer", m.open_tokenizer_ms},
+                      {"tokenizer_parse", m.tokenizer_parse_ms}};
   double backend_ms = 0;
 #ifdef VKLLM_WITH_VULKAN
   if (model.info().backend == "vulkan") {

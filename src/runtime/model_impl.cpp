@@ -81,7 +81,6 @@ void Model::Impl::open(const std::string& path) {
   info.device_name = loaded->device_name();
 }
 
-
 namespace {
 double ms_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();

@@ -219,7 +219,7 @@ void TokenizerImpl::bpe(std::string_view word, std::vector<int32_t>& out) const 
     return;
   }
   if (ignore_merges) {
-    auto it = bytes_to_id.find(std::string(word));
+    auto it = bytes_to_id.find(word);
     if (it != bytes_to_id.end()) {
       out.push_back(it->second);
       return;

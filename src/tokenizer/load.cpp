@@ -655,7 +655,7 @@ int32_t Tokenizer::vocab_size() const {
 }
 
 std::optional<int32_t> Tokenizer::token_id(std::string_view token) const {
-  auto it = impl_->token_to_id.find(std::string(token));
+  auto it = impl_->token_to_id.find(token);
   if (it == impl_->token_to_id.end()) return std::nullopt;
   return it->second;
 }

@@ -180,26 +180,26 @@ const Kernel& Kernels::get_words(Shader id, bool f16, std::span<const uint32_t> 
   // Compiled on a thread of its own, at most one a core at once (the pipeline cache is internally
   // synchronized); whoever binds it first waits for it (Kernel::pipeline).
   Kernel* kp = k.get();
-  k->ready = std::async(std::launch::async, [this, job, kp, shader, key] {
-               compiling_.acquire();
-               const auto t0 = std::chrono::steady_clock::now();
-               VkDevice dev = ctx_.device();
-               VkResult r = vkCreateComputePipelines(dev, ctx_.pipeline_cache(), 1, &job->ci,
-                                                     nullptr, &kp->pipeline_);
-               compiling_.release();
-               ctx_.count_pipeline(std::chrono::duration<double, std::milli>(
-                                       std::chrono::steady_clock::now() - t0)
-                                       .count(),
-                                   (job->fb.flags & VK_PIPELINE_CREATION_FEEDBACK_VALID_BIT) &&
-                                       (job->fb.flags &
-                                        VK_PIPELINE_CREATION_FEEDBACK_APPLICATION_PIPELINE_CACHE_HIT_BIT));
-               vkDestroyShaderModule(dev, job->mod, nullptr);
-               if (r != VK_SUCCESS) {
-                 kp->pipeline_ = VK_NULL_HANDLE;
-                 vk_fail(("vkCreateComputePipelines(" + shader + ")").c_str(), r);
-               }
-               if (ctx_.pipeline_stats()) print_statistics(key, kp->pipeline_);
-             }).share();
+  k->ready =
+      std::async(std::launch::async, [this, job, kp, shader, key] {
+        compiling_.acquire();
+        const auto t0 = std::chrono::steady_clock::now();
+        VkDevice dev = ctx_.device();
+        VkResult r = vkCreateComputePipelines(dev, ctx_.pipeline_cache(), 1, &job->ci, nullptr,
+                                              &kp->pipeline_);
+        compiling_.release();
+        ctx_.count_pipeline(
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                .count(),
+            (job->fb.flags & VK_PIPELINE_CREATION_FEEDBACK_VALID_BIT) &&
+                (job->fb.flags & VK_PIPELINE_CREATION_FEEDBACK_APPLICATION_PIPELINE_CACHE_HIT_BIT));
+        vkDestroyShaderModule(dev, job->mod, nullptr);
+        if (r != VK_SUCCESS) {
+          kp->pipeline_ = VK_NULL_HANDLE;
+          vk_fail(("vkCreateComputePipelines(" + shader + ")").c_str(), r);
+        }
+        if (ctx_.pipeline_stats()) print_statistics(key, kp->pipeline_);
+      }).share();
   return *cache_.emplace(key, std::move(k)).first->second;
 }
 
