@@ -507,7 +507,7 @@ void norm_weight(Stage g) {
 float row_inv(uint K, float eps) {
   const uint tid = gl_LocalInvocationID.x;
   barrier();
-  vec4 ss = vec4(0.0);
+  precise vec4 ss = vec4(0.0);  // (no contraction, as rms_norm.glsl's norm_row)
   if (tid < NWG) {
     uint j = tid;
     for (; j + 3u * NWG < K; j += 4u * NWG) {

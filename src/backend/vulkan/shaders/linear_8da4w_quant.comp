@@ -10,9 +10,9 @@
 // quant_hold): a thread's values stay in registers from the loads to the codes, eight a slot (word
 // pair k8 = tid + i WG, i < HOLD), so a row costs one round trip of loads, issued all at once, not
 // one a pass and loop step. Only in forwards of several rows (prefill): a decode step's single row
-// measured slower held in registers. With VKLLM_SWIGLU the values held
-// are the SwiGLU rounded as stored (the bits it stores, unpacked), so that its minimum, maximum
-// and codes are those of the values stored, as with the read-back.
+// measured slower held in registers. With VKLLM_SWIGLU a thread stores its SwiGLU values, then holds
+// them as read back (its own stores, behind memoryBarrierBuffer), so that the minimum, maximum and
+// codes are those of the values stored.
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
 #define WG 256
@@ -69,7 +69,7 @@ layout(constant_id = 8) const uint HOLD = 0u;  // slots a thread (0: the streami
 const uint HN = HOLD + uint(HOLD == 0u);       // (arrays need a size of at least 1)
 
 // Quantizes row t from HOLD slots a thread held in registers: x's values, or with VKLLM_SWIGLU the
-// SwiGLU of the gate and up, stored and held as stored.
+// SwiGLU of the gate and up, stored, then read back.
 void held_row(uint t, uint tid) {
   const uint K8 = pc.K / 8u;
   vec4 a[HN], b[HN];  // a slot's elements 0..3 and 4..7
@@ -93,8 +93,17 @@ void held_row(uint t, uint tid) {
     if (k8 >= K8) continue;
 #ifdef VKLLM_SWIGLU
     const uint i4 = t * (pc.K / 4u) + 2u * k8;
-    a[i] = store_swiglu4(i4, a[i], ua[i]);
-    b[i] = store_swiglu4(i4 + 1u, b[i], ub[i]);
+    store_swiglu4(i4, a[i], ua[i]);
+    store_swiglu4(i4 + 1u, b[i], ub[i]);
+  }
+  // The thread's own values read back as stored (see row_value4): kept in registers from the
+  // conversion instead, NVIDIA's fp16 codes disagreed with the stored values'.
+  memoryBarrierBuffer();
+  [[unroll]] for (uint i = 0; i < HOLD; ++i) {
+    const uint k8 = tid + i * WG;
+    if (k8 >= K8) continue;
+    a[i] = row_value4(t, 2u * k8);
+    b[i] = row_value4(t, 2u * k8 + 1u);
 #endif
     lo = min(lo, min(min(min(a[i].x, a[i].y), min(a[i].z, a[i].w)),
                      min(min(b[i].x, b[i].y), min(b[i].z, b[i].w))));

@@ -26,7 +26,7 @@ float pval(uint j, float inv) {
 // The row's 1 / sqrt(mean(x^2) + eps), its sum of squares in rms_norm.comp's order (256 threads).
 float norm_inv() {
   const uint tid = gl_LocalInvocationID.x, K = pc.K;
-  vec4 ss = vec4(0.0);
+  precise vec4 ss = vec4(0.0);  // (no contraction, as rms_norm.glsl's norm_row)
   uint j = tid;
   for (; j + 3u * WG < K; j += 4u * WG) {
     const vec4 v = vec4(LOADF(x, X16, j), LOADF(x, X16, j + WG), LOADF(x, X16, j + 2u * WG),

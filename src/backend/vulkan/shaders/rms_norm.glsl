@@ -38,7 +38,7 @@ float normed(uint base, uint j) {
 void norm_row(uint r, uint G, float eps) {
   const uint tid = gl_LocalInvocationID.x, base = r * G;
   const bool cache = NORM_CACHE(G);
-  vec4 ss = vec4(0.0);
+  precise vec4 ss = vec4(0.0);  // (no contraction: every kernel that sums a row's squares alike)
   uint j = tid;
   for (; j + 3u * WG < G; j += 4u * WG) {
     const vec4 v = vec4(norm_in(base + j), norm_in(base + j + WG), norm_in(base + j + 2u * WG),
