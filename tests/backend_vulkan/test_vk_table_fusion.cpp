@@ -23,12 +23,14 @@ struct ProducerCase {
   DType act;
   int T;
   uint32_t rows_to = 0;  // > 0: Tuning::gemm_from 2 and gemm_rows_to, the linears' rows kernel
+  uint32_t few_to = 0;   // > 0: Tuning::gemm_few_rows_to (these 40-row linears are few-row ones)
   std::string name() const {
     static const char* n[] = {"rms_norm_quant", "add_rms_norm_quant", "swiglu_quant",
                               "geglu_quant"};
     return case_name(std::string(n[static_cast<int>(pr)]) + "_2x_linear_8da4w_G32_" +
                      dtype_name(act) + "_K256_N40_T" + std::to_string(T) +
-                     (rows_to ? "_rows" + std::to_string(rows_to) : ""));
+                     (rows_to ? "_rows" + std::to_string(rows_to) : "") +
+                     (few_to ? "_few" + std::to_string(few_to) : ""));
   }
 };
 void PrintTo(const ProducerCase& c, std::ostream* os) {
@@ -97,6 +99,7 @@ TEST_P(VulkanOpsFusedProducer, EqualsTheUnfusedOps) {
       opt.tuning.gemm_from = 2;
       opt.tuning.gemm_rows_to = GetParam().rows_to;
     }
+    opt.tuning.gemm_few_rows_to = GetParam().few_to;
     OpRun r(c, T, opt);
     const bool quant = fused || pr == Producer::AddNorm;
     // The producer quantizes only when fusable (its declared writes include the int8 scratch);
@@ -142,8 +145,8 @@ TEST_P(VulkanOpsFusedProducer, EqualsTheUnfusedOps) {
 }
 
 // At 20 tokens the linears run the tiled GEMM, and the scratch is stored in its order; with
-// rows_to the rows kernel where the device has int8 cooperative matrices (elsewhere the tiles or
-// the mat-vecs). (On an H100 the fp16 rows cases fail: docs/perf.md, "Many streams".)
+// rows_to, or few_to at 16-31 tokens, the rows kernel where the device has int8 cooperative
+// matrices (elsewhere the tiles or the mat-vecs). (On an H100 the fp16 rows cases fail: docs/perf.md, "Many streams".)
 INSTANTIATE_TEST_SUITE_P(Table, VulkanOpsFusedProducer,
                          ::testing::Values(ProducerCase{Producer::Norm, DType::F32, 3},
                                            ProducerCase{Producer::Norm, DType::F32, 20},
@@ -162,7 +165,10 @@ INSTANTIATE_TEST_SUITE_P(Table, VulkanOpsFusedProducer,
                                            ProducerCase{Producer::Swiglu, DType::F16, 9, 32},
                                            ProducerCase{Producer::Swiglu, DType::F16, 16, 32},
                                            ProducerCase{Producer::Swiglu, DType::F16, 20, 32},
-                                           ProducerCase{Producer::AddNorm, DType::F16, 20, 32}),
+                                           ProducerCase{Producer::AddNorm, DType::F16, 20, 32},
+                                           ProducerCase{Producer::Norm, DType::F16, 16, 0, 32},
+                                           ProducerCase{Producer::Swiglu, DType::F16, 20, 0, 32},
+                                           ProducerCase{Producer::AddNorm, DType::F16, 31, 0, 32}),
                          [](const auto& p) { return p.param.name(); });
 
 // last_row then rms_norm (the end of every forward): the output equals the CPU's norm of the last

@@ -50,6 +50,7 @@ TEST(VulkanTuning, EachSwitchLandsInItsField) {
   const VulkanOptions o = read_with({{"VKLLM_MATVEC_PARTS", "auto"},
                                      {"VKLLM_MV", "0"},
                                      {"VKLLM_GEMM_TILE", "64"},
+                                     {"VKLLM_GEMM_FEW_ROWS_TO", "32"},
                                      {"VKLLM_NO_FUSE", "tail,,prefill"},
                                      {"VKLLM_CHAIN_GROUPS", "-1"},
                                      {"VKLLM_CHAIN_ATT_UNTIL", "40"},
@@ -61,6 +62,7 @@ TEST(VulkanTuning, EachSwitchLandsInItsField) {
   EXPECT_EQ(o.tuning.matvec_parts, 0u);
   EXPECT_EQ(o.tuning.mv, 0);
   EXPECT_EQ(o.tuning.gemm_tile, 64u);
+  EXPECT_EQ(o.tuning.gemm_few_rows_to, 32u);
   EXPECT_EQ(o.tuning.no_fuse, (std::vector<std::string>{"tail", "prefill"}));
   ASSERT_TRUE(o.tuning.chain_groups.has_value());
   EXPECT_EQ(*o.tuning.chain_groups, -1);
@@ -75,7 +77,7 @@ TEST(VulkanTuning, EachSwitchLandsInItsField) {
   EXPECT_TRUE(o.tuning.chose_fusion);
   const std::string d = o.tuning.describe();
   for (const char* f :
-       {"matvec_parts=0", "mv=0", "gemm_tile=64", "no_fuse=tail,prefill", "chain_groups=-1",
+       {"matvec_parts=0", "mv=0", "gemm_tile=64", "gemm_few_rows_to=32", "no_fuse=tail,prefill", "chain_groups=-1",
         "chain_att_until=40", "decode_batch=1", "constrained_ahead=3"})
     EXPECT_NE(d.find(f), std::string::npos) << f << " in " << d;
   EXPECT_EQ(d.find("chain_wg"), std::string::npos) << d;

@@ -23,14 +23,15 @@ for t in ${VKLLM_DEVICE_TARGETS:-}; do
 done
 # Shared libraries the GPU machine's image may lack travel beside the binary (run.sh sets
 # LD_LIBRARY_PATH). Binaries and libraries travel xz-packed (.dev/bin.tar.xz, ~3x smaller; run.sh
-# unpacks every .dev/*.tar.xz but the fixtures) so that .dev, .gl, .peer and the tree fit the
+# unpacks every .dev/*.tar.xz but the fixtures; -9e: the test binaries share most of their
+# bytes with vkllm, ~1.5 MB more packed together) so that .dev, .gl, .peer and the tree fit the
 # device tool's 64 MiB carry together; a second binary for an A/B can travel the same way
 # (tar -C DIR -cJf .dev/old.tar.xz vkllm_b).
 mkdir -p .dev/bin
 ldd .dev/vkllm | awk '/=> \// {print $3}' | grep -Ev 'libc\.so|libm\.so|libvulkan|ld-linux|libstdc|libgcc' | xargs -r -I{} cp -L {} .dev/bin/
 mv .dev/vkllm .dev/bin/
 for t in ${VKLLM_DEVICE_TARGETS:-}; do [ -f ".dev/$t" ] && mv ".dev/$t" .dev/bin/; done
-tar -C .dev/bin -cJf .dev/bin.tar.xz . && rm -rf .dev/bin
+XZ_OPT=-9e tar -C .dev/bin -cJf .dev/bin.tar.xz . && rm -rf .dev/bin
 # VKLLM_DEVICE_FIXTURES: the tokenizer fixtures that travel (default all; e.g. "llama3.2").
 (cd .fixtures && tar -cJf ../.dev/fixtures.tar.xz ${VKLLM_DEVICE_FIXTURES:-.})
 # VKLLM_DEVICE_NODE=1: this machine's node (the setup script's), stripped, travels too, for run.sh

@@ -296,7 +296,9 @@ PY
       # Many streams (issue 50): the three models' target recipes, 4,096-token context: vkllm
       # bench --parallel (B sequences a batched forward, -p 128 -n 128) and the single-stream tg128,
       # then the peer's BENCH_PARALLEL (needs .peer) in the same call, and the ratios.
-      # PARALLEL (default 1,4,16,64): the batch sizes; PARALLEL_MODELS (default "llama qwen phi").
+      # PARALLEL (default 1,4,16,64): the batch sizes; PARALLEL_MODELS (default "llama qwen phi");
+      # PARALLEL_AB="VAR=VALUE ...": vkllm's batched runs once more with those variables set, after
+      # the default's (lines AB ...), for a same-call A/B of a tuning switch.
       rc=0; : >"$OUT/parallel.txt"
       par=${PARALLEL:-1,4,16,64}
       for cell in llama-3.2-1b:llama3.2:quantized-8da4w-fp16:llama qwen3-0.6b:qwen3:quantized-8da4w-fp16-embedding:qwen \
@@ -308,6 +310,12 @@ PY
         python3 -c "
 import json,sys
 for r in json.load(open(sys.argv[1]))['parallel']: print('VKLLM %s parallel%d aggregate_tg128 %.1f' % (sys.argv[2], r['sequences'], r['median_tok_s']))" /tmp/par.json "$peer" | tee -a "$OUT/parallel.txt"
+        if [ -n "${PARALLEL_AB:-}" ]; then
+          env $PARALLEL_AB "$BIN" bench -m "$a" -p 128 -n 128 -r 3 --parallel "$par" --output json > /tmp/par.json 2>>"$OUT/par-$peer.err" || rc=1
+          python3 -c "
+import json,sys
+for r in json.load(open(sys.argv[1]))['parallel']: print('AB %s parallel%d aggregate_tg128 %.1f (%s)' % (sys.argv[2], r['sequences'], r['median_tok_s'], sys.argv[3]))" /tmp/par.json "$peer" "$PARALLEL_AB" | tee -a "$OUT/parallel.txt"
+        fi
         "$BIN" bench -m "$a" -p 128 -n 128 -r 3 --output json > /tmp/bench.json 2>/dev/null || rc=1
         python3 -c "import json,sys; print('VKLLM %s single tg128 %.1f' % (sys.argv[2], json.load(open(sys.argv[1]))['tg']['median_tok_s']))" /tmp/bench.json "$peer" | tee -a "$OUT/parallel.txt"
       done

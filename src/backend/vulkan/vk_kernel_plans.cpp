@@ -109,6 +109,8 @@ GemmPlan plan_gemm_8da4w(const Context& ctx, int64_t G, int64_t N, bool y16) {
   p.ablate = tune.gemm_ablate & 63u;
   p.from = gemm_from(ctx);  // (kTokens without int8 cooperative matrices)
   p.rows_to = p.from < GemmPlan::kTokens ? std::max(tune.gemm_rows_to, GemmPlan::kTokens) : 0;
+  if (p.coopmat && ctx.info().subgroup_size == 32)
+    p.few_to = std::min(tune.gemm_few_rows_to, GemmPlan::kMaxRows + 1);
   p.on = true;
   p.id = p.coopmat ? Shader::linear_8da4w_mm_coopmat
          : ctx.use_int_dot()
@@ -168,9 +170,16 @@ const Kernel& GemmPlan::kernel(Kernels& kernels, GemmTile t) const {
 // subgroup a group of K at a time, up to 16 subgroups (fewer where K has fewer groups or their
 // staged groups and sums would not fit the shared memory). Its specialization: y16 (id 1), TF
 // (9), G / 32 (10), threads (11), W16 (12).
+bool GemmPlan::rows_kernel(uint32_t rows, uint32_t T) const {
+  if (T < rows_to) return true;
+  if (T >= few_to) return false;
+  const GemmTile t = tile(rows, T);
+  return 2 * ceil_div(rows, t.bn) * ceil_div(T, t.bt) < min_tiles;
+}
+
 void GemmPlan::record(VkCommandBuffer cb, Kernels& kernels, VkDescriptorSet set, uint32_t K,
                       uint32_t rows, uint32_t r0, uint32_t N, uint32_t T, uint32_t G) const {
-  if (T < rows_to) {
+  if (rows_kernel(rows, T)) {
     const uint32_t tf = ceil_div(T, 8u), sv = G / 16 + 1;
     uint32_t sgs = std::clamp<uint32_t>(K / G, 1, 16);
     while (sgs > 1 && sgs * (16 * sv + 32 * tf) * 16 + 32 * tf > max_shared) --sgs;

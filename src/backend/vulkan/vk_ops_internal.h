@@ -84,6 +84,10 @@ struct GemmPlan {
   // Tuning::gemm_rows_to, at most kMaxRows), the tiles from there (from kTokens without it).
   static constexpr uint32_t kMaxRows = OpEnv::kScratchMinTokens;
   uint32_t from = kTokens, rows_to = 0;
+  // Forwards of kTokens .. few_to - 1 tokens run the rows kernel where the tiles would occupy
+  // fewer than half the compute units (Tuning::gemm_few_rows_to; 0 without the rows kernel).
+  uint32_t few_to = 0;
+  bool rows_kernel(uint32_t rows, uint32_t T) const;  // T tokens of `rows` rows on the rows kernel
   Shader id{};                                     // its module
   uint32_t kc = 0, max_shared = 0, min_tiles = 1;  // kc: the largest chunk the group allows
   // Tuning::gemm_tile, gemm_rows

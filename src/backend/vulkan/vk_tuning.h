@@ -33,6 +33,9 @@ struct Tuning {
   uint32_t gemm_from = 0;
   // Forwards of fewer tokens than this run the rows kernel there (16 .. 64, GemmPlan::kMaxRows).
   uint32_t gemm_rows_to = 16;
+  // Forwards of 16 .. gemm_few_rows_to - 1 tokens run the rows kernel there for the linears whose
+  // tiles would occupy fewer than half the compute units (0: the tiles).
+  uint32_t gemm_few_rows_to = 0;
 
   // Prefill attention: forced keys a tile (32|64), rows a thread (1|2).
   uint32_t attn_bk = 0, attn_rq = 0;
