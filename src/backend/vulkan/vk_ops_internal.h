@@ -88,8 +88,8 @@ struct GemmPlan {
   // fewer than half the compute units (Tuning::gemm_few_rows_to; 0 without the rows kernel).
   uint32_t few_to = 0;
   bool rows_kernel(uint32_t rows, uint32_t T) const;  // T tokens of `rows` rows on the rows kernel
-  Shader id{};                                     // its module
-  uint32_t kc = 0, max_shared = 0, min_tiles = 1;  // kc: the largest chunk the group allows
+  Shader id{};                                        // its module
+  uint32_t kc = 0, max_shared = 0, min_tiles = 1;     // kc: the largest chunk the group allows
   // Tuning::gemm_tile, gemm_rows
   uint32_t force_bt = 0, force_bn = 0;
   // Tuning::gemm_wide: 64 tokens x 128 rows on cooperative matrices first,
