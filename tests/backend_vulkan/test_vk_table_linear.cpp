@@ -276,6 +276,26 @@ std::vector<LinCase> linear_cases() {
   add(chunked(lin(Lin::A8W4, 96, 77, 5, DType::F32), 4096));
   add(chunked(lin(Lin::F32, 56, 60, 16, DType::F32), 4096));
   add(chunked(lin(Lin::A8W4, 256, 200, 16, DType::F32), 16384));
+  // The float mat-vec eight values a lane at a time (Tuning::linear_vec8, K % 8 == 0): fewer words
+  // than a subgroup's lanes (200), a row of two-word steps and a last word (1000, 2056), fp32 and
+  // fp16 weights and activations, the batched step's rows, weights in row chunks.
+  // (fp32 outputs: the bits differ from the default's one value at a time, so the path ran.)
+  auto vec8 = [](LinCase c) {
+    c.opt.tuning.linear_vec8 = true;
+    c.var = "vec8";
+    if (c.act == DType::F32 && c.K > 256) {
+      c.rel = Rel::Differs;
+      c.base_var = "one value a lane at a time";
+    }
+    return c;
+  };
+  for (int T : {1, 4, 15}) {
+    add(vec8(lin(Lin::F16, 1000, 77, T, DType::F16)));
+    add(vec8(lin(Lin::F32, 2056, 45, T, DType::F32)));
+  }
+  add(vec8(lin(Lin::F16, 200, 77, 1, DType::F32)));
+  add(vec8(lin(Lin::F16, 2056, 33, 3, DType::F16)));
+  add(chunked(vec8(lin(Lin::F16, 1000, 77, 2, DType::F16)), 16000));
   // The portable integer dot product: the int8-dot path's bits.
   for (int T : {1, 6}) {
     LinCase c = lin(Lin::A8W4, 160, 45, T, DType::F32);

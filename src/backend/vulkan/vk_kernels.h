@@ -179,8 +179,9 @@ struct RmsNormSpec {
 };
 struct LinearSpec {  // linear.comp
   uint32_t x16 = 0, w16 = 0, y16 = 0;
-  uint32_t tt = 4;  // tokens a workgroup (matvec.glsl TT)
-  static constexpr SpecField fields[] = {{1, kF16}, {2, kF16}, {3, kF16}, {8}};
+  uint32_t tt = 4;    // tokens a workgroup (matvec.glsl TT)
+  uint32_t vec8 = 0;  // eight values a lane a load (K % 8 == 0)
+  static constexpr SpecField fields[] = {{1, kF16}, {2, kF16}, {3, kF16}, {8}, {9}};
 };
 struct Q4wSpec {  // linear_q4w.comp
   uint32_t x16 = 0, y16 = 0, tt = 4;

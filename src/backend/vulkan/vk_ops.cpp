@@ -225,7 +225,11 @@ std::unique_ptr<PreparedOp> prep_linear(Ctx c) {
   auto variant = [&](uint32_t tt) -> KernelId {
     if (f == "linear")
       return c.kernel_id(Shader::linear,
-                         LinearSpec{.x16 = c.f16(x), .w16 = c.f16(W), .y16 = c.f16(y), .tt = tt});
+                         LinearSpec{.x16 = c.f16(x),
+                                    .w16 = c.f16(W),
+                                    .y16 = c.f16(y),
+                                    .tt = tt,
+                                    .vec8 = c.env.ctx.tuning().linear_vec8 && K % 8 == 0});
     if (f == "linear_q4w")
       return c.kernel_id(Shader::linear_q4w, Q4wSpec{.x16 = c.f16(x), .y16 = c.f16(y), .tt = tt});
     const bool idot = c.env.ctx.use_int_dot();

@@ -115,6 +115,7 @@ void read_environment(VulkanOptions& opt) {
   set_u32("VKLLM_GEMM_FROM", t.gemm_from, 0, 16);
   set_u32("VKLLM_GEMM_ROWS_TO", t.gemm_rows_to, 16, 64);
   set_u32("VKLLM_GEMM_FEW_ROWS_TO", t.gemm_few_rows_to, 0, 64);
+  set_bool("VKLLM_LINEAR_VEC8", t.linear_vec8);
   set_choice("VKLLM_ATTN_BK", t.attn_bk, {32, 64});
   set_choice("VKLLM_ATTN_RQ", t.attn_rq, {1, 2});
   set_bool("VKLLM_ATTN_PORTABLE", t.attn_portable);
@@ -186,6 +187,7 @@ std::string Tuning::describe() const {
   num("gemm_from", gemm_from, d.gemm_from);
   num("gemm_rows_to", gemm_rows_to, d.gemm_rows_to);
   num("gemm_few_rows_to", gemm_few_rows_to, d.gemm_few_rows_to);
+  num("linear_vec8", linear_vec8, d.linear_vec8);
   num("attn_bk", attn_bk, d.attn_bk);
   num("attn_rq", attn_rq, d.attn_rq);
   num("attn_portable", attn_portable, d.attn_portable);

@@ -36,6 +36,8 @@ struct Tuning {
   // Forwards of 16 .. gemm_few_rows_to - 1 tokens run the rows kernel there for the linears whose
   // tiles would occupy fewer than half the compute units (0: the tiles).
   uint32_t gemm_few_rows_to = 0;
+  // The fp32/fp16 mat-vec (linear.comp) loads eight values a lane at a time where K % 8 == 0.
+  bool linear_vec8 = false;
 
   // Prefill attention: forced keys a tile (32|64), rows a thread (1|2).
   uint32_t attn_bk = 0, attn_rq = 0;
