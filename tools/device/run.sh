@@ -198,17 +198,18 @@ for task in "$@"; do
         python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print('VKLLM', sys.argv[2], 'pp512', round(j['pp']['median_tok_s']), '| tg128', round(j['tg']['median_tok_s'],1), '| gpu_mib', round(j.get('peak_gpu_mb',0)), '| load_ms', round(j['load_ms']))" /tmp/bench.json "$peer" | tee -a "$OUT/side.txt"
       done
       # SIDE_RECIPES (default "l8 l8e l16e q4w"; "" for none; also "l16": the fp16 recipe, not one
-      # of the seven cells): Llama-3.2-1B's other recipes, the same bench, each against the peer's
-      # Llama-3.2-1B figure (issue 16 asks for them too).
+      # of the seven cells, and "l16v": it with VKLLM_LINEAR_VEC8=1): Llama-3.2-1B's other recipes,
+      # the same bench, each against the peer's Llama-3.2-1B figure (issue 16 asks for them too).
       for key in ${SIDE_RECIPES-l8 l8e l16e q4w}; do
+        envs=()
         case "$key" in
           l8) recipe=quantized-8da4w ;; l8e) recipe=quantized-8da4w-embedding ;;
           l16e) recipe=quantized-8da4w-fp16-embedding ;; q4w) recipe=quantized-int4-weight-only ;;
-          l16) recipe=fp16 ;;
+          l16) recipe=fp16 ;; l16v) recipe=fp16 envs=(VKLLM_LINEAR_VEC8=1) ;;
           *) echo "side: unknown recipe key $key" >&2; continue ;;
         esac
         a=$(full_artifact llama-3.2-1b llama3.2 "$recipe")
-        "$BIN" bench -m "$a" -p 512 -n 128 -r 5 --output json > /tmp/bench.json 2>/dev/null || rc=1
+        env "${envs[@]}" "$BIN" bench -m "$a" -p 512 -n 128 -r 5 --output json > /tmp/bench.json 2>/dev/null || rc=1
         python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print('VKLLM', sys.argv[2], 'pp512', round(j['pp']['median_tok_s']), '| tg128', round(j['tg']['median_tok_s'],1), '| gpu_mib', round(j.get('peak_gpu_mb',0)), '| load_ms', round(j['load_ms']))" /tmp/bench.json "$key" | tee -a "$OUT/side.txt"
       done
       if [ -d .peer ]; then bash .peer/run.sh ${SIDE_MODELS:-llama qwen phi} 2>&1 | tee -a "$OUT/side.txt"; fi
@@ -219,7 +220,7 @@ for line in open(sys.argv[1]):
     m = re.match(r'(VKLLM|PEER) (\w+) pp512 ([0-9.]+) \| tg128 ([0-9.]+)', line)
     if m: (v if m[1] == 'VKLLM' else p)[m[2]] = (float(m[3]), float(m[4]))
 for k in v:
-    q = k if k in p else 'llama' if k in ('l8', 'l8e', 'l16e', 'q4w', 'l16') and 'llama' in p else None
+    q = k if k in p else 'llama' if k in ('l8', 'l8e', 'l16e', 'q4w', 'l16', 'l16v') and 'llama' in p else None
     if q: print('RATIO %-6s pp512 %.2fx  tg128 %.2fx  (vkllm %.0f / %.1f, peer %s %.0f / %.1f)' % (k, v[k][0]/p[q][0], v[k][1]/p[q][1], *v[k], q, *p[q]))
 PY
       ;;
