@@ -266,6 +266,10 @@ INSTANTIATE_TEST_SUITE_P(
         // A down projection of K = 1024: its decode rows summed in parts (decode_split's rule).
         FusionCase{"f32_parts",
                    {Lin::A8W4, Emb::Q4, DType::F32, DType::F32, false, false, 48, 1024, "auto"}},
+        // A down projection wider than a chain stage takes (K = 8,224, Qwen2.5-1.5B's is 8,960):
+        // the chain ends before gate/up, whose SwiGLU then quantizes for the down projection.
+        FusionCase{"f16_wide_down",
+                   {Lin::A8W4, Emb::Q4, DType::F16, DType::F16, false, false, 48, 8224}},
         // A residual of 1,280: the norms' sums of squares take rms_norm's four-at-a-time loop and
         // its rest, in an order that a prologue of other than 256 threads must keep.
         FusionCase{
