@@ -145,9 +145,10 @@ std::vector<FusedRun> find_fused_runs(const Program& p, const DeviceInfo& dev, c
   //   with that norm here too, or computed by a run's epilogue: a norm run needs the add before it
   //   covered by a run, and a run ending in such an add needs the norm's run after it;
   // - the linear_8da4w readers of one tensor share one int8 scratch, written by the first of them
-  //   or by the norm, SwiGLU or GeGLU that produces the tensor: all of them (and that producer)
-  //   are in runs, or none (a chain whose last stage ends in a SwiGLU, before a down projection
-  //   too wide for a stage, would leave that projection's scratch unwritten).
+  //   or by the op that produces the tensor and quantizes it (plan_scratch: a norm, SwiGLU or
+  //   GeGLU): all of them (and that producer) are in runs, or none (a chain whose last stage ends
+  //   in a SwiGLU, before a down projection too wide for a stage, would leave that projection's
+  //   scratch unwritten).
   //   (Mat-vec runs derive the int8 row privately; tail and attention runs write the scratch as
   //   the unfused ops do, so only mat-vec runs count here.)
   std::vector<int> covered(p.ops.size(), 0);
@@ -157,16 +158,15 @@ std::vector<FusedRun> find_fused_runs(const Program& p, const DeviceInfo& dev, c
       if (r.private_scratch)
         for (size_t k = r.first; k <= r.last; ++k) covered[k] = 1;
   };
+  const ScratchPlan scratch = plan_scratch(p);
   std::vector<std::vector<size_t>> scratch_groups;
   for (size_t t = 0; t < p.tensors.size(); ++t) {
     std::vector<size_t> g;
     for (size_t k = 0; k < p.ops.size(); ++k) {
       const Op& o = p.ops[k];
-      if (o.family == "linear_8da4w" && !o.inputs.empty() && o.inputs[0] == int32_t(t))
-        g.push_back(k);
-      if ((o.family == "rms_norm" || o.family == "swiglu" || o.family == "geglu") &&
-          !o.outputs.empty() && o.outputs[0] == int32_t(t))
-        g.push_back(k);
+      const bool reads =
+          o.family == "linear_8da4w" && !o.inputs.empty() && o.inputs[0] == int32_t(t);
+      if (reads || scratch.writes[k] == int32_t(t)) g.push_back(k);
     }
     if (g.size() > 1) scratch_groups.push_back(g);
   }

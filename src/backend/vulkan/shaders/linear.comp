@@ -14,28 +14,27 @@ layout(constant_id = 9) const bool VEC8 = false;
 DECL_FBUF(0, x, readonly)
 DECL_FBUF(1, wt, readonly)
 DECL_FBUF(2, y, writeonly)
-// The same bindings as 16-byte words: eight fp16 or four fp32 values a word.
-layout(std430, binding = 0) readonly buffer X_Q { uvec4 x_q[]; };
-layout(std430, binding = 1) readonly buffer W_Q { uvec4 wt_q[]; };
+DECL_VIEW4(0, x)  // (x_v4: 16-byte words, eight fp16 or four fp32 values a word)
+DECL_VIEW4(1, wt)
 // Nc: rows in this chunk; n0: first output column of the chunk; N: row stride of y; R: rows per
 // workgroup.
 layout(push_constant) uniform PC { uint K, Nc, n0, N, T, R; } pc;
 
-// Values 8 i .. 8 i + 7 of a buffer of fp16 (f16) or fp32 values, as two vec4s.
-#define LOAD8(Q, F16, I, LO, HI)                                                  \
-  if (F16) {                                                                      \
-    const uvec4 q_ = Q[I];                                                        \
-    LO = vec4(unpackHalf2x16(q_.x), unpackHalf2x16(q_.y));                       \
-    HI = vec4(unpackHalf2x16(q_.z), unpackHalf2x16(q_.w));                       \
-  } else {                                                                        \
-    LO = uintBitsToFloat(Q[2u * (I)]);                                            \
-    HI = uintBitsToFloat(Q[2u * (I) + 1u]);                                       \
+// Values 8 i .. 8 i + 7 of NAME (fp16 where F16: one 16-byte word) as two vec4s.
+#define LOAD8(NAME, F16, I, LO, HI)                          \
+  if (F16) {                                                 \
+    const uvec4 q_ = NAME##_v4[I];                           \
+    LO = vec4(unpackHalf2x16(q_.x), unpackHalf2x16(q_.y));   \
+    HI = vec4(unpackHalf2x16(q_.z), unpackHalf2x16(q_.w));   \
+  } else {                                                   \
+    LO = LOAD4(NAME, false, 2u * (I));                       \
+    HI = LOAD4(NAME, false, 2u * (I) + 1u);                  \
   }
 
 // One token's partial sum over the eight values at word i of w (lo, hi) and of its x row.
 float dot8(uint xi, vec4 wl, vec4 wh) {
   vec4 xl, xh;
-  LOAD8(x_q, X16, xi, xl, xh);
+  LOAD8(x, X16, xi, xl, xh);
   return dot(wl, xl) + dot(wh, xh);
 }
 
@@ -52,8 +51,8 @@ void main() {
       uint k8 = lane;
       for (; k8 + n_sg < K8; k8 += 2u * n_sg) {  // two words of the row in flight
         vec4 al, ah, bl, bh;
-        LOAD8(wt_q, W16, w0 + k8, al, ah);
-        LOAD8(wt_q, W16, w0 + k8 + n_sg, bl, bh);
+        LOAD8(wt, W16, w0 + k8, al, ah);
+        LOAD8(wt, W16, w0 + k8 + n_sg, bl, bh);
         [[unroll]] for (uint i = 0; i < TT; ++i)
           if (t0 + i < pc.T) {
             acc[i] += dot8((t0 + i) * K8 + k8, al, ah);
@@ -62,7 +61,7 @@ void main() {
       }
       if (k8 < K8) {
         vec4 al, ah;
-        LOAD8(wt_q, W16, w0 + k8, al, ah);
+        LOAD8(wt, W16, w0 + k8, al, ah);
         [[unroll]] for (uint i = 0; i < TT; ++i)
           if (t0 + i < pc.T) acc[i] += dot8((t0 + i) * K8 + k8, al, ah);
       }
