@@ -23,6 +23,20 @@ TEST(VulkanOps, SubgroupsAreWhatTheKernelsAssume) {
   }
 }
 
+// The kernels' fp16 rounding (vk_probe.h): common.glsl's f16_round and a store's conversion both
+// round to nearest even, bit for bit as core/half.h, on every fp16 value, the midpoints and
+// neighbours around each, the subnormal range, overflow and random patterns. Whether the driver
+// keeps float(float16_t(x)) as written is printed (NVIDIA's drops it), not required.
+TEST(VulkanOps, Fp16RoundingIsRoundToNearestEven) {
+  vk::Context ctx(validated());
+  ASSERT_TRUE(ctx.info().storage16) << "the fp16 recipes need 16-bit storage";
+  const vk::F16Rounding f = vk::probe_f16_rounding(ctx);
+  std::printf("fp16 rounding: %s\n", f.describe().c_str());
+  EXPECT_GT(f.inputs, 300000u);
+  EXPECT_EQ(f.f16_round_wrong, 0u) << f.first_wrong;
+  EXPECT_EQ(f.store_wrong, 0u) << f.first_wrong;
+}
+
 TEST(VulkanOps, IntDotPathIsAvailableOnThisDevice) {
   vk::Context ctx(validated());
   std::printf("device %s: int8 dot product %s\n", ctx.info().name.c_str(),

@@ -3,11 +3,13 @@
 #include <fmt/format.h>
 
 #include <cstring>
+#include <random>
 #include <set>
 #include <vector>
 
 #include "backend/vulkan/vk_memory.h"
 #include "backend/vulkan/vk_pipeline.h"
+#include "core/half.h"
 
 namespace vkllm::vk {
 
@@ -149,6 +151,74 @@ std::string probe_coopmat_fragments(Context& ctx) {
     }
   }
   return "";
+}
+
+std::string F16Rounding::describe() const {
+  return fmt::format(
+      "{} values: f16_round {} wrong, the store's conversion {} wrong, float(float16_t(x)) "
+      "differs from the rounded value in {}{}",
+      inputs, f16_round_wrong, store_wrong, pair_kept,
+      first_wrong.empty() ? "" : "; first wrong: " + first_wrong);
+}
+
+F16Rounding probe_f16_rounding(Context& ctx) {
+  // Every fp16 value and the midpoints and neighbours around it, both signs; the subnormal range
+  // and below, 65504..infinity and NaN; then random bit patterns.
+  std::vector<uint32_t> in;
+  for (uint32_t h = 0; h < 0x7C00u; ++h) {
+    const uint32_t b = f32_to_bits(f16_to_f32(static_cast<uint16_t>(h)));
+    const uint32_t next = f32_to_bits(f16_to_f32(static_cast<uint16_t>(h + 1)));
+    const float mid = 0.5f * (bits_to_f32(b) + bits_to_f32(next));  // exact: one bit more
+    for (uint32_t v : {b, f32_to_bits(mid), f32_to_bits(mid) - 1, f32_to_bits(mid) + 1, b + 1})
+      for (uint32_t sign : {0u, 0x80000000u}) in.push_back(v | sign);
+  }
+  for (uint32_t v : {0x33000000u, 0x33000001u, 0x32FFFFFFu, 0x00000001u, 0x00800000u, 0x477FEFFFu,
+                     0x477FF000u, 0x477FFFFFu, 0x7F7FFFFFu, 0x7F800000u})
+    for (uint32_t sign : {0u, 0x80000000u}) in.push_back(v | sign);
+  std::mt19937 rng(3);
+  for (int i = 0; i < 65536; ++i) in.push_back(static_cast<uint32_t>(rng()) & 0xC7FFFFFFu);
+  const uint32_t n = static_cast<uint32_t>(in.size());
+
+  Allocator alloc(ctx);
+  Kernels kernels(ctx);
+  const Kernel& k = kernels.get(Shader::f16_probe, true, NoSpec{});
+  const VkDeviceSize io_bytes = VkDeviceSize{n} * 12, h_bytes = (VkDeviceSize{n} * 2 + 3) / 4 * 4;
+  Buffer io = alloc.create(io_bytes, false, "fp16 probe");
+  Buffer h = alloc.create(h_bytes, false, "fp16 probe halves");
+  std::vector<uint32_t> v(static_cast<size_t>(n) * 3, 0);
+  std::memcpy(v.data(), in.data(), size_t{n} * 4);
+  alloc.upload(io, 0, v.data(), io_bytes);
+  const BufRange r[2] = {{io.buf, 0, io_bytes}, {h.buf, 0, h_bytes}};
+  VkDescriptorSet set = kernels.make_set(k, r);
+  VkCommandBuffer cb = ctx.begin_once();
+  vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, k.pipeline());
+  vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, k.layout, 0, 1, &set, 0, nullptr);
+  vkCmdDispatch(cb, 1, 1, 1);
+  ctx.submit_and_wait(cb);
+  alloc.download(io, 0, v.data(), io_bytes);
+  std::vector<uint16_t> halves(h_bytes / 2);
+  alloc.download(h, 0, halves.data(), h_bytes);
+
+  F16Rounding f;
+  f.inputs = n;
+  auto same = [](uint32_t a, uint32_t b) {  // equal bits, or both NaN
+    return a == b || ((a & 0x7FFFFFFFu) > 0x7F800000u && (b & 0x7FFFFFFFu) > 0x7F800000u);
+  };
+  for (uint32_t i = 0; i < n; ++i) {
+    const float x = bits_to_f32(in[i]);
+    const uint16_t want_h = f32_to_f16(x);
+    const uint32_t want = f32_to_bits(f16_to_f32(want_h));
+    const bool round_ok = same(v[n + i], want);
+    const bool store_ok =
+        halves[i] == want_h || ((want_h & 0x7FFFu) > 0x7C00u && (halves[i] & 0x7FFFu) > 0x7C00u);
+    f.f16_round_wrong += !round_ok;
+    f.store_wrong += !store_ok;
+    f.pair_kept += !same(v[2 * size_t{n} + i], want);
+    if ((!round_ok || !store_ok) && f.first_wrong.empty())
+      f.first_wrong = fmt::format("{:#010x}: want {:#06x}, f16_round {:#010x}, the store {:#06x}",
+                                  in[i], want_h, v[n + i], halves[i]);
+  }
+  return f;
 }
 
 }  // namespace vkllm::vk

@@ -40,4 +40,19 @@ std::string probe_coopmat_accumulator(Context& ctx);
 // by lane. Empty when they do; otherwise one line saying which element differs.
 std::string probe_coopmat_fragments(Context& ctx);
 
+// How the device rounds fp32 to fp16 (f16_probe.comp), on values that test each rule: ties, the
+// subnormal range, overflow, and a spread of random bit patterns. The kernels rely on two of them
+// rounding to nearest even as core/half.h does: common.glsl's f16_round (which they use for every
+// value they round and then reuse) and a store into an fp16 binding. Needs 16-bit storage.
+struct F16Rounding {
+  uint32_t inputs = 0;
+  uint32_t f16_round_wrong = 0;  // f16_round differs from round_f16
+  uint32_t store_wrong = 0;      // a store's conversion differs from f32_to_f16
+  uint32_t pair_kept = 0;        // float(float16_t(x)) != round_f16(x): the pair was dropped
+  std::string first_wrong;       // the first input where f16_round or the store differs
+  bool ok() const { return f16_round_wrong == 0 && store_wrong == 0; }
+  std::string describe() const;  // one line
+};
+F16Rounding probe_f16_rounding(Context& ctx);
+
 }  // namespace vkllm::vk

@@ -33,13 +33,26 @@
 #define LOAD4(NAME, IS16, I4)                                                          \
   ((IS16) ? vec4(unpackHalf2x16(NAME##_v2[I4].x), unpackHalf2x16(NAME##_v2[I4].y)) \
           : uintBitsToFloat(NAME##_v4[I4]))
-// x as a binding of that dtype stores it (rounded to fp16 where f16).
-float round_to(bool f16, float x) {
-#ifdef VKLLM_F16
-  if (f16) return float(float16_t(x));
-#endif
-  return x;
+// x rounded to the nearest fp16 value (ties to even, subnormals kept, overflow to infinity),
+// as core/half.h's round_f16, in integer operations on the bits. Not float(float16_t(x)): a
+// driver may drop that pair of conversions and keep x in fp32 (NVIDIA's does), so a value the
+// source rounds and then reuses would differ from the same value stored and loaded again.
+float f16_round(float x) {
+  const uint u = floatBitsToUint(x), s = u & 0x80000000u, a = u & 0x7FFFFFFFu;
+  if (a > 0x7F800000u) return x;                                  // NaN
+  if (a >= 0x477FF000u) return uintBitsToFloat(s | 0x7F800000u);  // 65520 and above: infinity
+  if (a >= 0x38800000u)  // 2^-14 and above (normal fp16): the low 13 significand bits rounded off
+    return uintBitsToFloat(s | ((a + 0xFFFu + ((a >> 13) & 1u)) & ~0x1FFFu));
+  const uint e = a >> 23;  // below 2^-14: a multiple of 2^-24, the significand shifted by 126 - e
+  if (e < 102u) return uintBitsToFloat(s);  // below 2^-25: zero
+  const uint m = (a & 0x7FFFFFu) | 0x800000u, d = 126u - e, q = m >> d;
+  const uint rem = m & ((1u << d) - 1u), mid = 1u << (d - 1u);
+  const uint r = q + ((rem > mid || (rem == mid && (q & 1u) != 0u)) ? 1u : 0u);
+  return uintBitsToFloat(s | floatBitsToUint(float(r) * 5.9604644775390625e-8));  // r * 2^-24
 }
+
+// x as a binding of that dtype stores it (rounded to fp16 where f16).
+float round_to(bool f16, float x) { return f16 ? f16_round(x) : x; }
 
 // The cache row of key position j in KV caches of `rows` rows: a sliding-window layer's ring holds
 // position j at row j % rows; caches of the whole context (rows above every position) are the

@@ -10,17 +10,10 @@
 // float input row x (DECL_FBUF), the norm weight nw[] and push constants pc.K and pc.eps.
 shared float pro_red[WG];
 
-float pro_round(bool f16, float v) {
-#ifdef VKLLM_F16
-  if (f16) return float(float16_t(v));
-#endif
-  return v;
-}
-
 // Element j of the row the prologue quantizes (PRO 1: normalized as rms_norm stores it).
 float pval(uint j, float inv) {
   const float xv = LOADF(x, X16, j);
-  return PRO == 1u ? pro_round(H16, nw[j] * (xv * inv)) : xv;
+  return PRO == 1u ? round_to(H16, nw[j] * (xv * inv)) : xv;
 }
 
 // The row's 1 / sqrt(mean(x^2) + eps), its sum of squares in rms_norm.comp's order (256 threads).

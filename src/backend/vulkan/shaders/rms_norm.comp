@@ -38,10 +38,7 @@ layout(push_constant) uniform PC { uint G, rows; float eps; uint gemm, x0; } pc;
 float norm_in(uint i) {
 #ifdef VKLLM_ADD
   const float v = LOADF(x, X16, i) + LOADF(b, B16, i);
-#ifdef VKLLM_F16
-  if (S16) return float(float16_t(v));
-#endif
-  return v;
+  return round_to(S16, v);
 #else
   return LOADF(x, X16, pc.x0 + i);
 #endif
@@ -53,12 +50,7 @@ void norm_keep(uint i, float v) {
 }
 float norm_w(uint j) { return w[j]; }
 void norm_out(uint i, float v) { STOREF(y, Y16, i, v); }
-float norm_round(float v) {
-#ifdef VKLLM_F16
-  if (Y16) return float(float16_t(v));
-#endif
-  return v;
-}
+float norm_round(float v) { return round_to(Y16, v); }
 #ifdef VKLLM_QUANT
 #define NORM_QUANT true
 #endif
