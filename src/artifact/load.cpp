@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "artifact/xxh64.h"
 #include "core/error.h"
 
 namespace vkllm {
@@ -18,6 +19,7 @@ ArtifactLoad load_artifact_parts(
     const std::string& path, const ModelDesc& desc,
     const std::vector<std::pair<std::string, std::string_view>>& files) {
   const std::string_view* tokenizer = nullptr;
+  const std::string_view* compiled = nullptr;
   const std::string_view* tokenizer_config = nullptr;
   const std::string_view* chat_template_jinja = nullptr;
   for (const auto& [name, bytes] : files) {
@@ -28,12 +30,19 @@ ArtifactLoad load_artifact_parts(
     if (ends_with(name, ".json") && name != "tokenizer.json" && !nlohmann::json::accept(bytes))
       fail("{}: the embedded {} is not valid JSON", path, name);
     if (name == "tokenizer.json" && !tokenizer) tokenizer = &bytes;
+    if (name == "tokenizer.compiled" && !compiled) compiled = &bytes;
     if (name == "tokenizer_config.json" && !tokenizer_config) tokenizer_config = &bytes;
     if (name == "chat_template.jinja" && !chat_template_jinja) chat_template_jinja = &bytes;
   }
   if (!tokenizer) fail("{}: the artifact embeds no tokenizer", path);
-  Tokenizer tok = Tokenizer::from_text(
-      std::string(*tokenizer), tokenizer_config ? std::string(*tokenizer_config) : "{}", path);
+  // The compiled form where the exporter embedded one made from this tokenizer.json (the same
+  // tokenizer, loaded several times faster); otherwise (none, or one keyed by another
+  // tokenizer.json) the tokenizer.json itself.
+  const std::string config = tokenizer_config ? std::string(*tokenizer_config) : "{}";
+  const bool use_compiled = compiled && Tokenizer::compiled_source_key(*compiled) ==
+                                            xxh64(tokenizer->data(), tokenizer->size());
+  Tokenizer tok = use_compiled ? Tokenizer::from_compiled(*compiled, config, path)
+                               : Tokenizer::from_text(std::string(*tokenizer), config, path);
   // The chat template: parsed here, so a broken one is known at load; its error is raised when a
   // chat prompt is rendered (raw prompts still run).
   std::string source =

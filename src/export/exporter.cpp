@@ -10,9 +10,11 @@
 #include <map>
 
 #include "artifact/writer.h"
+#include "artifact/xxh64.h"
 #include "core/error.h"
 #include "export/lora.h"
 #include "hf/checkpoint.h"
+#include "tokenizer/tokenizer.h"
 
 namespace vkllm {
 
@@ -46,7 +48,18 @@ std::vector<EmbeddedFile> embedded_files(const std::string& dir, bool need_token
     // chat_template.jinja (where transformers saves the chat template) is text; the rest JSON.
     if (std::string(name) != "chat_template.jinja" && !nlohmann::json::accept(text))
       fail("{}: not valid JSON", path);
+    // The tokenizer also in its compiled form, which loads faster (artifact/load.cpp). One that
+    // does not load has none: the writer's load check then refuses the tokenizer.json itself.
+    std::string compiled;
+    if (std::string(name) == "tokenizer.json") {
+      try {
+        compiled = Tokenizer::compile(text, path, xxh64(text.data(), text.size()));
+      } catch (const Error&) {
+        compiled.clear();
+      }
+    }
     files.push_back({name, std::move(text)});
+    if (!compiled.empty()) files.push_back({"tokenizer.compiled", std::move(compiled)});
   }
   return files;
 }

@@ -1,6 +1,7 @@
 // Loading tokenizer.json / tokenizer_config.json into TokenizerImpl. Everything read is validated;
 // unsupported components are refused with one clear line (never silently tokenized differently).
 #include <algorithm>
+#include <array>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -477,8 +478,43 @@ std::vector<MergeIds> resolve_merges(const StringIds& ids, const std::vector<jso
   return out;
 }
 
-// m: the DOM's model object; dom: its vocab's entries and merges (TokenizerDom).
-void load_model(TokenizerImpl& t, const json& m, const TokenizerDom& dom) {
+// The DOM's vocab entries as ModelLists::vocab, their ids range-checked.
+std::vector<std::pair<std::string, int32_t>> vocab_list(TokenizerImpl& t, TokenizerDom& dom) {
+  std::vector<std::pair<std::string, int32_t>> vocab;
+  vocab.reserve(dom.vocab.size());
+  const std::string what_id = t.where + ": model.vocab id";
+  for (auto& [key, value] : dom.vocab) {
+    const int64_t id = json_int<int64_t>(value, what_id);
+    if (id < 0 || id >= kMaxVocab)
+      fail("{}: vocab entry {} has id {} out of range", t.where, json(key).dump(), id);
+    vocab.emplace_back(std::move(key), static_cast<int32_t>(id));
+  }
+  return vocab;
+}
+
+// tokenizer.json's merges as ModelLists::merges, through t.token_to_id.
+std::vector<std::array<int32_t, 3>> merge_list(const TokenizerImpl& t,
+                                               const std::vector<json>& merges) {
+  const std::vector<MergeIds> ids = resolve_merges(t.token_to_id, merges);
+  std::vector<std::array<int32_t, 3>> out;
+  out.reserve(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const MergeIds& mi = ids[i];
+    if (mi.status == MergeIds::kMalformed)
+      fail("{}: merge {} must be \"a b\" or [a, b]", t.where, merges[i].dump());
+    if (mi.status == MergeIds::kSpaces)
+      fail("{}: merge {} must be two tokens separated by one space", t.where, merges[i].dump());
+    if (mi.status == MergeIds::kMissing)
+      fail("{}: merge {} uses a token missing from the vocab", t.where, merges[i].dump());
+    out.push_back({mi.a, mi.b, mi.c});
+  }
+  return out;
+}
+
+// m: the model object (its vocab and merges are in `lists`, not in m; merges still as
+// tokenizer.json spells them where json_merges is given: resolved into lists.merges here).
+void load_model(TokenizerImpl& t, const json& m, ModelLists& lists,
+                const std::vector<json>* json_merges) {
   if (!m.is_object()) fail("{}: \"model\" must be an object", t.where);
   if (m.contains("type") && m.at("type") != "BPE")
     fail("{}: unsupported model type {} (only BPE)", t.where, m.at("type").dump());
@@ -492,21 +528,16 @@ void load_model(TokenizerImpl& t, const json& m, const TokenizerDom& dom) {
     fail("{}: BPE dropout is not supported", t.where);
   t.ignore_merges = flag(m, "ignore_merges");
 
-  // (An object there is always the one whose entries the SAX pass kept.)
-  const json& vocab_obj = need(m, "vocab", t.where, "model");
-  const auto& vocab = dom.vocab;
-  if (!vocab_obj.is_object() || vocab.empty())
+  if (!need(m, "vocab", t.where, "model").is_object() || lists.vocab.empty())
     fail("{}: model.vocab must be a non-empty object", t.where);
-  t.bytes_to_id.reserve(vocab.size());
-  t.token_to_id.reserve(vocab.size() + 1024);
-  const std::string what_id = t.where + ": model.vocab id";
-  for (const auto& [key, value] : vocab) {
-    const int64_t id = json_int<int64_t>(value, what_id);
+  t.bytes_to_id.reserve(lists.vocab.size());
+  t.token_to_id.reserve(lists.vocab.size() + 1024);
+  for (const auto& [key, id] : lists.vocab) {
     if (id < 0 || id >= kMaxVocab)
       fail("{}: vocab entry {} has id {} out of range", t.where, json(key).dump(), id);
     std::string bytes = t.byte_level ? raw_bytes_of(key) : key;
-    t.bytes_to_id.emplace(bytes, static_cast<int32_t>(id));
-    t.token_to_id[key] = static_cast<int32_t>(id);
+    t.bytes_to_id.emplace(bytes, id);
+    t.token_to_id[key] = id;
     set_id(t, id, key, std::move(bytes));
   }
   for (int b = 0; b < 256 && t.byte_level; ++b) {
@@ -516,22 +547,17 @@ void load_model(TokenizerImpl& t, const json& m, const TokenizerDom& dom) {
     t.byte_id[static_cast<size_t>(b)] = it->second;
   }
 
-  // (An array there is always the one whose elements the SAX pass kept.)
   if (!need(m, "merges", t.where, "model").is_array())
     fail("{}: model.merges must be an array", t.where);
-  const auto& merges = dom.merges;
-  const std::vector<MergeIds> ids = resolve_merges(t.token_to_id, merges);
-  t.merges.reserve(merges.size());
-  for (size_t i = 0; i < merges.size(); ++i) {
-    const MergeIds& mi = ids[i];
-    if (mi.status == MergeIds::kMalformed)
-      fail("{}: merge {} must be \"a b\" or [a, b]", t.where, merges[i].dump());
-    if (mi.status == MergeIds::kSpaces)
-      fail("{}: merge {} must be two tokens separated by one space", t.where, merges[i].dump());
-    if (mi.status == MergeIds::kMissing)
-      fail("{}: merge {} uses a token missing from the vocab", t.where, merges[i].dump());
+  if (json_merges) lists.merges = merge_list(t, *json_merges);
+  const auto vocab_end = static_cast<int32_t>(t.id_token.size());
+  t.merges.reserve(lists.merges.size());
+  for (size_t i = 0; i < lists.merges.size(); ++i) {
+    const auto& [a, b, c] = lists.merges[i];
+    if (std::min({a, b, c}) < 0 || std::max({a, b, c}) >= vocab_end)
+      fail("{}: merge {} has a token id outside the vocab", t.where, i);
     // (first, lowest rank, wins)
-    t.merges.insert(mi.a, mi.b, TokenizerImpl::Merge{static_cast<int32_t>(i), mi.c});
+    t.merges.insert(a, b, TokenizerImpl::Merge{static_cast<int32_t>(i), c});
   }
 }
 
@@ -563,18 +589,18 @@ void load_added(TokenizerImpl& t, const json& added) {
 
 }  // namespace
 
-void load_tokenizer_json(TokenizerImpl& t, const std::string& text) {
-  TokenizerDom dom;
-  if (!json::sax_parse(text, &dom)) fail("{}: not valid JSON ({})", t.where, dom.error);
-  dom.sort_vocab();
-  const json& j = dom.root;
+namespace {
+
+// tokenizer.json's root (its model's vocab and merges in `lists`) into t.
+void load_parsed(TokenizerImpl& t, const json& j, ModelLists& lists,
+                 const std::vector<json>* json_merges) {
   try {
     if (!j.is_object()) fail("{}: tokenizer.json must be a JSON object", t.where);
     // A ByteLevel pre-tokenizer makes BPE run over bytes; without one (SentencePiece style) it
     // runs over characters.
     t.byte_level = j.contains("pre_tokenizer") && has_byte_level(j.at("pre_tokenizer"));
     const json& model = need(j, "model", t.where, "tokenizer.json");
-    load_model(t, model, dom);
+    load_model(t, model, lists, json_merges);
     if (j.contains("added_tokens")) load_added(t, j.at("added_tokens"));
     if (j.contains("normalizer")) load_normalizer(t, j.at("normalizer"));
     bool byte_level = false;
@@ -590,6 +616,30 @@ void load_tokenizer_json(TokenizerImpl& t, const std::string& text) {
   } catch (const json::exception& e) {
     fail("{}: malformed tokenizer.json ({})", t.where, e.what());
   }
+}
+
+}  // namespace
+
+void load_tokenizer_json(TokenizerImpl& t, const std::string& text, std::string* rest,
+                         ModelLists* lists_out) {
+  TokenizerDom dom;
+  if (!json::sax_parse(text, &dom)) fail("{}: not valid JSON ({})", t.where, dom.error);
+  dom.sort_vocab();
+  ModelLists lists;
+  lists.vocab = vocab_list(t, dom);
+  load_parsed(t, dom.root, lists, &dom.merges);
+  if (rest) *rest = dom.root.dump();
+  if (lists_out) *lists_out = std::move(lists);
+}
+
+void load_tokenizer_parts(TokenizerImpl& t, const std::string& rest, ModelLists lists) {
+  json j;
+  try {
+    j = json::parse(rest);
+  } catch (const json::exception& e) {
+    fail("{}: malformed tokenizer.json ({})", t.where, e.what());
+  }
+  load_parsed(t, j, lists, nullptr);
 }
 
 void load_tokenizer_config(TokenizerImpl& t, const std::string& text) {

@@ -32,6 +32,18 @@ class Tokenizer {
                              const std::string& tokenizer_config_json, const std::string& where);
   // Loads DIR/tokenizer.json and DIR/tokenizer_config.json (the latter optional).
   static Tokenizer from_dir(const std::string& dir);
+  // tokenizer.json in a form that loads several times faster (tokenizer/compiled.cpp: the JSON
+  // without the vocab entries and merges, those as binary lists of ids), with the caller's key of
+  // that tokenizer.json (artifacts embed it as "tokenizer.compiled", keyed by the xxh64 of their
+  // tokenizer.json). Throws as from_text does for a tokenizer.json that does not load.
+  static std::string compile(const std::string& tokenizer_json, const std::string& where,
+                             uint64_t source_key);
+  // The key a compiled form was made with; nullopt for bytes that are not one.
+  static std::optional<uint64_t> compiled_source_key(std::string_view compiled);
+  // Loads that form (with tokenizer_config.json's text, or empty); every length and id is checked.
+  static Tokenizer from_compiled(std::string_view compiled,
+                                 const std::string& tokenizer_config_json,
+                                 const std::string& where);
 
   Tokenizer(Tokenizer&&) noexcept;
   Tokenizer& operator=(Tokenizer&&) noexcept;

@@ -188,7 +188,18 @@ void load_spm_decoder(TokenizerImpl& t, const nlohmann::json& d);
 // Char mode, after the vocab and decoder are read: char_id, fallback_id, unk, id_bytes.
 void finish_char_model(TokenizerImpl& t, const nlohmann::json& model);
 
-void load_tokenizer_json(TokenizerImpl& t, const std::string& json_text);
+// A BPE model's vocabulary and merges, as tokenizer.json holds them once parsed.
+struct ModelLists {
+  std::vector<std::pair<std::string, int32_t>> vocab;  // (spelling, id), by spelling, unique
+  std::vector<std::array<int32_t, 3>> merges;          // by rank: the ids of a, b and a + b
+};
+// Loads tokenizer.json into t. rest (if given): the same JSON without the model's vocab entries
+// and merges (an empty object and array there), which lists (if given) receives.
+void load_tokenizer_json(TokenizerImpl& t, const std::string& json_text,
+                         std::string* rest = nullptr, ModelLists* lists = nullptr);
+// The same from those two parts (tokenizer/compiled.cpp): no vocab entry or merge spelled in JSON
+// to lex, and no merge to look up by its spellings.
+void load_tokenizer_parts(TokenizerImpl& t, const std::string& rest, ModelLists lists);
 void load_tokenizer_config(TokenizerImpl& t, const std::string& json_text);
 
 }  // namespace vkllm

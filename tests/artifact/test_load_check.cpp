@@ -355,6 +355,50 @@ TEST(LoadCheck, ExportRefusesATokenizerThatDoesNotLoad) {
   EXPECT_EQ(files_in(dir.path), std::vector<std::string>{ck}) << "only the checkpoint is left";
 }
 
+// The exported artifact embeds the tokenizer's compiled form, keyed by its tokenizer.json, and
+// the runtime loads that: a damaged one with the right key is refused with the compiled form's
+// error, while one keyed by another tokenizer.json is ignored (the tokenizer.json loads).
+TEST(LoadCheck, TheCompiledTokenizerIsLoadedWhereItMatches) {
+  TempDir dir("loadcheck-compiled");
+  const std::string ck = make_checkpoint(dir.path + "/ck", TinySpec{});
+  RecipeOptions ro;
+  ro.recipe = "quantized-8da4w";
+  ro.max_context = 32;
+  const std::string good = dir.path + "/good.vkllm";
+  export_checkpoint(ck, good, ro);
+  ArtifactReader r(good);
+  const auto names = r.file_names();
+  ASSERT_NE(std::find(names.begin(), names.end(), "tokenizer.compiled"), names.end());
+  auto rewrite = [&](const std::string& out, const std::string& json_tail, size_t cut) {
+    ArtifactContent c;
+    c.desc = r.desc();
+    c.recipe = r.recipe();
+    c.program = r.program();
+    for (const std::string& n : r.file_names()) {
+      std::string bytes(r.file(n));
+      if (n == "tokenizer.json") bytes += json_tail;
+      if (n == "tokenizer.compiled") bytes.resize(bytes.size() - cut);
+      c.files.push_back({n, bytes});
+    }
+    std::vector<std::vector<uint8_t>> w(c.program.tensors.size());
+    for (size_t i = 0; i < w.size(); ++i)
+      if (c.program.tensors[i].kind == TensorKind::Weight) {
+        const auto s = r.weight(r.program(), static_cast<int32_t>(i));
+        w[i].assign(s.begin(), s.end());
+      }
+    write_artifact(out, c, w, LoadCheck::None);
+  };
+  const std::string damaged = dir.path + "/damaged.vkllm", stale = dir.path + "/stale.vkllm";
+  rewrite(damaged, "", 4);
+  EXPECT_EQ(error_of([&] { load_artifact(ArtifactReader(damaged)); }),
+            damaged + ": the compiled tokenizer ends inside a count (4 bytes wanted, 0 left)");
+  rewrite(stale, "\n", 4);
+  ModelOptions mo;
+  mo.backend = "cpu";
+  EXPECT_EQ(Model::open(stale, mo)->encode("ab", false),
+            Model::open(good, mo)->encode("ab", false));
+}
+
 TEST(LoadCheck, VerifyRefusesATokenizerThatDoesNotLoad) {
   TempDir dir("loadcheck-tok2");
   const std::string ck = make_checkpoint(dir.path + "/ck", TinySpec{});

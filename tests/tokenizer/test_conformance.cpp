@@ -2,10 +2,12 @@
 // ids on the committed corpus for the five tokenizers (byte-level: qwen3, llama3.2, phi4mini;
 // SentencePiece style: gemma3, llama2), round trips, streaming decode, chat prompts.
 #include <chrono>
+#include <cstring>
 #include <ctime>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "core/mapped_file.h"
 #include "fixtures.h"
 #include "tokenizer/utf8.h"
 
@@ -222,6 +224,74 @@ TEST_P(Conformance, EncodeThroughput) {
   }
   std::printf("[%s] encode: %.2f MB/s (%zu bytes, best of 3: %.3f s CPU)\n", GetParam().c_str(),
               bytes / 1e6 / best, bytes, best);
+}
+
+// The compiled form (Tokenizer::compile, what artifacts embed) is the same tokenizer: every id's
+// spelling, bytes and special flag, bos/eos, and every corpus line's ids (with and without the
+// post-processor) and decode equal the tokenizer.json load's; its load time is printed beside.
+TEST_P(Conformance, CompiledFormIsTheSameTokenizer) {
+  const Tokenizer* tok = test::fixture(GetParam());
+  ASSERT_NE(tok, nullptr);
+  const std::string dir = test::fixtures_dir() + "/" + GetParam();
+  const std::string json_text = read_text_file(dir + "/tokenizer.json");
+  const std::string config = read_text_file(dir + "/tokenizer_config.json");
+  const auto t0 = std::chrono::steady_clock::now();
+  const Tokenizer from_json = Tokenizer::from_text(json_text, config, "json");
+  const auto t1 = std::chrono::steady_clock::now();
+  const std::string compiled = Tokenizer::compile(json_text, "json", 7);
+  const auto t2 = std::chrono::steady_clock::now();
+  const Tokenizer c = Tokenizer::from_compiled(compiled, config, "compiled");
+  const auto t3 = std::chrono::steady_clock::now();
+  auto ms = [](auto a, auto b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
+  std::printf("[%s] load: tokenizer.json %.0f ms (%zu bytes), compiled %.0f ms (%zu bytes)\n",
+              GetParam().c_str(), ms(t0, t1), json_text.size(), ms(t2, t3), compiled.size());
+  ASSERT_EQ(c.vocab_size(), tok->vocab_size());
+  size_t differ = 0;
+  for (int32_t id = 0; id < tok->vocab_size(); ++id)
+    differ += c.token(id) != tok->token(id) || c.token_bytes(id) != tok->token_bytes(id) ||
+              c.is_special(id) != tok->is_special(id) ||
+              c.token_id(tok->token(id)) != tok->token_id(tok->token(id));
+  EXPECT_EQ(differ, 0u);
+  EXPECT_EQ(c.bos_id(), tok->bos_id());
+  EXPECT_EQ(c.eos_id(), tok->eos_id());
+  size_t lines = 0;
+  for (const auto& l : corpus()) {
+    const std::vector<int32_t> ids = tok->encode(l.text);
+    ASSERT_EQ(c.encode(l.text), ids) << GetParam() << ": " << l.cat;
+    ASSERT_EQ(c.encode(l.text, true), tok->encode(l.text, true)) << GetParam() << ": " << l.cat;
+    ASSERT_EQ(c.decode(ids), tok->decode(ids)) << GetParam() << ": " << l.cat;
+    ++lines;
+  }
+  EXPECT_GE(lines, 3000u);
+}
+
+// A damaged compiled form is one clear error, never a crash or a different tokenizer: every
+// truncation point of its first 256 and last 64 bytes and some between, a wrong magic, trailing
+// bytes, and a merge or vocab id out of range.
+TEST(CompiledTokenizer, DamageIsAnError) {
+  const std::string dir = test::fixtures_dir() + "/qwen3";
+  const std::string good = Tokenizer::compile(read_text_file(dir + "/tokenizer.json"), "t", 42);
+  EXPECT_EQ(Tokenizer::compiled_source_key(good), 42u);
+  EXPECT_EQ(Tokenizer::compiled_source_key(good.substr(0, 15)), std::nullopt);
+  auto error = [](const std::string& bytes) {
+    return test::error_of([&] { Tokenizer::from_compiled(bytes, "", "t"); });
+  };
+  EXPECT_EQ(error(good), "(no error)");
+  for (size_t n = 0; n < good.size(); n += n < 256 || n + 64 > good.size() ? 1 : 65537)
+    ASSERT_NE(error(good.substr(0, n)), "(no error)") << "truncated to " << n << " bytes";
+  std::string bad = good;
+  bad[0] = 'X';
+  EXPECT_EQ(error(bad), "t: not a compiled tokenizer (no VKTOK001 magic)");
+  EXPECT_EQ(error(good + "x"), "t: the compiled tokenizer has bytes after its merges");
+  bad = good;
+  const uint32_t huge = 0x7FFFFFF0u;
+  std::memcpy(&bad[bad.size() - 4], &huge, 4);  // the last merge's merged token
+  EXPECT_NE(error(bad).find("has a token id outside the vocab"), std::string::npos) << error(bad);
+  uint64_t rest = 0;
+  std::memcpy(&rest, &good[16], 8);
+  bad = good;
+  std::memcpy(&bad[24 + rest + 4], &huge, 4);  // the first vocab entry's id
+  EXPECT_NE(error(bad).find("out of range"), std::string::npos) << error(bad);
 }
 
 std::string param_name(const ::testing::TestParamInfo<std::string>& p) {
