@@ -355,6 +355,29 @@ TEST(LoadCheck, ExportRefusesATokenizerThatDoesNotLoad) {
   EXPECT_EQ(files_in(dir.path), std::vector<std::string>{ck}) << "only the checkpoint is left";
 }
 
+// An artifact's content, its embedded files passed through `edit` (name, bytes -> bytes), and
+// its weights' bytes: what write_artifact takes to write it again.
+struct Rewrite {
+  ArtifactContent c;
+  std::vector<std::vector<uint8_t>> w;
+};
+Rewrite rewrite_of(const ArtifactReader& r,
+                   const std::function<std::string(const std::string&, std::string)>& edit) {
+  Rewrite out;
+  out.c.desc = r.desc();
+  out.c.recipe = r.recipe();
+  out.c.program = r.program();
+  for (const std::string& n : r.file_names())
+    out.c.files.push_back({n, edit(n, std::string(r.file(n)))});
+  out.w.resize(out.c.program.tensors.size());
+  for (size_t i = 0; i < out.w.size(); ++i)
+    if (out.c.program.tensors[i].kind == TensorKind::Weight) {
+      const auto s = r.weight(r.program(), static_cast<int32_t>(i));
+      out.w[i].assign(s.begin(), s.end());
+    }
+  return out;
+}
+
 // The exported artifact embeds the tokenizer's compiled form, keyed by its tokenizer.json, and
 // the runtime loads that: a damaged one with the right key is refused with the compiled form's
 // error, while one keyed by another tokenizer.json is ignored (the tokenizer.json loads).
@@ -370,23 +393,12 @@ TEST(LoadCheck, TheCompiledTokenizerIsLoadedWhereItMatches) {
   const auto names = r.file_names();
   ASSERT_NE(std::find(names.begin(), names.end(), "tokenizer.compiled"), names.end());
   auto rewrite = [&](const std::string& out, const std::string& json_tail, size_t cut) {
-    ArtifactContent c;
-    c.desc = r.desc();
-    c.recipe = r.recipe();
-    c.program = r.program();
-    for (const std::string& n : r.file_names()) {
-      std::string bytes(r.file(n));
+    Rewrite rw = rewrite_of(r, [&](const std::string& n, std::string bytes) {
       if (n == "tokenizer.json") bytes += json_tail;
       if (n == "tokenizer.compiled") bytes.resize(bytes.size() - cut);
-      c.files.push_back({n, bytes});
-    }
-    std::vector<std::vector<uint8_t>> w(c.program.tensors.size());
-    for (size_t i = 0; i < w.size(); ++i)
-      if (c.program.tensors[i].kind == TensorKind::Weight) {
-        const auto s = r.weight(r.program(), static_cast<int32_t>(i));
-        w[i].assign(s.begin(), s.end());
-      }
-    write_artifact(out, c, w, LoadCheck::None);
+      return bytes;
+    });
+    write_artifact(out, rw.c, rw.w, LoadCheck::None);
   };
   const std::string damaged = dir.path + "/damaged.vkllm", stale = dir.path + "/stale.vkllm";
   rewrite(damaged, "", 4);
@@ -408,18 +420,11 @@ TEST(LoadCheck, VerifyRefusesATokenizerThatDoesNotLoad) {
   const std::string good = dir.path + "/good.vkllm", bad = dir.path + "/bad.vkllm";
   export_checkpoint(ck, good, ro);
   ArtifactReader r(good);
-  ArtifactContent c;
-  c.desc = r.desc();
-  c.recipe = r.recipe();
-  c.program = r.program();
-  for (const std::string& n : r.file_names())
-    c.files.push_back({n, n == "tokenizer.json" ? kBadTokenizer : std::string(r.file(n))});
-  std::vector<std::vector<uint8_t>> w(c.program.tensors.size());
-  for (size_t i = 0; i < w.size(); ++i)
-    if (c.program.tensors[i].kind == TensorKind::Weight) {
-      const auto s = r.weight(r.program(), static_cast<int32_t>(i));
-      w[i].assign(s.begin(), s.end());
-    }
+  Rewrite rw = rewrite_of(r, [](const std::string& n, std::string bytes) {
+    return n == "tokenizer.json" ? std::string(kBadTokenizer) : bytes;
+  });
+  const ArtifactContent& c = rw.c;
+  const std::vector<std::vector<uint8_t>>& w = rw.w;
   // The library writer refuses it too, unless told to write a damaged artifact.
   EXPECT_EQ(error_of([&] { write_artifact(bad, c, w); }),
             bad + ": model.vocab must be a non-empty object");
