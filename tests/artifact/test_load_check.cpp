@@ -355,6 +355,16 @@ TEST(LoadCheck, ExportRefusesATokenizerThatDoesNotLoad) {
   EXPECT_EQ(files_in(dir.path), std::vector<std::string>{ck}) << "only the checkpoint is left";
 }
 
+// A tiny checkpoint exported (quantized-8da4w, 32 positions) to dir/name; its path.
+std::string export_tiny(const TempDir& dir, const std::string& name) {
+  const std::string ck = make_checkpoint(dir.path + "/ck", TinySpec{});
+  RecipeOptions ro;
+  ro.recipe = "quantized-8da4w";
+  ro.max_context = 32;
+  export_checkpoint(ck, dir.path + "/" + name, ro);
+  return dir.path + "/" + name;
+}
+
 // An artifact's content, its embedded files passed through `edit` (name, bytes -> bytes), and
 // its weights' bytes: what write_artifact takes to write it again.
 struct Rewrite {
@@ -383,12 +393,7 @@ Rewrite rewrite_of(const ArtifactReader& r,
 // error, while one keyed by another tokenizer.json is ignored (the tokenizer.json loads).
 TEST(LoadCheck, TheCompiledTokenizerIsLoadedWhereItMatches) {
   TempDir dir("loadcheck-compiled");
-  const std::string ck = make_checkpoint(dir.path + "/ck", TinySpec{});
-  RecipeOptions ro;
-  ro.recipe = "quantized-8da4w";
-  ro.max_context = 32;
-  const std::string good = dir.path + "/good.vkllm";
-  export_checkpoint(ck, good, ro);
+  const std::string good = export_tiny(dir, "good.vkllm");
   ArtifactReader r(good);
   const auto names = r.file_names();
   ASSERT_NE(std::find(names.begin(), names.end(), "tokenizer.compiled"), names.end());
@@ -413,12 +418,7 @@ TEST(LoadCheck, TheCompiledTokenizerIsLoadedWhereItMatches) {
 
 TEST(LoadCheck, VerifyRefusesATokenizerThatDoesNotLoad) {
   TempDir dir("loadcheck-tok2");
-  const std::string ck = make_checkpoint(dir.path + "/ck", TinySpec{});
-  RecipeOptions ro;
-  ro.recipe = "quantized-8da4w";
-  ro.max_context = 32;
-  const std::string good = dir.path + "/good.vkllm", bad = dir.path + "/bad.vkllm";
-  export_checkpoint(ck, good, ro);
+  const std::string good = export_tiny(dir, "good.vkllm"), bad = dir.path + "/bad.vkllm";
   ArtifactReader r(good);
   Rewrite rw = rewrite_of(r, [](const std::string& n, std::string bytes) {
     return n == "tokenizer.json" ? std::string(kBadTokenizer) : bytes;
