@@ -5,6 +5,7 @@
 #include <cstring>
 #include <random>
 #include <set>
+#include <span>
 #include <vector>
 
 #include "backend/vulkan/vk_memory.h"
@@ -15,9 +16,10 @@ namespace vkllm::vk {
 
 namespace {
 
-// One workgroup of `k` over the single buffer range `r`, waited for.
-void run_one_workgroup(Context& ctx, Kernels& kernels, const Kernel& k, const BufRange& r) {
-  VkDescriptorSet set = kernels.make_set(k, {&r, 1});
+// One workgroup of `k` over the buffer ranges `r` (its bindings in order), waited for.
+void run_one_workgroup(Context& ctx, Kernels& kernels, const Kernel& k,
+                       std::span<const BufRange> r) {
+  VkDescriptorSet set = kernels.make_set(k, r);
   VkCommandBuffer cb = ctx.begin_once();
   vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, k.pipeline());
   vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, k.layout, 0, 1, &set, 0, nullptr);
@@ -42,7 +44,7 @@ SubgroupLayout probe_subgroups(Context& ctx, uint32_t workgroup) {
   const VkDeviceSize bytes = static_cast<VkDeviceSize>(workgroup) * 16;
   Buffer out = alloc.create(bytes, false, "subgroup probe");
   const BufRange r{out.buf, 0, bytes};
-  run_one_workgroup(ctx, kernels, k, r);
+  run_one_workgroup(ctx, kernels, k, {&r, 1});
   std::vector<uint32_t> v(static_cast<size_t>(workgroup) * 4);
   alloc.download(out, 0, v.data(), bytes);
   SubgroupLayout s;
@@ -75,7 +77,7 @@ std::vector<int32_t> run_coopmat_probe(Context& ctx, Shader name, const std::vec
   std::memcpy(v.data(), in.data(), 128 * 4);
   alloc.upload(io, 0, v.data(), kWords * 4);
   const BufRange r{io.buf, 0, kWords * 4};
-  run_one_workgroup(ctx, kernels, k, r);
+  run_one_workgroup(ctx, kernels, k, {&r, 1});
   alloc.download(io, 0, v.data(), kWords * 4);
   return v;
 }
@@ -189,12 +191,7 @@ F16Rounding probe_f16_rounding(Context& ctx) {
   std::memcpy(v.data(), in.data(), size_t{n} * 4);
   alloc.upload(io, 0, v.data(), io_bytes);
   const BufRange r[2] = {{io.buf, 0, io_bytes}, {h.buf, 0, h_bytes}};
-  VkDescriptorSet set = kernels.make_set(k, r);
-  VkCommandBuffer cb = ctx.begin_once();
-  vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, k.pipeline());
-  vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, k.layout, 0, 1, &set, 0, nullptr);
-  vkCmdDispatch(cb, 1, 1, 1);
-  ctx.submit_and_wait(cb);
+  run_one_workgroup(ctx, kernels, k, r);
   alloc.download(io, 0, v.data(), io_bytes);
   std::vector<uint16_t> halves(h_bytes / 2);
   alloc.download(h, 0, halves.data(), h_bytes);
